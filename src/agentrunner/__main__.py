@@ -1,0 +1,3 @@
+from agentrunner.cli import main
+
+main()

@@ -1,0 +1,491 @@
+"""Agent files (Markdown + YAML frontmatter) → ``AgentSpec``.
+
+Every problem is reported with the file and the line it is on, and the loader collects all the
+problems of a file before raising, so ``agents validate`` prints them in one go.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar, cast
+
+import yaml
+
+from agentrunner.agents.spec import (
+    BACKOFFS,
+    CAPABILITIES,
+    PERSONA_PRESETS,
+    TOP_LEVEL_KEYS,
+    TRUST_LEVELS,
+    AgentSpec,
+    InputSpec,
+    Limits,
+    McpServerSpec,
+    RetryPolicy,
+)
+from agentrunner.agents.templating import Template
+from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
+
+__all__ = ["load_agent_file", "parse_agent_text"]
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+T = TypeVar("T")
+
+
+def load_agent_file(
+    path: Path, *, default_model: str | None = None, display: str | None = None
+) -> AgentSpec:
+    """Read and parse one agent file. Raises ``AgentFileErrors`` listing every problem."""
+    shown = display or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentFileErrors(
+            [AgentRunnerError(ErrorCode.RUNNER_IO, f"cannot read agent file: {exc}", file=shown)]
+        ) from exc
+    return parse_agent_text(
+        text, agent_id=path.stem, file=shown, path=path, default_model=default_model
+    )
+
+
+def parse_agent_text(
+    text: str,
+    *,
+    agent_id: str,
+    file: str,
+    path: Path | None = None,
+    default_model: str | None = None,
+) -> AgentSpec:
+    front, body, body_line = _split_front_matter(text, file)
+    data, lines = _parse_yaml(front, file) if front is not None else ({}, {})
+    reader = _Reader(file, lines)
+    spec = reader.build(agent_id, data, body, body_line, path, default_model)
+    AgentFileErrors.raise_if_any(reader.problems)
+    assert spec is not None
+    return spec
+
+
+def _split_front_matter(text: str, file: str) -> tuple[str | None, str, int]:
+    """Return (frontmatter YAML or None, body, first line of the body)."""
+    text = text.removeprefix("\ufeff")
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---":
+        return None, text, 1
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() in ("---", "..."):
+            return "".join(lines[1:i]), "".join(lines[i + 1 :]), i + 2
+    raise AgentFileErrors(
+        [
+            AgentRunnerError(
+                ErrorCode.INVALID_SPECIFICATION,
+                "frontmatter opened with '---' is never closed",
+                hint="End the frontmatter with a line holding only '---'.",
+                file=file,
+                line=1,
+            )
+        ]
+    )
+
+
+def _parse_yaml(front: str, file: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """Parse frontmatter; return the data and a map of dotted key → file line."""
+    offset = 2  # the frontmatter's first line is line 2 of the file
+    loader = _Loader(front)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else {}
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + offset if mark is not None else None
+        raise AgentFileErrors(
+            [
+                AgentRunnerError(
+                    ErrorCode.INVALID_SPECIFICATION,
+                    f"invalid YAML in frontmatter: {exc.problem or exc.context}",
+                    hint="Check indentation and quoting on that line.",
+                    file=file,
+                    line=line,
+                )
+            ]
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise AgentFileErrors(
+            [AgentRunnerError(ErrorCode.INVALID_SPECIFICATION, f"invalid YAML: {exc}", file=file)]
+        ) from exc
+    finally:
+        loader.dispose()
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise AgentFileErrors(
+            [
+                AgentRunnerError(
+                    ErrorCode.INVALID_SPECIFICATION,
+                    "frontmatter must be a mapping of keys to values",
+                    file=file,
+                    line=offset,
+                )
+            ]
+        )
+    lines: dict[str, int] = {}
+    duplicates: list[AgentRunnerError] = []
+    _collect_lines(node, "", offset, lines, duplicates, file)
+    AgentFileErrors.raise_if_any(duplicates)
+    return data, lines
+
+
+def _collect_lines(
+    node: yaml.Node | None,
+    prefix: str,
+    offset: int,
+    lines: dict[str, int],
+    duplicates: list[AgentRunnerError],
+    file: str,
+) -> None:
+    if not isinstance(node, yaml.MappingNode):
+        return
+    for key_node, value_node in node.value:
+        key = f"{prefix}{key_node.value}"
+        line = key_node.start_mark.line + offset
+        if key in lines:
+            duplicates.append(
+                AgentRunnerError(
+                    ErrorCode.INVALID_SPECIFICATION,
+                    f"duplicate key '{key}' (first on line {lines[key]})",
+                    file=file,
+                    line=line,
+                )
+            )
+            continue
+        lines[key] = line
+        _collect_lines(value_node, f"{key}.", offset, lines, duplicates, file)
+
+
+def _nearest(word: str, choices: tuple[str, ...] | list[str]) -> str | None:
+    found = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return found[0] if found else None
+
+
+class _Reader:
+    """Reads typed fields out of the parsed frontmatter, collecting problems as it goes."""
+
+    def __init__(self, file: str, lines: dict[str, int]) -> None:
+        self.file = file
+        self.lines = lines
+        self.problems: list[AgentRunnerError] = []
+
+    def fail(
+        self, key: str, message: str, hint: str | None = None, line: int | None = None
+    ) -> None:
+        self.problems.append(
+            AgentRunnerError(
+                ErrorCode.INVALID_SPECIFICATION,
+                message,
+                hint=hint,
+                file=self.file,
+                line=line if line is not None else self.lines.get(key, 1),
+            )
+        )
+
+    def check_keys(
+        self, data: Mapping[str, Any], allowed: tuple[str, ...], prefix: str = ""
+    ) -> None:
+        for key in data:
+            if key in allowed:
+                continue
+            near = _nearest(str(key), list(allowed))
+            guess = f" (did you mean '{prefix}{near}'?)" if near else ""
+            self.fail(
+                f"{prefix}{key}",
+                f"unknown key '{prefix}{key}'{guess}",
+                hint=f"Valid keys{' under ' + prefix.rstrip('.') if prefix else ''}: "
+                f"{', '.join(allowed)}.",
+            )
+
+    def typed(
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        kind: type[T] | tuple[type, ...],
+        default: T,
+        what: str,
+        prefix: str = "",
+    ) -> T:
+        value = data.get(key, default)
+        if value is default or (value is None and default is None):
+            return default
+        ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return cast(T, float(value))
+        if not ok:
+            self.fail(f"{prefix}{key}", f"'{prefix}{key}' must be {what}, got {value!r}")
+            return default
+        return cast(T, value)
+
+    def positive(
+        self, data: Mapping[str, Any], key: str, kind: type[T], default: T, prefix: str
+    ) -> T:
+        what = "a positive integer" if kind is int else "a positive number"
+        value = self.typed(data, key, kind, default, what, prefix)
+        if value is not None and value is not default and value <= 0:  # type: ignore[operator]
+            self.fail(f"{prefix}{key}", f"'{prefix}{key}' must be {what}, got {value!r}")
+            return default
+        return value
+
+    def str_list(self, data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+        value = data.get(key)
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.fail(key, f"'{key}' must be a list of names, got {value!r}")
+            return ()
+        return tuple(dict.fromkeys(value))
+
+    def choice(
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        choices: tuple[str, ...],
+        default: str,
+        prefix: str = "",
+    ) -> str:
+        value = data.get(key, default)
+        if value not in choices:
+            near = _nearest(str(value), list(choices))
+            hint = f"did you mean '{near}'?" if near else None
+            self.fail(
+                f"{prefix}{key}",
+                f"'{prefix}{key}' must be one of {', '.join(choices)}, got {value!r}"
+                + (f" ({hint})" if hint else ""),
+                hint=hint,
+            )
+            return default
+        return str(value)
+
+    def section(
+        self,
+        data: Mapping[str, Any],
+        key: str,
+        keys: tuple[str, ...],
+        build: Callable[[Mapping[str, Any]], T],
+        default: T,
+    ) -> T:
+        value = data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, dict):
+            self.fail(key, f"'{key}' must be a mapping with keys {', '.join(keys)}, got {value!r}")
+            return default
+        self.check_keys(value, keys, f"{key}.")
+        return build(value)
+
+    def template(self, source: str, line: int) -> Template | None:
+        try:
+            return Template.parse(source, file=self.file, first_line=line)
+        except AgentRunnerError as exc:
+            self.problems.append(exc)
+            return None
+
+    # -- the whole file -------------------------------------------------------------------
+
+    def build(
+        self,
+        agent_id: str,
+        data: dict[str, Any],
+        body: str,
+        body_line: int,
+        path: Path | None,
+        default_model: str | None,
+    ) -> AgentSpec | None:
+        self.check_keys(data, TOP_LEVEL_KEYS)
+        name = self.typed(data, "name", str, agent_id, "a string")
+        description = self.typed(data, "description", str, "", "a string")
+        model = self.typed(data, "model", str, None, "a 'provider:model' string")
+        if model is None and "model" not in data and default_model is None:
+            self.fail(
+                "model",
+                "no model: the agent file has no 'model' and agentrunner.toml sets no "
+                "[defaults] model",
+                hint="Add e.g. 'model: openai:gpt-4.1-mini' (or 'model: test' to run offline).",
+                line=1,
+            )
+        retry = self.section(data, "retry", RetryPolicy.KEYS, self._retry, RetryPolicy())
+        limits = self.section(data, "limits", Limits.KEYS, self._limits, Limits())
+        trust = self.choice(data, "trust", TRUST_LEVELS, "sandboxed")
+        capabilities = self.str_list(data, "capabilities")
+        for cap in capabilities:
+            if cap not in CAPABILITIES:
+                near = _nearest(cap, list(CAPABILITIES))
+                self.fail(
+                    "capabilities",
+                    f"unknown capability '{cap}'" + (f" (did you mean '{near}'?)" if near else ""),
+                    hint=f"capabilities: {', '.join(CAPABILITIES)}",
+                )
+        persona = self.typed(data, "persona", str, None, "a preset name")
+        if persona is not None and persona not in PERSONA_PRESETS:
+            near = _nearest(persona, list(PERSONA_PRESETS))
+            self.fail(
+                "persona",
+                f"unknown persona preset '{persona}'"
+                + (f" (did you mean '{near}'?)" if near else ""),
+                hint=f"presets: {', '.join(PERSONA_PRESETS)}",
+            )
+        system = self.template(body.strip("\n"), body_line + _leading_newlines(body))
+        prompt_source = self.typed(data, "prompt_template", str, None, "a string")
+        prompt_template = (
+            self.template(prompt_source, self.lines.get("prompt_template", 1))
+            if prompt_source is not None
+            else None
+        )
+        spec_kwargs: dict[str, Any] = {
+            "id": agent_id,
+            "name": name,
+            "path": path,
+            "description": description,
+            "model": model,
+            "fallback": self.str_list(data, "fallback"),
+            "retry": retry,
+            "tools": self.str_list(data, "tools"),
+            "capabilities": capabilities,
+            "mcp_servers": self._mcp_servers(data.get("mcp_servers")),
+            "reports_to": self.typed(data, "reports_to", str, None, "an agent id"),
+            "trust": trust,
+            "limits": limits,
+            "output_schema": self._output_schema(data.get("output_schema")),
+            "cache": self.typed(data, "cache", bool, False, "true or false"),
+            "memory": self._memory(data.get("memory")),
+            "enabled": self.typed(data, "enabled", bool, True, "true or false"),
+            "inputs": self._inputs(data.get("inputs")),
+            "prompt_template": prompt_template,
+            "persona": persona,
+            "lines": MappingProxyType(dict(self.lines)),
+        }
+        if self.problems or system is None:
+            return None
+        return AgentSpec(system=system, **spec_kwargs)
+
+    def _retry(self, value: Mapping[str, Any]) -> RetryPolicy:
+        d = RetryPolicy()
+        return RetryPolicy(
+            max=self.positive(value, "max", int, d.max, "retry."),
+            backoff=self.choice(value, "backoff", BACKOFFS, d.backoff, "retry."),  # type: ignore[arg-type]
+            initial_delay_s=self.positive(
+                value, "initial_delay_s", float, d.initial_delay_s, "retry."
+            ),
+            max_delay_s=self.positive(value, "max_delay_s", float, d.max_delay_s, "retry."),
+        )
+
+    def _limits(self, value: Mapping[str, Any]) -> Limits:
+        d = Limits()
+        p = "limits."
+        return Limits(
+            max_turns=self.positive(value, "max_turns", int, d.max_turns, p),
+            max_budget_usd=self.positive(value, "max_budget_usd", float, d.max_budget_usd, p),
+            max_tool_calls=self.positive(value, "max_tool_calls", int, d.max_tool_calls, p),
+            max_tokens=self.positive(value, "max_tokens", int, d.max_tokens, p),
+            max_output_tokens=self.positive(
+                value, "max_output_tokens", int, d.max_output_tokens, p
+            ),
+        )
+
+    def _mcp_servers(self, value: Any) -> Mapping[str, McpServerSpec]:
+        if value is None:
+            return MappingProxyType({})
+        if not isinstance(value, dict):
+            self.fail(
+                "mcp_servers", "'mcp_servers' must map server names to {command, args} or {url}"
+            )
+            return MappingProxyType({})
+        servers: dict[str, McpServerSpec] = {}
+        for name, raw in value.items():
+            key = f"mcp_servers.{name}"
+            if not isinstance(raw, dict):
+                self.fail(key, f"'{key}' must be a mapping with 'command' or 'url'")
+                continue
+            self.check_keys(raw, McpServerSpec.KEYS, f"{key}.")
+            command = self.typed(raw, "command", str, None, "a string", f"{key}.")
+            url = self.typed(raw, "url", str, None, "a string", f"{key}.")
+            if (command is None) == (url is None):
+                self.fail(key, f"'{key}' needs exactly one of 'command' (stdio) or 'url' (HTTP)")
+            args = raw.get("args", [])
+            if not isinstance(args, list):
+                self.fail(f"{key}.args", f"'{key}.args' must be a list of strings")
+                args = []
+            env = raw.get("env", {})
+            if not isinstance(env, dict):
+                self.fail(f"{key}.env", f"'{key}.env' must map variable names to values")
+                env = {}
+            servers[str(name)] = McpServerSpec(
+                command=command,
+                args=tuple(str(a) for a in args),
+                env=MappingProxyType({str(k): str(v) for k, v in env.items()}),
+                url=url,
+            )
+        return MappingProxyType(servers)
+
+    def _output_schema(self, value: Any) -> Mapping[str, Any] | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            self.fail("output_schema", "'output_schema' must be a JSON Schema object or null")
+            return None
+        from jsonschema import SchemaError, validators  # only files that use it pay the import
+
+        try:
+            validators.validator_for(value).check_schema(value)
+        except SchemaError as exc:
+            self.fail("output_schema", f"'output_schema' is not a valid JSON Schema: {exc.message}")
+            return None
+        return MappingProxyType(value)
+
+    def _memory(self, value: Any) -> Mapping[str, str]:
+        if value is None:
+            return MappingProxyType({})
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            self.fail("memory", "'memory' must map block labels to text, e.g. {persona: '…'}")
+            return MappingProxyType({})
+        return MappingProxyType({str(k): v for k, v in value.items()})
+
+    def _inputs(self, value: Any) -> Mapping[str, InputSpec]:
+        if value is None:
+            return MappingProxyType({})
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return MappingProxyType({v: InputSpec() for v in value})
+        if not isinstance(value, dict):
+            self.fail(
+                "inputs",
+                "'inputs' must be a list of names or map names to {description, required, default}",
+            )
+            return MappingProxyType({})
+        out: dict[str, InputSpec] = {}
+        for name, raw in value.items():
+            key = f"inputs.{name}"
+            if raw is None:
+                out[str(name)] = InputSpec()
+                continue
+            if isinstance(raw, str):
+                out[str(name)] = InputSpec(description=raw)
+                continue
+            if not isinstance(raw, dict):
+                self.fail(
+                    key, f"'{key}' must be a description or {{description, required, default}}"
+                )
+                continue
+            self.check_keys(raw, InputSpec.KEYS, f"{key}.")
+            out[str(name)] = InputSpec(
+                description=self.typed(raw, "description", str, "", "a string", f"{key}."),
+                required=self.typed(
+                    raw, "required", bool, "default" not in raw, "true or false", f"{key}."
+                ),
+                default=raw.get("default"),
+            )
+        return MappingProxyType(out)
+
+
+def _leading_newlines(body: str) -> int:
+    return len(body) - len(body.lstrip("\n"))

@@ -1,0 +1,176 @@
+"""``AgentRegistry``: the agents of a directory, looked up by id, with their org chart."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from agentrunner._paths import display_path
+from agentrunner.agents.loader import load_agent_file
+from agentrunner.agents.spec import AgentSpec
+from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
+
+__all__ = ["AgentRegistry"]
+
+_SUFFIXES = (".md", ".markdown")
+
+
+class AgentRegistry:
+    """Agents by id (the file name without ``.md``), plus ``reports_to`` as an org chart.
+
+    ``problems`` holds what a non-strict load skipped; a strict load raises them instead.
+    """
+
+    def __init__(
+        self,
+        agents: Mapping[str, AgentSpec],
+        *,
+        directory: Path | None = None,
+        problems: list[AgentRunnerError] | None = None,
+    ) -> None:
+        self._agents = dict(agents)
+        self.directory = directory
+        self.problems = problems or []
+        self._reports: dict[str, list[str]] = {}
+        for spec in self._agents.values():
+            if spec.reports_to in self._agents:
+                self._reports.setdefault(spec.reports_to, []).append(spec.id)
+
+    @classmethod
+    def load(
+        cls, directory: Path, *, default_model: str | None = None, strict: bool = True
+    ) -> AgentRegistry:
+        """Load every agent file in ``directory``.
+
+        Raises ``AgentFileErrors`` (strict) listing every bad file, duplicate id, missing
+        ``reports_to`` target and ``reports_to`` cycle; with ``strict=False`` the bad agents are
+        left out and the problems kept on ``.problems``.
+        """
+        if not directory.is_dir():
+            raise AgentRunnerError(
+                ErrorCode.RUNNER_IO,
+                f"agents directory '{display_path(directory)}' does not exist",
+                hint="Run `agentrunner init` to create a project, or set agents_dir in "
+                "agentrunner.toml.",
+            )
+        problems: list[AgentRunnerError] = []
+        agents: dict[str, AgentSpec] = {}
+        seen: dict[str, Path] = {}
+        for path in sorted(p for p in directory.iterdir() if p.suffix in _SUFFIXES):
+            shown = display_path(path)
+            folded = path.stem.casefold()
+            if folded in seen:
+                problems.append(
+                    AgentRunnerError(
+                        ErrorCode.INVALID_SPECIFICATION,
+                        f"duplicate agent id '{path.stem}': "
+                        f"{display_path(seen[folded])} defines it too",
+                        hint="Agent ids are file names and must be unique (ignoring case).",
+                        file=shown,
+                        line=1,
+                    )
+                )
+                continue
+            seen[folded] = path
+            try:
+                agents[path.stem] = load_agent_file(
+                    path, default_model=default_model, display=shown
+                )
+            except AgentFileErrors as exc:
+                problems.extend(exc.problems)
+        problems.extend(_org_problems(agents))
+        if strict:
+            AgentFileErrors.raise_if_any(problems)
+        bad = {p.file for p in problems}
+        good = (
+            {k: v for k, v in agents.items() if display_path(v.path) not in bad} if bad else agents
+        )
+        return cls(good, directory=directory, problems=problems)
+
+    # -- lookup ---------------------------------------------------------------------------
+
+    def get(self, agent_id: str) -> AgentSpec:
+        """The agent with this id; ``agent_not_found`` (with close ids as a hint) otherwise."""
+        try:
+            return self._agents[agent_id]
+        except KeyError:
+            close = difflib.get_close_matches(agent_id, list(self._agents), n=3, cutoff=0.5)
+            hint = (
+                f"Did you mean {', '.join(repr(c) for c in close)}?"
+                if close
+                else "Run `agentrunner agents list` to see the agents."
+            )
+            raise AgentRunnerError(
+                ErrorCode.AGENT_NOT_FOUND,
+                f"Agent '{agent_id}' not found in registry",
+                hint=hint,
+            ) from None
+
+    def __contains__(self, agent_id: object) -> bool:
+        return agent_id in self._agents
+
+    def __iter__(self) -> Iterator[AgentSpec]:
+        return iter(self._agents.values())
+
+    def __len__(self) -> int:
+        return len(self._agents)
+
+    def ids(self) -> list[str]:
+        return list(self._agents)
+
+    # -- org chart ------------------------------------------------------------------------
+
+    def direct_reports(self, agent_id: str) -> list[AgentSpec]:
+        return [self._agents[i] for i in self._reports.get(agent_id, [])]
+
+    def chain_of_command(self, agent_id: str) -> list[AgentSpec]:
+        """The agent, its manager, its manager's manager … up to the top."""
+        chain = [self.get(agent_id)]
+        while (boss := chain[-1].reports_to) is not None and boss in self._agents:
+            chain.append(self._agents[boss])
+        return chain
+
+    def roots(self) -> list[AgentSpec]:
+        """Agents that report to nobody (the tops of the org chart)."""
+        return [a for a in self._agents.values() if a.reports_to is None]
+
+
+def _org_problems(agents: Mapping[str, AgentSpec]) -> list[AgentRunnerError]:
+    problems: list[AgentRunnerError] = []
+    for spec in agents.values():
+        if spec.reports_to is not None and spec.reports_to not in agents:
+            close = difflib.get_close_matches(spec.reports_to, list(agents), n=1, cutoff=0.5)
+            problems.append(
+                AgentRunnerError(
+                    ErrorCode.INVALID_SPECIFICATION,
+                    f"reports_to names agent '{spec.reports_to}', which does not exist"
+                    + (f" (did you mean '{close[0]}'?)" if close else ""),
+                    file=display_path(spec.path),
+                    line=spec.line_of("reports_to"),
+                )
+            )
+    reported: set[str] = set()
+    for spec in agents.values():
+        path: list[str] = []
+        current: AgentSpec | None = spec
+        while current is not None and current.id not in path:
+            path.append(current.id)
+            current = agents.get(current.reports_to) if current.reports_to else None
+        if current is None:
+            continue
+        cycle = path[path.index(current.id) :]
+        key = min(cycle)
+        if key in reported or spec.id != cycle[0]:
+            continue
+        reported.add(key)
+        problems.append(
+            AgentRunnerError(
+                ErrorCode.INVALID_SPECIFICATION,
+                f"reports_to makes a cycle: {' → '.join([*cycle, cycle[0]])}",
+                hint="An org chart is a tree: remove reports_to from one agent of the cycle.",
+                file=display_path(spec.path),
+                line=spec.line_of("reports_to"),
+            )
+        )
+    return problems

@@ -1,0 +1,198 @@
+"""``AgentSpec``: the typed, immutable form of an agent file.
+
+Pure data plus the two rules that belong to the definition itself: which keys exist (for the
+loader's "did you mean" hints) and that a tool grant can only be narrowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from agentrunner.agents.templating import Rendered, Template
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+__all__ = [
+    "CAPABILITIES",
+    "PERSONA_PRESETS",
+    "TOP_LEVEL_KEYS",
+    "TRUST_LEVELS",
+    "AgentSpec",
+    "InputSpec",
+    "Limits",
+    "McpServerSpec",
+    "RetryPolicy",
+]
+
+Trust = Literal["sandboxed", "workspace", "full"]
+Backoff = Literal["exponential", "linear", "none"]
+
+TRUST_LEVELS: tuple[str, ...] = ("sandboxed", "workspace", "full")
+BACKOFFS: tuple[str, ...] = ("exponential", "linear", "none")
+CAPABILITIES: tuple[str, ...] = ("memory", "notes", "files", "notify", "agents")
+
+# Seed 002: a preset appends tone guidelines to every agent's prompt; `professional` is the
+# default when the config names none.
+PERSONA_PRESETS: Mapping[str, str] = MappingProxyType(
+    {
+        "professional": "Tone: professional and precise. Lead with the answer, then the "
+        "reasoning. No filler, no exclamation marks.",
+        "friendly": "Tone: warm and approachable. Plain words, short sentences, and a kind "
+        "word where it fits.",
+        "concise": "Tone: terse. Answer in as few words as the task allows; use lists over "
+        "paragraphs.",
+        "direct": "Tone: candid and decisive. State your recommendation first and own it; flag "
+        "risks bluntly.",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Attempts on each model of the fallback chain (seed 001: ``max_attempts = retry.max``)."""
+
+    max: int = 2
+    backoff: Backoff = "exponential"
+    initial_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+
+    KEYS = ("max", "backoff", "initial_delay_s", "max_delay_s")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-run limits, checked before every model request."""
+
+    max_turns: int = 10
+    max_budget_usd: float | None = None
+    max_tool_calls: int | None = None
+    max_tokens: int | None = None
+    max_output_tokens: int | None = None
+
+    KEYS = ("max_turns", "max_budget_usd", "max_tool_calls", "max_tokens", "max_output_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerSpec:
+    """An MCP server: a local command (stdio) or a URL (streamable HTTP)."""
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    url: str | None = None
+
+    KEYS = ("command", "args", "env", "url")
+
+
+@dataclass(frozen=True, slots=True)
+class InputSpec:
+    """A declared input: documents a placeholder and may give it a default."""
+
+    description: str = ""
+    required: bool = True
+    default: Any = None
+
+    KEYS = ("description", "required", "default")
+
+
+TOP_LEVEL_KEYS: tuple[str, ...] = (
+    "name",
+    "description",
+    "model",
+    "fallback",
+    "retry",
+    "tools",
+    "capabilities",
+    "mcp_servers",
+    "reports_to",
+    "trust",
+    "limits",
+    "output_schema",
+    "cache",
+    "memory",
+    "enabled",
+    "inputs",
+    "prompt_template",
+    "persona",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """One agent, as its file defines it. ``id`` is the file name without ``.md``.
+
+    ``system`` is the Markdown body (the persona), a template rendered with the caller's
+    ``input`` into the system role; ``prompt_template`` (optional) renders into the user
+    position for one-shot tasks.
+    """
+
+    id: str
+    name: str
+    system: Template
+    path: Path | None = None
+    description: str = ""
+    model: str | None = None
+    fallback: tuple[str, ...] = ()
+    retry: RetryPolicy = RetryPolicy()
+    tools: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ()
+    mcp_servers: Mapping[str, McpServerSpec] = field(default_factory=lambda: MappingProxyType({}))
+    reports_to: str | None = None
+    trust: Trust = "sandboxed"
+    limits: Limits = Limits()
+    output_schema: Mapping[str, Any] | None = None
+    cache: bool = False
+    memory: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    enabled: bool = True
+    inputs: Mapping[str, InputSpec] = field(default_factory=lambda: MappingProxyType({}))
+    prompt_template: Template | None = None
+    persona: str | None = None
+    lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The fallback chain in order: primary first."""
+        return ((self.model,) if self.model else ()) + self.fallback
+
+    def line_of(self, key: str) -> int | None:
+        """File line where ``key`` (dotted, e.g. ``limits.max_turns``) was written."""
+        return self.lines.get(key)
+
+    def input_defaults(self) -> dict[str, Any]:
+        return {k: v.default for k, v in self.inputs.items() if v.default is not None}
+
+    def with_defaults(self, input: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``input`` with declared ``inputs`` defaults filled in for missing top-level keys."""
+        defaults = self.input_defaults()
+        if not defaults or not isinstance(input, Mapping):
+            return input
+        return {**defaults, **input}
+
+    def render_system(self, input: Mapping[str, Any]) -> Rendered:
+        """The persona body rendered with ``input`` (seed 004 rules, errors name file:line)."""
+        return self.system.render_with_values(self.with_defaults(input))
+
+    def render_prompt(self, input: Mapping[str, Any]) -> Rendered | None:
+        """The user-position ``prompt_template`` rendered with ``input``, if the agent has one."""
+        if self.prompt_template is None:
+            return None
+        return self.prompt_template.render_with_values(self.with_defaults(input))
+
+    def narrow_tools(self, requested: Iterable[str]) -> tuple[str, ...]:
+        """The grant for one run: ``requested`` must be a subset of the agent's ``tools``.
+
+        Seed 001: a grant override can only narrow; widening raises ``validation``.
+        """
+        wanted = tuple(dict.fromkeys(requested))
+        extra = [t for t in wanted if t not in self.tools]
+        if extra:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"tool grant for agent '{self.id}' can only narrow its tools; "
+                f"not granted to it: {', '.join(extra)}",
+                hint=f"Agent '{self.id}' may use: {', '.join(self.tools) or '(no tools)'}.",
+            )
+        return wanted

@@ -1,0 +1,45 @@
+"""The Typer application: global options and command registration.
+
+Command modules import the library lazily inside each command, so ``agentrunner --help`` loads
+no provider, store or HTTP code.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from agentrunner._version import __version__
+from agentrunner.cli import agents, project
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="agentrunner",
+    help="Run LLM agents defined in Markdown files: durable, observable, budget-safe.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"agentrunner {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print the version."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+) -> None:
+    """agentrunner: agents as Markdown files, run from the CLI, Python or HTTP."""
+
+
+app.command("init")(project.init)
+app.command("render")(project.render)
+app.add_typer(agents.app, name="agents")

@@ -1,0 +1,77 @@
+"""``agentrunner init`` and ``agentrunner render``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+
+from agentrunner.cli.console import err, out
+
+__all__ = ["init", "parse_input", "render"]
+
+
+def init(
+    directory: Path = typer.Argument(Path("."), help="Where to create the project."),
+    template: str = typer.Option(
+        "basic", "--template", "-t", help="basic (one assistant), company (CEO + C-suite), office."
+    ),
+) -> None:
+    """Create agentrunner.toml and an agents/ directory from a template."""
+    from agentrunner.scaffold import create_project
+
+    written = create_project(directory, template)
+    out.print(
+        f"[green]Created[/] a [bold]{template}[/] project in [bold]{escape(str(directory))}[/]:"
+    )
+    for path in written:
+        out.print(f"  {escape(str(path))}")
+    where = "" if directory.resolve() == Path.cwd() else f"cd {directory} && "
+    out.print(f"\nNext: [bold]{escape(where)}agentrunner agents list[/]")
+
+
+def render(
+    agent_id: str = typer.Argument(..., help="The agent id (its file name without .md)."),
+    input: str = typer.Option(
+        "{}", "--input", "-i", help="Input object: JSON text, @file.json, or - for stdin."
+    ),
+) -> None:
+    """Print an agent's system prompt rendered with an input object."""
+    from agentrunner.project import load_project
+
+    values = parse_input(input)
+    spec = load_project().agents.get(agent_id)
+    sys.stdout.write(spec.render_system(values).text + "\n")
+    prompt = spec.render_prompt(values)
+    if prompt is not None:
+        err.print("[dim]--- user prompt (prompt_template) ---[/]")
+        sys.stdout.write(prompt.text + "\n")
+
+
+def parse_input(text: str) -> Any:
+    """``--input`` as JSON text, ``@path`` or ``-`` (stdin); errors name the source."""
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    source = "--input"
+    if text == "-":
+        text, source = sys.stdin.read(), "stdin"
+    elif text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text, source = path.read_text(encoding="utf-8"), str(path)
+        except OSError as exc:
+            raise AgentRunnerError(
+                ErrorCode.RUNNER_IO, f"cannot read input file {path}: {exc.strerror or exc}"
+            ) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            hint='Pass a JSON object, e.g. --input \'{"topic": "tides"}\' or --input @input.json.',
+        ) from exc

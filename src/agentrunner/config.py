@@ -1,0 +1,390 @@
+"""``agentrunner.toml``: found by walking up from the working directory (like git).
+
+Environment variables override the file (``AGENTRUNNER_CONFIG``, ``AGENTRUNNER_DATABASE_URL``,
+``AGENTRUNNER_AGENTS_DIR``, ``AGENTRUNNER_DEFAULT_MODEL``). Secrets never live in the file: a
+provider names the environment variable that holds its key (``api_key_env``), and a key written
+into the file is rejected.
+
+Seed 002's config-extension registry lets other modules own a top-level section: reserved and
+duplicate keys are rejected, partial values are shallow-merged with the extension's defaults, and
+unknown top-level sections are preserved through load/save.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from agentrunner._paths import display_path
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+__all__ = [
+    "CONFIG_FILE",
+    "RESERVED_KEYS",
+    "Budgets",
+    "Config",
+    "ConfigExtension",
+    "ConfigExtensionRegistry",
+    "PriceOverride",
+    "ProviderConfig",
+    "find_config_file",
+    "load_config",
+    "register_config_extension",
+]
+
+CONFIG_FILE = "agentrunner.toml"
+PROVIDER_KINDS = ("openai", "anthropic", "test")
+
+_SECTION_KEYS: dict[str, tuple[str, ...]] = {
+    "project": ("agents_dir", "state_dir"),
+    "defaults": ("model", "persona", "title_model"),
+    "database": ("url",),
+    "budgets": ("per_run_usd", "per_agent_daily_usd", "global_daily_usd"),
+    "providers": (),
+    "aliases": (),
+    "prices": (),
+}
+RESERVED_KEYS: frozenset[str] = frozenset(_SECTION_KEYS)
+_PROVIDER_KEYS = ("kind", "base_url", "api_key_env", "headers", "timeout_s", "api_version")
+_PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok", "cache_write_per_mtok")
+_SECRET_KEYS = ("api_key", "key", "token", "secret", "password")
+_PASSWORD_IN_URL = re.compile(r"://[^/@:]+:[^/@]+@")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    """A model provider: its wire protocol (``kind``), endpoint and the variable holding its key."""
+
+    name: str
+    kind: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    timeout_s: float = 120.0
+    api_version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Spending limits in US dollars (DESIGN decision 5); ``None`` means no limit."""
+
+    per_run_usd: float | None = None
+    per_agent_daily_usd: float | None = None
+    global_daily_usd: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PriceOverride:
+    """A model's price in US dollars per million tokens, overriding genai-prices."""
+
+    input_per_mtok: float = 0.0
+    output_per_mtok: float = 0.0
+    cache_read_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigExtension:
+    key: str
+    defaults: Mapping[str, Any]
+    validate: Callable[[Mapping[str, Any]], None] | None = None
+
+
+class ConfigExtensionRegistry:
+    """Top-level config sections owned by other modules (seed 002's ``registerConfigExtension``)."""
+
+    def __init__(self) -> None:
+        self._extensions: dict[str, ConfigExtension] = {}
+
+    def register(
+        self,
+        key: str,
+        defaults: Mapping[str, Any],
+        validate: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> ConfigExtension:
+        if key in RESERVED_KEYS:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"config extension key '{key}' is reserved by agentrunner",
+                hint=f"Reserved: {', '.join(sorted(RESERVED_KEYS))}.",
+            )
+        if key in self._extensions:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"config extension '{key}' is already registered",
+                hint="Register each extension once (e.g. at import time of its module).",
+            )
+        ext = ConfigExtension(key, MappingProxyType(dict(defaults)), validate)
+        self._extensions[key] = ext
+        return ext
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._extensions
+
+    def resolve(self, raw: Mapping[str, Any], file: str | None) -> dict[str, Mapping[str, Any]]:
+        """Every registered section: the file's partial value shallow-merged over defaults."""
+        out: dict[str, Mapping[str, Any]] = {}
+        for key, ext in self._extensions.items():
+            value = raw.get(key, {})
+            if not isinstance(value, dict):
+                raise _config_error(f"[{key}] must be a table", file)
+            merged = {**ext.defaults, **value}
+            if ext.validate is not None:
+                try:
+                    ext.validate(merged)
+                except AgentRunnerError:
+                    raise
+                except Exception as exc:
+                    raise _config_error(f"[{key}] is invalid: {exc}", file) from exc
+            out[key] = MappingProxyType(merged)
+        return out
+
+
+default_extensions = ConfigExtensionRegistry()
+register_config_extension = default_extensions.register
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The resolved project configuration. ``root`` is the project directory."""
+
+    root: Path
+    path: Path | None = None
+    agents_dir: Path = Path("agents")
+    state_dir: Path = Path(".agentrunner")
+    default_model: str | None = None
+    default_persona: str = "professional"
+    title_model: str | None = None
+    database_url: str | None = None
+    providers: Mapping[str, ProviderConfig] = field(default_factory=lambda: MappingProxyType({}))
+    aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    budgets: Budgets = Budgets()
+    prices: Mapping[str, PriceOverride] = field(default_factory=lambda: MappingProxyType({}))
+    extensions: Mapping[str, Mapping[str, Any]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    unknown: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL; by default one SQLite file in the state directory."""
+        return self.database_url or f"sqlite:///{self.state_dir / 'agentrunner.db'}"
+
+    def with_extension(self, key: str, value: Mapping[str, Any]) -> Config:
+        merged = {
+            **self.extensions,
+            key: MappingProxyType({**self.extensions.get(key, {}), **value}),
+        }
+        return replace(self, extensions=MappingProxyType(merged))
+
+    def to_toml_dict(self) -> dict[str, Any]:
+        """What ``save`` writes: the file as loaded, with extension sections as they are now."""
+        data = dict(self.raw.items())
+        for key, value in self.extensions.items():
+            data[key] = dict(value)
+        return data
+
+    def save(self, path: Path | None = None) -> Path:
+        """Write the config back (atomically); unknown sections survive the round trip."""
+        import tomli_w
+
+        target = path or self.path or self.root / CONFIG_FILE
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(tomli_w.dumps(self.to_toml_dict()), encoding="utf-8")
+        tmp.replace(target)
+        return target
+
+
+def find_config_file(start: Path | None = None) -> Path | None:
+    """The nearest ``agentrunner.toml`` at or above ``start`` (default: the working directory)."""
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / CONFIG_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(
+    start: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    extensions: ConfigExtensionRegistry | None = None,
+) -> Config:
+    """Find and load the project config; with no file, defaults rooted at ``start``.
+
+    Raises ``invalid_specification`` naming the file (and line where it can be found).
+    """
+    env = os.environ if env is None else env
+    explicit = env.get("AGENTRUNNER_CONFIG")
+    path = Path(explicit) if explicit else find_config_file(start)
+    root = path.parent.resolve() if path else (start or Path.cwd()).resolve()
+    raw: dict[str, Any] = {}
+    text = ""
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+            raw = tomllib.loads(text)
+        except OSError as exc:
+            raise AgentRunnerError(ErrorCode.RUNNER_IO, f"cannot read {path}: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise AgentRunnerError(
+                ErrorCode.INVALID_SPECIFICATION,
+                f"invalid TOML: {exc}",
+                file=display_path(path),
+                hint="Check the quoting and brackets on that line.",
+            ) from exc
+    return _build(raw, text, path, root, env, extensions or default_extensions)
+
+
+def _build(
+    raw: dict[str, Any],
+    text: str,
+    path: Path | None,
+    root: Path,
+    env: Mapping[str, str],
+    extensions: ConfigExtensionRegistry,
+) -> Config:
+    file = display_path(path) if path else None
+
+    def err(message: str, key: str | None = None, hint: str | None = None) -> AgentRunnerError:
+        return _config_error(message, file, _line_of(text, key) if key else None, hint)
+
+    for section, allowed in _SECTION_KEYS.items():
+        value = raw.get(section, {})
+        if not isinstance(value, dict):
+            raise err(f"[{section}] must be a table", section)
+        for key in value if allowed else ():
+            if key not in allowed:
+                near = difflib.get_close_matches(key, allowed, n=1)
+                raise err(
+                    f"unknown key '{section}.{key}'"
+                    + (f" (did you mean '{section}.{near[0]}'?)" if near else ""),
+                    key,
+                    f"[{section}] accepts: {', '.join(allowed)}",
+                )
+    project, defaults = raw.get("project", {}), raw.get("defaults", {})
+    database, budgets = raw.get("database", {}), raw.get("budgets", {})
+
+    db_url = env.get("AGENTRUNNER_DATABASE_URL") or database.get("url")
+    if database.get("url") and _PASSWORD_IN_URL.search(str(database["url"])):
+        raise err(
+            "database.url holds a password; secrets never go in agentrunner.toml",
+            "url",
+            "Set AGENTRUNNER_DATABASE_URL in the environment instead.",
+        )
+    agents_dir = env.get("AGENTRUNNER_AGENTS_DIR") or project.get("agents_dir", "agents")
+    state_dir = project.get("state_dir", ".agentrunner")
+    return Config(
+        root=root,
+        path=path,
+        agents_dir=(root / str(agents_dir)).resolve(),
+        state_dir=(root / str(state_dir)).resolve(),
+        default_model=env.get("AGENTRUNNER_DEFAULT_MODEL") or defaults.get("model"),
+        default_persona=str(defaults.get("persona", "professional")),
+        title_model=defaults.get("title_model"),
+        database_url=db_url,
+        providers=MappingProxyType(_providers(raw.get("providers", {}), err)),
+        aliases=MappingProxyType({str(k): str(v) for k, v in raw.get("aliases", {}).items()}),
+        budgets=Budgets(**{k: _usd(v, f"budgets.{k}", err) for k, v in budgets.items()}),
+        prices=MappingProxyType(_prices(raw.get("prices", {}), err)),
+        extensions=MappingProxyType(extensions.resolve(raw, file)),
+        unknown=MappingProxyType(
+            {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}
+        ),
+        raw=MappingProxyType(raw),
+    )
+
+
+_Err = Callable[..., AgentRunnerError]
+
+
+def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]:
+    out: dict[str, ProviderConfig] = {}
+    for name, table in value.items():
+        if not isinstance(table, dict):
+            raise err(f"[providers.{name}] must be a table", str(name))
+        for key in table:
+            if key in _SECRET_KEYS:
+                raise err(
+                    f"providers.{name}.{key}: secrets never go in agentrunner.toml",
+                    key,
+                    "Put the key in an environment variable and set "
+                    f'api_key_env = "{name.upper()}_API_KEY".',
+                )
+            if key not in _PROVIDER_KEYS:
+                near = difflib.get_close_matches(key, _PROVIDER_KEYS, n=1)
+                raise err(
+                    f"unknown key 'providers.{name}.{key}'"
+                    + (f" (did you mean '{near[0]}'?)" if near else ""),
+                    key,
+                )
+        kind = table.get("kind", "openai")
+        if kind not in PROVIDER_KINDS:
+            raise err(
+                f"providers.{name}.kind must be one of {', '.join(PROVIDER_KINDS)}, got {kind!r}",
+                "kind",
+            )
+        headers = table.get("headers", {})
+        out[str(name)] = ProviderConfig(
+            name=str(name),
+            kind=kind,
+            base_url=table.get("base_url"),
+            api_key_env=table.get("api_key_env"),
+            headers=MappingProxyType({str(k): str(v) for k, v in headers.items()}),
+            timeout_s=float(table.get("timeout_s", 120.0)),
+            api_version=table.get("api_version"),
+        )
+    return out
+
+
+def _prices(value: Mapping[str, Any], err: _Err) -> dict[str, PriceOverride]:
+    out: dict[str, PriceOverride] = {}
+    for model, table in value.items():
+        if not isinstance(table, dict):
+            raise err(f'[prices."{model}"] must be a table of per-million-token prices', str(model))
+        for key in table:
+            if key not in _PRICE_KEYS:
+                raise err(
+                    f"unknown key 'prices.{model}.{key}'",
+                    key,
+                    f"Accepted: {', '.join(_PRICE_KEYS)}",
+                )
+        out[str(model)] = PriceOverride(
+            **{k: _usd(v, f"prices.{model}.{k}", err) for k, v in table.items()}
+        )
+    return out
+
+
+def _usd(value: Any, name: str, err: _Err) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise err(
+            f"{name} must be a non-negative number of dollars, got {value!r}",
+            name.rsplit(".", 1)[-1],
+        )
+    return float(value)
+
+
+def _line_of(text: str, key: str) -> int | None:
+    """Best-effort line of ``key = …`` or ``[….key]`` in the TOML text (tomllib gives none)."""
+    pattern = re.compile(
+        rf"^\s*(\[[^\]]*\b{re.escape(key)}\b[^\]]*\]|\"?{re.escape(key)}\"?\s*=)", re.M
+    )
+    match = pattern.search(text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def _config_error(
+    message: str, file: str | None, line: int | None = None, hint: str | None = None
+) -> AgentRunnerError:
+    return AgentRunnerError(
+        ErrorCode.INVALID_SPECIFICATION, message, hint=hint, file=file or CONFIG_FILE, line=line
+    )

@@ -1,0 +1,274 @@
+"""The closed error taxonomy every user-visible failure of agentrunner belongs to.
+
+One naming style: lower ``snake_case`` strings, stable forever (they appear in JSON, the database
+and exit messages). Seed 001's run-error table is used as is; seed 004's upper-case codes are
+mapped onto the same style (``MISSING_MANDATORY_PLACEHOLDER`` → ``missing_mandatory_placeholder``,
+``PYTHON_RUNNER_ERROR`` → ``runner_io``) and each carries the seed-001 *category* it belongs to,
+so a caller that only knows seed 001's table can still branch on it.
+
+Exception tree::
+
+    AgentRunnerError            code + message + hint (+ file/line when a file is at fault)
+     └── AgentFileErrors        several problems found in agent files at once (``.problems``)
+
+Errors are classified by type and status, never by parsing message text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["AgentFileErrors", "AgentRunnerError", "CodeInfo", "ErrorCode", "code_info"]
+
+
+class ErrorCode(StrEnum):
+    """Every error code agentrunner can report. Closed: nothing else ever reaches a user."""
+
+    # Seed 001: run errors.
+    CANCELLED = "cancelled"
+    TOOL_DENIED = "tool_denied"
+    TOOL_FAILED = "tool_failed"
+    INTERNAL = "internal"
+    PROVIDER_AUTH = "provider_auth"
+    PROVIDER_RATE_LIMIT = "provider_rate_limit"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    CONTENT_FILTER = "content_filter"
+    VALIDATION = "validation"
+    TURN_LIMIT = "turn_limit"
+    # Seed 004: templating, registries, execution.
+    MISSING_MANDATORY_PLACEHOLDER = "missing_mandatory_placeholder"
+    INVALID_PLACEHOLDER_PATH = "invalid_placeholder_path"
+    AGENT_NOT_FOUND = "agent_not_found"
+    MODEL_NOT_FOUND = "model_not_found"
+    EXECUTION_FAILED = "execution_failed"
+    INVALID_SPECIFICATION = "invalid_specification"
+    RUNNER_IO = "runner_io"
+    # Budgets (DESIGN decision 5).
+    BUDGET_EXCEEDED = "budget_exceeded"
+
+    @property
+    def info(self) -> CodeInfo:
+        return _INFO[self]
+
+    @property
+    def retryable(self) -> bool:
+        return _INFO[self].retryable
+
+    @property
+    def category(self) -> ErrorCode:
+        """The seed-001 code this one belongs to (itself for seed-001 codes)."""
+        return _INFO[self].category or self
+
+
+@dataclass(frozen=True, slots=True)
+class CodeInfo:
+    """What a code means: shown in ``docs/errors.md`` and used for default hints."""
+
+    retryable: bool
+    cause: str
+    action: str
+    category: ErrorCode | None = None
+    seed_name: str | None = None
+
+
+_E = ErrorCode
+_INFO: dict[ErrorCode, CodeInfo] = {
+    _E.CANCELLED: CodeInfo(
+        False,
+        "The run was aborted (Ctrl-C, a cancel request, or the caller's abort signal).",
+        "Nothing to fix; start the run again if you still want the answer.",
+    ),
+    _E.TOOL_DENIED: CodeInfo(
+        False,
+        "A tool call was refused by policy: not granted, outside the trust scope, or a path "
+        "that escapes the agent's workspace.",
+        "Grant the tool in the agent file (`tools:`/`capabilities:`) or widen `trust:`.",
+    ),
+    _E.TOOL_FAILED: CodeInfo(
+        True,
+        "A tool raised an error, or the model kept calling tools with unknown names or invalid "
+        "arguments after its correction budget was spent.",
+        "Check the tool's error in `agentrunner runs show RUN`; retrying may succeed.",
+    ),
+    _E.INTERNAL: CodeInfo(
+        False,
+        "A bug or a wiring gap in agentrunner (e.g. a provider with no adapter).",
+        "Re-run with `--debug` and report the traceback.",
+    ),
+    _E.PROVIDER_AUTH: CodeInfo(
+        False,
+        "The provider rejected the credentials, or the environment variable that should hold "
+        "them is not set.",
+        "Export the API key variable named in the message (never put keys in files).",
+    ),
+    _E.PROVIDER_RATE_LIMIT: CodeInfo(
+        True,
+        "The provider answered 429 on every attempt and every fallback model.",
+        "Wait and retry, add a `fallback:` model, or raise `retry.max`.",
+    ),
+    _E.PROVIDER_UNAVAILABLE: CodeInfo(
+        True,
+        "The provider was overloaded or unreachable (5xx, 529, timeout, dropped connection) on "
+        "every attempt.",
+        "Retry later or add a `fallback:` model from another provider.",
+    ),
+    _E.CONTENT_FILTER: CodeInfo(
+        False,
+        "The provider refused to answer for content-policy reasons.",
+        "Rephrase the request; failing over to another model is deliberately not done.",
+    ),
+    _E.VALIDATION: CodeInfo(
+        False,
+        "Bad input: a request the provider rejected (400), a structured answer that does not "
+        "match `output_schema`, or a tool grant that tries to widen the agent's grant.",
+        "Read the message: it names the field or schema path at fault.",
+    ),
+    _E.TURN_LIMIT: CodeInfo(
+        False,
+        "The tool loop reached `limits.max_turns` model requests without a final answer.",
+        "Raise `limits.max_turns` or make the task smaller.",
+    ),
+    _E.MISSING_MANDATORY_PLACEHOLDER: CodeInfo(
+        False,
+        "A mandatory `{{input.x}}` placeholder has no value (missing or null) in the input.",
+        "Pass the value in `--input`, or mark the placeholder optional: `{{input.x?}}`.",
+        _E.VALIDATION,
+        "MISSING_MANDATORY_PLACEHOLDER",
+    ),
+    _E.INVALID_PLACEHOLDER_PATH: CodeInfo(
+        False,
+        "A placeholder is malformed, is not rooted at `input`, puts `?` anywhere but the end, "
+        "or walks through a value that is not an object or list.",
+        "Write placeholders as `{{input.a.b}}` or `{{input.a.b?}}`.",
+        _E.VALIDATION,
+        "INVALID_PLACEHOLDER_PATH",
+    ),
+    _E.AGENT_NOT_FOUND: CodeInfo(
+        False,
+        "No agent file with that id in the agents directory.",
+        "Run `agentrunner agents list` to see the ids; the message suggests close matches.",
+        _E.VALIDATION,
+        "AGENT_NOT_FOUND",
+    ),
+    _E.MODEL_NOT_FOUND: CodeInfo(
+        False,
+        "The model name is neither `provider:model` with a known provider nor an alias.",
+        "Use `provider:model` (e.g. `openai:gpt-4.1-mini`) or define an alias in "
+        "`agentrunner.toml` under `[aliases]`.",
+        _E.VALIDATION,
+        "MODEL_NOT_FOUND",
+    ),
+    _E.EXECUTION_FAILED: CodeInfo(
+        False,
+        "The agent's execution failed for a reason outside the other codes.",
+        "Read the details in the message; `--debug` shows the cause chain.",
+        _E.INTERNAL,
+        "EXECUTION_FAILED",
+    ),
+    _E.INVALID_SPECIFICATION: CodeInfo(
+        False,
+        "An agent file or `agentrunner.toml` is invalid: bad YAML/TOML, an unknown or mistyped "
+        "key, a missing model, duplicate ids, or a `reports_to` that is missing or cyclic.",
+        "Fix the file at the line given; `agentrunner agents validate` lists every problem.",
+        _E.VALIDATION,
+        "INVALID_SPECIFICATION",
+    ),
+    _E.RUNNER_IO: CodeInfo(
+        False,
+        "agentrunner could not read or write something it needs: a file, the stdio protocol "
+        "stream, or the project directory.",
+        "Check the path and permissions named in the message.",
+        _E.INTERNAL,
+        "PYTHON_RUNNER_ERROR",
+    ),
+    _E.BUDGET_EXCEEDED: CodeInfo(
+        False,
+        "A spending limit (per run, per agent per day, or global per day) would be exceeded "
+        "by the next model request.",
+        "Raise `limits.max_budget_usd` or the budgets in `agentrunner.toml`, or wait a day.",
+    ),
+}
+
+
+def code_info(code: ErrorCode | str) -> CodeInfo:
+    return _INFO[ErrorCode(code)]
+
+
+class AgentRunnerError(Exception):
+    """A failure with a code from the taxonomy, a plain message and, where it helps, a hint.
+
+    ``file`` and ``line`` (1-based) point at the source of the problem when it is a file.
+    ``retryable`` defaults to the code's flag; the engine may override it per failure.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode | str,
+        message: str,
+        *,
+        hint: str | None = None,
+        file: str | None = None,
+        line: int | None = None,
+        retryable: bool | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code)
+        self.message = message
+        self.hint = hint
+        self.file = file
+        self.line = line
+        self.retryable = self.code.retryable if retryable is None else retryable
+        self.details = details or {}
+
+    @property
+    def location(self) -> str | None:
+        if self.file is None:
+            return None
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+    def one_line(self) -> str:
+        """``file:line: code: message`` — the form `agents validate` prints."""
+        head = f"{self.location}: " if self.location else ""
+        return f"{head}{self.code}: {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "code": str(self.code),
+            "message": self.message,
+            "retryable": self.retryable,
+        }
+        if self.hint:
+            out["hint"] = self.hint
+        if self.file:
+            out["file"] = self.file
+        if self.line is not None:
+            out["line"] = self.line
+        return out
+
+    def __repr__(self) -> str:
+        return f"AgentRunnerError({self.code!s}, {self.message!r})"
+
+
+class AgentFileErrors(AgentRunnerError):
+    """Every problem found while loading a directory of agent files, reported together."""
+
+    def __init__(self, problems: Sequence[AgentRunnerError]) -> None:
+        self.problems = list(problems)
+        first = self.problems[0]
+        more = len(self.problems) - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        super().__init__(
+            ErrorCode.INVALID_SPECIFICATION,
+            first.one_line() + suffix,
+            hint="Run `agentrunner agents validate` to list every problem.",
+        )
+
+    @classmethod
+    def raise_if_any(cls, problems: Iterable[AgentRunnerError]) -> None:
+        found = list(problems)
+        if found:
+            raise cls(found)

@@ -1,0 +1,204 @@
+"""The CLI skeleton: init, agents list/show/validate, render, --version, --debug."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentrunner.cli import main
+from tests.conftest import WriteAgent
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.startswith("agentrunner 0.")
+
+
+def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    for command in ("init", "agents", "render"):
+        assert command in out
+
+
+def test_init_company_then_list_and_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "init", "demo", "--template", "company")
+    assert code == 0, err
+    assert (tmp_path / "demo" / "agents" / "ceo.md").is_file()
+    monkeypatch.chdir(tmp_path / "demo")
+    code, out, err = run(capsys, "agents", "list")
+    assert code == 0, err
+    for agent_id in ("ceo", "cto", "cmo", "cfo"):
+        assert agent_id in out
+    assert "test model" in out
+    code, out, err = run(capsys, "agents", "show", "ceo")
+    assert code == 0, err
+    assert "org chart" in out and "cto (CTO)" in out
+    code, out, _ = run(capsys, "agents", "validate")
+    assert code == 0 and "4 agents valid" in out
+
+
+@pytest.mark.parametrize("template", ["basic", "company", "office"])
+def test_every_template_validates(
+    template: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(capsys, "init", ".", "-t", template)[0] == 0
+    code, _out, err = run(capsys, "agents", "validate")
+    assert code == 0, err
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "ceo.md").write_text("mine")
+    code, _, err = run(capsys, "init", ".", "-t", "company")
+    assert code == 1
+    assert "already has agents/ceo.md; nothing was written" in err
+    assert not (tmp_path / "agentrunner.toml").exists()
+    assert sorted(p.name for p in (tmp_path / "agents").iterdir()) == ["ceo.md"]
+    assert (tmp_path / "agents" / "ceo.md").read_text() == "mine"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".init-")]
+
+
+def test_init_unknown_template(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "init", str(tmp_path / "x"), "-t", "startup")
+    assert code == 1 and "unknown template 'startup'" in err
+    assert not (tmp_path / "x" / "agentrunner.toml").exists()
+
+
+BROKEN = {
+    "bad_yaml": ("---\nmodel: test\ntools: [a\n---\nbody\n", "agents/bad_yaml.md:", "invalid YAML"),
+    "unknown_key": (
+        "---\nmodel: test\nmodle: x\n---\nbody\n",
+        "agents/unknown_key.md:3:",
+        "did you mean 'model'",
+    ),
+    "no_model": ("---\nname: N\n---\nbody\n", "agents/no_model.md:1:", "no model"),
+    "outside_input": (
+        "---\nmodel: test\n---\nHi {{ env.HOME }}\n",
+        "agents/outside_input.md:4:",
+        "invalid_placeholder_path",
+    ),
+    "loop_a": ("---\nmodel: test\nreports_to: loop_b\n---\nx\n", "agents/loop_a.md:3:", "cycle"),
+    "loop_b": ("---\nmodel: test\nreports_to: loop_a\n---\nx\n", None, None),
+}
+
+
+def test_validate_prints_one_precise_line_per_problem(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_agent("fine", "---\nmodel: test\n---\nHello.\n")
+    for agent_id, (text, _, _) in BROKEN.items():
+        write_agent(agent_id, text)
+    code, out, err = run(capsys, "agents", "validate")
+    assert code == 1
+    lines = [line for line in err.splitlines() if line.startswith("agents/")]
+    assert len(lines) == 5, err
+    for _text, location, fragment in BROKEN.values():
+        if location is None:
+            continue
+        assert any(line.startswith(location) and fragment in line for line in lines), (
+            location,
+            err,
+        )
+    assert "5 problems" in err
+    assert "Traceback" not in err + out
+
+
+def test_list_still_shows_good_agents_but_fails(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_agent("fine", "---\nmodel: test\n---\nHello.\n")
+    write_agent("broken", "---\nmodle: test\n---\nHello.\n")
+    code, out, err = run(capsys, "agents", "list")
+    assert code == 1
+    assert "fine" in out and "agents/broken.md:2:" in err
+
+
+def test_show_unknown_agent(write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]) -> None:
+    write_agent("writer", "---\nmodel: test\n---\nHello.\n")
+    code, _, err = run(capsys, "agents", "show", "writr")
+    assert code == 1
+    assert "agent_not_found: Agent 'writr' not found in registry" in err
+    assert "Did you mean 'writer'?" in err
+
+
+def test_render_with_input(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    write_agent(
+        "r",
+        "---\nmodel: test\nprompt_template: 'Topic: {{input.topic}}'\n---\n"
+        "You work for {{ input.company }}.{{input.note?}}\n",
+    )
+    code, out, err = run(capsys, "render", "r", "--input", '{"company": "Acme", "topic": "tides"}')
+    assert code == 0, err
+    assert out == "You work for Acme.\nTopic: tides\n"
+    (tmp_path / "in.json").write_text(json.dumps({"company": "Initech", "topic": "t"}))
+    code, out, _ = run(capsys, "render", "r", "--input", f"@{tmp_path / 'in.json'}")
+    assert code == 0 and out.startswith("You work for Initech.")
+
+
+def test_render_missing_mandatory_input(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_agent("r", "---\nmodel: test\n---\n\nYou work for {{ input.company }}.\n")
+    code, out, err = run(capsys, "render", "r", "--input", "{}")
+    assert code == 1 and out == ""
+    assert (
+        "agents/r.md:5: missing_mandatory_placeholder: Required placeholder '{{ input.company }}'"
+        in err
+    )
+    assert "hint:" in err
+
+
+def test_render_bad_json(write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]) -> None:
+    write_agent("r", "---\nmodel: test\n---\nx\n")
+    code, _, err = run(capsys, "render", "r", "--input", "{nope")
+    assert code == 1 and "validation: --input is not valid JSON" in err
+
+
+def test_bad_config_is_one_line(project_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project_dir / "agentrunner.toml").write_text('[defaults]\nmodle = "x"\n')
+    code, _, err = run(capsys, "agents", "list")
+    assert code == 1
+    assert "agentrunner.toml:2: invalid_specification: unknown key 'defaults.modle'" in err
+
+
+def test_entry_point_has_no_traceback_unless_debug(project_dir: Path) -> None:
+    (project_dir / "agents" / "a.md").write_text("---\nmodel: test\n---\n{{ x }}\n")
+    cmd = [sys.executable, "-m", "agentrunner", "render", "a"]
+    plain = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert plain.returncode == 1
+    assert "Traceback" not in plain.stderr
+    assert "agents/a.md:4: invalid_placeholder_path" in plain.stderr
+    debug = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "--debug", "render", "a"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert debug.returncode == 1 and "Traceback" in debug.stderr

@@ -1,0 +1,184 @@
+"""agentrunner.toml: discovery, sections, environment overrides, secrets, extensions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentrunner.config import ConfigExtensionRegistry, find_config_file, load_config
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+FULL = """\
+[project]
+agents_dir = "team"
+
+[defaults]
+model = "openai:gpt-4.1-mini"
+persona = "direct"
+
+[database]
+url = "sqlite:///state.db"
+
+[budgets]
+per_run_usd = 0.5
+global_daily_usd = 20
+
+[providers.local]
+kind = "openai"
+base_url = "http://127.0.0.1:11434/v1"
+api_key_env = "LOCAL_KEY"
+headers = { "x-team" = "research" }
+
+[aliases]
+fast = "openai:gpt-4.1-mini"
+
+[prices."local:llama3"]
+input_per_mtok = 0.1
+output_per_mtok = 0.2
+
+[journal]
+enabled = true
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "agentrunner.toml"
+    path.write_text(text)
+    return path
+
+
+def test_found_by_walking_up(tmp_path: Path) -> None:
+    write(tmp_path, FULL)
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert find_config_file(deep) == tmp_path / "agentrunner.toml"
+    config = load_config(deep, env={})
+    assert config.root == tmp_path.resolve()
+    assert config.agents_dir == (tmp_path / "team").resolve()
+
+
+def test_all_sections(tmp_path: Path) -> None:
+    write(tmp_path, FULL)
+    config = load_config(tmp_path, env={})
+    assert config.default_model == "openai:gpt-4.1-mini"
+    assert config.default_persona == "direct"
+    assert config.database_url == "sqlite:///state.db"
+    assert config.budgets.per_run_usd == 0.5
+    assert config.budgets.global_daily_usd == 20.0
+    assert config.budgets.per_agent_daily_usd is None
+    local = config.providers["local"]
+    assert (local.kind, local.base_url, local.api_key_env) == (
+        "openai",
+        "http://127.0.0.1:11434/v1",
+        "LOCAL_KEY",
+    )
+    assert dict(local.headers) == {"x-team": "research"}
+    assert config.aliases["fast"] == "openai:gpt-4.1-mini"
+    assert config.prices["local:llama3"].output_per_mtok == 0.2
+    assert dict(config.unknown) == {"journal": {"enabled": True}}
+
+
+def test_no_file_gives_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path, env={})
+    assert config.path is None
+    assert config.agents_dir == (tmp_path / "agents").resolve()
+    assert config.resolved_database_url.startswith("sqlite:///")
+    assert config.resolved_database_url.endswith(".agentrunner/agentrunner.db")
+
+
+def test_environment_overrides(tmp_path: Path) -> None:
+    write(tmp_path, FULL)
+    env = {
+        "AGENTRUNNER_DATABASE_URL": "postgresql://u:p@db/x",
+        "AGENTRUNNER_AGENTS_DIR": "other",
+        "AGENTRUNNER_DEFAULT_MODEL": "test",
+    }
+    config = load_config(tmp_path, env=env)
+    assert config.database_url == "postgresql://u:p@db/x"
+    assert config.agents_dir == (tmp_path / "other").resolve()
+    assert config.default_model == "test"
+
+
+def test_explicit_config_path(tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    write(other, '[defaults]\nmodel = "test"\n')
+    config = load_config(tmp_path, env={"AGENTRUNNER_CONFIG": str(other / "agentrunner.toml")})
+    assert config.default_model == "test" and config.root == other.resolve()
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('[providers.openai]\napi_key = "sk-123"\n', "secrets never go in agentrunner.toml"),
+        ('[database]\nurl = "postgresql://me:hunter2@db/x"\n', "holds a password"),
+        ('[defaults]\nmodle = "x"\n', "did you mean 'defaults.model'"),
+        ('[providers.x]\nkind = "cohere"\n', "kind must be one of"),
+        ("[budgets]\nper_run_usd = -1\n", "non-negative number"),
+        ('defaults = "x"\n', "[defaults] must be a table"),
+        ('[prices."m"]\ninput = 1\n', "unknown key 'prices.m.input'"),
+    ],
+)
+def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
+    write(tmp_path, text)
+    with pytest.raises(AgentRunnerError) as info:
+        load_config(tmp_path, env={})
+    err = info.value
+    assert err.code is ErrorCode.INVALID_SPECIFICATION
+    assert fragment in err.message
+    assert err.file and err.file.endswith("agentrunner.toml")
+    assert "sk-123" not in err.message and "hunter2" not in err.message
+
+
+def test_bad_toml_names_the_file(tmp_path: Path) -> None:
+    write(tmp_path, "[defaults\nmodel = 1\n")
+    with pytest.raises(AgentRunnerError) as info:
+        load_config(tmp_path, env={})
+    assert "invalid TOML" in info.value.message
+    assert "line 1" in info.value.message
+
+
+def test_secret_error_names_the_line(tmp_path: Path) -> None:
+    write(tmp_path, '[defaults]\nmodel = "x"\n\n[providers.openai]\napi_key = "sk-1"\n')
+    with pytest.raises(AgentRunnerError) as info:
+        load_config(tmp_path, env={})
+    assert info.value.line == 5
+
+
+class TestExtensions:
+    def test_reserved_and_duplicate_keys_are_rejected(self) -> None:
+        registry = ConfigExtensionRegistry()
+        with pytest.raises(AgentRunnerError, match="reserved"):
+            registry.register("database", {})
+        registry.register("journal", {"enabled": True})
+        with pytest.raises(AgentRunnerError, match="already registered"):
+            registry.register("journal", {})
+
+    def test_partial_values_are_shallow_merged(self, tmp_path: Path) -> None:
+        registry = ConfigExtensionRegistry()
+        registry.register("alerts", {"enabled": True, "level": "medium"})
+        write(tmp_path, '[alerts]\nlevel = "high"\n')
+        config = load_config(tmp_path, env={}, extensions=registry)
+        assert dict(config.extensions["alerts"]) == {"enabled": True, "level": "high"}
+
+    def test_validation_failure_names_the_section(self, tmp_path: Path) -> None:
+        def validate(value: object) -> None:
+            raise ValueError("level must be low or high")
+
+        registry = ConfigExtensionRegistry()
+        registry.register("alerts", {"level": "low"}, validate)
+        write(tmp_path, "[alerts]\n")
+        with pytest.raises(AgentRunnerError, match=r"\[alerts\] is invalid: level must be"):
+            load_config(tmp_path, env={}, extensions=registry)
+
+    def test_unknown_sections_survive_load_and_save(self, tmp_path: Path) -> None:
+        registry = ConfigExtensionRegistry()
+        registry.register("alerts", {"enabled": True, "level": "medium"})
+        write(tmp_path, FULL + '\n[alerts]\nlevel = "high"\n')
+        config = load_config(tmp_path, env={}, extensions=registry)
+        config.with_extension("alerts", {"level": "low"}).save()
+        again = load_config(tmp_path, env={}, extensions=registry)
+        assert dict(again.unknown) == {"journal": {"enabled": True}}
+        assert dict(again.extensions["alerts"]) == {"enabled": True, "level": "low"}
+        assert again.providers["local"].base_url == "http://127.0.0.1:11434/v1"

@@ -1,0 +1,170 @@
+"""The error taxonomy, its documentation, and the pinned public API."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agentrunner
+from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode, code_info
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SEED_001 = {
+    "cancelled": False,
+    "tool_denied": False,
+    "tool_failed": True,
+    "internal": False,
+    "provider_auth": False,
+    "provider_rate_limit": True,
+    "provider_unavailable": True,
+    "content_filter": False,
+    "validation": False,
+    "turn_limit": False,
+}
+SEED_004 = {
+    "MISSING_MANDATORY_PLACEHOLDER": "missing_mandatory_placeholder",
+    "INVALID_PLACEHOLDER_PATH": "invalid_placeholder_path",
+    "AGENT_NOT_FOUND": "agent_not_found",
+    "MODEL_NOT_FOUND": "model_not_found",
+    "EXECUTION_FAILED": "execution_failed",
+    "INVALID_SPECIFICATION": "invalid_specification",
+    "PYTHON_RUNNER_ERROR": "runner_io",
+}
+
+
+def test_taxonomy_is_closed_and_complete() -> None:
+    expected = set(SEED_001) | set(SEED_004.values()) | {"budget_exceeded"}
+    assert {str(c) for c in ErrorCode} == expected
+
+
+@pytest.mark.parametrize(("code", "retryable"), SEED_001.items())
+def test_seed_001_retryable_flags(code: str, retryable: bool) -> None:
+    assert ErrorCode(code).retryable is retryable
+    assert ErrorCode(code).category is ErrorCode(code)
+
+
+@pytest.mark.parametrize(("seed_name", "code"), SEED_004.items())
+def test_seed_004_names_map_to_codes(seed_name: str, code: str) -> None:
+    info = code_info(code)
+    assert info.seed_name == seed_name
+    assert ErrorCode(code).category in {ErrorCode.VALIDATION, ErrorCode.INTERNAL}
+
+
+def test_error_carries_code_message_hint_and_location() -> None:
+    err = AgentRunnerError(
+        ErrorCode.INVALID_SPECIFICATION, "bad", hint="fix it", file="a.md", line=3
+    )
+    assert err.one_line() == "a.md:3: invalid_specification: bad"
+    assert err.to_dict() == {
+        "code": "invalid_specification",
+        "message": "bad",
+        "retryable": False,
+        "hint": "fix it",
+        "file": "a.md",
+        "line": 3,
+    }
+    assert AgentRunnerError("provider_unavailable", "x", retryable=False).retryable is False
+
+
+def test_aggregate_error() -> None:
+    problems = [AgentRunnerError("validation", "one"), AgentRunnerError("validation", "two")]
+    err = AgentFileErrors(problems)
+    assert err.problems == problems
+    assert "one" in err.message and "1 more problem" in err.message
+
+
+def errors_markdown() -> str:
+    lines = [
+        "# Errors",
+        "",
+        "Every failure agentrunner reports carries one of these codes, a plain message and, where",
+        "it helps, a hint. Codes are stable strings (they appear in JSON, the database and exit",
+        "messages). Seed 001's run errors are used as they are; seed 004's upper-case names map",
+        "onto the same `snake_case` style and each belongs to a seed-001 *category*, so code that",
+        "only knows seed 001's table can still branch on it. `retryable` says whether the same",
+        "request may succeed if simply tried again.",
+        "",
+        "On the command line an error prints as one line, `file:line: code: message`, followed",
+        "by `hint: …`, and the exit status is 1. `--debug` adds the traceback.",
+        "",
+        "| code | retryable | category | seed name |",
+        "| --- | --- | --- | --- |",
+    ]
+    for code in ErrorCode:
+        info = code.info
+        lines.append(
+            f"| `{code}` | {'yes' if info.retryable else 'no'} | `{code.category}` | "
+            f"{'`' + info.seed_name + '`' if info.seed_name else '—'} |"
+        )
+    for code in ErrorCode:
+        info = code.info
+        lines += [
+            "",
+            f"## `{code}`",
+            "",
+            f"**Cause.** {info.cause}",
+            "",
+            f"**What to do.** {info.action}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_errors_doc_lists_every_code() -> None:
+    doc = ROOT / "docs" / "errors.md"
+    assert doc.read_text() == errors_markdown(), (
+        "docs/errors.md is out of date: run `python tests/test_errors_and_api.py`"
+    )
+
+
+PUBLIC_API = [
+    "AgentFileErrors",
+    "AgentRegistry",
+    "AgentRunnerError",
+    "AgentSpec",
+    "Budgets",
+    "Config",
+    "ConfigExtensionRegistry",
+    "ErrorCode",
+    "InputSpec",
+    "Limits",
+    "McpServerSpec",
+    "PriceOverride",
+    "Project",
+    "ProviderConfig",
+    "Rendered",
+    "RetryPolicy",
+    "Template",
+    "__version__",
+    "create_project",
+    "find_config_file",
+    "load_agent_file",
+    "load_config",
+    "load_project",
+    "parse_agent_text",
+    "register_config_extension",
+]
+
+
+def test_public_api_is_pinned() -> None:
+    assert agentrunner.__all__ == PUBLIC_API
+    for name in PUBLIC_API:
+        assert getattr(agentrunner, name) is not None
+
+
+def test_import_is_light() -> None:
+    """`import agentrunner` must not pull in the CLI, HTTP or YAML stacks."""
+    code = (
+        "import sys, agentrunner; "
+        "heavy = [m for m in ('httpx', 'typer', 'rich', 'yaml', 'jsonschema', 'genai_prices') "
+        "if m in sys.modules]; print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+if __name__ == "__main__":
+    (ROOT / "docs" / "errors.md").write_text(errors_markdown())
