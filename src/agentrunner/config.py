@@ -52,7 +52,15 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "prices": (),
 }
 RESERVED_KEYS: frozenset[str] = frozenset(_SECTION_KEYS)
-_PROVIDER_KEYS = ("kind", "base_url", "api_key_env", "headers", "timeout_s", "api_version")
+_PROVIDER_KEYS = (
+    "kind",
+    "base_url",
+    "api_key_env",
+    "headers",
+    "timeout_s",
+    "api_version",
+    "structured_output",
+)
 _PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok", "cache_write_per_mtok")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password")
 _PASSWORD_IN_URL = re.compile(r"://[^/@:]+:[^/@]+@")
@@ -69,6 +77,7 @@ class ProviderConfig:
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     timeout_s: float = 120.0
     api_version: str | None = None
+    structured_output: str = "native"
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,8 +351,21 @@ def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]
             headers=MappingProxyType({str(k): str(v) for k, v in headers.items()}),
             timeout_s=float(table.get("timeout_s", 120.0)),
             api_version=table.get("api_version"),
+            structured_output=_choice(
+                table.get("structured_output", "native"), ("native", "prompted"), name, err
+            ),
         )
     return out
+
+
+def _choice(value: Any, choices: tuple[str, ...], name: str, err: _Err) -> str:
+    if value not in choices:
+        raise err(
+            f"providers.{name}.structured_output must be one of {', '.join(choices)}, "
+            f"got {value!r}",
+            "structured_output",
+        )
+    return str(value)
 
 
 def _prices(value: Mapping[str, Any], err: _Err) -> dict[str, PriceOverride]:

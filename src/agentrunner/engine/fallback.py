@@ -1,0 +1,139 @@
+"""The fallback plan (seed 001): the primary model with ``retry.max`` attempts, then each
+fallback model, one chain per execution, reused across the tool loop.
+
+* Only failures that may pass (rate limit, overload, 5xx, timeout, connection) are retried or
+  failed over; any other failure ends the chain at once.
+* A rate limit with ``retry-after`` puts the provider in cooldown. The next attempt on it waits
+  for exactly that long — unless another model is left and the wait is longer than the retry
+  policy's ``max_delay_s``, in which case the chain moves on and skips that provider while it
+  cools down.
+* Every attempt is recorded (model, outcome, error code, status, duration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentrunner.agents.spec import RetryPolicy
+from agentrunner.engine.failures import FailureKind, ProviderError
+from agentrunner.engine.http_client import DeltaSink, ModelClient
+from agentrunner.engine.messages import ModelRequest, ModelResponse
+from agentrunner.engine.models import ResolvedModel
+
+__all__ = ["Attempt", "ChainEntry", "FallbackChain"]
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ChainEntry:
+    model: ResolvedModel
+    client: ModelClient
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One try of one model. ``skipped`` attempts never reached the provider."""
+
+    number: int
+    model: str
+    provider: str
+    outcome: Literal["ok", "error", "skipped"]
+    duration_ms: float = 0.0
+    error_code: str | None = None
+    error_kind: str | None = None
+    status: int | None = None
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+@dataclass(slots=True)
+class FallbackChain:
+    entries: Sequence[ChainEntry]
+    sleep: Sleep = asyncio.sleep
+    clock: Callable[[], float] = time.monotonic
+    attempts: list[Attempt] = field(default_factory=list)
+    cooldown_until: dict[str, float] = field(default_factory=dict)
+
+    async def request(
+        self,
+        build: Callable[[ChainEntry], ModelRequest],
+        on_delta: DeltaSink | None,
+        on_attempt: Callable[[Attempt, ChainEntry, ModelResponse | ProviderError], None],
+    ) -> tuple[ModelResponse, ChainEntry]:
+        """Try the entries in order; the response and the entry that produced it.
+
+        Raises the last ``ProviderError`` when every entry failed, or the first one that may
+        not fail over.
+        """
+        last: ProviderError | None = None
+        for index, entry in enumerate(self.entries):
+            has_next = index < len(self.entries) - 1
+            provider = entry.model.provider.name
+            for tries in range(1, entry.retry.max + 1):
+                wait = self.cooldown_until.get(provider, 0.0) - self.clock()
+                if wait > 0:
+                    if has_next and wait > entry.retry.max_delay_s:
+                        self._record(entry, "skipped", 0.0, message=f"cooling down {wait:.1f}s")
+                        break
+                    await self.sleep(wait)
+                start = self.clock()
+                try:
+                    response = await entry.client.request(build(entry), on_delta)
+                except ProviderError as exc:
+                    last = exc
+                    attempt = self._record(entry, "error", self.clock() - start, exc)
+                    on_attempt(attempt, entry, exc)
+                    if not exc.failover:
+                        raise
+                    delay = self._delay(entry, tries, exc)
+                    if delay is None or (has_next and delay > entry.retry.max_delay_s):
+                        break
+                    if tries < entry.retry.max:
+                        await self.sleep(max(0.0, delay))
+                    continue
+                attempt = self._record(entry, "ok", self.clock() - start)
+                on_attempt(attempt, entry, response)
+                return response, entry
+        assert last is not None, "a chain needs at least one entry"
+        raise last
+
+    def _delay(self, entry: ChainEntry, tries: int, exc: ProviderError) -> float | None:
+        """Seconds before the next try of this entry, setting the provider's cooldown."""
+        if exc.kind is FailureKind.RATE_LIMIT and exc.retry_after is not None:
+            self.cooldown_until[entry.model.provider.name] = self.clock() + exc.retry_after
+            return exc.retry_after
+        policy = entry.retry
+        if policy.backoff == "none":
+            return 0.0
+        step = tries if policy.backoff == "linear" else 2 ** (tries - 1)
+        return min(policy.initial_delay_s * step, policy.max_delay_s)
+
+    def _record(
+        self,
+        entry: ChainEntry,
+        outcome: Literal["ok", "error", "skipped"],
+        seconds: float,
+        exc: ProviderError | None = None,
+        message: str | None = None,
+    ) -> Attempt:
+        attempt = Attempt(
+            number=len(self.attempts) + 1,
+            model=entry.model.ref,
+            provider=entry.model.provider.name,
+            outcome=outcome,
+            duration_ms=round(seconds * 1000, 3),
+            error_code=str(exc.code) if exc else None,
+            error_kind=str(exc.kind) if exc else None,
+            status=exc.status if exc else None,
+            message=exc.message if exc else message,
+        )
+        self.attempts.append(attempt)
+        return attempt

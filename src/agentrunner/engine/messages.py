@@ -1,0 +1,223 @@
+"""The engine's normalized protocol: messages, requests, responses, usage.
+
+Wire adapters translate these to and from provider JSON; nothing above the engine sees wire
+formats. Every type here round-trips through plain JSON (``to_dict`` / ``message_from_dict``) so
+the store can keep a thread's history and replay it to any provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "AssistantMessage",
+    "FinishReason",
+    "Message",
+    "ModelRequest",
+    "ModelResponse",
+    "TextDelta",
+    "Thinking",
+    "ThinkingDelta",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolResult",
+    "Usage",
+    "UserMessage",
+    "message_from_dict",
+]
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "stop_sequence", "error"]
+
+
+@dataclass(slots=True)
+class Usage:
+    """Tokens of one response (or a sum). ``input_tokens`` includes cache reads and writes,
+    whatever the provider's own convention, so prices apply to one definition."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.requests += other.requests
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "requests": self.requests,
+        }
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A call the model asked for. ``raw_arguments`` is kept when they were not valid JSON."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    raw_arguments: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "arguments": self.arguments}
+        if self.raw_arguments is not None:
+            out["raw_arguments"] = self.raw_arguments
+        return out
+
+
+@dataclass(slots=True)
+class Thinking:
+    """A reasoning block. ``signature`` (Anthropic) lets it be replayed — only to ``provider``."""
+
+    text: str
+    provider: str
+    signature: str | None = None
+    redacted: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "provider": self.provider,
+            "signature": self.signature,
+            "redacted": self.redacted,
+        }
+
+
+@dataclass(slots=True)
+class UserMessage:
+    content: str
+    role: Literal["user"] = "user"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": "user", "content": self.content}
+
+
+@dataclass(slots=True)
+class AssistantMessage:
+    """What the model said: thinking, then text, then tool calls (the order both APIs use)."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    thinking: list[Thinking] = field(default_factory=list)
+    model: str | None = None
+    provider: str | None = None
+    role: Literal["assistant"] = "assistant"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.thinking:
+            out["thinking"] = [t.to_dict() for t in self.thinking]
+        if self.model:
+            out["model"] = self.model
+        if self.provider:
+            out["provider"] = self.provider
+        return out
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The answer to one tool call; ``is_error`` results go back to the model as errors."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    role: Literal["tool"] = "tool"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "role": "tool",
+            "call_id": self.call_id,
+            "name": self.name,
+            "content": self.content,
+            "is_error": self.is_error,
+        }
+
+
+Message = UserMessage | AssistantMessage | ToolResult
+
+
+def message_from_dict(data: Mapping[str, Any]) -> Message:
+    role = data.get("role")
+    if role == "user":
+        return UserMessage(str(data["content"]))
+    if role == "assistant":
+        return AssistantMessage(
+            text=str(data.get("content") or ""),
+            tool_calls=[
+                ToolCall(c["id"], c["name"], dict(c.get("arguments") or {}), c.get("raw_arguments"))
+                for c in data.get("tool_calls", ())
+            ],
+            thinking=[
+                Thinking(t.get("text", ""), t["provider"], t.get("signature"), t.get("redacted"))
+                for t in data.get("thinking", ())
+            ],
+            model=data.get("model"),
+            provider=data.get("provider"),
+        )
+    if role == "tool":
+        return ToolResult(
+            str(data["call_id"]),
+            str(data.get("name", "")),
+            str(data["content"]),
+            bool(data.get("is_error")),
+        )
+    raise ValueError(f"unknown message role {role!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """What the model sees of a tool: name, description, JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """One request to a model, provider-neutral."""
+
+    model: str
+    system: str
+    messages: Sequence[Message]
+    tools: Sequence[ToolDefinition] = ()
+    max_output_tokens: int | None = None
+    output_schema: Mapping[str, Any] | None = None
+    output_schema_name: str = "output"
+    stream: bool = True
+
+
+@dataclass(slots=True)
+class ModelResponse:
+    message: AssistantMessage
+    usage: Usage
+    finish_reason: FinishReason
+    model: str
+    response_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    text: str

@@ -1,0 +1,194 @@
+"""The model registry: ``provider:model`` strings and aliases → a model and its client.
+
+Built-in providers cover OpenAI, Anthropic and the common OpenAI-compatible services; the
+project's ``[providers.NAME]`` tables add or override them. Credentials come only from the
+environment variable a provider names; a missing one is ``provider_auth`` naming the variable,
+raised when the client is first needed — before any request is sent.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from agentrunner.config import Config, ProviderConfig
+from agentrunner.engine.http_client import HttpModelClient, ModelClient
+from agentrunner.engine.pricing import PriceBook
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+__all__ = ["BUILTIN_PROVIDERS", "ModelRegistry", "ResolvedModel"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = MappingProxyType(
+    {
+        "openai": ProviderConfig("openai", "openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        "anthropic": ProviderConfig(
+            "anthropic", "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY"
+        ),
+        "ollama": ProviderConfig("ollama", "openai", "http://127.0.0.1:11434/v1", None),
+        "openrouter": ProviderConfig(
+            "openrouter", "openai", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"
+        ),
+        "groq": ProviderConfig("groq", "openai", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
+        "deepseek": ProviderConfig(
+            "deepseek", "openai", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"
+        ),
+        "gemini": ProviderConfig(
+            "gemini",
+            "openai",
+            "https://generativelanguage.googleapis.com/v1beta/openai",
+            "GEMINI_API_KEY",
+        ),
+        "test": ProviderConfig("test", "test"),
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    """A model the engine can call: ``ref`` is ``provider:model``, ``name`` what the API wants."""
+
+    ref: str
+    provider: ProviderConfig
+    name: str
+
+    @property
+    def is_test(self) -> bool:
+        return self.provider.kind == "test"
+
+
+class ModelRegistry:
+    """Resolves model strings and owns one client per provider (close with ``aclose``)."""
+
+    def __init__(
+        self,
+        providers: Mapping[str, ProviderConfig] | None = None,
+        aliases: Mapping[str, str] | None = None,
+        *,
+        prices: PriceBook | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.providers: dict[str, ProviderConfig] = {**BUILTIN_PROVIDERS, **(providers or {})}
+        self.aliases = dict(aliases or {})
+        self.prices = prices or PriceBook()
+        self._env = os.environ if env is None else env
+        self._clients: dict[str, ModelClient] = {}
+
+    @classmethod
+    def from_config(cls, config: Config, *, env: Mapping[str, str] | None = None) -> ModelRegistry:
+        return cls(config.providers, config.aliases, prices=PriceBook(config.prices), env=env)
+
+    def add_model(self, provider: str, client: ModelClient) -> None:
+        """Serve ``provider:*`` with an in-process client (e.g. a ``FunctionModel``)."""
+        self.providers[provider] = ProviderConfig(provider, "test")
+        self._clients[provider] = client
+
+    def resolve(self, ref: str) -> ResolvedModel:
+        """``provider:model`` or an alias → ``ResolvedModel``; ``model_not_found`` otherwise."""
+        seen: list[str] = []
+        while ref in self.aliases and ref not in seen and len(seen) < 8:
+            seen.append(ref)
+            ref = self.aliases[ref]
+        if ref == "test":
+            ref = "test:test"
+        provider_name, sep, name = ref.partition(":")
+        if sep and name and provider_name in self.providers:
+            return ResolvedModel(ref, self.providers[provider_name], name)
+        raise self._not_found(ref, provider_name if sep else None)
+
+    def client(self, model: ResolvedModel) -> ModelClient:
+        """The provider's client, created on first use; ``provider_auth`` if its key is unset."""
+        existing = self._clients.get(model.provider.name)
+        if existing is not None:
+            return existing
+        client = self._build(model.provider)
+        self._clients[model.provider.name] = client
+        return client
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+    def _build(self, provider: ProviderConfig) -> ModelClient:
+        if provider.kind == "test":
+            from agentrunner.engine.test_models import TestModel
+
+            return TestModel()
+        secret = self._credential(provider)
+        headers = dict(provider.headers)
+        if provider.kind == "anthropic":
+            from agentrunner.engine.wire_anthropic import AnthropicWire
+
+            wire: object = AnthropicWire(provider.name)
+            headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+            if secret:
+                headers["x-api-key"] = secret
+        else:
+            from agentrunner.engine.wire_openai import OpenAIWire
+
+            azure = provider.api_version is not None
+            wire = OpenAIWire(
+                provider.name,
+                max_tokens_field="max_completion_tokens"
+                if provider.name == "openai" or azure
+                else "max_tokens",
+                native_structured_output=provider.structured_output == "native",
+                azure_api_version=provider.api_version,
+            )
+            if secret:
+                headers["api-key" if azure else "authorization"] = (
+                    secret if azure else f"Bearer {secret}"
+                )
+        if not provider.base_url:
+            raise AgentRunnerError(
+                ErrorCode.INTERNAL,
+                f"provider '{provider.name}' has no base_url",
+                hint=f"Set base_url under [providers.{provider.name}] in agentrunner.toml.",
+            )
+        return HttpModelClient(
+            wire,  # type: ignore[arg-type]
+            base_url=provider.base_url,
+            headers=headers,
+            timeout_s=provider.timeout_s,
+            secret=secret,
+        )
+
+    def _credential(self, provider: ProviderConfig) -> str | None:
+        if not provider.api_key_env:
+            return None
+        value = self._env.get(provider.api_key_env, "").strip()
+        if not value:
+            raise AgentRunnerError(
+                ErrorCode.PROVIDER_AUTH,
+                f"the environment variable {provider.api_key_env} is not set "
+                f"(needed by provider '{provider.name}')",
+                hint=f"export {provider.api_key_env}=… (keys only ever come from the environment)",
+            )
+        return value
+
+    def _not_found(self, ref: str, provider_name: str | None) -> AgentRunnerError:
+        if provider_name is None:
+            guesses = [f"{p}:{ref}" for p in ("openai", "anthropic")]
+            close = difflib.get_close_matches(ref, list(self.aliases), n=2, cutoff=0.6)
+            hint = f"Write models as provider:model, e.g. {' or '.join(guesses)}" + (
+                f"; close aliases: {', '.join(close)}" if close else ""
+            )
+            return AgentRunnerError(
+                ErrorCode.MODEL_NOT_FOUND, f"Model '{ref}' not found: no provider given", hint=hint
+            )
+        close = difflib.get_close_matches(provider_name, list(self.providers), n=3, cutoff=0.5)
+        hint = (
+            f"Did you mean {', '.join(repr(c) for c in close)}?"
+            if close
+            else f"Known providers: {', '.join(sorted(self.providers))}."
+        )
+        return AgentRunnerError(
+            ErrorCode.MODEL_NOT_FOUND,
+            f"Model '{ref}' not found: unknown provider '{provider_name}'",
+            hint=hint + " Add [providers.NAME] to agentrunner.toml for another endpoint.",
+        )

@@ -1,0 +1,152 @@
+"""Tools the model may call: a name, a JSON Schema for the arguments, an async function.
+
+A tool signals outcomes by raising:
+
+* ``ToolRetry(msg)`` — the model got something wrong; ``msg`` goes back to it as an error result
+  (counted against the turn's correction budget);
+* ``ToolDenied(msg)`` — policy refused the call; the turn ends with ``tool_denied`` and the
+  model is *not* asked again (re-asking a denied tool burns budget);
+* anything else — the tool failed; the turn ends with ``tool_failed``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args, get_origin
+
+from agentrunner.engine.messages import ToolDefinition
+
+__all__ = ["Tool", "ToolContext", "ToolDenied", "ToolRetry", "tool"]
+
+ToolFn = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
+
+
+class ToolRetry(Exception):
+    """Raised by a tool: send this message back to the model as a correctable error."""
+
+
+class ToolDenied(Exception):
+    """Raised by a tool or a policy: the call is refused; the turn ends with ``tool_denied``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a running tool knows. ``call_id`` is stable: use it as an idempotency key."""
+
+    call_id: str
+    tool_name: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Tool:
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    fn: ToolFn
+    _validator: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(self.name, self.description, self.parameters)
+
+    def validation_error(self, arguments: Mapping[str, Any]) -> str | None:
+        """The first JSON Schema violation of ``arguments``, as text, or None."""
+        if self._validator is None:
+            from jsonschema import validators
+
+            cls = validators.validator_for(self.parameters)
+            self._validator = cls(self.parameters)
+        error = next(iter(self._validator.iter_errors(arguments)), None)
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path)
+        return f"{where + ': ' if where else ''}{error.message}"
+
+
+def tool(
+    fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None
+) -> Any:
+    """Make a ``Tool`` from a typed function (sync or async); its docstring is the description.
+
+    Parameters become a JSON Schema from their annotations (``str``, ``int``, ``float``,
+    ``bool``, ``list[X]``, ``dict``, ``Literal[...]``, ``X | None``); those without a default are
+    required. A parameter annotated ``ToolContext`` receives the call's context.
+    """
+
+    def wrap(func: Callable[..., Any]) -> Tool:
+        hints = typing.get_type_hints(func)
+        params = inspect.signature(func).parameters
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        context_param: str | None = None
+        for pname, param in params.items():
+            annotation = hints.get(pname, Any)
+            if annotation is ToolContext:
+                context_param = pname
+                continue
+            properties[pname] = _schema_of(annotation)
+            if param.default is inspect.Parameter.empty:
+                required.append(pname)
+        schema = {
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": False,
+        }
+        is_async = inspect.iscoroutinefunction(func)
+
+        async def call(arguments: dict[str, Any], ctx: ToolContext) -> Any:
+            kwargs = dict(arguments)
+            if context_param:
+                kwargs[context_param] = ctx
+            result = func(**kwargs)
+            return await result if is_async else result
+
+        return Tool(
+            name or func.__name__,
+            description if description is not None else inspect.cleandoc(func.__doc__ or ""),
+            schema,
+            call,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def render_result(value: Any) -> str:
+    """How a tool's return value is shown to the model."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _schema_of(annotation: Any) -> dict[str, Any]:
+    origin = get_origin(annotation)
+    if annotation is str:
+        return {"type": "string"}
+    if annotation is bool:
+        return {"type": "boolean"}
+    if annotation is int:
+        return {"type": "integer"}
+    if annotation is float:
+        return {"type": "number"}
+    if annotation is dict or origin is dict:
+        return {"type": "object"}
+    if origin is list or annotation is list:
+        args = get_args(annotation)
+        return {"type": "array", "items": _schema_of(args[0]) if args else {}}
+    if origin is Literal:
+        return {"enum": list(get_args(annotation))}
+    if origin in (types.UnionType, typing.Union):
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        if len(options) == 1:
+            return {"anyOf": [_schema_of(options[0]), {"type": "null"}]}
+        return {"anyOf": [_schema_of(a) for a in get_args(annotation)]}
+    return {}

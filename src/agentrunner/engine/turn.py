@@ -1,0 +1,574 @@
+"""The turn core (seed 001): assemble → request through the fallback chain → fold the stream
+into events → run the tool calls → repeat until the model answers → settle.
+
+Events, in the order they happen: ``agent.thinking``, ``agent.token`` (streamed deltas),
+``cost.updated`` (one per model attempt that reached a provider), ``model.attempt_failed``,
+``agent.tool_call``, ``agent.tool_result``, ``agent.message`` (the final answer).
+
+Limits are checked before every model request, so none is overshot by a request: requests
+(``max_turns`` → ``turn_limit``), tokens, tool calls, and cost (``budget_exceeded``; the check
+counts the previous request's cost as the likely cost of the next). Cancellation wins over every
+other outcome and leaves a history that can be sent again: interrupted tool calls get a
+synthetic error result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.failures import ProviderError
+from agentrunner.engine.fallback import Attempt, ChainEntry, FallbackChain
+from agentrunner.engine.messages import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+from agentrunner.engine.pricing import PriceBook
+from agentrunner.engine.tools import Tool, ToolContext, ToolDenied, ToolRetry, render_result
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+__all__ = [
+    "CostTracker",
+    "EventSink",
+    "StopReason",
+    "Turn",
+    "TurnError",
+    "TurnLimits",
+    "TurnResult",
+    "run_turn",
+]
+
+EventSink = Callable[[str, dict[str, Any]], None]
+StopReason = Literal[
+    "end_turn",
+    "max_steps",
+    "max_tokens_exceeded",
+    "cancelled",
+    "error",
+    "no_tool_call",
+    "invalid_tool_call",
+    "budget_exceeded",
+]
+INTERRUPTED = "interrupted: the run stopped before this tool call finished"
+
+
+@dataclass(slots=True)
+class TurnLimits:
+    max_turns: int = 10
+    max_tool_calls: int | None = None
+    max_tokens: int | None = None
+    max_budget_micros: int | None = None
+    max_output_tokens: int | None = None
+    max_corrections: int = 3
+    max_output_retries: int = 2
+
+
+@dataclass(slots=True)
+class CostTracker:
+    """One per run (seed 001); a child run started by ``ask_agent`` adds to its parent's."""
+
+    micros: int = 0
+    known: bool = True
+    usage: Usage = field(default_factory=Usage)
+    parent: CostTracker | None = None
+
+    def add(self, micros: int | None, usage: Usage) -> None:
+        tracker: CostTracker | None = self
+        while tracker is not None:
+            tracker.usage.add(usage)
+            if micros is None:
+                tracker.known = False
+            else:
+                tracker.micros += micros
+            tracker = tracker.parent
+
+    def child(self) -> CostTracker:
+        return CostTracker(parent=self)
+
+    @property
+    def root(self) -> CostTracker:
+        tracker = self
+        while tracker.parent is not None:
+            tracker = tracker.parent
+        return tracker
+
+
+@dataclass(slots=True)
+class TurnResult:
+    text: str
+    output: Any
+    new_messages: list[Message]
+    usage: Usage
+    cost_micros: int
+    cost_known: bool
+    stop_reason: StopReason
+    model: str | None
+    attempts: list[Attempt]
+    tool_calls: int = 0
+
+
+class TurnError(AgentRunnerError):
+    """A turn that ended in a classified failure; ``result`` holds what happened before it."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        stop_reason: StopReason,
+        result: TurnResult,
+        hint: str | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(code, message, hint=hint, retryable=retryable)
+        self.stop_reason = stop_reason
+        self.result = result
+
+
+@dataclass(slots=True)
+class Turn:
+    """Everything one turn needs. ``messages`` is the history ending with the new user message;
+    the turn appends to it, so after the turn it is the conversation to store."""
+
+    system: str
+    messages: list[Message]
+    chain: FallbackChain
+    tools: Sequence[Tool] = ()
+    prices: PriceBook = field(default_factory=PriceBook)
+    limits: TurnLimits = field(default_factory=TurnLimits)
+    emit: EventSink | None = None
+    abort: AbortSignal | None = None
+    stream: bool = True
+    output_schema: Mapping[str, Any] | None = None
+    cost: CostTracker = field(default_factory=CostTracker)
+    tool_context: Mapping[str, Any] = field(default_factory=dict)
+    before_tools: Callable[[Sequence[ToolCall]], Awaitable[None]] | None = None
+
+
+async def run_turn(turn: Turn) -> TurnResult:
+    """Run one turn. Raises ``TurnError`` (with the partial result) for classified failures."""
+    run = _TurnRun(turn)
+    if turn.abort is None:
+        try:
+            return await run.run()
+        except asyncio.CancelledError:
+            run.repair()
+            raise
+    task = asyncio.current_task()
+    assert task is not None
+
+    def cancel() -> None:
+        run.silenced = True
+        task.cancel()
+
+    unsubscribe = turn.abort.on_abort(cancel)
+    try:
+        return await run.run()
+    except asyncio.CancelledError:
+        run.repair()
+        if not turn.abort.aborted:
+            raise
+        task.uncancel()
+        raise run.error(
+            ErrorCode.CANCELLED, f"cancelled: {turn.abort.reason}", "cancelled"
+        ) from None
+    finally:
+        unsubscribe()
+
+
+class _TurnRun:
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.start = len(turn.messages)
+        self.silenced = False
+        self.responses = 0
+        self.tool_calls = 0
+        self.corrections = 0
+        self.output_retries = 0
+        self.usage = Usage()
+        self.cost = 0
+        self.cost_known = True
+        self.last_cost = 0
+        self.model: str | None = None
+        self.partial: list[str] = []
+        self.current = ""
+        self.finished: dict[str, ToolResult] = {}
+        self.tools = {t.name: t for t in turn.tools}
+        self.definitions = [t.definition for t in turn.tools]
+        self._validator: Any = None
+
+    def emit(self, kind: str, data: dict[str, Any]) -> None:
+        if not self.silenced and self.turn.emit is not None:
+            self.turn.emit(kind, data)
+
+    async def run(self) -> TurnResult:
+        turn = self.turn
+        while True:
+            self.check_limits()
+            response, entry = await turn.chain.request(
+                self.build, self.on_delta if turn.stream else None, self.on_attempt
+            )
+            self.partial = []
+            message = response.message
+            turn.messages.append(message)
+            self.responses += 1
+            self.model = entry.model.ref
+            if not turn.stream:
+                self.emit_whole(message)
+            if response.finish_reason == "content_filter":
+                raise self.error(
+                    ErrorCode.CONTENT_FILTER,
+                    f"{entry.model.ref} refused to answer: {message.text[:200]}",
+                    "error",
+                )
+            if message.tool_calls:
+                if response.finish_reason == "length":
+                    self.answer_calls(
+                        message.tool_calls,
+                        "not run: the call was cut off at the output token limit",
+                    )
+                    raise self.error(
+                        ErrorCode.VALIDATION,
+                        "the model's tool call was cut off at the output token limit",
+                        "max_tokens_exceeded",
+                        hint="Raise limits.max_output_tokens.",
+                    )
+                await self.run_tools(message.tool_calls)
+                continue
+            output: Any = message.text
+            if turn.output_schema is not None:
+                parsed, problem = self.check_output(message.text)
+                if problem is not None:
+                    if self.output_retries < turn.limits.max_output_retries:
+                        self.output_retries += 1
+                        turn.messages.append(UserMessage(_correction(problem)))
+                        continue
+                    raise self.error(
+                        ErrorCode.VALIDATION,
+                        f"the answer does not match output_schema: {problem}",
+                        "error",
+                    )
+                output = parsed
+            self.emit("agent.message", {"text": message.text, "model": self.model})
+            stop: StopReason = (
+                "max_tokens_exceeded" if response.finish_reason == "length" else "end_turn"
+            )
+            return self.result(message.text, output, stop)
+
+    # -- requests ------------------------------------------------------------------------
+
+    def build(self, entry: ChainEntry) -> ModelRequest:
+        turn = self.turn
+        self.partial = []
+        self.current = entry.model.ref
+        native = turn.output_schema is None or _native_output(entry)
+        system = turn.system if native else turn.system + _prompted_schema(turn.output_schema)
+        return ModelRequest(
+            model=entry.model.name,
+            system=system,
+            messages=turn.messages,
+            tools=self.definitions,
+            max_output_tokens=turn.limits.max_output_tokens,
+            output_schema=turn.output_schema if native else None,
+            stream=turn.stream,
+        )
+
+    def on_delta(self, delta: TextDelta | ThinkingDelta) -> None:
+        if isinstance(delta, TextDelta):
+            self.partial.append(delta.text)
+            self.emit("agent.token", {"token": delta.text, "model": self.current})
+        else:
+            self.emit("agent.thinking", {"text": delta.text, "model": self.current})
+
+    def emit_whole(self, message: AssistantMessage) -> None:
+        for thought in message.thinking:
+            if thought.text:
+                self.emit("agent.thinking", {"text": thought.text, "model": self.model})
+        if message.text:
+            self.emit("agent.token", {"token": message.text, "model": self.model})
+
+    def on_attempt(
+        self, attempt: Attempt, entry: ChainEntry, outcome: ModelResponse | ProviderError
+    ) -> None:
+        usage = outcome.usage if isinstance(outcome, ModelResponse) else Usage(requests=1)
+        micros: int | None = 0
+        if isinstance(outcome, ModelResponse):
+            micros = self.turn.prices.cost_micros(
+                entry.model.provider.name, entry.model.name, usage, outcome.model
+            )
+        self.usage.add(usage)
+        self.turn.cost.add(micros, usage)
+        if micros is None:
+            self.cost_known = False
+        else:
+            self.cost += micros
+            self.last_cost = micros
+        self.emit(
+            "cost.updated",
+            {
+                "model": entry.model.ref,
+                "attempt": attempt.number,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+                "cost_micros": micros,
+                "cost_known": micros is not None,
+                "cumulative_cost_micros": self.turn.cost.root.micros,
+            },
+        )
+        if isinstance(outcome, ProviderError):
+            self.emit(
+                "model.attempt_failed",
+                {
+                    "model": entry.model.ref,
+                    "attempt": attempt.number,
+                    "error_code": str(outcome.code),
+                    "status": outcome.status,
+                    "duration_ms": attempt.duration_ms,
+                    "message": outcome.message,
+                },
+            )
+
+    def check_limits(self) -> None:
+        limits = self.turn.limits
+        if self.responses >= limits.max_turns:
+            raise self.error(
+                ErrorCode.TURN_LIMIT,
+                f"reached max_turns ({limits.max_turns}) model requests without a final answer",
+                "max_steps",
+                hint="Raise limits.max_turns in the agent file.",
+            )
+        if limits.max_tokens is not None and self.usage.total_tokens >= limits.max_tokens:
+            raise self.error(
+                ErrorCode.TURN_LIMIT,
+                f"used {self.usage.total_tokens} tokens; "
+                f"the limit is max_tokens ({limits.max_tokens})",
+                "max_tokens_exceeded",
+            )
+        budget = limits.max_budget_micros
+        spent = self.turn.cost.root.micros
+        if budget is not None and (spent >= budget or spent + self.last_cost > budget):
+            raise self.error(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"budget exceeded: ${spent / 1e6:.4f} spent of ${budget / 1e6:.4f}"
+                + (
+                    ""
+                    if spent >= budget
+                    else f"; the next request would cost about ${self.last_cost / 1e6:.4f}"
+                ),
+                "budget_exceeded",
+                hint="Raise limits.max_budget_usd in the agent file.",
+            )
+
+    # -- tools ----------------------------------------------------------------------------
+
+    async def run_tools(self, calls: Sequence[ToolCall]) -> None:
+        limits = self.turn.limits
+        if (
+            limits.max_tool_calls is not None
+            and self.tool_calls + len(calls) > limits.max_tool_calls
+        ):
+            self.answer_calls(calls, "not run: the tool call limit was reached")
+            raise self.error(
+                ErrorCode.TURN_LIMIT,
+                f"reached max_tool_calls ({limits.max_tool_calls})",
+                "max_steps",
+            )
+        self.tool_calls += len(calls)
+        for call in calls:
+            self.emit(
+                "agent.tool_call",
+                {
+                    "call_id": call.id,
+                    "name": call.name,
+                    "input": call.arguments,
+                    "model": self.model,
+                },
+            )
+        if self.turn.before_tools is not None:
+            await self.turn.before_tools(calls)
+        self.finished = {}
+        try:
+            if len(calls) == 1:
+                await self.run_tool(calls[0])
+            else:
+                async with asyncio.TaskGroup() as group:
+                    for call in calls:
+                        group.create_task(self.run_tool(call))
+        except* ToolDenied as group:
+            self.answer_calls(calls, INTERRUPTED)
+            raise self.error(
+                ErrorCode.TOOL_DENIED, str(group.exceptions[0]) or "tool call denied", "error"
+            ) from None
+        except* _ToolCrashed as group:
+            crash = group.exceptions[0]
+            assert isinstance(crash, _ToolCrashed)
+            self.answer_calls(calls, INTERRUPTED)
+            raise self.error(
+                ErrorCode.TOOL_FAILED, f"tool '{crash.name}' failed: {crash.cause}", "error"
+            ) from crash.__cause__
+        errors = sum(1 for c in calls if self.finished[c.id].is_error)
+        self.turn.messages.extend(self.finished[c.id] for c in calls)
+        self.finished = {}
+        self.corrections += errors
+        if errors and self.corrections > limits.max_corrections:
+            raise self.error(
+                ErrorCode.TOOL_FAILED,
+                f"the model kept making invalid tool calls ({self.corrections} so far)",
+                "invalid_tool_call",
+            )
+
+    async def run_tool(self, call: ToolCall) -> None:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self.tools) or "none"
+            self.settle(call, f"Unknown tool '{call.name}'. Available tools: {known}.", error=True)
+            return
+        if call.raw_arguments is not None:
+            self.settle(
+                call, f"The arguments are not valid JSON: {call.raw_arguments[:200]}", error=True
+            )
+            return
+        problem = tool.validation_error(call.arguments)
+        if problem is not None:
+            self.settle(call, f"Invalid arguments for '{call.name}': {problem}", error=True)
+            return
+        try:
+            value = await tool.fn(
+                call.arguments, ToolContext(call.id, call.name, self.turn.tool_context)
+            )
+        except ToolRetry as exc:
+            self.settle(call, str(exc), error=True)
+            return
+        except (ToolDenied, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise _ToolCrashed(call.name, exc) from exc
+        self.settle(call, render_result(value), error=False)
+
+    def settle(self, call: ToolCall, content: str, *, error: bool) -> None:
+        result = ToolResult(call.id, call.name, content, is_error=error)
+        self.finished[call.id] = result
+        self.emit(
+            "agent.tool_result",
+            {
+                "call_id": call.id,
+                "name": call.name,
+                "success": not error,
+                "is_error": error,
+                "output_summary": content[:200],
+            },
+        )
+
+    def answer_calls(self, calls: Sequence[ToolCall], reason: str) -> None:
+        """Give every call of the last assistant message a result, so the history can be resent."""
+        for call in calls:
+            self.turn.messages.append(
+                self.finished.get(call.id) or ToolResult(call.id, call.name, reason, is_error=True)
+            )
+        self.finished = {}
+
+    def repair(self) -> None:
+        """After a cancellation: keep streamed text, answer calls that never finished."""
+        messages = self.turn.messages
+        if self.partial:
+            messages.append(AssistantMessage(text="".join(self.partial), model=self.model))
+            self.partial = []
+            return
+        last = messages[-1] if len(messages) > self.start else None
+        if isinstance(last, AssistantMessage) and last.tool_calls:
+            self.answer_calls(last.tool_calls, INTERRUPTED)
+
+    # -- structured output ----------------------------------------------------------------
+
+    def check_output(self, text: str) -> tuple[Any, str | None]:
+        schema = self.turn.output_schema
+        assert schema is not None
+        try:
+            value = json.loads(_strip_fences(text))
+        except json.JSONDecodeError as exc:
+            return None, f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        if self._validator is None:
+            from jsonschema import validators
+
+            self._validator = validators.validator_for(schema)(schema)
+        error = next(iter(self._validator.iter_errors(value)), None)
+        if error is None:
+            return value, None
+        where = "/".join(str(p) for p in error.absolute_path)
+        return None, f"{where + ': ' if where else ''}{error.message}"
+
+    # -- settling -------------------------------------------------------------------------
+
+    def result(self, text: str, output: Any, stop: StopReason) -> TurnResult:
+        return TurnResult(
+            text=text,
+            output=output,
+            new_messages=self.turn.messages[self.start :],
+            usage=self.usage,
+            cost_micros=self.cost,
+            cost_known=self.cost_known,
+            stop_reason=stop,
+            model=self.model,
+            attempts=list(self.turn.chain.attempts),
+            tool_calls=self.tool_calls,
+        )
+
+    def error(
+        self, code: ErrorCode, message: str, stop: StopReason, hint: str | None = None
+    ) -> TurnError:
+        return TurnError(
+            code, message, stop_reason=stop, result=self.result("", None, stop), hint=hint
+        )
+
+
+class _ToolCrashed(Exception):
+    def __init__(self, name: str, cause: BaseException) -> None:
+        super().__init__(name)
+        self.name = name
+        self.cause = f"{type(cause).__name__}: {cause}"
+
+
+def _native_output(entry: ChainEntry) -> bool:
+    provider = entry.model.provider
+    return (
+        provider.kind == "anthropic"
+        or (provider.kind == "openai" and provider.structured_output == "native")
+        or provider.kind == "test"
+    )
+
+
+def _prompted_schema(schema: Mapping[str, Any] | None) -> str:
+    return (
+        "\n\nReply with only a JSON value — no prose, no code fences — that matches this JSON "
+        "Schema:\n" + json.dumps(schema, ensure_ascii=False)
+    )
+
+
+def _correction(problem: str) -> str:
+    return (
+        f"Your reply does not match the required JSON Schema: {problem}. "
+        "Reply again with only the corrected JSON value."
+    )
+
+
+def _strip_fences(text: str) -> str:
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        if stripped.rstrip().endswith("```"):
+            stripped = stripped.rstrip()[:-3]
+    return stripped
