@@ -38,3 +38,22 @@ def write_agent(project_dir: Path) -> WriteAgent:
         return path
 
     return write
+
+
+# -- the mock provider server (real HTTP on 127.0.0.1) ---------------------------------------
+
+from agentrunner.testing import MockProvider, MockProviderServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def mock_server() -> Iterator[MockProviderServer]:
+    server = MockProviderServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def mock(mock_server: MockProviderServer) -> Iterator[MockProvider]:
+    mock_server.mock.reset()
+    yield mock_server.mock
+    mock_server.mock.reset()

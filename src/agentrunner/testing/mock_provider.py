@@ -1,0 +1,640 @@
+"""A mock OpenAI Chat Completions + Anthropic Messages server, for tests and benchmarks.
+
+Real HTTP on 127.0.0.1, so agentrunner's real client code runs. Scriptable per test with a
+queue of ``Reply`` objects (text, tool calls, thinking, usage), optionally per model, and able to
+inject faults: an HTTP error with any status and ``retry-after``, a stalled response, a
+connection dropped mid-stream, malformed tool-call JSON, and an error event mid-stream
+(Anthropic ``overloaded_error``). Like the real APIs it rejects (400) a history holding a tool
+call without a result. With an empty queue it plays a simple agent: it calls the first offered
+tool once, then answers with text.
+
+    server = MockProviderServer().start()
+    server.mock.queue(Reply(tool_calls=[("get_weather", {"city": "Paris"})]), Reply(text="Sunny"))
+    ... base_url=server.openai_url (…/v1) or server.anthropic_url ...
+    server.stop()
+
+Run standalone (for benchmarks): ``python -m agentrunner.testing.mock_provider --port 8999``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Fault", "MockProvider", "MockProviderServer", "RecordedRequest", "Reply"]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+FaultKind = Literal["status", "stall", "drop_mid_stream", "error_mid_stream"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    kind: FaultKind
+    status: int = 500
+    retry_after: float | None = None
+    error_type: str | None = None
+    seconds: float = 0.0
+    text_body: str | None = None
+
+    @classmethod
+    def http(
+        cls,
+        status: int,
+        *,
+        retry_after: float | None = None,
+        error_type: str | None = None,
+        text_body: str | None = None,
+    ) -> Fault:
+        return cls(
+            "status",
+            status=status,
+            retry_after=retry_after,
+            error_type=error_type,
+            text_body=text_body,
+        )
+
+    @classmethod
+    def stall(cls, seconds: float) -> Fault:
+        return cls("stall", seconds=seconds)
+
+    @classmethod
+    def drop_mid_stream(cls) -> Fault:
+        return cls("drop_mid_stream")
+
+    @classmethod
+    def error_mid_stream(cls, error_type: str = "overloaded_error") -> Fault:
+        return cls("error_mid_stream", error_type=error_type)
+
+
+@dataclass(slots=True)
+class Reply:
+    """One scripted answer. ``tool_calls`` entries are (name, arguments dict or raw JSON text)."""
+
+    text: str = ""
+    tool_calls: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
+    thinking: str | None = None
+    finish: str | None = None
+    input_tokens: int = 20
+    output_tokens: int | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    fault: Fault | None = None
+    delay_s: float = 0.0
+
+    @classmethod
+    def malformed_tool_call(cls, name: str) -> Reply:
+        return cls(tool_calls=[(name, '{"city": "Par')])
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+class MockProvider:
+    """The ASGI app. Thread-safe to script from a test while the server runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: deque[Reply] = deque()
+        self._by_model: dict[str, deque[Reply]] = {}
+        self.requests: list[RecordedRequest] = []
+        self.record = True
+        self._ids = itertools.count(1)
+
+    def queue(self, *replies: Reply, model: str | None = None) -> None:
+        with self._lock:
+            target = self._queue if model is None else self._by_model.setdefault(model, deque())
+            target.extend(replies)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._queue.clear()
+            self._by_model.clear()
+            self.requests.clear()
+
+    def _next(self, model: str, body: dict[str, Any], flavor: str) -> Reply:
+        with self._lock:
+            specific = self._by_model.get(model)
+            if specific:
+                return specific.popleft()
+            if self._queue:
+                return self._queue.popleft()
+        return _auto_reply(body, flavor)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                pass
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        path = scope["path"]
+        try:
+            body = json.loads(b"".join(chunks) or b"{}")
+        except json.JSONDecodeError:
+            await _send_json(
+                send,
+                400,
+                {"error": {"type": "invalid_request_error", "message": "body is not JSON"}},
+            )
+            return
+        flavor = "anthropic" if path.endswith("/messages") else "openai"
+        if self.record:
+            headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+            with self._lock:
+                self.requests.append(RecordedRequest(path, headers, body))
+        if not path.endswith(("/chat/completions", "/messages")):
+            await _send_json(
+                send, 404, {"error": {"type": "not_found_error", "message": f"no route {path}"}}
+            )
+            return
+        problem = _dangling_tool_call(body, flavor)
+        if problem:
+            await _send_json(send, 400, _error_body(flavor, "invalid_request_error", problem))
+            return
+        model = str(body.get("model", ""))
+        reply = self._next(model, body, flavor)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        fault = reply.fault
+        if fault is not None and fault.kind == "stall":
+            await asyncio.sleep(fault.seconds)
+        if fault is not None and fault.kind == "status":
+            await _send_fault(send, fault, flavor)
+            return
+        rid = next(self._ids)
+        if body.get("stream"):
+            events = (
+                _openai_stream(reply, model, rid, body)
+                if flavor == "openai"
+                else _anthropic_stream(reply, model, rid)
+            )
+            await _send_stream(send, events, fault)
+        else:
+            payload = (
+                _openai_json(reply, model, rid)
+                if flavor == "openai"
+                else _anthropic_json(reply, model, rid)
+            )
+            await _send_json(send, 200, payload)
+
+
+# -- behaviour -------------------------------------------------------------------------------
+
+
+def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
+    """No script: call the first offered tool once, then answer."""
+    messages = body.get("messages") or []
+    tools = body.get("tools") or []
+    last = messages[-1] if messages else {}
+    last_is_result = last.get("role") == "tool" or (
+        flavor == "anthropic"
+        and isinstance(last.get("content"), list)
+        and any(b.get("type") == "tool_result" for b in last["content"])
+    )
+    if tools and not last_is_result:
+        tool = tools[0]
+        name = tool["function"]["name"] if flavor == "openai" else tool["name"]
+        return Reply(tool_calls=[(name, {})])
+    return Reply(text="Done: the mock provider answered.")
+
+
+def _dangling_tool_call(body: dict[str, Any], flavor: str) -> str | None:
+    messages = body.get("messages") or []
+    if flavor == "openai":
+        pending: list[str] = []
+        for message in messages:
+            role = message.get("role")
+            if role == "tool":
+                if message.get("tool_call_id") in pending:
+                    pending.remove(message["tool_call_id"])
+                continue
+            if pending:
+                return f"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. Missing: {', '.join(pending)}"
+            if role == "assistant":
+                pending = [c["id"] for c in message.get("tool_calls") or ()]
+        return f"tool_call_ids without results: {', '.join(pending)}" if pending else None
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+            continue
+        ids = [b["id"] for b in message["content"] if b.get("type") == "tool_use"]
+        if not ids:
+            continue
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        answered = set()
+        if following and isinstance(following.get("content"), list):
+            answered = {
+                b.get("tool_use_id") for b in following["content"] if b.get("type") == "tool_result"
+            }
+        missing = [i for i in ids if i not in answered]
+        if missing:
+            return f"messages.{index + 1}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(missing)}"
+    return None
+
+
+def _calls(reply: Reply, rid: int) -> list[tuple[str, str, str]]:
+    """(id, name, arguments JSON text) for each scripted tool call."""
+    out = []
+    for n, (name, args) in enumerate(reply.tool_calls):
+        text = args if isinstance(args, str) else json.dumps(args)
+        out.append((f"call_{rid}_{n}", name, text))
+    return out
+
+
+def _output_tokens(reply: Reply) -> int:
+    if reply.output_tokens is not None:
+        return reply.output_tokens
+    return max(1, len(reply.text) // 4 + 8 * len(reply.tool_calls))
+
+
+def _openai_finish(reply: Reply) -> str:
+    return reply.finish or ("tool_calls" if reply.tool_calls else "stop")
+
+
+def _openai_usage(reply: Reply) -> dict[str, Any]:
+    out = _output_tokens(reply)
+    return {
+        "prompt_tokens": reply.input_tokens,
+        "completion_tokens": out,
+        "total_tokens": reply.input_tokens + out,
+        "prompt_tokens_details": {"cached_tokens": reply.cache_read_tokens},
+    }
+
+
+def _openai_json(reply: Reply, model: str, rid: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None, "refusal": None}
+    calls = _calls(reply, rid)
+    if calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+            for i, n, a in calls
+        ]
+    if reply.thinking:
+        message["reasoning_content"] = reply.thinking
+    return {
+        "id": f"chatcmpl-mock-{rid}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": _openai_finish(reply)}],
+        "usage": _openai_usage(reply),
+    }
+
+
+def _openai_stream(
+    reply: Reply, model: str, rid: int, body: dict[str, Any]
+) -> list[tuple[str | None, dict[str, Any] | str]]:
+    base = {"id": f"chatcmpl-mock-{rid}", "object": "chat.completion.chunk", "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events: list[tuple[str | None, dict[str, Any] | str]] = [
+        (None, chunk({"role": "assistant", "content": ""}))
+    ]
+    if reply.thinking:
+        events.append((None, chunk({"reasoning_content": reply.thinking})))
+    for piece in _pieces(reply.text):
+        events.append((None, chunk({"content": piece})))
+    for index, (call_id, name, args) in enumerate(_calls(reply, rid)):
+        events.append(
+            (
+                None,
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call_id,
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }
+                        ]
+                    }
+                ),
+            )
+        )
+        half = len(args) // 2
+        for part in (args[:half], args[half:]):
+            events.append(
+                (None, chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]}))
+            )
+    events.append((None, chunk({}, _openai_finish(reply))))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append((None, {**base, "choices": [], "usage": _openai_usage(reply)}))
+    events.append((None, "[DONE]"))
+    return events
+
+
+_ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
+
+
+def _anthropic_stop(reply: Reply) -> str:
+    if reply.finish:
+        return _ANTHROPIC_STOP.get(reply.finish, reply.finish)
+    return "tool_use" if reply.tool_calls else "end_turn"
+
+
+def _anthropic_usage(reply: Reply) -> dict[str, Any]:
+    return {
+        "input_tokens": reply.input_tokens,
+        "output_tokens": _output_tokens(reply),
+        "cache_read_input_tokens": reply.cache_read_tokens,
+        "cache_creation_input_tokens": reply.cache_write_tokens,
+    }
+
+
+def _anthropic_blocks(reply: Reply, rid: int) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.thinking:
+        blocks.append(
+            {"type": "thinking", "thinking": reply.thinking, "signature": f"sig-mock-{rid}"}
+        )
+    if reply.text:
+        blocks.append({"type": "text", "text": reply.text})
+    for call_id, name, args in _calls(reply, rid):
+        try:
+            parsed: Any = json.loads(args)
+        except json.JSONDecodeError:
+            parsed = args
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call_id.replace("call", "toolu"),
+                "name": name,
+                "input": parsed,
+            }
+        )
+    return blocks
+
+
+def _anthropic_json(reply: Reply, model: str, rid: int) -> dict[str, Any]:
+    return {
+        "id": f"msg_mock_{rid}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _anthropic_blocks(reply, rid),
+        "stop_reason": _anthropic_stop(reply),
+        "stop_sequence": None,
+        "usage": _anthropic_usage(reply),
+    }
+
+
+def _anthropic_stream(
+    reply: Reply, model: str, rid: int
+) -> list[tuple[str | None, dict[str, Any] | str]]:
+    usage = _anthropic_usage(reply)
+    start_usage = {**usage, "output_tokens": 1}
+    events: list[tuple[str | None, dict[str, Any] | str]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": f"msg_mock_{rid}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": start_usage,
+                },
+            },
+        )
+    ]
+    for index, block in enumerate(_anthropic_blocks(reply, rid)):
+        kind = block["type"]
+        if kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "text":
+            start = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"])]
+        else:
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+            half = len(raw) // 2
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p}
+                for p in ("", raw[:half], raw[half:])
+            ]
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            )
+        )
+        events += [
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        ]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": _anthropic_stop(reply), "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _pieces(text: str) -> list[str]:
+    if not text:
+        return []
+    step = max(1, len(text) // 3)
+    return [text[i : i + step] for i in range(0, len(text), step)]
+
+
+# -- HTTP plumbing ---------------------------------------------------------------------------
+
+
+def _error_body(flavor: str, error_type: str, message: str) -> dict[str, Any]:
+    if flavor == "anthropic":
+        return {"type": "error", "error": {"type": error_type, "message": message}}
+    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+
+
+_DEFAULT_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "api_error",
+    529: "overloaded_error",
+}
+
+
+async def _send_fault(send: Send, fault: Fault, flavor: str) -> None:
+    headers = []
+    if fault.retry_after is not None:
+        headers.append((b"retry-after", str(fault.retry_after).encode()))
+    if fault.text_body is not None:
+        await _send(send, fault.status, fault.text_body.encode(), b"text/plain", headers)
+        return
+    error_type = fault.error_type or _DEFAULT_TYPES.get(fault.status, "api_error")
+    body = _error_body(flavor, error_type, f"mock fault: HTTP {fault.status}")
+    await _send(send, fault.status, json.dumps(body).encode(), b"application/json", headers)
+
+
+async def _send_json(send: Send, status: int, payload: Any) -> None:
+    await _send(send, status, json.dumps(payload).encode(), b"application/json")
+
+
+async def _send(
+    send: Send,
+    status: int,
+    body: bytes,
+    content_type: bytes,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class _DropConnection(Exception):
+    pass
+
+
+async def _send_stream(
+    send: Send, events: list[tuple[str | None, dict[str, Any] | str]], fault: Fault | None
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream; charset=utf-8")],
+        }
+    )
+    cut = (
+        len(events) // 2
+        if fault is not None and fault.kind in ("drop_mid_stream", "error_mid_stream")
+        else None
+    )
+    for n, (name, data) in enumerate(events):
+        if n == cut:
+            if fault is not None and fault.kind == "drop_mid_stream":
+                raise _DropConnection("mock: connection dropped mid-stream")
+            error = {
+                "type": "error",
+                "error": {
+                    "type": fault.error_type if fault else "api_error",
+                    "message": "mock fault mid-stream",
+                },
+            }
+            frame = f"event: error\ndata: {json.dumps(error)}\n\n"
+            await send({"type": "http.response.body", "body": frame.encode(), "more_body": False})
+            return
+        text = data if isinstance(data, str) else json.dumps(data)
+        frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
+        await send({"type": "http.response.body", "body": frame.encode(), "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class MockProviderServer:
+    """Runs a ``MockProvider`` under uvicorn in a background thread on 127.0.0.1."""
+
+    def __init__(self, mock: MockProvider | None = None, port: int = 0) -> None:
+        self.mock = mock or MockProvider()
+        self._port = port
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return self.url
+
+    def start(self) -> MockProviderServer:
+        import socket
+
+        import uvicorn
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", self._port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.mock,
+            log_level="critical",
+            lifespan="off",
+            timeout_graceful_shutdown=1,
+            access_log=False,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("mock provider server did not start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def main() -> None:
+    import argparse
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="Run the mock OpenAI/Anthropic provider.")
+    parser.add_argument("--port", type=int, default=8999)
+    args = parser.parse_args()
+    mock = MockProvider()
+    mock.record = False
+    uvicorn.run(
+        mock,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+
+
+if __name__ == "__main__":
+    main()

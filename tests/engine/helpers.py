@@ -1,0 +1,94 @@
+"""Building engines against the mock provider server."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentrunner.agents.spec import RetryPolicy
+from agentrunner.config import PriceOverride, ProviderConfig
+from agentrunner.engine import (
+    ChainEntry,
+    FallbackChain,
+    ModelRegistry,
+    PriceBook,
+    Tool,
+    Turn,
+    TurnLimits,
+    UserMessage,
+    tool,
+)
+from agentrunner.testing import MockProviderServer
+
+FAST = RetryPolicy(max=1, backoff="none")
+
+
+def registry(server: MockProviderServer, *, timeout_s: float = 10.0) -> ModelRegistry:
+    providers = {
+        "mockai": ProviderConfig(
+            "mockai", "openai", server.openai_url, "MOCK_KEY", timeout_s=timeout_s
+        ),
+        "mockant": ProviderConfig(
+            "mockant", "anthropic", server.anthropic_url, "MOCK_KEY", timeout_s=timeout_s
+        ),
+    }
+    prices = PriceBook(
+        {
+            "mockai:gpt-mock": PriceOverride(input_per_mtok=1.0, output_per_mtok=2.0),
+            "mockai:gpt-backup": PriceOverride(input_per_mtok=0.5, output_per_mtok=1.0),
+            "mockant:claude-mock": PriceOverride(input_per_mtok=3.0, output_per_mtok=15.0),
+        }
+    )
+    return ModelRegistry(
+        providers, {"fast": "mockai:gpt-mock"}, prices=prices, env={"MOCK_KEY": "sk-mock-secret"}
+    )
+
+
+def chain(reg: ModelRegistry, *refs: str, retry: RetryPolicy = FAST) -> FallbackChain:
+    entries = []
+    for ref in refs:
+        model = reg.resolve(ref)
+        entries.append(ChainEntry(model, reg.client(model), retry))
+    return FallbackChain(entries)
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    return f"Sunny, 22C in {city}"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        self.events.append((kind, data))
+
+    def kinds(self) -> list[str]:
+        return [k for k, _ in self.events]
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [d for k, d in self.events if k == kind]
+
+
+def turn(
+    reg: ModelRegistry,
+    *refs: str,
+    message: str = "What's the weather in Paris?",
+    tools: Sequence[Tool] = (get_weather,),
+    stream: bool = True,
+    limits: TurnLimits | None = None,
+    retry: RetryPolicy = FAST,
+    **kwargs: Any,
+) -> Turn:
+    return Turn(
+        system="You are helpful.",
+        messages=[UserMessage(message)],
+        chain=chain(reg, *refs, retry=retry),
+        tools=list(tools),
+        prices=reg.prices,
+        limits=limits or TurnLimits(),
+        stream=stream,
+        **kwargs,
+    )
