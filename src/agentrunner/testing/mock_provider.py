@@ -226,7 +226,10 @@ def _dangling_tool_call(body: dict[str, Any], flavor: str) -> str | None:
                     pending.remove(message["tool_call_id"])
                 continue
             if pending:
-                return f"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. Missing: {', '.join(pending)}"
+                return (
+                    "An assistant message with 'tool_calls' must be followed by tool messages "
+                    f"responding to each 'tool_call_id'. Missing: {', '.join(pending)}"
+                )
             if role == "assistant":
                 pending = [c["id"] for c in message.get("tool_calls") or ()]
         return f"tool_call_ids without results: {', '.join(pending)}" if pending else None
@@ -244,7 +247,10 @@ def _dangling_tool_call(body: dict[str, Any], flavor: str) -> str | None:
             }
         missing = [i for i in ids if i not in answered]
         if missing:
-            return f"messages.{index + 1}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(missing)}"
+            return (
+                f"messages.{index + 1}: `tool_use` ids were found without `tool_result` "
+                f"blocks immediately after: {', '.join(missing)}"
+            )
     return None
 
 
@@ -422,7 +428,7 @@ def _anthropic_stream(
     for index, block in enumerate(_anthropic_blocks(reply, rid)):
         kind = block["type"]
         if kind == "thinking":
-            start = {"type": "thinking", "thinking": "", "signature": ""}
+            start: dict[str, Any] = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
         elif kind == "text":
