@@ -94,10 +94,11 @@ class FallbackChain:
                     if not exc.failover:
                         raise
                     delay = self._delay(entry, tries, exc)
-                    if delay is None or (has_next and delay > entry.retry.max_delay_s):
+                    if has_next and delay > entry.retry.max_delay_s:
                         break
-                    if tries < entry.retry.max:
-                        await self.sleep(max(0.0, delay))
+                    cooling = exc.kind is FailureKind.RATE_LIMIT and exc.retry_after is not None
+                    if tries < entry.retry.max and not cooling:
+                        await self.sleep(delay)  # a cooldown is waited for at the loop's top
                     continue
                 attempt = self._record(entry, "ok", self.clock() - start)
                 on_attempt(attempt, entry, response)
@@ -105,7 +106,7 @@ class FallbackChain:
         assert last is not None, "a chain needs at least one entry"
         raise last
 
-    def _delay(self, entry: ChainEntry, tries: int, exc: ProviderError) -> float | None:
+    def _delay(self, entry: ChainEntry, tries: int, exc: ProviderError) -> float:
         """Seconds before the next try of this entry, setting the provider's cooldown."""
         if exc.kind is FailureKind.RATE_LIMIT and exc.retry_after is not None:
             self.cooldown_until[entry.model.provider.name] = self.clock() + exc.retry_after

@@ -158,14 +158,11 @@ class Turn:
 
 
 async def run_turn(turn: Turn) -> TurnResult:
-    """Run one turn. Raises ``TurnError`` (with the partial result) for classified failures."""
+    """Run one turn. Raises ``TurnError`` (with the partial result) for every failure: a
+    classified provider or tool failure, a limit, cancellation through ``turn.abort``, or —
+    as ``internal`` — a bug. Cancelling the calling task itself re-raises ``CancelledError``
+    after repairing the history."""
     run = _TurnRun(turn)
-    if turn.abort is None:
-        try:
-            return await run.run()
-        except asyncio.CancelledError:
-            run.repair()
-            raise
     task = asyncio.current_task()
     assert task is not None
 
@@ -173,19 +170,29 @@ async def run_turn(turn: Turn) -> TurnResult:
         run.silenced = True
         task.cancel()
 
-    unsubscribe = turn.abort.on_abort(cancel)
+    unsubscribe = turn.abort.on_abort(cancel) if turn.abort is not None else None
     try:
         return await run.run()
     except asyncio.CancelledError:
         run.repair()
-        if not turn.abort.aborted:
+        if turn.abort is None or not turn.abort.aborted:
             raise
         task.uncancel()
         raise run.error(
             ErrorCode.CANCELLED, f"cancelled: {turn.abort.reason}", "cancelled"
         ) from None
+    except TurnError:
+        raise
+    except AgentRunnerError as exc:
+        raise run.error(exc.code, exc.message, "error", hint=exc.hint) from exc
+    except Exception as exc:
+        run.repair()
+        raise run.error(
+            ErrorCode.INTERNAL, f"internal error in the turn: {type(exc).__name__}: {exc}", "error"
+        ) from exc
     finally:
-        unsubscribe()
+        if unsubscribe is not None:
+            unsubscribe()
 
 
 class _TurnRun:
@@ -217,9 +224,14 @@ class _TurnRun:
         turn = self.turn
         while True:
             self.check_limits()
-            response, entry = await turn.chain.request(
-                self.build, self.on_delta if turn.stream else None, self.on_attempt
-            )
+            try:
+                response, entry = await turn.chain.request(
+                    self.build, self.on_delta if turn.stream else None, self.on_attempt
+                )
+            except ProviderError as exc:
+                raise self.error(
+                    exc.code, exc.message, "error", hint=exc.hint, retryable=exc.retryable
+                ) from exc
             self.partial = []
             message = response.message
             turn.messages.append(message)
@@ -528,10 +540,16 @@ class _TurnRun:
         )
 
     def error(
-        self, code: ErrorCode, message: str, stop: StopReason, hint: str | None = None
+        self,
+        code: ErrorCode,
+        message: str,
+        stop: StopReason,
+        hint: str | None = None,
+        retryable: bool | None = None,
     ) -> TurnError:
+        result = self.result("", None, stop)
         return TurnError(
-            code, message, stop_reason=stop, result=self.result("", None, stop), hint=hint
+            code, message, stop_reason=stop, result=result, hint=hint, retryable=retryable
         )
 
 
