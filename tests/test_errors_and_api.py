@@ -121,6 +121,7 @@ def test_errors_doc_lists_every_code() -> None:
 
 
 PUBLIC_API = [
+    "AbortSignal",
     "AgentFileErrors",
     "AgentRegistry",
     "AgentRunnerError",
@@ -128,16 +129,28 @@ PUBLIC_API = [
     "Budgets",
     "Config",
     "ConfigExtensionRegistry",
+    "Engine",
     "ErrorCode",
+    "FunctionModel",
     "InputSpec",
     "Limits",
     "McpServerSpec",
+    "ModelRegistry",
     "PriceOverride",
     "Project",
     "ProviderConfig",
     "Rendered",
     "RetryPolicy",
+    "ScriptedModel",
     "Template",
+    "TestModel",
+    "Tool",
+    "ToolContext",
+    "ToolDenied",
+    "ToolRetry",
+    "TurnError",
+    "TurnLimits",
+    "TurnResult",
     "__version__",
     "create_project",
     "find_config_file",
@@ -146,6 +159,7 @@ PUBLIC_API = [
     "load_project",
     "parse_agent_text",
     "register_config_extension",
+    "tool",
 ]
 
 

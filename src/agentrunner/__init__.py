@@ -34,11 +34,41 @@ if TYPE_CHECKING:
         load_config,
         register_config_extension,
     )
+    from agentrunner.engine import (
+        AbortSignal,
+        Engine,
+        FunctionModel,
+        ModelRegistry,
+        ScriptedModel,
+        TestModel,
+        Tool,
+        ToolContext,
+        ToolDenied,
+        ToolRetry,
+        TurnError,
+        TurnLimits,
+        TurnResult,
+        tool,
+    )
     from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
     from agentrunner.project import Project, load_project
     from agentrunner.scaffold import create_project
 
 _EXPORTS: dict[str, str] = {
+    "AbortSignal": "agentrunner.engine",
+    "Engine": "agentrunner.engine",
+    "FunctionModel": "agentrunner.engine",
+    "ModelRegistry": "agentrunner.engine",
+    "ScriptedModel": "agentrunner.engine",
+    "TestModel": "agentrunner.engine",
+    "Tool": "agentrunner.engine",
+    "ToolContext": "agentrunner.engine",
+    "ToolDenied": "agentrunner.engine",
+    "ToolRetry": "agentrunner.engine",
+    "TurnError": "agentrunner.engine",
+    "TurnLimits": "agentrunner.engine",
+    "TurnResult": "agentrunner.engine",
+    "tool": "agentrunner.engine",
     "AgentFileErrors": "agentrunner.errors",
     "AgentRegistry": "agentrunner.agents",
     "AgentRunnerError": "agentrunner.errors",

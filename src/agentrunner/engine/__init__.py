@@ -6,6 +6,7 @@ the engine sees wire formats.
 """
 
 from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.engine import Engine
 from agentrunner.engine.failures import FailureKind, ProviderError
 from agentrunner.engine.fallback import Attempt, ChainEntry, FallbackChain
 from agentrunner.engine.http_client import HttpModelClient, ModelClient
@@ -44,6 +45,7 @@ __all__ = [
     "Attempt",
     "ChainEntry",
     "CostTracker",
+    "Engine",
     "EventSink",
     "FailureKind",
     "FallbackChain",

@@ -159,40 +159,51 @@ class Turn:
 
 async def run_turn(turn: Turn) -> TurnResult:
     """Run one turn. Raises ``TurnError`` (with the partial result) for every failure: a
-    classified provider or tool failure, a limit, cancellation through ``turn.abort``, or —
-    as ``internal`` — a bug. Cancelling the calling task itself re-raises ``CancelledError``
-    after repairing the history."""
+    classified provider or tool failure, a limit, cancellation through ``turn.abort`` (which
+    wins over any other outcome), or — as ``internal`` — a bug. Cancelling the calling task
+    itself re-raises ``CancelledError`` after repairing the history."""
     run = _TurnRun(turn)
-    task = asyncio.current_task()
-    assert task is not None
+    abort = turn.abort
+    if abort is None:
+        return await _settle(run, run.run())
+    if abort.aborted:
+        raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled")
+    # The turn runs in its own task so an abort cancels only the turn, never the caller.
+    inner = asyncio.ensure_future(run.run())
 
     def cancel() -> None:
         run.silenced = True
-        task.cancel()
+        inner.cancel()
 
-    unsubscribe = turn.abort.on_abort(cancel) if turn.abort is not None else None
+    unsubscribe = abort.on_abort(cancel)
     try:
-        return await run.run()
+        return await _settle(run, inner)
+    finally:
+        unsubscribe()
+
+
+async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
+    abort = run.turn.abort
+    try:
+        return await work
     except asyncio.CancelledError:
         run.repair()
-        if turn.abort is None or not turn.abort.aborted:
+        caller_cancelled = (task := asyncio.current_task()) is not None and task.cancelling() > 0
+        if abort is None or not abort.aborted or caller_cancelled:
             raise
-        task.uncancel()
-        raise run.error(
-            ErrorCode.CANCELLED, f"cancelled: {turn.abort.reason}", "cancelled"
-        ) from None
-    except TurnError:
-        raise
-    except AgentRunnerError as exc:
-        raise run.error(exc.code, exc.message, "error", hint=exc.hint) from exc
+        raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled") from None
     except Exception as exc:
+        if abort is not None and abort.aborted:
+            run.repair()
+            raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled") from exc
+        if isinstance(exc, TurnError):
+            raise
         run.repair()
+        if isinstance(exc, AgentRunnerError):
+            raise run.error(exc.code, exc.message, "error", hint=exc.hint) from exc
         raise run.error(
             ErrorCode.INTERNAL, f"internal error in the turn: {type(exc).__name__}: {exc}", "error"
         ) from exc
-    finally:
-        if unsubscribe is not None:
-            unsubscribe()
 
 
 class _TurnRun:

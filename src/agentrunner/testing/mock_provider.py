@@ -89,6 +89,7 @@ class Reply:
     cache_write_tokens: int = 0
     fault: Fault | None = None
     delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
 
     @classmethod
     def malformed_tool_call(cls, name: str) -> Reply:
@@ -185,7 +186,7 @@ class MockProvider:
                 if flavor == "openai"
                 else _anthropic_stream(reply, model, rid)
             )
-            await _send_stream(send, events, fault)
+            await _send_stream(send, events, fault, reply.chunk_delay_s)
         else:
             payload = (
                 _openai_json(reply, model, rid)
@@ -468,8 +469,12 @@ def _anthropic_stream(
 
 
 def _pieces(text: str) -> list[str]:
+    """Text as streamed: word by word for long texts, in about three parts for short ones."""
     if not text:
         return []
+    if len(text) > 60:
+        words = text.split(" ")
+        return [w + " " for w in words[:-1]] + ([words[-1]] if words[-1] else [])
     step = max(1, len(text) // 3)
     return [text[i : i + step] for i in range(0, len(text), step)]
 
@@ -532,7 +537,10 @@ class _DropConnection(Exception):
 
 
 async def _send_stream(
-    send: Send, events: list[tuple[str | None, dict[str, Any] | str]], fault: Fault | None
+    send: Send,
+    events: list[tuple[str | None, dict[str, Any] | str]],
+    fault: Fault | None,
+    chunk_delay_s: float = 0.0,
 ) -> None:
     await send(
         {
@@ -563,6 +571,8 @@ async def _send_stream(
         text = data if isinstance(data, str) else json.dumps(data)
         frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
         await send({"type": "http.response.body", "body": frame.encode(), "more_body": True})
+        if chunk_delay_s:
+            await asyncio.sleep(chunk_delay_s)
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

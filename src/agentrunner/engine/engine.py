@@ -1,0 +1,108 @@
+"""``Engine``: the engine's front door. Owns the model registry (and so one pooled client per
+provider) and runs turns through a fallback chain built from model strings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from agentrunner.agents.spec import RetryPolicy
+from agentrunner.config import Config
+from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.fallback import ChainEntry, FallbackChain
+from agentrunner.engine.messages import Message, UserMessage
+from agentrunner.engine.models import ModelRegistry
+from agentrunner.engine.tools import Tool
+from agentrunner.engine.turn import (
+    CostTracker,
+    EventSink,
+    Turn,
+    TurnLimits,
+    TurnResult,
+    run_turn,
+)
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """Runs turns. ``async with Engine() as engine`` closes every provider client on exit."""
+
+    def __init__(self, models: ModelRegistry | None = None) -> None:
+        self.models = models or ModelRegistry()
+
+    @classmethod
+    def from_config(cls, config: Config, *, env: Mapping[str, str] | None = None) -> Engine:
+        return cls(ModelRegistry.from_config(config, env=env))
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.models.aclose()
+
+    def chain(self, models: str | Sequence[str], retry: RetryPolicy | None = None) -> FallbackChain:
+        """A fallback chain over ``models`` (primary first). Resolves every model and checks
+        every credential now, so a missing key fails before any request is sent."""
+        refs = [models] if isinstance(models, str) else list(models)
+        policy = retry or RetryPolicy()
+        entries = []
+        for ref in refs:
+            resolved = self.models.resolve(ref)
+            entries.append(ChainEntry(resolved, self.models.client(resolved), policy))
+        return FallbackChain(entries)
+
+    async def run(
+        self,
+        *,
+        model: str | Sequence[str] | None = None,
+        chain: FallbackChain | None = None,
+        system: str = "",
+        message: str | None = None,
+        history: Sequence[Message] = (),
+        tools: Sequence[Tool] = (),
+        limits: TurnLimits | None = None,
+        retry: RetryPolicy | None = None,
+        emit: EventSink | None = None,
+        abort: AbortSignal | None = None,
+        stream: bool = True,
+        output_schema: Mapping[str, Any] | None = None,
+        cost: CostTracker | None = None,
+        tool_context: Mapping[str, Any] | None = None,
+    ) -> TurnResult:
+        """Run one turn: ``history`` plus ``message`` (if given) as the new user message.
+
+        Pass ``model`` (one string, or the fallback chain in order) or a prebuilt ``chain``
+        (reuse one across a run's turns to keep its cooldowns). Raises ``TurnError``.
+        """
+        if chain is None:
+            if model is None:
+                raise ValueError("Engine.run needs a model or a chain")
+            chain = self.chain(model, retry)
+        messages = list(history)
+        if message is not None:
+            messages.append(UserMessage(message))
+        turn = Turn(
+            system=system,
+            messages=messages,
+            chain=chain,
+            tools=tools,
+            prices=self.models.prices,
+            limits=limits or TurnLimits(),
+            emit=emit,
+            abort=abort,
+            stream=stream,
+            output_schema=output_schema,
+            cost=cost or CostTracker(),
+            tool_context=tool_context or {},
+        )
+        return await run_turn(turn)

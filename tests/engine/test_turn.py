@@ -1,0 +1,414 @@
+"""The turn core: events, tools, limits, budgets, structured output, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from agentrunner.config import ProviderConfig
+from agentrunner.engine import (
+    AbortSignal,
+    AssistantMessage,
+    ChainEntry,
+    CostTracker,
+    FallbackChain,
+    FunctionModel,
+    ModelRegistry,
+    ModelRequest,
+    ScriptedModel,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolDenied,
+    ToolResult,
+    ToolRetry,
+    Turn,
+    TurnError,
+    TurnLimits,
+    UserMessage,
+    run_turn,
+    tool,
+)
+from agentrunner.engine.models import ResolvedModel
+from agentrunner.errors import ErrorCode
+from agentrunner.testing import MockProvider, MockProviderServer, Reply
+from tests.engine.helpers import Recorder, get_weather, registry, turn
+
+
+def scripted_turn(model: Any, *, tools: list[Tool] | None = None, **kwargs: Any) -> Turn:
+    resolved = ResolvedModel("scripted:m", ProviderConfig("scripted", "test"), "m")
+    return Turn(
+        system="sys",
+        messages=[UserMessage("go")],
+        chain=FallbackChain([ChainEntry(resolved, model)]),
+        tools=tools if tools is not None else [get_weather],
+        **kwargs,
+    )
+
+
+def call(name: str, **args: Any) -> ToolCall:
+    return ToolCall(f"c_{name}_{len(args)}", name, args)
+
+
+async def test_events_in_order_for_a_streamed_tool_turn(
+    mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    mock.queue(
+        Reply(thinking="Let me check.", tool_calls=[("get_weather", {"city": "Paris"})]),
+        Reply(text="It is sunny in Paris."),
+    )
+    reg = registry(mock_server)
+    rec = Recorder()
+    t = turn(reg, "mockant:claude-mock", emit=rec)
+    result = await run_turn(t)
+    await reg.aclose()
+    kinds = rec.kinds()
+    assert kinds[0] == "agent.thinking"
+    assert (
+        kinds.index("cost.updated")
+        < kinds.index("agent.tool_call")
+        < kinds.index("agent.tool_result")
+    )
+    assert kinds[-1] == "agent.message"
+    assert kinds.count("cost.updated") == 2
+    assert "".join(d["token"] for d in rec.of("agent.token")) == "It is sunny in Paris."
+    call_event = rec.of("agent.tool_call")[0]
+    assert call_event["name"] == "get_weather" and call_event["input"] == {"city": "Paris"}
+    assert rec.of("agent.tool_result")[0]["output_summary"] == "Sunny, 22C in Paris"
+    assert result.usage.requests == 2 and result.tool_calls == 1
+    # The thinking block (with its signature) is kept in history and replayed to Anthropic.
+    assistant = t.messages[1]
+    assert isinstance(assistant, AssistantMessage) and assistant.thinking[0].signature
+    followup = mock.requests[1].body["messages"][1]["content"]
+    assert (
+        followup[0]["type"] == "thinking"
+        and followup[0]["signature"] == assistant.thinking[0].signature
+    )
+
+
+async def test_tool_calls_of_one_response_run_concurrently() -> None:
+    started = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    def make(name: str, other: str) -> Tool:
+        async def fn(args: dict[str, Any], ctx: ToolContext) -> str:
+            started[name].set()
+            await asyncio.wait_for(started[other].wait(), 2)  # deadlocks if run one by one
+            return f"{name} done"
+
+        return Tool(name, "", {"type": "object"}, fn)
+
+    model = ScriptedModel([[call("a"), call("b")], "both finished"])
+    result = await run_turn(scripted_turn(model, tools=[make("a", "b"), make("b", "a")]))
+    assert result.text == "both finished"
+    results = [m for m in result.new_messages if isinstance(m, ToolResult)]
+    assert [r.content for r in results] == ["a done", "b done"]
+
+
+async def test_unknown_tool_and_invalid_arguments_are_fed_back() -> None:
+    model = ScriptedModel(
+        [[call("nope")], [ToolCall("c2", "get_weather", {"town": "Paris"})], "ok"]
+    )
+    rec = Recorder()
+    result = await run_turn(scripted_turn(model, emit=rec))
+    assert result.text == "ok"
+    first, second = (m for m in result.new_messages if isinstance(m, ToolResult))
+    assert first.is_error and "Unknown tool 'nope'. Available tools: get_weather." == first.content
+    assert second.is_error and "city" in second.content
+
+
+async def test_correction_budget_then_tool_failed() -> None:
+    model = ScriptedModel([[call("nope")] for _ in range(5)])
+    with pytest.raises(TurnError) as info:
+        await run_turn(scripted_turn(model, limits=TurnLimits(max_corrections=2)))
+    assert info.value.code is ErrorCode.TOOL_FAILED
+    assert info.value.stop_reason == "invalid_tool_call"
+
+
+async def test_tool_retry_is_fed_back() -> None:
+    attempts = []
+
+    @tool
+    def flaky(n: int) -> str:
+        """Fails the first time."""
+        attempts.append(n)
+        if len(attempts) == 1:
+            raise ToolRetry("n must be even")
+        return "fine"
+
+    model = ScriptedModel(
+        [[ToolCall("x1", "flaky", {"n": 1})], [ToolCall("x2", "flaky", {"n": 2})], "done"]
+    )
+    result = await run_turn(scripted_turn(model, tools=[flaky]))
+    assert result.text == "done"
+    assert [m.content for m in result.new_messages if isinstance(m, ToolResult)] == [
+        "n must be even",
+        "fine",
+    ]
+
+
+async def test_denied_tool_is_not_fed_back() -> None:
+    @tool
+    def delete_all() -> str:
+        """Never allowed."""
+        raise ToolDenied("delete_all is not allowed here")
+
+    model = ScriptedModel([[ToolCall("d1", "delete_all", {})], "should not be asked"])
+    t = scripted_turn(model, tools=[delete_all])
+    with pytest.raises(TurnError) as info:
+        await run_turn(t)
+    assert info.value.code is ErrorCode.TOOL_DENIED and not info.value.retryable
+    assert "delete_all is not allowed here" in info.value.message
+    assert len(model.requests) == 1
+    assert isinstance(t.messages[-1], ToolResult)  # the history can still be resent
+
+
+async def test_crashing_tool_is_tool_failed() -> None:
+    @tool
+    def boom() -> str:
+        """Crashes."""
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(TurnError) as info:
+        await run_turn(scripted_turn(ScriptedModel([[ToolCall("b1", "boom", {})]]), tools=[boom]))
+    assert info.value.code is ErrorCode.TOOL_FAILED and info.value.retryable
+    assert "disk on fire" in info.value.message
+
+
+async def test_max_turns_is_turn_limit() -> None:
+    model = ScriptedModel([[ToolCall(f"w{i}", "get_weather", {"city": "X"})] for i in range(5)])
+    with pytest.raises(TurnError) as info:
+        await run_turn(scripted_turn(model, limits=TurnLimits(max_turns=3)))
+    assert info.value.code is ErrorCode.TURN_LIMIT and info.value.stop_reason == "max_steps"
+    assert len(model.requests) == 3
+
+
+async def test_max_tool_calls_and_max_tokens() -> None:
+    model = ScriptedModel(
+        [[call("get_weather", city="a"), ToolCall("z", "get_weather", {"city": "b"})]]
+    )
+    with pytest.raises(TurnError) as info:
+        await run_turn(scripted_turn(model, limits=TurnLimits(max_tool_calls=1)))
+    assert info.value.code is ErrorCode.TURN_LIMIT
+    model = ScriptedModel([[call("get_weather", city="a")], "never"])
+    with pytest.raises(TurnError) as info:
+        await run_turn(scripted_turn(model, limits=TurnLimits(max_tokens=1)))
+    assert info.value.stop_reason == "max_tokens_exceeded"
+    assert len(model.requests) == 1
+
+
+async def test_budget_is_checked_before_each_request(
+    mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    # Each request costs 100,000 × $1/Mtok = $0.10 at gpt-mock's override price.
+    mock.queue(
+        *(
+            Reply(
+                tool_calls=[("get_weather", {"city": "Rome"})],
+                input_tokens=100_000,
+                output_tokens=0,
+            )
+            for _ in range(5)
+        )
+    )
+    reg = registry(mock_server)
+    tracker = CostTracker()
+    with pytest.raises(TurnError) as info:
+        await run_turn(
+            turn(reg, "mockai:gpt-mock", limits=TurnLimits(max_budget_micros=250_000), cost=tracker)
+        )
+    await reg.aclose()
+    assert (
+        info.value.code is ErrorCode.BUDGET_EXCEEDED and info.value.stop_reason == "budget_exceeded"
+    )
+    assert len(mock.requests) == 2  # a third would have overshot $0.25
+    assert tracker.micros == 200_000 <= 250_000
+    assert "$0.2000 spent of $0.2500" in info.value.message
+
+
+async def test_child_costs_count_against_the_parent_budget() -> None:
+    parent = CostTracker()
+    child = parent.child()
+    from agentrunner.engine import Usage
+
+    child.add(700, Usage(input_tokens=5))
+    assert (parent.micros, parent.usage.input_tokens) == (700, 5)
+    child.add(None, Usage())
+    assert not parent.known
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+    "required": ["city", "population"],
+    "additionalProperties": False,
+}
+
+
+async def test_structured_output_validated_with_correction() -> None:
+    model = ScriptedModel(
+        ['{"city": "Paris"}', '```json\n{"city": "Paris", "population": 2100000}\n```']
+    )
+    result = await run_turn(scripted_turn(model, tools=[], output_schema=SCHEMA))
+    assert result.output == {"city": "Paris", "population": 2100000}
+    [correction] = [m for m in result.new_messages if isinstance(m, UserMessage)]
+    assert "population" in correction.content
+
+
+async def test_structured_output_gives_up_with_validation() -> None:
+    model = ScriptedModel(["not json", "still not", "nope"])
+    with pytest.raises(TurnError) as info:
+        await run_turn(
+            scripted_turn(
+                model, tools=[], output_schema=SCHEMA, limits=TurnLimits(max_output_retries=2)
+            )
+        )
+    assert info.value.code is ErrorCode.VALIDATION
+    assert "not valid JSON" in info.value.message
+
+
+async def test_structured_output_is_requested_natively(
+    mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    mock.queue(
+        Reply(text='{"city": "Oslo", "population": 700000}'),
+        Reply(text='{"city": "Oslo", "population": 700000}'),
+    )
+    reg = registry(mock_server)
+    for model in ("mockai:gpt-mock", "mockant:claude-mock"):
+        result = await run_turn(turn(reg, model, tools=(), output_schema=SCHEMA))
+        assert result.output == {"city": "Oslo", "population": 700000}
+    await reg.aclose()
+    openai_body, anthropic_body = (r.body for r in mock.requests)
+    assert openai_body["response_format"]["json_schema"]["schema"] == SCHEMA
+    assert openai_body["response_format"]["json_schema"]["strict"] is True
+    assert anthropic_body["output_config"]["format"]["schema"] == SCHEMA
+
+
+async def test_prompted_structured_output_for_servers_without_it() -> None:
+    seen: list[ModelRequest] = []
+
+    def answer(request: ModelRequest) -> str:
+        seen.append(request)
+        return '{"city": "Lima", "population": 10}'
+
+    reg = ModelRegistry(
+        {
+            "local": ProviderConfig(
+                "local", "openai", "http://127.0.0.1:1/v1", structured_output="prompted"
+            )
+        }
+    )
+    local = reg.resolve("local:llama")
+    t = scripted_turn(FunctionModel(answer), tools=[], output_schema=SCHEMA)
+    t.chain = FallbackChain([ChainEntry(local, FunctionModel(answer))])
+    result = await run_turn(t)
+    assert result.output["city"] == "Lima"
+    assert seen[0].output_schema is None and "JSON Schema" in seen[0].system
+
+
+async def test_length_finish_is_max_tokens_exceeded(
+    mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    mock.queue(Reply(text="cut off mid-sent", finish="length"))
+    reg = registry(mock_server)
+    result = await run_turn(turn(reg, "mockai:gpt-mock", tools=()))
+    await reg.aclose()
+    assert result.stop_reason == "max_tokens_exceeded" and result.text == "cut off mid-sent"
+
+
+async def test_content_filter(mock_server: MockProviderServer, mock: MockProvider) -> None:
+    mock.queue(Reply(text="I can't help with that.", finish="content_filter"))
+    reg = registry(mock_server)
+    with pytest.raises(TurnError) as info:
+        await run_turn(turn(reg, "mockant:claude-mock", tools=()))
+    await reg.aclose()
+    assert info.value.code is ErrorCode.CONTENT_FILTER and not info.value.retryable
+
+
+# -- cancellation ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["mockai:gpt-mock", "mockant:claude-mock"])
+async def test_cancel_mid_stream(
+    mock_server: MockProviderServer, mock: MockProvider, model: str
+) -> None:
+    mock.queue(Reply(text="word " * 100, chunk_delay_s=0.02))
+    reg = registry(mock_server)
+    abort = AbortSignal()
+    rec = Recorder()
+    t = turn(reg, model, tools=(), emit=rec, abort=abort)
+    before = asyncio.all_tasks()
+    task = asyncio.ensure_future(run_turn(t))
+    await asyncio.sleep(0.3)
+    seen = len(rec.events)
+    assert rec.of("agent.token"), "tokens should be streaming when the abort comes"
+    aborted_at = time.perf_counter()
+    abort.abort("user pressed Ctrl-C")
+    with pytest.raises(TurnError) as info:
+        await task
+    latency = time.perf_counter() - aborted_at
+    await asyncio.sleep(0.05)
+    assert info.value.code is ErrorCode.CANCELLED and info.value.stop_reason == "cancelled"
+    assert latency < 0.1
+    assert len(rec.events) == seen  # nothing after the abort
+    assert asyncio.all_tasks() <= before | {asyncio.current_task()}
+    partial = t.messages[-1]
+    assert isinstance(partial, AssistantMessage) and partial.text.startswith("word word")
+    client = reg.client(reg.resolve(model))
+    pool = client._client._transport._pool  # type: ignore[attr-defined]
+    assert all(c.is_idle() or c.is_closed() for c in pool.connections)
+    await reg.aclose()
+
+
+async def test_cancel_during_tool_answers_the_call() -> None:
+    abort = AbortSignal()
+
+    @tool
+    async def slow() -> str:
+        """Takes a while."""
+        abort.abort()
+        await asyncio.sleep(10)
+        return "never"
+
+    t = scripted_turn(ScriptedModel([[ToolCall("s1", "slow", {})]]), tools=[slow], abort=abort)
+    with pytest.raises(TurnError) as info:
+        await run_turn(t)
+    assert info.value.code is ErrorCode.CANCELLED
+    last = t.messages[-1]
+    assert isinstance(last, ToolResult) and last.is_error and "interrupted" in last.content
+
+
+async def test_cancellation_wins_over_other_failures() -> None:
+    abort = AbortSignal()
+    abort.abort()
+    t = scripted_turn(ScriptedModel([RuntimeError("provider exploded")]), abort=abort)
+    with pytest.raises(TurnError) as info:
+        await run_turn(t)
+    assert info.value.code is ErrorCode.CANCELLED
+
+
+async def test_provider_auth_before_any_request(
+    mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    reg = ModelRegistry(
+        {"mockai": ProviderConfig("mockai", "openai", mock_server.openai_url, "MISSING_KEY_VAR")},
+        env={},
+    )
+    model = reg.resolve("mockai:gpt-mock")
+    with pytest.raises(Exception) as info:
+        reg.client(model)
+    assert getattr(info.value, "code", None) is ErrorCode.PROVIDER_AUTH
+    assert "MISSING_KEY_VAR" in str(info.value)
+    assert mock.requests == []
+
+
+async def test_internal_bug_is_internal() -> None:
+    def broken(request: ModelRequest) -> str:
+        raise ZeroDivisionError("oops")
+
+    with pytest.raises(TurnError) as info:
+        await run_turn(scripted_turn(FunctionModel(broken)))
+    assert info.value.code is ErrorCode.INTERNAL
