@@ -33,7 +33,7 @@ from agentrunner.engine import (
     tool,
 )
 from agentrunner.engine.models import ResolvedModel
-from agentrunner.errors import ErrorCode
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from tests.engine.helpers import Recorder, get_weather, registry, turn
 
@@ -115,7 +115,7 @@ async def test_unknown_tool_and_invalid_arguments_are_fed_back() -> None:
     result = await run_turn(scripted_turn(model, emit=rec))
     assert result.text == "ok"
     first, second = (m for m in result.new_messages if isinstance(m, ToolResult))
-    assert first.is_error and "Unknown tool 'nope'. Available tools: get_weather." == first.content
+    assert first.is_error and first.content == "Unknown tool 'nope'. Available tools: get_weather."
     assert second.is_error and "city" in second.content
 
 
@@ -398,9 +398,9 @@ async def test_provider_auth_before_any_request(
         env={},
     )
     model = reg.resolve("mockai:gpt-mock")
-    with pytest.raises(Exception) as info:
+    with pytest.raises(AgentRunnerError) as info:
         reg.client(model)
-    assert getattr(info.value, "code", None) is ErrorCode.PROVIDER_AUTH
+    assert info.value.code is ErrorCode.PROVIDER_AUTH
     assert "MISSING_KEY_VAR" in str(info.value)
     assert mock.requests == []
 
