@@ -13,7 +13,7 @@ tool once, then answers with text.
     ... base_url=server.openai_url (…/v1) or server.anthropic_url ...
     server.stop()
 
-Run standalone (for benchmarks): ``python -m agentrunner.testing.mock_provider --port 8999``.
+Run standalone (for benchmarks): ``python -m agentrunner.testing --port 8999``.
 """
 
 from __future__ import annotations
@@ -200,7 +200,7 @@ class MockProvider:
 
 
 def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
-    """No script: call the first offered tool once, then answer."""
+    """No script: call the first offered tool once (schema-valid arguments), then answer."""
     messages = body.get("messages") or []
     tools = body.get("tools") or []
     last = messages[-1] if messages else {}
@@ -210,9 +210,12 @@ def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
         and any(b.get("type") == "tool_result" for b in last["content"])
     )
     if tools and not last_is_result:
+        from agentrunner.engine.test_models import example_from_schema
+
         tool = tools[0]
-        name = tool["function"]["name"] if flavor == "openai" else tool["name"]
-        return Reply(tool_calls=[(name, {})])
+        spec = tool["function"] if flavor == "openai" else tool
+        schema = spec.get("parameters") if flavor == "openai" else spec.get("input_schema")
+        return Reply(tool_calls=[(spec["name"], example_from_schema(schema or {}))])
     return Reply(text="Done: the mock provider answered.")
 
 

@@ -1,0 +1,261 @@
+"""The engine against a hand-written plain-httpx loop (the floor), on one turn:
+2 model requests + 1 tool call, against the mock provider at 0 ms in its own process.
+
+Configurations run interleaved (round-robin, several rounds), each in a fresh worker process so
+its peak RSS is its own. Reports turns/s, CPU ms per turn (the worker's CPU), latency p50/p95
+and peak RSS, plus import times. Targets (issue 3): engine >= 0.6 × floor turns/s; peak RSS
+< 80 MB at concurrency 64; `import agentrunner` < 0.25 s.
+
+    python bench/engine.py [--turns 400] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import percentile, print_table, write_results
+
+CONFIGS = [
+    ("floor", False, 1),
+    ("engine", False, 1),
+    ("engine", True, 1),
+    ("floor", False, 64),
+    ("engine", False, 64),
+    ("engine", True, 64),
+]
+SYSTEM = "You are a weather assistant."
+QUESTION = "What's the weather in Paris?"
+TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+async def weather(city: str) -> str:
+    return f"Sunny, 22C in {city}"
+
+
+# -- the floor: what a careful person would write by hand with httpx ---------------------------
+
+
+def floor_factory(base_url: str) -> Any:
+    import httpx
+
+    client = httpx.AsyncClient(
+        base_url=base_url, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
+    )
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather.",
+                "parameters": TOOL_SCHEMA,
+            },
+        }
+    ]
+
+    async def turn() -> str:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": QUESTION},
+        ]
+        body = {"model": "gpt-bench", "messages": messages, "tools": tools}
+        reply = (await client.post("/chat/completions", json=body)).json()["choices"][0]["message"]
+        call = reply["tool_calls"][0]
+        result = await weather(**json.loads(call["function"]["arguments"]))
+        messages += [reply, {"role": "tool", "tool_call_id": call["id"], "content": result}]
+        final = (await client.post("/chat/completions", json=body)).json()
+        return str(final["choices"][0]["message"]["content"])
+
+    return turn, client.aclose
+
+
+def engine_factory(base_url: str, stream: bool) -> Any:
+    from agentrunner.config import ProviderConfig
+    from agentrunner.engine import Engine, ModelRegistry, Tool, ToolContext
+
+    async def fn(args: dict[str, Any], ctx: ToolContext) -> str:
+        return await weather(**args)
+
+    tool = Tool("get_weather", "Weather.", TOOL_SCHEMA, fn)
+    engine = Engine(ModelRegistry({"bench": ProviderConfig("bench", "openai", base_url)}))
+
+    async def turn() -> str:
+        result = await engine.run(
+            model="bench:gpt-bench", system=SYSTEM, message=QUESTION, tools=[tool], stream=stream
+        )
+        return result.text
+
+    return turn, engine.aclose
+
+
+async def drive(
+    kind: str, stream: bool, concurrency: int, turns: int, base_url: str
+) -> dict[str, Any]:
+    turn, close = floor_factory(base_url) if kind == "floor" else engine_factory(base_url, stream)
+    for _ in range(max(10, concurrency)):  # warm up connections and code paths
+        await turn()
+    latencies: list[float] = []
+    remaining = turns
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            start = time.perf_counter()
+            await turn()
+            latencies.append(time.perf_counter() - start)
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    await close()
+    return {
+        "turns": len(latencies),
+        "turns_per_s": len(latencies) / wall,
+        "cpu_ms_per_turn": cpu * 1000 / len(latencies),
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p95_ms": percentile(latencies, 95) * 1000,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def import_time(module: str) -> float:
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    samples = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(5)
+    ]
+    return statistics.median(samples)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_mock(port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-m", "agentrunner.testing", "--port", str(port)])
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("mock provider did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        kind, stream, concurrency = args.worker.split(":")
+        result = asyncio.run(drive(kind, stream == "1", int(concurrency), args.turns, args.url))
+        print(json.dumps(result))
+        return
+    port = free_port()
+    mock = start_mock(port)
+    url = f"http://127.0.0.1:{port}/v1"
+    runs: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for _ in range(args.rounds):
+            for kind, stream, concurrency in CONFIGS:
+                name = f"{kind}{' stream' if stream else ''} c={concurrency}"
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    f"{kind}:{int(stream)}:{concurrency}",
+                    "--url",
+                    url,
+                    "--turns",
+                    str(args.turns),
+                ]
+                out = subprocess.run(
+                    cmd,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, "PYTHONHASHSEED": "0"},
+                )
+                runs.setdefault(name, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+    summary = {
+        name: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
+        | {"peak_rss_mb": max(r["peak_rss_mb"] for r in rs)}
+        for name, rs in runs.items()
+    }
+    rows = []
+    for name, s in summary.items():
+        floor = summary[f"floor c={name.rsplit('c=', 1)[1]}"]["turns_per_s"]
+        rows.append(
+            [
+                name,
+                s["turns_per_s"],
+                s["turns_per_s"] / floor,
+                s["cpu_ms_per_turn"],
+                s["p50_ms"],
+                s["p95_ms"],
+                s["peak_rss_mb"],
+            ]
+        )
+    print_table(
+        "One turn = 2 requests + 1 tool call; mock at 0 ms; "
+        f"median of {args.rounds} interleaved rounds of {args.turns} turns",
+        ["loop", "turns/s", "× floor", "CPU ms/turn", "p50 ms", "p95 ms", "peak RSS MB"],
+        rows,
+    )
+    imports = {m: import_time(m) for m in ("agentrunner", "agentrunner.engine")}
+    print_table(
+        "Import time (median of 5 fresh processes)",
+        ["module", "seconds"],
+        [[m, t] for m, t in imports.items()],
+    )
+    targets = {
+        "engine_vs_floor_min": 0.6,
+        "peak_rss_mb_c64_max": 80,
+        "import_agentrunner_s_max": 0.25,
+    }
+    write_results(
+        "engine",
+        {
+            "turns": args.turns,
+            "rounds": args.rounds,
+            "results": summary,
+            "runs": runs,
+            "imports_s": imports,
+            "targets": targets,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from agentrunner.testing.mock_provider import main
+
+main()
