@@ -57,3 +57,62 @@ def mock(mock_server: MockProviderServer) -> Iterator[MockProvider]:
     mock_server.mock.reset()
     yield mock_server.mock
     mock_server.mock.reset()
+
+
+# -- stores: every contract test runs on SQLite and on PostgreSQL ----------------------------
+
+import uuid  # noqa: E402
+from collections.abc import AsyncIterator  # noqa: E402
+
+PG_URL = os.environ.get("AGENTRUNNER_TEST_DATABASE_URL")
+_TABLES = (
+    "threads, messages, runs, run_steps, run_messages, events, costs, memory_blocks, notes, "
+    "agent_state, thread_locks"
+)
+
+
+def _require_pg() -> str:
+    if PG_URL:
+        return PG_URL
+    if os.environ.get("AGENTRUNNER_REQUIRE_POSTGRES") == "1":
+        pytest.fail("AGENTRUNNER_REQUIRE_POSTGRES=1 but AGENTRUNNER_TEST_DATABASE_URL is unset")
+    pytest.skip("no PostgreSQL server (set AGENTRUNNER_TEST_DATABASE_URL)")
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A fresh database for this test session on the test server; dropped at the end."""
+    import psycopg
+
+    base = _require_pg()
+    name = f"agentrunner_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = base.rsplit("/", 1)[0] + "/" + name
+    yield url
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    url = request.getfixturevalue("pg_database")
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        exists = conn.execute("SELECT to_regclass('threads') IS NOT NULL").fetchone()
+        if exists and exists[0]:
+            conn.execute(f"TRUNCATE {_TABLES} RESTART IDENTITY CASCADE")
+    yield url
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[object]:
+    from agentrunner.store import open_store
+
+    opened = await open_store(store_url, lock_lease_s=2.0)
+    yield opened
+    await opened.close()

@@ -235,6 +235,10 @@ class _TurnRun:
         turn = self.turn
         while True:
             self.check_limits()
+            self.emit(
+                "step.started",
+                {"step": self.responses + 1, "model": turn.chain.entries[0].model.ref},
+            )
             try:
                 response, entry = await turn.chain.request(
                     self.build, self.on_delta if turn.stream else None, self.on_attempt
@@ -343,6 +347,7 @@ class _TurnRun:
             {
                 "model": entry.model.ref,
                 "attempt": attempt.number,
+                "outcome": attempt.outcome,
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
                 "cache_read_tokens": usage.cache_read_tokens,
@@ -493,6 +498,7 @@ class _TurnRun:
                 "success": not error,
                 "is_error": error,
                 "output_summary": content[:200],
+                "output": content,
             },
         )
 

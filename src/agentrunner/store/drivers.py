@@ -1,0 +1,217 @@
+"""The two database drivers behind the store: SQLite (stdlib) and PostgreSQL (psycopg 3).
+
+Both expose the same small async surface: fetch rows as dicts, execute a statement, run a batch
+of statements in one transaction, apply migrations. The SQLite driver runs statements directly on
+the event loop's thread — an append costs tens of microseconds, less than a hop to a worker
+thread would — in WAL mode, with ``synchronous=NORMAL`` (durable across a process crash; a power
+loss may drop the last transactions) and a busy timeout for other processes' writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.store.sql import SqlSet
+
+__all__ = ["Driver", "PostgresDriver", "SQLiteDriver", "open_driver"]
+
+Params = Mapping[str, Any]
+Op = tuple[str, Params]
+
+
+class Driver(Protocol):
+    dialect: str
+
+    async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]: ...
+
+    async def fetch_one(self, sql: str, params: Params) -> dict[str, Any] | None: ...
+
+    async def execute(self, sql: str, params: Params) -> int: ...
+
+    async def batch(self, ops: Sequence[Op]) -> None: ...
+
+    async def migrate(self, sql: SqlSet) -> list[int]: ...
+
+    async def close(self) -> None: ...
+
+
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations "
+    "(version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+)
+
+
+class SQLiteDriver:
+    dialect = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, cached_statements=512, timeout=10
+        )
+        self._conn.row_factory = sqlite3.Row
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=NORMAL",
+            "foreign_keys=ON",
+            "busy_timeout=10000",
+        ):
+            self._conn.execute(f"PRAGMA {pragma}")
+
+    async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
+        return [dict(row) for row in self._conn.execute(sql, params).fetchall()]
+
+    async def fetch_one(self, sql: str, params: Params) -> dict[str, Any] | None:
+        # fetchall, not fetchone: a RETURNING statement must run to completion to commit.
+        rows = self._conn.execute(sql, params).fetchall()
+        return dict(rows[0]) if rows else None
+
+    async def execute(self, sql: str, params: Params) -> int:
+        return self._conn.execute(sql, params).rowcount
+
+    async def batch(self, ops: Sequence[Op]) -> None:
+        if not ops:
+            return
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, params in ops:
+                conn.execute(sql, params)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    async def migrate(self, sql: SqlSet) -> list[int]:
+        conn = self._conn
+        conn.execute(_MIGRATIONS_TABLE)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            applied = []
+            for version, statements in sql.migrations:
+                if version in done:
+                    continue
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                    (version, time.time()),
+                )
+                applied.append(version)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return applied
+
+    async def close(self) -> None:
+        self._conn.close()
+
+
+class PostgresDriver:
+    dialect = "postgres"
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 16) -> None:
+        try:
+            from psycopg.rows import dict_row
+            from psycopg_pool import AsyncConnectionPool
+        except ImportError as exc:
+            raise AgentRunnerError(
+                ErrorCode.INTERNAL,
+                "PostgreSQL support is not installed",
+                hint='pip install "agentrunner[postgres]"',
+            ) from exc
+        self.url = url
+        self.pool = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 2},
+        )
+
+    async def open(self) -> None:
+        await self.pool.open(wait=True, timeout=15)
+
+    async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(sql, params)
+            return list(await cursor.fetchall())  # type: ignore[arg-type]
+
+    async def fetch_one(self, sql: str, params: Params) -> dict[str, Any] | None:
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(sql, params)
+            return await cursor.fetchone()  # type: ignore[return-value]
+
+    async def execute(self, sql: str, params: Params) -> int:
+        async with self.pool.connection() as conn:
+            cursor = await conn.execute(sql, params)
+            return cursor.rowcount
+
+    async def batch(self, ops: Sequence[Op]) -> None:
+        if not ops:
+            return
+        async with self.pool.connection() as conn, conn.transaction():
+            for sql, params in ops:
+                await conn.execute(sql, params)
+
+    async def migrate(self, sql: SqlSet) -> list[int]:
+        async with self.pool.connection() as conn, conn.transaction():
+            # One migrator at a time, whichever process gets there first.
+            await conn.execute("SELECT pg_advisory_xact_lock(727274001)")
+            await conn.execute(_MIGRATIONS_TABLE)
+            cursor = await conn.execute("SELECT version FROM schema_migrations")
+            done = {int(cast(dict[str, Any], row)["version"]) for row in await cursor.fetchall()}
+            applied = []
+            for version, statements in sql.migrations:
+                if version in done:
+                    continue
+                for statement in statements:
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
+                    (version, time.time()),
+                )
+                applied.append(version)
+            return applied
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+async def open_driver(url: str) -> Driver:
+    """``sqlite:///path`` (or a bare path) or ``postgresql://…``."""
+    if url.startswith(("postgresql://", "postgres://")):
+        driver = PostgresDriver(url)
+        try:
+            await driver.open()
+        except Exception as exc:
+            await driver.close()
+            raise AgentRunnerError(
+                ErrorCode.RUNNER_IO,
+                f"cannot connect to PostgreSQL: {type(exc).__name__}",
+                hint="Check AGENTRUNNER_DATABASE_URL and that the server is running.",
+            ) from exc
+        return driver
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///") :]
+    elif url.startswith("sqlite://"):
+        path = url[len("sqlite://") :]
+    else:
+        path = url
+    try:
+        return SQLiteDriver(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise AgentRunnerError(
+            ErrorCode.RUNNER_IO,
+            f"cannot open the SQLite database {path}: {exc}",
+            hint="Check that the directory exists and is writable, or set [database] url.",
+        ) from exc

@@ -1,0 +1,114 @@
+"""Thread locks that hold across processes, granted in arrival order.
+
+Each waiter takes a ticket (a row); the lowest live ticket of a thread holds the lock. Tickets
+carry a lease that their owner renews; a ticket whose lease expired, or whose owner process on
+this host is gone (kill -9), is removed by the next waiter, so a dead process never leaves a
+thread locked. Within one process an asyncio lock per thread queues callers first, so they do
+not poll the database against each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from agentrunner.store.drivers import Driver
+from agentrunner.store.sql import SqlSet
+
+__all__ = ["ThreadLocks"]
+
+_HOST = socket.gethostname()
+
+
+class ThreadLocks:
+    def __init__(
+        self, driver: Driver, sql: SqlSet, *, lease_s: float = 30.0, poll_s: float = 0.01
+    ) -> None:
+        self.db = driver
+        self.sql = sql
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self._local: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, thread_id: str) -> AsyncIterator[None]:
+        """Hold ``thread_id``'s lock for the body of the ``async with``."""
+        lock, users = self._local.get(thread_id, (None, 0))
+        if lock is None:
+            lock = asyncio.Lock()
+        self._local[thread_id] = (lock, users + 1)
+        try:
+            async with lock:
+                ticket = await self._acquire(thread_id)
+                renewer = asyncio.create_task(self._renew(ticket))
+                try:
+                    yield
+                finally:
+                    renewer.cancel()
+                    await self.db.execute(self.sql["lock_drop"], {"ticket": ticket})
+        finally:
+            lock, users = self._local[thread_id]
+            if users <= 1:
+                del self._local[thread_id]
+            else:
+                self._local[thread_id] = (lock, users - 1)
+
+    async def _acquire(self, thread_id: str) -> int:
+        owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        row = await self.db.fetch_one(
+            self.sql["lock_enqueue"],
+            {"thread_id": thread_id, "owner": owner, "expires_at": time.time() + self.lease_s},
+        )
+        assert row is not None
+        ticket = int(row["ticket"])
+        delay = self.poll_s
+        try:
+            while True:
+                now = time.time()
+                await self.db.execute(self.sql["lock_expire"], {"thread_id": thread_id, "now": now})
+                head = await self.db.fetch_one(self.sql["lock_queue"], {"thread_id": thread_id})
+                if head is None:  # our own ticket expired while we waited: queue again
+                    return await self._acquire(thread_id)
+                if int(head["ticket"]) == ticket:
+                    return ticket
+                if _owner_is_dead(str(head["owner"])):
+                    await self.db.execute(self.sql["lock_drop"], {"ticket": head["ticket"]})
+                    continue
+                await self.db.execute(
+                    self.sql["lock_renew"], {"ticket": ticket, "expires_at": now + self.lease_s}
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 1.5, 0.2)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.db.execute(self.sql["lock_drop"], {"ticket": ticket})
+            raise
+
+    async def _renew(self, ticket: int) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            await self.db.execute(
+                self.sql["lock_renew"], {"ticket": ticket, "expires_at": time.time() + self.lease_s}
+            )
+
+
+def _owner_is_dead(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != _HOST or not pid_text.isdigit():
+        return False  # another machine: only its lease can tell
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

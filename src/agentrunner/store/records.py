@@ -1,0 +1,161 @@
+"""What the store returns: plain records, one per row kind."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AgentState",
+    "EventRecord",
+    "Note",
+    "RunMessageRecord",
+    "RunRecord",
+    "StepRecord",
+    "Thread",
+]
+
+
+def from_json(value: Any) -> Any:
+    """JSON columns come back as text from SQLite and parsed from PostgreSQL."""
+    if isinstance(value, str):
+        return json.loads(value)
+    return value
+
+
+def to_json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+@dataclass(slots=True)
+class Thread:
+    id: str
+    agent_id: str
+    title: str | None
+    session_run_id: str | None
+    session_state: dict[str, Any]
+    active_task: str | None
+    parent_thread_id: str | None
+    message_count: int
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Thread:
+        row["session_state"] = from_json(row["session_state"]) or {}
+        return cls(**row)
+
+
+@dataclass(slots=True)
+class RunRecord:
+    id: str
+    agent_id: str
+    thread_id: str | None
+    parent_run_id: str | None
+    status: str
+    stop_reason: str | None
+    trigger_message_id: str | None
+    channel_id: str | None
+    dm_conversation_id: str | None
+    request: dict[str, Any] | None
+    model: str | None
+    error_code: str | None
+    error_message: str | None
+    token_usage: dict[str, int] | None
+    cost_micros: int
+    cost_known: bool
+    depth: int
+    created_at: float
+    started_at: float | None
+    completed_at: float | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunRecord:
+        row["request"] = from_json(row["request"])
+        row["token_usage"] = from_json(row["token_usage"])
+        row["cost_known"] = bool(row["cost_known"])
+        return cls(**row)
+
+
+@dataclass(slots=True)
+class StepRecord:
+    id: str
+    run_id: str
+    step_number: int
+    status: str
+    model_id: str
+    token_usage: dict[str, int] | None
+    cost_micros: int | None
+    attempts: list[dict[str, Any]] | None
+    created_at: float
+    completed_at: float | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> StepRecord:
+        row["token_usage"] = from_json(row["token_usage"])
+        row["attempts"] = from_json(row["attempts"])
+        return cls(**row)
+
+
+@dataclass(slots=True)
+class RunMessageRecord:
+    id: str
+    run_id: str
+    step_id: str | None
+    message_type: str
+    content: str
+    tool_name: str | None
+    tool_input: Any
+    tool_call_id: str | None
+    is_error: bool | None
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunMessageRecord:
+        row["tool_input"] = from_json(row["tool_input"])
+        row["is_error"] = None if row["is_error"] is None else bool(row["is_error"])
+        return cls(**row)
+
+
+@dataclass(slots=True)
+class EventRecord:
+    run_id: str
+    seq: int
+    type: str
+    payload: dict[str, Any]
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> EventRecord:
+        row["payload"] = from_json(row["payload"])
+        return cls(**row)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "type": self.type,
+            "data": self.payload,
+            "time": self.created_at,
+        }
+
+
+@dataclass(slots=True)
+class AgentState:
+    agent_id: str
+    current_thread_id: str | None
+    status: str
+    current_run_id: str | None
+    updated_at: float
+
+
+@dataclass(slots=True)
+class Note:
+    slug: str
+    title: str
+    body: str
+    created_at: float
+    updated_at: float

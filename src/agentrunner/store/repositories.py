@@ -1,0 +1,330 @@
+"""Repositories: one per aggregate, every database operation of agentrunner, no SQL outside.
+
+Each method runs one named query (or one transaction of them) through the driver, so the same
+code serves SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from agentrunner.engine.messages import Message, message_from_dict
+from agentrunner.store.drivers import Driver, Op
+from agentrunner.store.records import (
+    AgentState,
+    EventRecord,
+    Note,
+    RunMessageRecord,
+    RunRecord,
+    StepRecord,
+    Thread,
+    from_json,
+    to_json,
+)
+from agentrunner.store.sql import SqlSet
+
+__all__ = [
+    "AgentStates",
+    "Costs",
+    "Events",
+    "Memory",
+    "Messages",
+    "Notes",
+    "Runs",
+    "Threads",
+    "today",
+]
+
+FAR_FUTURE = 1e18
+
+
+def today(now: float | None = None) -> str:
+    return datetime.fromtimestamp(now if now is not None else time.time(), UTC).strftime("%Y-%m-%d")
+
+
+class _Repo:
+    def __init__(self, driver: Driver, sql: SqlSet) -> None:
+        self.db = driver
+        self.sql = sql
+
+    def op(self, name: str, **params: Any) -> Op:
+        return self.sql[name], params
+
+
+class Threads(_Repo):
+    async def get(self, thread_id: str) -> Thread | None:
+        row = await self.db.fetch_one(self.sql["thread_get"], {"id": thread_id})
+        return Thread.from_row(row) if row else None
+
+    def create_op(self, thread_id: str, agent_id: str, parent_thread_id: str | None = None) -> Op:
+        return self.op(
+            "thread_create",
+            id=thread_id,
+            agent_id=agent_id,
+            session_state="{}",
+            parent_thread_id=parent_thread_id,
+            now=time.time(),
+        )
+
+    async def open(
+        self, thread_id: str, agent_id: str, parent_thread_id: str | None = None
+    ) -> Thread:
+        """The thread, created for ``agent_id`` if it does not exist yet."""
+        found = await self.get(thread_id)
+        if found is not None:
+            return found
+        await self.db.batch([self.create_op(thread_id, agent_id, parent_thread_id)])
+        created = await self.get(thread_id)
+        assert created is not None
+        return created
+
+    async def list(
+        self, *, agent_id: str | None = None, before: float | None = None, limit: int = 50
+    ) -> list[Thread]:
+        rows = await self.db.fetch_all(
+            self.sql["thread_list"],
+            {
+                "agent_id": agent_id,
+                "before": before if before is not None else FAR_FUTURE,
+                "limit": limit,
+            },
+        )
+        return [Thread.from_row(r) for r in rows]
+
+    async def set_title(self, thread_id: str, title: str) -> bool:
+        """Set the title unless one was set already; True when this call set it."""
+        return (
+            await self.db.execute(self.sql["thread_set_title"], {"id": thread_id, "title": title})
+            > 0
+        )
+
+    def manifest_op(self, thread_id: str, *, added: int, session_run_id: str | None) -> Op:
+        return self.op(
+            "thread_manifest",
+            id=thread_id,
+            added=added,
+            session_run_id=session_run_id,
+            now=time.time(),
+        )
+
+
+class Messages(_Repo):
+    async def recent(self, thread_id: str, limit: int) -> list[Message]:
+        """The last ``limit`` messages, oldest first — reads O(limit) rows, not the thread."""
+        rows = await self.db.fetch_all(
+            self.sql["messages_recent"], {"thread_id": thread_id, "limit": limit}
+        )
+        return [message_from_dict(from_json(r["body"])) for r in reversed(rows)]
+
+    async def page(
+        self, thread_id: str, *, after: int = 0, limit: int = 200
+    ) -> list[tuple[int, Message, str | None, float]]:
+        rows = await self.db.fetch_all(
+            self.sql["messages_page"], {"thread_id": thread_id, "after": after, "limit": limit}
+        )
+        return [
+            (r["seq"], message_from_dict(from_json(r["body"])), r["run_id"], r["created_at"])
+            for r in rows
+        ]
+
+    def append_ops(
+        self, thread_id: str, first_seq: int, messages: Iterable[Message], run_id: str | None
+    ) -> list[Op]:
+        now = time.time()
+        return [
+            self.op(
+                "message_insert",
+                thread_id=thread_id,
+                seq=first_seq + n,
+                role=m.role,
+                body=to_json(m.to_dict()),
+                run_id=run_id,
+                now=now,
+            )
+            for n, m in enumerate(messages)
+        ]
+
+
+class Runs(_Repo):
+    async def get(self, run_id: str) -> RunRecord | None:
+        row = await self.db.fetch_one(self.sql["run_get"], {"id": run_id})
+        return RunRecord.from_row(row) if row else None
+
+    async def steps(self, run_id: str) -> list[StepRecord]:
+        rows = await self.db.fetch_all(self.sql["step_list"], {"run_id": run_id})
+        return [StepRecord.from_row(r) for r in rows]
+
+    async def messages(self, run_id: str) -> list[RunMessageRecord]:
+        rows = await self.db.fetch_all(self.sql["run_message_list"], {"run_id": run_id})
+        return [RunMessageRecord.from_row(r) for r in rows]
+
+    def insert_op(
+        self,
+        *,
+        run_id: str,
+        agent_id: str,
+        thread_id: str | None,
+        status: str,
+        parent_run_id: str | None = None,
+        depth: int = 0,
+        request: Mapping[str, Any] | None = None,
+        trigger_message_id: str | None = None,
+        channel_id: str | None = None,
+        dm_conversation_id: str | None = None,
+    ) -> Op:
+        now = time.time()
+        return self.op(
+            "run_insert",
+            id=run_id,
+            agent_id=agent_id,
+            thread_id=thread_id,
+            parent_run_id=parent_run_id,
+            status=status,
+            trigger_message_id=trigger_message_id,
+            channel_id=channel_id,
+            dm_conversation_id=dm_conversation_id,
+            request=to_json(request),
+            depth=depth,
+            now=now,
+            started_at=now if status == "running" else None,
+        )
+
+    def finish_op(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        stop_reason: str | None,
+        model: str | None,
+        usage: Mapping[str, int] | None,
+        cost_micros: int,
+        cost_known: bool,
+        error_code: str | None = None,
+        error_message: str | None = None,
+    ) -> Op:
+        return self.op(
+            "run_finish",
+            id=run_id,
+            status=status,
+            stop_reason=stop_reason,
+            model=model,
+            error_code=error_code,
+            error_message=error_message,
+            token_usage=to_json(usage),
+            cost_micros=cost_micros,
+            cost_known=cost_known,
+            now=time.time(),
+        )
+
+    async def list(
+        self,
+        *,
+        agent_id: str | None = None,
+        thread_id: str | None = None,
+        before: float | None = None,
+        limit: int = 50,
+    ) -> list[RunRecord]:
+        rows = await self.db.fetch_all(
+            self.sql["run_list"],
+            {
+                "agent_id": agent_id,
+                "thread_id": thread_id,
+                "before": before if before is not None else FAR_FUTURE,
+                "limit": limit,
+            },
+        )
+        return [RunRecord.from_row(r) for r in rows]
+
+
+class Events(_Repo):
+    async def list(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
+        rows = await self.db.fetch_all(
+            self.sql["event_list"], {"run_id": run_id, "after": after, "limit": limit}
+        )
+        return [EventRecord.from_row(r) for r in rows]
+
+
+class Costs(_Repo):
+    async def spent_today(self, agent_id: str | None = None) -> int:
+        """Micro-dollars spent today (UTC) by one agent, or by all with ``agent_id=None``."""
+        row = await self.db.fetch_one(
+            self.sql["cost_spent"], {"day": today(), "agent_id": agent_id}
+        )
+        return int(row["micros"]) if row else 0
+
+    async def summary(self, *, since: str) -> list[dict[str, Any]]:
+        return await self.db.fetch_all(self.sql["cost_summary"], {"since": since})
+
+
+class Memory(_Repo):
+    async def blocks(self, agent_id: str) -> dict[str, str]:
+        rows = await self.db.fetch_all(self.sql["memory_list"], {"agent_id": agent_id})
+        return {r["label"]: r["content"] for r in rows}
+
+    async def seed(self, agent_id: str, blocks: Mapping[str, str]) -> None:
+        """Create the agent file's initial blocks; blocks that exist keep their content."""
+        now = time.time()
+        await self.db.batch(
+            [
+                self.op("memory_seed", agent_id=agent_id, label=k, content=v, now=now)
+                for k, v in blocks.items()
+            ]
+        )
+
+    async def set(self, agent_id: str, label: str, content: str) -> None:
+        await self.db.execute(
+            self.sql["memory_set"],
+            {"agent_id": agent_id, "label": label, "content": content, "now": time.time()},
+        )
+
+
+class Notes(_Repo):
+    async def upsert(self, agent_id: str, slug: str, title: str, body: str) -> None:
+        await self.db.execute(
+            self.sql["note_upsert"],
+            {"agent_id": agent_id, "slug": slug, "title": title, "body": body, "now": time.time()},
+        )
+
+    async def get(self, agent_id: str, slug: str) -> Note | None:
+        row = await self.db.fetch_one(self.sql["note_get"], {"agent_id": agent_id, "slug": slug})
+        return Note(**row) if row else None
+
+    async def list(self, agent_id: str) -> list[Note]:
+        return [
+            Note(**r)
+            for r in await self.db.fetch_all(self.sql["note_list"], {"agent_id": agent_id})
+        ]
+
+
+class AgentStates(_Repo):
+    async def get(self, agent_id: str) -> AgentState | None:
+        row = await self.db.fetch_one(self.sql["agent_state_get"], {"agent_id": agent_id})
+        return AgentState(**row) if row else None
+
+    async def list(self) -> list[AgentState]:
+        return [AgentState(**r) for r in await self.db.fetch_all(self.sql["agent_state_list"], {})]
+
+    async def set_current_thread(self, agent_id: str, thread_id: str) -> None:
+        await self.db.execute(
+            self.sql["agent_state_thread"],
+            {"agent_id": agent_id, "thread_id": thread_id, "now": time.time()},
+        )
+
+    def status_op(self, agent_id: str, status: str, run_id: str | None) -> Op:
+        return self.op(
+            "agent_state_status", agent_id=agent_id, status=status, run_id=run_id, now=time.time()
+        )
+
+
+def ops(*groups: Sequence[Op] | Op) -> list[Op]:
+    """Flatten ops and lists of ops into one batch."""
+    out: list[Op] = []
+    for group in groups:
+        if isinstance(group, tuple):
+            out.append(group)
+        else:
+            out.extend(group)
+    return out

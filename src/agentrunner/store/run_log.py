@@ -1,0 +1,230 @@
+"""``RunLog``: a run's progress written as it happens — events with their sequence numbers,
+steps, run messages and cost rows — so a crash mid-run leaves a truthful partial record.
+
+Events are buffered and written in batches: a flush is scheduled on the event loop as soon as
+something is pending (so many token events share one transaction), and ``flush()`` is awaited at
+the points that must be durable before going on (before tools execute, at the end of the run).
+Flushes are serialised, so events commit in sequence order and a reader tailing the table never
+sees a gap that fills in later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from agentrunner.store.drivers import Op
+from agentrunner.store.records import to_json
+from agentrunner.store.repositories import today
+from agentrunner.store.store import Store
+
+__all__ = ["RunLog"]
+
+log = logging.getLogger("agentrunner.store")
+Sink = Callable[[str, dict[str, Any]], None]
+
+
+class RunLog:
+    def __init__(
+        self, store: Store, run_id: str, agent_id: str, forward: Sink | None = None
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.agent_id = agent_id
+        self.forward = forward
+        self.seq = 0
+        self._pending: list[Op] = []
+        self._step_id: str | None = None
+        self._step_usage: dict[str, int] = {}
+        self._step_cost: int | None = 0
+        self._step_attempts: list[dict[str, Any]] = []
+        self._flushing = asyncio.Lock()
+        self._scheduled = False
+        self._sql = store.sql
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def emit(self, kind: str, data: dict[str, Any]) -> None:
+        """The engine's event sink: record the event (and the rows it implies), forward it."""
+        self.seq += 1
+        now = time.time()
+        sql = self._sql
+        self._pending.append(
+            (
+                sql["event_insert"],
+                {
+                    "run_id": self.run_id,
+                    "seq": self.seq,
+                    "type": kind,
+                    "payload": to_json(data),
+                    "now": now,
+                },
+            )
+        )
+        handler = _DERIVED.get(kind)
+        if handler is not None:
+            handler(self, data, now)
+        if self.forward is not None:
+            self.forward(kind, data)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._kick)
+
+    def message(self, message_type: str, content: str, **extra: Any) -> None:
+        """A run message that is not an engine event (the system prompt, the user message)."""
+        self._run_message(message_type, content, time.time(), **extra)
+
+    async def flush(self) -> None:
+        async with self._flushing:
+            ops, self._pending = self._pending, []
+            if ops:
+                await self.store.batch(ops)
+
+    def take_pending(self) -> list[Op]:
+        """Hand the unwritten rows to a caller that writes them in its own transaction."""
+        ops, self._pending = self._pending, []
+        return ops
+
+    def _kick(self) -> None:
+        self._scheduled = False
+        if self._pending:
+            task = asyncio.ensure_future(self._background_flush())
+            _BACKGROUND.add(task)
+            task.add_done_callback(_BACKGROUND.discard)
+
+    async def _background_flush(self) -> None:
+        try:
+            await self.flush()
+        except Exception:  # the final flush will retry; a lost batch must not kill the run
+            log.exception("writing run %s's events failed", self.run_id)
+
+    # -- rows implied by events ---------------------------------------------------------------
+
+    def _run_message(self, message_type: str, content: str, now: float, **extra: Any) -> None:
+        self._pending.append(
+            (
+                self._sql["run_message_insert"],
+                {
+                    "id": uuid.uuid4().hex,
+                    "run_id": self.run_id,
+                    "step_id": self._step_id,
+                    "message_type": message_type,
+                    "content": content,
+                    "tool_name": extra.get("tool_name"),
+                    "tool_input": to_json(extra.get("tool_input")),
+                    "tool_call_id": extra.get("tool_call_id"),
+                    "is_error": extra.get("is_error"),
+                    "now": now,
+                },
+            )
+        )
+
+    def _step_started(self, data: dict[str, Any], now: float) -> None:
+        self._step_id = uuid.uuid4().hex
+        self._step_usage, self._step_cost, self._step_attempts = {}, 0, []
+        self._pending.append(
+            (
+                self._sql["step_insert"],
+                {
+                    "id": self._step_id,
+                    "run_id": self.run_id,
+                    "step_number": data["step"],
+                    "model_id": data["model"],
+                    "now": now,
+                },
+            )
+        )
+
+    def _cost(self, data: dict[str, Any], now: float) -> None:
+        usage = {
+            k: int(data.get(k) or 0)
+            for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+        }
+        self._pending.append(
+            (
+                self._sql["cost_insert"],
+                {
+                    "run_id": self.run_id,
+                    "agent_id": self.agent_id,
+                    "model": data["model"],
+                    **usage,
+                    "cost_micros": data.get("cost_micros"),
+                    "day": today(now),
+                    "now": now,
+                },
+            )
+        )
+        for key, value in usage.items():
+            self._step_usage[key] = self._step_usage.get(key, 0) + value
+        cost = data.get("cost_micros")
+        self._step_cost = (
+            None if cost is None or self._step_cost is None else self._step_cost + cost
+        )
+        self._step_attempts.append(
+            {"model": data["model"], "attempt": data["attempt"], "outcome": data.get("outcome")}
+        )
+        if data.get("outcome") == "ok" and self._step_id is not None:
+            self._pending.append(
+                (
+                    self._sql["step_finish"],
+                    {
+                        "id": self._step_id,
+                        "status": "completed",
+                        "model_id": data["model"],
+                        "token_usage": to_json(self._step_usage),
+                        "cost_micros": self._step_cost,
+                        "attempts": to_json(self._step_attempts),
+                        "now": now,
+                    },
+                )
+            )
+
+    def fail_step(self) -> None:
+        """Mark the step in progress failed (the run ended inside it)."""
+        if self._step_id is None:
+            return
+        self._pending.append(
+            (
+                self._sql["step_finish"],
+                {
+                    "id": self._step_id,
+                    "status": "failed",
+                    "model_id": self._step_attempts[-1]["model"]
+                    if self._step_attempts
+                    else "unknown",
+                    "token_usage": to_json(self._step_usage),
+                    "cost_micros": self._step_cost,
+                    "attempts": to_json(self._step_attempts),
+                    "now": time.time(),
+                },
+            )
+        )
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+_DERIVED: dict[str, Callable[[RunLog, dict[str, Any], float], None]] = {
+    "step.started": RunLog._step_started,
+    "cost.updated": RunLog._cost,
+    "agent.tool_call": lambda log_, d, now: log_._run_message(
+        "tool_call_message",
+        to_json(d["input"]) or "{}",
+        now,
+        tool_name=d["name"],
+        tool_input=d["input"],
+        tool_call_id=d["call_id"],
+    ),
+    "agent.tool_result": lambda log_, d, now: log_._run_message(
+        "tool_return_message",
+        d["output_summary"],
+        now,
+        tool_name=d["name"],
+        tool_call_id=d["call_id"],
+        is_error=d["is_error"],
+    ),
+    "agent.message": lambda log_, d, now: log_._run_message("assistant_message", d["text"], now),
+}

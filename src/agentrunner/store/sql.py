@@ -1,0 +1,66 @@
+"""The store's SQL: named blocks in ``sql/queries.sql`` (with per-dialect overrides) and the
+numbered migrations in ``sql/schema.sql``, rendered for one dialect at load time."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Literal
+
+__all__ = ["Dialect", "SqlSet", "load_sql"]
+
+Dialect = Literal["sqlite", "postgres"]
+
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.M)
+_MIGRATION = re.compile(r"^-- migration: (\d+)\s*$", re.M)
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_TYPES: dict[Dialect, dict[str, str]] = {
+    "sqlite": {"{json}": "TEXT", "{serial}": "INTEGER PRIMARY KEY AUTOINCREMENT"},
+    "postgres": {"{json}": "JSONB", "{serial}": "BIGSERIAL PRIMARY KEY"},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SqlSet:
+    dialect: Dialect
+    queries: dict[str, str]
+    migrations: list[tuple[int, list[str]]]
+
+    def __getitem__(self, name: str) -> str:
+        return self.queries[name]
+
+
+def load_sql(dialect: Dialect) -> SqlSet:
+    files = resources.files("agentrunner.store") / "sql"
+    queries = _blocks((files / "queries.sql").read_text())
+    override = files / f"{dialect}.sql"
+    if override.is_file():
+        queries.update(_blocks(override.read_text()))
+    rendered = {name: _render(sql, dialect) for name, sql in queries.items()}
+    return SqlSet(dialect, rendered, _migrations((files / "schema.sql").read_text(), dialect))
+
+
+def _blocks(text: str) -> dict[str, str]:
+    parts = _NAME.split(text)
+    return {parts[i]: parts[i + 1].strip().rstrip(";") for i in range(1, len(parts), 2)}
+
+
+def _render(sql: str, dialect: Dialect) -> str:
+    sql = sql.replace("{json}", "::jsonb" if dialect == "postgres" else "")
+    if dialect == "postgres":
+        sql = _PARAM.sub(r"%(\1)s", sql)
+    return sql
+
+
+def _migrations(text: str, dialect: Dialect) -> list[tuple[int, list[str]]]:
+    parts = _MIGRATION.split(text)
+    out = []
+    for i in range(1, len(parts), 2):
+        body = parts[i + 1]
+        for placeholder, sql_type in _TYPES[dialect].items():
+            body = body.replace(placeholder, sql_type)
+        lines = [line for line in body.splitlines() if not line.strip().startswith("--")]
+        statements = [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+        out.append((int(parts[i]), statements))
+    return out

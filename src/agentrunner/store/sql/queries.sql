@@ -1,0 +1,182 @@
+-- Every query of the store, by name. Placeholders are :name; {json} marks a JSON cast
+-- (nothing on SQLite, ::jsonb on PostgreSQL). A block in postgres.sql or sqlite.sql with the
+-- same name replaces the one here for that dialect.
+
+-- name: thread_get
+SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
+       message_count, created_at, updated_at
+FROM threads WHERE id = :id;
+
+-- name: thread_create
+INSERT INTO threads (id, agent_id, title, session_state, parent_thread_id, message_count,
+                     created_at, updated_at)
+VALUES (:id, :agent_id, NULL, :session_state{json}, :parent_thread_id, 0, :now, :now)
+ON CONFLICT (id) DO NOTHING;
+
+-- name: thread_list
+SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
+       message_count, created_at, updated_at
+FROM threads
+WHERE (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id) AND updated_at < :before
+ORDER BY updated_at DESC LIMIT :limit;
+
+-- name: thread_set_title
+UPDATE threads SET title = :title WHERE id = :id AND title IS NULL;
+
+-- name: thread_manifest
+UPDATE threads
+SET message_count = message_count + :added, updated_at = :now,
+    session_run_id = COALESCE(:session_run_id, session_run_id)
+WHERE id = :id;
+
+-- name: message_insert
+INSERT INTO messages (thread_id, seq, role, body, run_id, created_at)
+VALUES (:thread_id, :seq, :role, :body{json}, :run_id, :now);
+
+-- name: messages_recent
+SELECT seq, body FROM messages WHERE thread_id = :thread_id
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: messages_page
+SELECT seq, body, run_id, created_at FROM messages WHERE thread_id = :thread_id AND seq > :after
+ORDER BY seq LIMIT :limit;
+
+-- name: run_insert
+INSERT INTO runs (id, agent_id, thread_id, parent_run_id, status, trigger_message_id,
+                  channel_id, dm_conversation_id, request, depth, created_at, started_at)
+VALUES (:id, :agent_id, :thread_id, :parent_run_id, :status, :trigger_message_id,
+        :channel_id, :dm_conversation_id, :request{json}, :depth, :now, :started_at);
+
+-- name: run_finish
+UPDATE runs
+SET status = :status, stop_reason = :stop_reason, model = :model, error_code = :error_code,
+    error_message = :error_message, token_usage = :token_usage{json},
+    cost_micros = :cost_micros, cost_known = :cost_known, completed_at = :now
+WHERE id = :id;
+
+-- name: run_get
+SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
+       channel_id, dm_conversation_id, request, model, error_code, error_message,
+       token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at
+FROM runs WHERE id = :id;
+
+-- name: run_list
+SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
+       channel_id, dm_conversation_id, request, model, error_code, error_message,
+       token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at
+FROM runs
+WHERE (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id)
+  AND (CAST(:thread_id AS TEXT) IS NULL OR thread_id = :thread_id)
+  AND created_at < :before
+ORDER BY created_at DESC LIMIT :limit;
+
+-- name: step_insert
+INSERT INTO run_steps (id, run_id, step_number, status, model_id, created_at)
+VALUES (:id, :run_id, :step_number, 'running', :model_id, :now);
+
+-- name: step_finish
+UPDATE run_steps
+SET status = :status, model_id = :model_id, token_usage = :token_usage{json},
+    cost_micros = :cost_micros, attempts = :attempts{json}, completed_at = :now
+WHERE id = :id;
+
+-- name: step_list
+SELECT id, run_id, step_number, status, model_id, token_usage, cost_micros, attempts,
+       created_at, completed_at
+FROM run_steps WHERE run_id = :run_id ORDER BY step_number;
+
+-- name: run_message_insert
+INSERT INTO run_messages (id, run_id, step_id, message_type, content, tool_name, tool_input,
+                          tool_call_id, is_error, created_at)
+VALUES (:id, :run_id, :step_id, :message_type, :content, :tool_name, :tool_input{json},
+        :tool_call_id, :is_error, :now);
+
+-- name: run_message_list
+SELECT id, run_id, step_id, message_type, content, tool_name, tool_input, tool_call_id,
+       is_error, created_at
+FROM run_messages WHERE run_id = :run_id ORDER BY created_at, id;
+
+-- name: event_insert
+INSERT INTO events (run_id, seq, type, payload, created_at)
+VALUES (:run_id, :seq, :type, :payload{json}, :now);
+
+-- name: event_list
+SELECT run_id, seq, type, payload, created_at FROM events
+WHERE run_id = :run_id AND seq > :after ORDER BY seq LIMIT :limit;
+
+-- name: cost_insert
+INSERT INTO costs (run_id, agent_id, model, input_tokens, output_tokens, cache_read_tokens,
+                   cache_write_tokens, cost_micros, day, created_at)
+VALUES (:run_id, :agent_id, :model, :input_tokens, :output_tokens, :cache_read_tokens,
+        :cache_write_tokens, :cost_micros, :day, :now);
+
+-- name: cost_spent
+SELECT COALESCE(SUM(cost_micros), 0) AS micros FROM costs
+WHERE day = :day AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id);
+
+-- name: cost_summary
+SELECT agent_id, model, day, COUNT(*) AS requests, SUM(input_tokens) AS input_tokens,
+       SUM(output_tokens) AS output_tokens, COALESCE(SUM(cost_micros), 0) AS cost_micros,
+       SUM(CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END) AS unknown
+FROM costs WHERE day >= :since
+GROUP BY agent_id, model, day ORDER BY day DESC, agent_id, model;
+
+-- name: memory_list
+SELECT label, content FROM memory_blocks WHERE agent_id = :agent_id ORDER BY label;
+
+-- name: memory_seed
+INSERT INTO memory_blocks (agent_id, label, content, updated_at)
+VALUES (:agent_id, :label, :content, :now)
+ON CONFLICT (agent_id, label) DO NOTHING;
+
+-- name: memory_set
+INSERT INTO memory_blocks (agent_id, label, content, updated_at)
+VALUES (:agent_id, :label, :content, :now)
+ON CONFLICT (agent_id, label) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at;
+
+-- name: note_upsert
+INSERT INTO notes (agent_id, slug, title, body, created_at, updated_at)
+VALUES (:agent_id, :slug, :title, :body, :now, :now)
+ON CONFLICT (agent_id, slug) DO UPDATE SET title = excluded.title, body = excluded.body,
+    updated_at = excluded.updated_at;
+
+-- name: note_get
+SELECT slug, title, body, created_at, updated_at FROM notes WHERE agent_id = :agent_id AND slug = :slug;
+
+-- name: note_list
+SELECT slug, title, body, created_at, updated_at FROM notes WHERE agent_id = :agent_id ORDER BY updated_at DESC;
+
+-- name: agent_state_get
+SELECT agent_id, current_thread_id, status, current_run_id, updated_at FROM agent_state
+WHERE agent_id = :agent_id;
+
+-- name: agent_state_list
+SELECT agent_id, current_thread_id, status, current_run_id, updated_at FROM agent_state ORDER BY agent_id;
+
+-- name: agent_state_thread
+INSERT INTO agent_state (agent_id, current_thread_id, status, updated_at)
+VALUES (:agent_id, :thread_id, 'idle', :now)
+ON CONFLICT (agent_id) DO UPDATE SET current_thread_id = excluded.current_thread_id,
+    updated_at = excluded.updated_at;
+
+-- name: agent_state_status
+INSERT INTO agent_state (agent_id, status, current_run_id, updated_at)
+VALUES (:agent_id, :status, :run_id, :now)
+ON CONFLICT (agent_id) DO UPDATE SET status = excluded.status,
+    current_run_id = excluded.current_run_id, updated_at = excluded.updated_at;
+
+-- name: lock_enqueue
+INSERT INTO thread_locks (thread_id, owner, expires_at) VALUES (:thread_id, :owner, :expires_at)
+RETURNING ticket;
+
+-- name: lock_expire
+DELETE FROM thread_locks WHERE thread_id = :thread_id AND expires_at < :now;
+
+-- name: lock_renew
+UPDATE thread_locks SET expires_at = :expires_at WHERE ticket = :ticket;
+
+-- name: lock_queue
+SELECT ticket, owner FROM thread_locks WHERE thread_id = :thread_id ORDER BY ticket LIMIT 1;
+
+-- name: lock_drop
+DELETE FROM thread_locks WHERE ticket = :ticket;

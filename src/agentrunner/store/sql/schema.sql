@@ -1,0 +1,143 @@
+-- The schema, one for both back ends. `{json}` is TEXT on SQLite and jsonb on PostgreSQL;
+-- `{serial}` is an auto-incrementing integer key. Times are UNIX epoch seconds (double
+-- precision) everywhere, so the same queries serve both back ends.
+
+-- migration: 1
+CREATE TABLE threads (
+    id TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    title TEXT,
+    session_run_id TEXT,
+    session_state {json} NOT NULL,
+    active_task TEXT,
+    parent_thread_id TEXT,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX threads_agent_updated ON threads (agent_id, updated_at);
+CREATE INDEX threads_updated ON threads (updated_at);
+
+CREATE TABLE messages (
+    thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    body {json} NOT NULL,
+    run_id TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+);
+
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    thread_id TEXT,
+    parent_run_id TEXT,
+    status TEXT NOT NULL DEFAULT 'created',
+    stop_reason TEXT,
+    trigger_message_id TEXT,
+    channel_id TEXT,
+    dm_conversation_id TEXT,
+    request {json},
+    model TEXT,
+    error_code TEXT,
+    error_message TEXT,
+    token_usage {json},
+    cost_micros BIGINT NOT NULL DEFAULT 0,
+    cost_known BOOLEAN NOT NULL DEFAULT TRUE,
+    depth INTEGER NOT NULL DEFAULT 0,
+    created_at DOUBLE PRECISION NOT NULL,
+    started_at DOUBLE PRECISION,
+    completed_at DOUBLE PRECISION
+);
+CREATE INDEX runs_agent_status ON runs (agent_id, status);
+CREATE INDEX runs_status_created ON runs (status, created_at);
+CREATE INDEX runs_thread_created ON runs (thread_id, created_at);
+
+CREATE TABLE run_steps (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    step_number INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running',
+    model_id TEXT NOT NULL,
+    token_usage {json},
+    cost_micros BIGINT,
+    attempts {json},
+    created_at DOUBLE PRECISION NOT NULL,
+    completed_at DOUBLE PRECISION
+);
+CREATE INDEX run_steps_run_step ON run_steps (run_id, step_number);
+
+CREATE TABLE run_messages (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    step_id TEXT REFERENCES run_steps (id) ON DELETE CASCADE,
+    message_type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    tool_name TEXT,
+    tool_input {json},
+    tool_call_id TEXT,
+    is_error BOOLEAN,
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX run_messages_run_created ON run_messages (run_id, created_at);
+CREATE INDEX run_messages_step ON run_messages (step_id);
+
+CREATE TABLE events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    payload {json} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+
+CREATE TABLE costs (
+    id {serial},
+    run_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    cost_micros BIGINT,
+    day TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX costs_day_agent ON costs (day, agent_id);
+CREATE INDEX costs_run ON costs (run_id);
+
+CREATE TABLE memory_blocks (
+    agent_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    content TEXT NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (agent_id, label)
+);
+
+CREATE TABLE notes (
+    agent_id TEXT NOT NULL,
+    slug TEXT NOT NULL,
+    title TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (agent_id, slug)
+);
+
+CREATE TABLE agent_state (
+    agent_id TEXT PRIMARY KEY,
+    current_thread_id TEXT,
+    status TEXT NOT NULL DEFAULT 'idle',
+    current_run_id TEXT,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+
+CREATE TABLE thread_locks (
+    ticket {serial},
+    thread_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX thread_locks_thread_ticket ON thread_locks (thread_id, ticket);

@@ -1,0 +1,256 @@
+"""The store contract: the same tests on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from agentrunner.engine import AssistantMessage, ToolCall, ToolResult, UserMessage
+from agentrunner.store import RunLog, Store, open_store
+
+
+async def test_migrations_are_idempotent(store: Store, store_url: str) -> None:
+    again = await open_store(store_url)
+    await again.close()
+    assert await store.threads.get("nope") is None
+
+
+async def test_threads(store: Store) -> None:
+    thread = await store.threads.open("t1", "ceo")
+    assert (thread.id, thread.agent_id, thread.message_count, thread.title) == (
+        "t1",
+        "ceo",
+        0,
+        None,
+    )
+    assert (await store.threads.open("t1", "other")).agent_id == "ceo"
+    assert await store.threads.set_title("t1", "Launch plan")
+    assert not await store.threads.set_title("t1", "Overwritten?")
+    assert (await store.threads.get("t1")).title == "Launch plan"  # type: ignore[union-attr]
+    await store.threads.open("t2", "cto")
+    assert [t.id for t in await store.threads.list(agent_id="cto")] == ["t2"]
+    assert {t.id for t in await store.threads.list()} == {"t1", "t2"}
+
+
+async def test_messages_round_trip_and_recent_window(store: Store) -> None:
+    await store.threads.open("t", "a")
+    history = [
+        UserMessage("hi"),
+        AssistantMessage(
+            tool_calls=[ToolCall("c1", "get_weather", {"city": "Paris"})], model="m", provider="p"
+        ),
+        ToolResult("c1", "get_weather", "Sunny", is_error=False),
+        AssistantMessage("It is sunny."),
+    ]
+    await store.batch(
+        [
+            *store.messages.append_ops("t", 1, history, "r1"),
+            store.threads.manifest_op("t", added=4, session_run_id="r1"),
+        ]
+    )
+    assert await store.messages.recent("t", 10) == history
+    assert await store.messages.recent("t", 2) == history[2:]
+    page = await store.messages.page("t", after=1, limit=2)
+    assert [seq for seq, *_ in page] == [2, 3]
+    thread = await store.threads.get("t")
+    assert thread is not None and thread.message_count == 4 and thread.session_run_id == "r1"
+
+
+async def test_run_log_records_the_whole_story(store: Store) -> None:
+    await store.threads.open("t", "a")
+    await store.batch(
+        [store.runs.insert_op(run_id="r1", agent_id="a", thread_id="t", status="running")]
+    )
+    forwarded: list[str] = []
+    log = RunLog(store, "r1", "a", lambda kind, data: forwarded.append(kind))
+    log.message("system_message", "You are helpful.")
+    log.message("user_message", "Weather?")
+    log.emit("step.started", {"step": 1, "model": "x:m"})
+    log.emit("agent.token", {"token": "hm", "model": "x:m"})
+    log.emit(
+        "cost.updated",
+        {
+            "model": "x:m",
+            "attempt": 1,
+            "outcome": "ok",
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cost_micros": 30,
+        },
+    )
+    log.emit("agent.tool_call", {"call_id": "c1", "name": "get_weather", "input": {"city": "Oslo"}})
+    await log.flush()  # durable before the tool runs
+    assert [m.message_type for m in await store.runs.messages("r1")][-1] == "tool_call_message"
+    log.emit(
+        "agent.tool_result",
+        {
+            "call_id": "c1",
+            "name": "get_weather",
+            "is_error": False,
+            "output_summary": "Cold",
+            "output": "Cold",
+        },
+    )
+    log.emit("step.started", {"step": 2, "model": "x:m"})
+    log.emit(
+        "cost.updated",
+        {
+            "model": "x:m",
+            "attempt": 2,
+            "outcome": "ok",
+            "input_tokens": 20,
+            "output_tokens": 3,
+            "cost_micros": None,
+        },
+    )
+    log.emit("agent.message", {"text": "Cold in Oslo.", "model": "x:m"})
+    await log.flush()
+    await store.batch(
+        [
+            store.runs.finish_op(
+                "r1",
+                status="completed",
+                stop_reason="end_turn",
+                model="x:m",
+                usage={"input_tokens": 30},
+                cost_micros=30,
+                cost_known=False,
+            )
+        ]
+    )
+    run = await store.runs.get("r1")
+    assert run is not None and (run.status, run.stop_reason, run.cost_known) == (
+        "completed",
+        "end_turn",
+        False,
+    )
+    steps = await store.runs.steps("r1")
+    assert [(s.step_number, s.status, s.cost_micros) for s in steps] == [
+        (1, "completed", 30),
+        (2, "completed", None),
+    ]
+    kinds = [m.message_type for m in await store.runs.messages("r1")]
+    assert kinds == [
+        "system_message",
+        "user_message",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+    call = (await store.runs.messages("r1"))[2]
+    assert (
+        call.tool_input == {"city": "Oslo"}
+        and call.tool_call_id == "c1"
+        and call.step_id == steps[0].id
+    )
+    events = await store.events.list("r1")
+    assert [e.seq for e in events] == list(range(1, 9))
+    assert [e.type for e in await store.events.list("r1", after=6)] == [
+        "cost.updated",
+        "agent.message",
+    ]
+    assert forwarded[0] == "step.started" and len(forwarded) == 8
+    assert await store.costs.spent_today("a") == 30
+    assert await store.costs.spent_today() == 30
+    [summary] = await store.costs.summary(since="2000-01-01")
+    assert (summary["agent_id"], summary["requests"], summary["unknown"]) == ("a", 2, 1)
+
+
+async def test_runs_listing(store: Store) -> None:
+    for n in range(3):
+        await store.batch(
+            [
+                store.runs.insert_op(
+                    run_id=f"r{n}", agent_id="a" if n else "b", thread_id="t", status="created"
+                )
+            ]
+        )
+        await asyncio.sleep(0.01)
+    assert [r.id for r in await store.runs.list()] == ["r2", "r1", "r0"]
+    assert [r.id for r in await store.runs.list(agent_id="a")] == ["r2", "r1"]
+    newest = await store.runs.list(limit=1)
+    assert [r.id for r in await store.runs.list(before=newest[0].created_at)] == ["r1", "r0"]
+
+
+async def test_memory_notes_agent_state(store: Store) -> None:
+    await store.memory.seed("a", {"human": "unknown", "persona": "kind"})
+    await store.memory.set("a", "human", "likes tea")
+    await store.memory.seed("a", {"human": "reset?"})
+    assert await store.memory.blocks("a") == {"human": "likes tea", "persona": "kind"}
+    await store.notes.upsert("a", "plan", "The plan", "Step 1")
+    note = await store.notes.get("a", "plan")
+    assert note is not None and note.body == "Step 1"
+    assert [n.slug for n in await store.notes.list("a")] == ["plan"]
+    await store.agent_states.set_current_thread("a", "t9")
+    await store.batch([store.agent_states.status_op("a", "working", "r1")])
+    state = await store.agent_states.get("a")
+    assert state is not None and (state.current_thread_id, state.status, state.current_run_id) == (
+        "t9",
+        "working",
+        "r1",
+    )
+
+
+async def test_thread_lock_is_fifo_across_stores(store: Store, store_url: str) -> None:
+    other = await open_store(store_url, lock_lease_s=2.0)  # another connection, as another process
+    order: list[str] = []
+
+    async def hold(s: Store, name: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        async with s.locks.hold("t"):
+            order.append(f"{name}+")
+            await asyncio.sleep(0.05)
+            order.append(f"{name}-")
+
+    await asyncio.gather(
+        hold(store, "a", 0), hold(other, "b", 0.01), hold(store, "c", 0.02), hold(other, "d", 0.03)
+    )
+    await other.close()
+    assert order == ["a+", "a-", "b+", "b-", "c+", "c-", "d+", "d-"]
+
+
+async def test_an_expired_lease_frees_the_thread(store: Store) -> None:
+    # A ticket left by a process on another machine that died: only its lease can free it.
+    await store.driver.execute(
+        store.sql["lock_enqueue"],
+        {"thread_id": "t", "owner": "elsewhere:1:x", "expires_at": time.time() + 0.3},
+    )
+    start = time.monotonic()
+    async with store.locks.hold("t"):
+        waited = time.monotonic() - start
+    assert 0.2 < waited < 2
+
+
+async def test_a_dead_local_owner_frees_the_thread_at_once(store: Store) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    owner = f"{socket.gethostname()}:{dead.stdout.strip()}:x"
+    await store.driver.execute(
+        store.sql["lock_enqueue"],
+        {"thread_id": "t", "owner": owner, "expires_at": time.time() + 60},
+    )
+    start = time.monotonic()
+    async with store.locks.hold("t"):
+        pass
+    assert time.monotonic() - start < 1
+
+
+@pytest.mark.parametrize(
+    "bad", ["sqlite:////proc/forbidden/x.db", "postgresql://nobody@127.0.0.1:1/none"]
+)
+async def test_unopenable_store_is_runner_io(bad: str) -> None:
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    with pytest.raises(AgentRunnerError) as info:
+        await open_store(bad)
+    assert info.value.code is ErrorCode.RUNNER_IO
