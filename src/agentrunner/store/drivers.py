@@ -139,6 +139,12 @@ class PostgresDriver:
         )
 
     async def open(self) -> None:
+        import psycopg
+
+        # One direct connection first: a wrong URL fails at once instead of after the pool's
+        # retries run out.
+        probe = await psycopg.AsyncConnection.connect(self.url, connect_timeout=10)
+        await probe.close()
         await self.pool.open(wait=True, timeout=15)
 
     async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
