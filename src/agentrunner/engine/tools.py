@@ -17,7 +17,7 @@ import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin, overload
 
 from agentrunner.engine.messages import ToolDefinition
 
@@ -69,9 +69,19 @@ class Tool:
         return f"{where + ': ' if where else ''}{error.message}"
 
 
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
 def tool(
     fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None
-) -> Any:
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a typed function (sync or async); its docstring is the description.
 
     Parameters become a JSON Schema from their annotations (``str``, ``int``, ``float``,

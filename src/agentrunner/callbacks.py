@@ -1,0 +1,86 @@
+"""``AgentRunnerCallbacks`` (seed 000): the runner's upward interface for in-process callers.
+
+Events are the canonical record (DESIGN decision 4); the engine callbacks here are an adapter
+over them. Capability callbacks are enriched with the agent and thread ids before they reach the
+caller. A callback that raises is logged and never breaks the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["AgentRunnerCallbacks", "event_adapter", "safely"]
+
+log = logging.getLogger("agentrunner.callbacks")
+
+
+@dataclass(slots=True)
+class AgentRunnerCallbacks:
+    # Engine passthrough
+    on_thinking: Callable[[], None] | None = None
+    on_assistant_message: Callable[[str], None] | None = None
+    on_tool_use: Callable[[str, dict[str, Any], str], None] | None = None
+    on_tool_use_summary: Callable[[str], None] | None = None
+    on_event: Callable[[str, dict[str, Any]], None] | None = None
+    # Runner level
+    on_response: Callable[[str, str, str], None] | None = None
+    on_error: Callable[[str, str, str], None] | None = None
+    # Capability callbacks, enriched with (agent_id, thread_id)
+    on_file_send: Callable[[str, str, str, str | None, str], None] | None = None
+    on_share_note: Callable[[str, str, str, str, str | None], None] | None = None
+    on_pin_change: Callable[[str], None] | None = None
+    on_notify_user: Callable[[str, str, str], None] | None = None
+
+
+def safely(callback: Callable[..., Any] | None, *args: Any) -> None:
+    if callback is None:
+        return
+    try:
+        callback(*args)
+    except Exception:
+        log.warning(
+            "callback %s raised; the run goes on",
+            getattr(callback, "__name__", callback),
+            exc_info=True,
+        )
+
+
+def event_adapter(callbacks: AgentRunnerCallbacks) -> Callable[[str, dict[str, Any]], None]:
+    """An event sink that drives the engine callbacks."""
+    thinking = False
+
+    def forward(kind: str, data: dict[str, Any]) -> None:
+        nonlocal thinking
+        if kind == "agent.thinking":
+            if not thinking:
+                thinking = True
+                safely(callbacks.on_thinking)
+        elif kind == "step.started":
+            thinking = False
+        elif kind == "agent.tool_call":
+            safely(
+                callbacks.on_tool_use,
+                data["name"],
+                data["input"],
+                _summary(data["name"], data["input"]),
+            )
+        elif kind == "agent.tool_result":
+            status = "failed" if data["is_error"] else "done"
+            safely(
+                callbacks.on_tool_use_summary,
+                f"{data['name']} {status}: {data['output_summary'][:120]}",
+            )
+        elif kind == "agent.message":
+            safely(callbacks.on_assistant_message, data["text"])
+        safely(callbacks.on_event, kind, data)
+
+    return forward
+
+
+def _summary(name: str, arguments: dict[str, Any]) -> str:
+    text = json.dumps(arguments, ensure_ascii=False, separators=(", ", ": "))
+    return f"{name}({text[1:-1][:100]})"

@@ -1,0 +1,112 @@
+"""The built-in capabilities: memory, notes, notify, agents (files lives in ``files``)."""
+
+from __future__ import annotations
+
+import re
+
+from agentrunner.callbacks import safely
+from agentrunner.capabilities.files import TOOL_NAMES as FILE_TOOLS
+from agentrunner.capabilities.files import files_tools
+from agentrunner.capabilities.registry import CapabilityContext, CapabilityRegistry
+from agentrunner.engine.tools import Tool, ToolRetry, tool
+
+__all__ = ["builtin_capabilities"]
+
+
+def memory_tools(ctx: CapabilityContext) -> list[Tool]:
+    memory, agent_id = ctx.store.memory, ctx.agent.id
+
+    @tool
+    async def memory_append(label: str, text: str) -> str:
+        """Append text to one of your core memory blocks (created if missing)."""
+        blocks = await memory.blocks(agent_id)
+        current = blocks.get(label, "")
+        await memory.set(agent_id, label, f"{current}\n{text}".strip())
+        safely(ctx.callbacks.on_pin_change, agent_id)
+        return f"appended to {label}"
+
+    @tool
+    async def memory_replace(label: str, old: str, new: str) -> str:
+        """Replace text in one of your core memory blocks."""
+        blocks = await memory.blocks(agent_id)
+        if label not in blocks:
+            raise ToolRetry(f"no memory block '{label}'; blocks: {', '.join(blocks) or 'none'}")
+        if old not in blocks[label]:
+            raise ToolRetry(f"'{old}' is not in block '{label}'")
+        await memory.set(agent_id, label, blocks[label].replace(old, new))
+        safely(ctx.callbacks.on_pin_change, agent_id)
+        return f"updated {label}"
+
+    return [memory_append, memory_replace]
+
+
+def notes_tools(ctx: CapabilityContext) -> list[Tool]:
+    notes, agent_id = ctx.store.notes, ctx.agent.id
+
+    @tool
+    async def note_create(title: str, body: str) -> str:
+        """Write a note; returns its slug."""
+        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:60] or "note"
+        await notes.upsert(agent_id, slug, title, body)
+        return slug
+
+    @tool
+    async def note_read(slug: str) -> str:
+        """Read one of your notes by slug."""
+        note = await notes.get(agent_id, slug)
+        if note is None:
+            raise ToolRetry(f"no note '{slug}'")
+        return f"# {note.title}\n\n{note.body}"
+
+    @tool
+    async def note_list() -> list[str]:
+        """List your notes (slug: title)."""
+        return [f"{n.slug}: {n.title}" for n in await notes.list(agent_id)]
+
+    @tool
+    async def note_share(slug: str, message: str | None = None) -> str:
+        """Share one of your notes with the user."""
+        note = await notes.get(agent_id, slug)
+        if note is None:
+            raise ToolRetry(f"no note '{slug}'")
+        safely(ctx.callbacks.on_share_note, agent_id, ctx.thread_id, note.title, slug, message)
+        return f"shared {slug}"
+
+    return [note_create, note_read, note_list, note_share]
+
+
+def notify_tools(ctx: CapabilityContext) -> list[Tool]:
+    @tool
+    def notify_user(message: str) -> str:
+        """Send the user a notification, even when no one is watching this conversation."""
+        safely(ctx.callbacks.on_notify_user, ctx.agent.id, ctx.thread_id, message)
+        return "notified"
+
+    return [notify_user]
+
+
+def agents_tools(ctx: CapabilityContext) -> list[Tool]:
+    team = ", ".join(f"{a.id} ({a.description or a.name})" for a in ctx.team) or "see agents list"
+
+    @tool(description=f"Ask another agent a question and get its answer. Agents: {team}.")
+    async def ask_agent(agent: str, message: str) -> str:
+        if ctx.ask_agent is None:
+            raise ToolRetry("ask_agent is not available in this run")
+        if ctx.depth >= ctx.max_depth:
+            raise ToolRetry(
+                f"ask_agent refused: delegation depth limit ({ctx.max_depth}) reached; "
+                "answer with what you have"
+            )
+        return await ctx.ask_agent(agent, message)
+
+    return [ask_agent]
+
+
+def builtin_capabilities() -> CapabilityRegistry:
+    registry = CapabilityRegistry()
+    registry.register("memory", memory_tools, ["memory_append", "memory_replace"])
+    registry.register("notes", notes_tools, ["note_create", "note_read", "note_list", "note_share"])
+    registry.register("files", files_tools, FILE_TOOLS)
+    registry.register("notify", notify_tools, ["notify_user"])
+    registry.register("agents", agents_tools, ["ask_agent"])
+    return registry

@@ -1,0 +1,104 @@
+"""Capabilities → tools (seed 000's capability registry and run-time injections).
+
+A capability is a named bundle of tools, built for one run from a ``CapabilityContext``. An
+agent gets the tools of its ``capabilities`` plus the tools it names in ``tools`` (looked up in
+every capability's bundle). A run may be granted fewer tools — never more: a child run started
+by ``ask_agent`` gets at most the intersection of its own grant and its caller's.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentrunner.callbacks import AgentRunnerCallbacks
+from agentrunner.engine.tools import Tool
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.store.store import Store
+
+__all__ = ["AskAgent", "CapabilityContext", "CapabilityRegistry", "Resolver"]
+
+AskAgent = Callable[[str, str], Awaitable[str]]
+
+
+@dataclass(slots=True)
+class CapabilityContext:
+    """What a capability's tools may use during one run."""
+
+    agent: AgentSpec
+    thread_id: str
+    run_id: str
+    store: Store
+    project_root: Path
+    state_dir: Path
+    callbacks: AgentRunnerCallbacks = field(default_factory=AgentRunnerCallbacks)
+    depth: int = 0
+    max_depth: int = 3
+    ask_agent: AskAgent | None = None
+    team: Sequence[AgentSpec] = ()
+
+
+Resolver = Callable[[CapabilityContext], Sequence[Tool]]
+
+
+class CapabilityRegistry:
+    def __init__(self) -> None:
+        self._resolvers: dict[str, Resolver] = {}
+        self._provides: dict[str, str] = {}
+
+    def register(self, name: str, resolver: Resolver, tool_names: Sequence[str]) -> None:
+        """Add a capability; ``tool_names`` are the tools its resolver builds."""
+        if name in self._resolvers:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION, f"capability '{name}' is already registered"
+            )
+        for tool_name in tool_names:
+            if tool_name in self._provides:
+                raise AgentRunnerError(
+                    ErrorCode.VALIDATION,
+                    f"tool '{tool_name}' is already provided by capability "
+                    f"'{self._provides[tool_name]}'",
+                )
+        self._resolvers[name] = resolver
+        self._provides.update(dict.fromkeys(tool_names, name))
+
+    @property
+    def tool_names(self) -> list[str]:
+        return sorted(self._provides)
+
+    def grant(self, agent: AgentSpec) -> frozenset[str]:
+        """Every tool name the agent may use; unknown names are ``validation`` errors."""
+        names = set(agent.tools)
+        for capability in agent.capabilities:
+            if capability not in self._resolvers:
+                raise AgentRunnerError(
+                    ErrorCode.VALIDATION,
+                    f"agent '{agent.id}' uses unknown capability '{capability}'",
+                )
+            names.update(t for t, c in self._provides.items() if c == capability)
+        unknown = sorted(n for n in names if n not in self._provides)
+        if unknown:
+            near = difflib.get_close_matches(unknown[0], self.tool_names, n=1)
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"agent '{agent.id}' names unknown tool '{unknown[0]}'"
+                + (f" (did you mean '{near[0]}'?)" if near else ""),
+                hint=f"Known tools: {', '.join(self.tool_names)}.",
+                file=str(agent.path) if agent.path else None,
+                line=agent.line_of("tools"),
+            )
+        return frozenset(names)
+
+    def resolve(self, ctx: CapabilityContext, grant: frozenset[str]) -> list[Tool]:
+        """Build the granted tools for one run, in a stable order."""
+        needed = {self._provides[name] for name in grant}
+        tools: list[Tool] = []
+        for capability in sorted(needed):
+            tools.extend(t for t in self._resolvers[capability](ctx) if t.name in grant)
+        return tools
