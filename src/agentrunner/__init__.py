@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         load_agent_file,
         parse_agent_text,
     )
+    from agentrunner.callbacks import AgentRunnerCallbacks
     from agentrunner.config import (
         Budgets,
         Config,
@@ -52,9 +53,17 @@ if TYPE_CHECKING:
     )
     from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
     from agentrunner.project import Project, load_project
+    from agentrunner.runner import AgentRunner, RunAgentOverrides, RunResult
     from agentrunner.scaffold import create_project
+    from agentrunner.store import Store, open_store
 
 _EXPORTS: dict[str, str] = {
+    "AgentRunner": "agentrunner.runner",
+    "AgentRunnerCallbacks": "agentrunner.callbacks",
+    "RunAgentOverrides": "agentrunner.runner",
+    "RunResult": "agentrunner.runner",
+    "Store": "agentrunner.store",
+    "open_store": "agentrunner.store",
     "AbortSignal": "agentrunner.engine",
     "Engine": "agentrunner.engine",
     "FunctionModel": "agentrunner.engine",

@@ -225,7 +225,7 @@ async def test_budget_is_checked_before_each_request(
     )
     assert len(mock.requests) == 2  # a third would have overshot $0.25
     assert tracker.micros == 200_000 <= 250_000
-    assert "$0.2000 spent of $0.2500" in info.value.message
+    assert "$0.2000 spent of the run's budget ($0.2500)" in info.value.message
 
 
 async def test_child_costs_count_against_the_parent_budget() -> None:

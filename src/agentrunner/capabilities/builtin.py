@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from agentrunner.callbacks import safely
 from agentrunner.capabilities.files import TOOL_NAMES as FILE_TOOLS
 from agentrunner.capabilities.files import files_tools
 from agentrunner.capabilities.registry import CapabilityContext, CapabilityRegistry
-from agentrunner.engine.tools import Tool, ToolRetry, tool
+from agentrunner.engine.tools import Tool, ToolContext, ToolRetry, tool
 
 __all__ = ["builtin_capabilities"]
 
@@ -86,20 +87,34 @@ def notify_tools(ctx: CapabilityContext) -> list[Tool]:
 
 
 def agents_tools(ctx: CapabilityContext) -> list[Tool]:
-    team = ", ".join(f"{a.id} ({a.description or a.name})" for a in ctx.team) or "see agents list"
+    team = list(ctx.team)
+    names = [a.id for a in team]
+    described = "; ".join(f"{a.id}: {a.description or a.name}" for a in team) or "none"
 
-    @tool(description=f"Ask another agent a question and get its answer. Agents: {team}.")
-    async def ask_agent(agent: str, message: str) -> str:
+    async def ask(args: dict[str, Any], call: ToolContext) -> str:
         if ctx.ask_agent is None:
             raise ToolRetry("ask_agent is not available in this run")
         if ctx.depth >= ctx.max_depth:
             raise ToolRetry(
-                f"ask_agent refused: delegation depth limit ({ctx.max_depth}) reached; "
+                f"ask_agent refused: the delegation depth limit ({ctx.max_depth}) is reached; "
                 "answer with what you have"
             )
-        return await ctx.ask_agent(agent, message)
+        return await ctx.ask_agent(args["agent"], args["message"])
 
-    return [ask_agent]
+    schema = {
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "enum": names} if names else {"type": "string"},
+            "message": {"type": "string"},
+        },
+        "required": ["agent", "message"],
+        "additionalProperties": False,
+    }
+    return [
+        Tool(
+            "ask_agent", f"Ask another agent and get its answer. Agents: {described}.", schema, ask
+        )
+    ]
 
 
 def builtin_capabilities() -> CapabilityRegistry:

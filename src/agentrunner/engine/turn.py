@@ -73,6 +73,7 @@ class TurnLimits:
     max_output_tokens: int | None = None
     max_corrections: int = 3
     max_output_retries: int = 2
+    budget_label: str = "the run's budget"
 
 
 @dataclass(slots=True)
@@ -387,18 +388,19 @@ class _TurnRun:
                 "max_tokens_exceeded",
             )
         budget = limits.max_budget_micros
-        spent = self.turn.cost.root.micros
+        spent = self.turn.cost.micros  # this run and the child runs it started
         if budget is not None and (spent >= budget or spent + self.last_cost > budget):
+            nxt = (
+                ""
+                if spent >= budget
+                else f"; the next request would cost about ${self.last_cost / 1e6:.4f}"
+            )
             raise self.error(
                 ErrorCode.BUDGET_EXCEEDED,
-                f"budget exceeded: ${spent / 1e6:.4f} spent of ${budget / 1e6:.4f}"
-                + (
-                    ""
-                    if spent >= budget
-                    else f"; the next request would cost about ${self.last_cost / 1e6:.4f}"
-                ),
+                f"budget exceeded: ${spent / 1e6:.4f} spent of {limits.budget_label} "
+                f"(${budget / 1e6:.4f}){nxt}",
                 "budget_exceeded",
-                hint="Raise limits.max_budget_usd in the agent file.",
+                hint="Raise limits.max_budget_usd in the agent file or [budgets] in the config.",
             )
 
     # -- tools ----------------------------------------------------------------------------

@@ -84,10 +84,11 @@ class RunLog:
             if ops:
                 await self.store.batch(ops)
 
-    def take_pending(self) -> list[Op]:
-        """Hand the unwritten rows to a caller that writes them in its own transaction."""
-        ops, self._pending = self._pending, []
-        return ops
+    async def finish(self, final: list[Op]) -> None:
+        """Write what is pending together with the run's final rows, in one transaction."""
+        async with self._flushing:
+            ops, self._pending = self._pending, []
+            await self.store.batch([*ops, *final])
 
     def _kick(self) -> None:
         self._scheduled = False

@@ -1,0 +1,59 @@
+"""Post-run effects (seed 000 step 13): fire-and-forget work after a response — today the
+thread title, generated through the engine from the first exchange. Never delays the response;
+a failure is logged, never raised."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from agentrunner.engine.engine import Engine
+from agentrunner.engine.turn import TurnLimits
+from agentrunner.store.store import Store
+
+__all__ = ["PostRunEffects"]
+
+log = logging.getLogger("agentrunner.effects")
+
+TITLE_PROMPT = (
+    "Write a title of at most six words for the conversation the user shows you. Reply with "
+    "the title only: no quotes, no punctuation at the end."
+)
+
+
+class PostRunEffects:
+    def __init__(self, engine: Engine, store: Store, *, title_model: str | None = None) -> None:
+        self.engine = engine
+        self.store = store
+        self.title_model = title_model
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def dispatch_title(self, thread_id: str, model: str, question: str, answer: str) -> None:
+        self._spawn(self._title(thread_id, self.title_model or model, question, answer))
+
+    async def drain(self) -> None:
+        """Wait for the effects in flight (for shutdown and tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _title(self, thread_id: str, model: str, question: str, answer: str) -> None:
+        try:
+            result = await self.engine.run(
+                model=model,
+                system=TITLE_PROMPT,
+                message=f"User: {question[:1000]}\n\nAssistant: {answer[:1000]}",
+                limits=TurnLimits(max_turns=1, max_output_tokens=32),
+                stream=False,
+            )
+            title = " ".join(result.text.split()).strip(" \"'.")[:80]
+            if title:
+                await self.store.threads.set_title(thread_id, title)
+        except Exception:
+            log.warning("title generation for thread %s failed", thread_id, exc_info=True)

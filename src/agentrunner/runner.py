@@ -1,0 +1,455 @@
+"""``AgentRunner.run_agent``: seed 000's seam — one agent turn on one thread, recorded.
+
+The runner is sequencing only. It knows no prompt text (the prompt builder does), no tool
+wiring (the capability registry does), no provider (the engine does) and no SQL (the store
+does). The numbered comments are seed 000's execution sequence.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from agentrunner.budgets import RunBudget
+from agentrunner.callbacks import AgentRunnerCallbacks, event_adapter, safely
+from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
+from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.history import missing_results, window
+from agentrunner.engine.messages import AssistantMessage, Message, ToolResult, Usage, UserMessage
+from agentrunner.engine.tools import Tool, ToolRetry
+from agentrunner.engine.turn import CostTracker, TurnError, TurnLimits, TurnResult
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.prompt import PromptBuilder, PromptContext
+from agentrunner.store.repositories import ops
+from agentrunner.store.run_log import RunLog
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentrunner.agents.registry import AgentRegistry
+    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.config import Config
+    from agentrunner.effects import PostRunEffects
+    from agentrunner.engine.engine import Engine
+    from agentrunner.store.records import Thread
+    from agentrunner.store.store import Store
+
+__all__ = ["AgentRunner", "RunAgentOverrides", "RunResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunAgentOverrides:
+    """How this run executes, not what the agent is (seed 000)."""
+
+    model: str | None = None
+    max_turns: int | None = None
+    background: bool = False
+
+
+@dataclass(slots=True)
+class RunResult:
+    text: str
+    run_id: str
+    thread_id: str
+    agent_id: str
+    stop_reason: str
+    usage: Usage
+    cost_micros: int
+    cost_known: bool
+    model: str | None
+    output: Any = None
+
+    @property
+    def cost_usd(self) -> float:
+        return self.cost_micros / 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Parent:
+    """The run that started this one through ``ask_agent``."""
+
+    run_id: str
+    thread_id: str
+    depth: int
+    grant: frozenset[str]
+    cost: CostTracker
+    budget_left: int | None
+
+
+@dataclass(slots=True)
+class _Run:
+    """One run in progress: what the settle steps need."""
+
+    agent: AgentSpec
+    thread: Thread
+    run_id: str
+    log: RunLog
+    callbacks: AgentRunnerCallbacks
+    next_seq: int
+    cost: CostTracker = field(default_factory=CostTracker)
+
+
+class AgentRunner:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        agents: AgentRegistry,
+        store: Store,
+        engine: Engine,
+        prompt: PromptBuilder,
+        capabilities: CapabilityRegistry,
+        effects: PostRunEffects,
+        history_window: int = 100,
+        max_depth: int = 3,
+    ) -> None:
+        self.config = config
+        self.agents = agents
+        self.store = store
+        self.engine = engine
+        self.prompt = prompt
+        self.capabilities = capabilities
+        self.effects = effects
+        self.history_window = history_window
+        self.max_depth = max_depth
+
+    @classmethod
+    async def open(
+        cls, start: Path | None = None, *, database_url: str | None = None
+    ) -> AgentRunner:
+        """The runner for the project at (or above) ``start``: config, agents, store, engine."""
+        from agentrunner.compose import open_runner
+
+        return await open_runner(start, database_url=database_url)
+
+    async def close(self) -> None:
+        await self.effects.drain()
+        await self.engine.aclose()
+        await self.store.close()
+
+    async def __aenter__(self) -> AgentRunner:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def session_thread(self, agent_id: str, *, new: bool = False) -> str:
+        """The agent's current session thread (DESIGN decision 6); a new one if asked or none."""
+        self.agents.get(agent_id)
+        state = await self.store.agent_states.get(agent_id)
+        if state is not None and state.current_thread_id and not new:
+            return state.current_thread_id
+        thread_id = f"{agent_id}-{uuid.uuid4().hex[:12]}"
+        await self.store.threads.open(thread_id, agent_id)
+        await self.store.agent_states.set_current_thread(agent_id, thread_id)
+        return thread_id
+
+    async def run_agent(
+        self,
+        agent_id: str,
+        thread_id: str,
+        message: str,
+        callbacks: AgentRunnerCallbacks | None = None,
+        overrides: RunAgentOverrides | None = None,
+        abort: AbortSignal | None = None,
+        *,
+        input: dict[str, Any] | None = None,
+    ) -> RunResult:
+        """Run one turn of ``agent_id`` on ``thread_id`` with ``message``.
+
+        Aborted: the thread gets ``(stopped by user)``, the result's text is empty, no error
+        callback. Failed: the thread gets ``(error: …)``, ``on_error`` fires and the error is
+        raised again (an ``AgentRunnerError`` with its code); the session does not advance.
+        """
+        return await self._run(
+            agent_id,
+            thread_id,
+            message,
+            callbacks or AgentRunnerCallbacks(),
+            overrides or RunAgentOverrides(),
+            abort,
+            input or {},
+            None,
+        )
+
+    async def _run(
+        self,
+        agent_id: str,
+        thread_id: str,
+        message: str,
+        callbacks: AgentRunnerCallbacks,
+        overrides: RunAgentOverrides,
+        abort: AbortSignal | None,
+        input: dict[str, Any],
+        parent: _Parent | None,
+    ) -> RunResult:
+        async with self.store.locks.hold(thread_id):  # 1. thread lock
+            agent = self.agents.get(agent_id)  # 2. agent config
+            thread = await self.store.threads.open(  # 3. thread manifest
+                thread_id, agent_id, parent.thread_id if parent else None
+            )
+            history = window(await self.store.messages.recent(thread_id, self.history_window))
+            repairs = missing_results(history)
+            run_id = _new_id("run")
+            run = _Run(
+                agent,
+                thread,
+                run_id,
+                RunLog(self.store, run_id, agent_id, event_adapter(callbacks)),
+                callbacks,
+                thread.message_count + 1,
+                parent.cost.child() if parent else CostTracker(),
+            )
+            user = UserMessage(message)
+            await self.store.batch(  # 4. append the user message (answering a crashed run's calls)
+                ops(
+                    self.store.runs.insert_op(
+                        run_id=run.run_id,
+                        agent_id=agent_id,
+                        thread_id=thread_id,
+                        status="running",
+                        parent_run_id=parent.run_id if parent else None,
+                        depth=parent.depth + 1 if parent else 0,
+                    ),
+                    self._append(run, [*repairs, user], session=False),
+                    self.store.agent_states.status_op(agent_id, "working", run.run_id),
+                )
+            )
+            try:
+                result = await self._execute(
+                    run, [*history, *repairs], user, overrides, abort, input, parent
+                )
+            except TurnError as exc:
+                return await self._settle_failure(run, exc, exc.result)
+            except AgentRunnerError as exc:
+                return await self._settle_failure(run, exc, None)
+            except Exception as exc:
+                internal = AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+                internal.__cause__ = exc
+                return await self._settle_failure(run, internal, None)
+            await run.log.finish(  # 9-11. assistant messages, manifest, usage
+                ops(
+                    self._append(run, result.new_messages, session=True),
+                    self._finish_op(run, "completed", result.stop_reason, result),
+                    self.store.agent_states.status_op(agent_id, "idle", None),
+                )
+            )
+            safely(callbacks.on_response, agent_id, thread_id, result.text)  # 12. on_response
+            if thread.title is None and thread.message_count == 0:  # 13. post-run effects
+                self.effects.dispatch_title(thread_id, result.model or "test", message, result.text)
+            return RunResult(
+                result.text,
+                run.run_id,
+                thread_id,
+                agent_id,
+                result.stop_reason,
+                result.usage,
+                run.cost.micros,
+                run.cost.known,
+                result.model,
+                result.output,
+            )
+        # 14. the lock is released when the block exits
+
+    async def _execute(
+        self,
+        run: _Run,
+        history: list[Message],
+        user: UserMessage,
+        overrides: RunAgentOverrides,
+        abort: AbortSignal | None,
+        input: dict[str, Any],
+        parent: _Parent | None,
+    ) -> TurnResult:
+        agent = run.agent
+        memory = await self._memory(agent)
+        system = await self.prompt.build(  # 5. system prompt
+            PromptContext(
+                agent, run.thread.id, input, overrides.background, task=run.thread.active_task
+            ),
+            memory=memory,
+        )
+        grant = self.capabilities.grant(agent)
+        if parent is not None:
+            grant = grant & parent.grant  # a child never gets more than its caller
+        budget = await self._budget(agent, parent)
+        context = CapabilityContext(
+            agent=agent,
+            thread_id=run.thread.id,
+            run_id=run.run_id,
+            store=self.store,
+            project_root=self.config.root,
+            state_dir=self.config.state_dir,
+            callbacks=run.callbacks,
+            depth=parent.depth + 1 if parent else 0,
+            max_depth=self.max_depth,
+            team=[a for a in self.agents if a.id != agent.id and a.enabled],
+        )
+        tools = self.capabilities.resolve(context, grant)  # 6. capabilities → tools
+        tools += self._injections(overrides, context)  # 7. run-time injections
+        context.ask_agent = self._ask_agent(run, context, grant, budget, overrides, abort)
+        run.log.message("system_message", system)
+        run.log.message("user_message", user.content)
+        models = [
+            overrides.model or agent.model or self.config.default_model or "test",
+            *agent.fallback,
+        ]
+        limits = agent.limits
+        return await self.engine.run(  # 8. the engine call
+            chain=self.engine.chain(models, agent.retry),
+            system=system,
+            history=history,
+            message=user.content,
+            tools=tools,
+            limits=TurnLimits(
+                max_turns=overrides.max_turns or limits.max_turns,
+                max_tool_calls=limits.max_tool_calls,
+                max_tokens=limits.max_tokens,
+                max_output_tokens=limits.max_output_tokens,
+                max_budget_micros=budget.micros,
+                budget_label=budget.label,
+            ),
+            emit=run.log.emit,
+            abort=abort,
+            output_schema=agent.output_schema,
+            cost=run.cost,
+            tool_context={"agent_id": agent.id, "thread_id": run.thread.id, "run_id": run.run_id},
+            before_tools=lambda calls: run.log.flush(),  # tool calls are durable before they run
+        )
+
+    async def _settle_failure(
+        self, run: _Run, exc: AgentRunnerError, partial: TurnResult | None
+    ) -> RunResult:
+        """Seed 000's abort and engine-error semantics."""
+        cancelled = exc.code is ErrorCode.CANCELLED
+        kept = _sendable(partial.new_messages) if partial else []
+        marker = AssistantMessage("(stopped by user)" if cancelled else f"(error: {exc.message})")
+        stop = partial.stop_reason if partial else ("cancelled" if cancelled else "error")
+        run.log.fail_step()
+        await run.log.finish(
+            ops(
+                self._append(run, [*kept, marker], session=False),  # the session does not advance
+                self._finish_op(run, "cancelled" if cancelled else "failed", stop, partial, exc),
+                self.store.agent_states.status_op(
+                    run.agent.id, "idle" if cancelled else "error", None
+                ),
+            )
+        )
+        if cancelled:
+            return RunResult(
+                "",
+                run.run_id,
+                run.thread.id,
+                run.agent.id,
+                "cancelled",
+                partial.usage if partial else Usage(),
+                run.cost.micros,
+                run.cost.known,
+                partial.model if partial else None,
+            )
+        safely(run.callbacks.on_error, run.agent.id, run.thread.id, exc.message)
+        raise exc
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _append(self, run: _Run, messages: list[Message], *, session: bool) -> list[Any]:
+        first, run.next_seq = run.next_seq, run.next_seq + len(messages)
+        return [
+            *self.store.messages.append_ops(run.thread.id, first, messages, run.run_id),
+            self.store.threads.manifest_op(
+                run.thread.id, added=len(messages), session_run_id=run.run_id if session else None
+            ),
+        ]
+
+    def _finish_op(
+        self,
+        run: _Run,
+        status: str,
+        stop_reason: str,
+        result: TurnResult | None,
+        error: AgentRunnerError | None = None,
+    ) -> Any:
+        return self.store.runs.finish_op(
+            run.run_id,
+            status=status,
+            stop_reason=stop_reason,
+            model=result.model if result else None,
+            usage=result.usage.to_dict() if result else None,
+            cost_micros=run.cost.micros,
+            cost_known=run.cost.known,
+            error_code=str(error.code) if error else None,
+            error_message=error.message if error else None,
+        )
+
+    async def _memory(self, agent: AgentSpec) -> dict[str, str]:
+        blocks = await self.store.memory.blocks(agent.id)
+        missing = {k: v for k, v in agent.memory.items() if k not in blocks}
+        if missing:
+            await self.store.memory.seed(agent.id, missing)
+            blocks.update(missing)
+        return blocks
+
+    async def _budget(self, agent: AgentSpec, parent: _Parent | None) -> RunBudget:
+        budgets = self.config.budgets
+        agent_spent = (
+            await self.store.costs.spent_today(agent.id)
+            if budgets.per_agent_daily_usd is not None
+            else 0
+        )
+        all_spent = (
+            await self.store.costs.spent_today() if budgets.global_daily_usd is not None else 0
+        )
+        return RunBudget.tightest(
+            agent,
+            budgets,
+            agent_spent_today=agent_spent,
+            all_spent_today=all_spent,
+            parent_left=parent.budget_left if parent else None,
+        )
+
+    def _injections(self, overrides: RunAgentOverrides, context: CapabilityContext) -> list[Tool]:
+        """Tools a caller adds for one run (seed 000 step 7). None yet for direct runs."""
+        return []
+
+    def _ask_agent(
+        self,
+        run: _Run,
+        context: CapabilityContext,
+        grant: frozenset[str],
+        budget: RunBudget,
+        overrides: RunAgentOverrides,
+        abort: AbortSignal | None,
+    ) -> AskAgent:
+        async def ask(target: str, message: str) -> str:
+            if target not in self.agents:
+                raise ToolRetry(f"no agent '{target}'; agents: {', '.join(self.agents.ids())}")
+            left = None if budget.micros is None else budget.micros - run.cost.micros
+            parent = _Parent(run.run_id, run.thread.id, context.depth, grant, run.cost, left)
+            try:
+                child = await self._run(
+                    target,
+                    f"{run.thread.id}.{target}",
+                    message,
+                    replace(run.callbacks, on_response=None),  # the parent captures the answer
+                    RunAgentOverrides(background=overrides.background),
+                    abort,
+                    {},
+                    parent,
+                )
+            except AgentRunnerError as exc:
+                raise ToolRetry(f"{target} could not answer ({exc.code}): {exc.message}") from exc
+            return child.text
+
+        return ask
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+def _sendable(messages: list[Message]) -> list[Message]:
+    """What of a failed turn to keep in the thread: everything up to its last tool result, so
+    every kept tool call has its answer; partial text after it is dropped."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, ToolResult)), default=-1)
+    return list(messages[: last + 1])
