@@ -212,6 +212,7 @@ class AgentRunner:
                         parent_run_id=parent.run_id if parent else None,
                         depth=parent.depth + 1 if parent else 0,
                     ),
+                    self.store.runs.abandon_op(thread_id),  # we hold the lock: any running run died
                     self._append(run, [*repairs, user], session=False),
                     self.store.agent_states.status_op(agent_id, "working", run.run_id),
                 )

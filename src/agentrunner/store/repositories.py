@@ -192,6 +192,11 @@ class Runs(_Repo):
             started_at=now if status == "running" else None,
         )
 
+    def abandon_op(self, thread_id: str) -> Op:
+        """Mark the thread's runs still ``running`` as failed: their process died holding the
+        thread lock (whoever calls this holds it now)."""
+        return self.op("run_abandon", thread_id=thread_id, now=time.time())
+
     def finish_op(
         self,
         run_id: str,

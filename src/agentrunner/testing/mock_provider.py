@@ -208,7 +208,8 @@ class MockProvider:
 
 
 def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
-    """No script: call the first offered tool once (schema-valid arguments), then answer."""
+    """No script: call the first offered tool once (schema-valid arguments), then answer by
+    echoing the last user message."""
     messages = body.get("messages") or []
     tools = body.get("tools") or []
     last = messages[-1] if messages else {}
@@ -224,7 +225,20 @@ def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
         spec = tool["function"] if flavor == "openai" else tool
         schema = spec.get("parameters") if flavor == "openai" else spec.get("input_schema")
         return Reply(tool_calls=[(spec["name"], example_from_schema(schema or {}))])
-    return Reply(text="Done: the mock provider answered.")
+    return Reply(text=f"Echo: {_last_user_text(messages)}")
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content or () if b.get("type") == "text"]
+        if texts:
+            return texts[-1]
+    return ""
 
 
 def _dangling_tool_call(body: dict[str, Any], flavor: str) -> str | None:

@@ -54,6 +54,12 @@ SET status = :status, stop_reason = :stop_reason, model = :model, error_code = :
     cost_micros = :cost_micros, cost_known = :cost_known, completed_at = :now
 WHERE id = :id;
 
+-- name: run_abandon
+UPDATE runs
+SET status = 'failed', stop_reason = 'error', error_code = 'internal',
+    error_message = 'the process running it stopped before it finished', completed_at = :now
+WHERE thread_id = :thread_id AND status = 'running';
+
 -- name: run_get
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,

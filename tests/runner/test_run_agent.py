@@ -1,0 +1,346 @@
+"""AgentRunner.run_agent against the mock provider, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner import AgentRunner, AgentRunnerCallbacks, RunAgentOverrides
+from agentrunner.engine import AbortSignal, AssistantMessage, ToolResult, UserMessage
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.testing import Fault, MockProvider, Reply
+from tests.runner.conftest import Agent
+
+
+async def test_a_tool_run_tells_the_whole_story(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("helper", "capabilities: [notes]")
+    mock.queue(
+        Reply(
+            tool_calls=[("note_create", {"title": "Launch plan", "body": "Ship in Q3"})],
+            input_tokens=100,
+            output_tokens=10,
+        ),
+        Reply(text="Noted the plan.", input_tokens=150, output_tokens=5),
+    )
+    runner: AgentRunner = await open_runner()
+    result = await runner.run_agent("helper", "t1", "Write down the launch plan")
+    await runner.effects.drain()
+    store = runner.store
+    assert result.text == "Noted the plan." and result.stop_reason == "end_turn"
+    assert result.cost_micros == 100 + 20 + 150 + 10
+    thread = await store.threads.get("t1")
+    assert (
+        thread is not None and thread.message_count == 4 and thread.session_run_id == result.run_id
+    )
+    assert thread.title  # the post-run effect named the thread
+    roles = [m.role for _, m, _, _ in await store.messages.page("t1")]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    run = await store.runs.get(result.run_id)
+    assert run is not None and (run.status, run.stop_reason, run.model) == (
+        "completed",
+        "end_turn",
+        "mockai:gpt-mock",
+    )
+    assert run.token_usage == {
+        "input_tokens": 250,
+        "output_tokens": 15,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "requests": 2,
+    }
+    steps = await store.runs.steps(result.run_id)
+    assert [(s.step_number, s.status, s.model_id) for s in steps] == [
+        (1, "completed", "mockai:gpt-mock"),
+        (2, "completed", "mockai:gpt-mock"),
+    ]
+    kinds = [m.message_type for m in await store.runs.messages(result.run_id)]
+    assert kinds == [
+        "system_message",
+        "user_message",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+    events = [e.type for e in await store.events.list(result.run_id)]
+    assert events[0] == "step.started" and events[-1] == "agent.message"
+    assert events.count("cost.updated") == 2 and "agent.tool_call" in events
+    note = await store.notes.get("helper", "launch-plan")
+    assert note is not None and note.body == "Ship in Q3"
+    assert (await store.agent_states.get("helper")).status == "idle"  # type: ignore[union-attr]
+
+
+async def test_fifty_concurrent_runs_on_one_thread_in_arrival_order(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("echo")
+    runner: AgentRunner = await open_runner()
+    results = await asyncio.gather(
+        *(runner.run_agent("echo", "shared", f"message {n}") for n in range(50))
+    )
+    assert [r.text for r in results] == [f"Echo: message {n}" for n in range(50)]
+    page = await runner.store.messages.page("shared", limit=500)
+    texts = [m.content if isinstance(m, UserMessage) else m.text for _, m, _, _ in page]  # type: ignore[union-attr]
+    expected = [t for n in range(50) for t in (f"message {n}", f"Echo: message {n}")]
+    assert texts == expected
+    runs = sorted(
+        await runner.store.runs.list(thread_id="shared", limit=100), key=lambda r: r.started_at or 0
+    )
+    assert len(runs) == 50
+    for before, after in zip(runs, runs[1:], strict=False):
+        assert before.completed_at is not None and after.started_at is not None
+        assert before.completed_at <= after.started_at  # one at a time
+
+
+async def test_abort_follows_seed_000(agent: Agent, open_runner: Any, mock: MockProvider) -> None:
+    agent("talker")
+    runner: AgentRunner = await open_runner()
+    first = await runner.run_agent("talker", "t", "hello")
+    before = await runner.store.threads.get("t")
+    mock.queue(Reply(text="word " * 200, chunk_delay_s=0.01))
+    abort = AbortSignal()
+    errors: list[str] = []
+    responses: list[str] = []
+    callbacks = AgentRunnerCallbacks(
+        on_error=lambda a, t, e: errors.append(e), on_response=lambda a, t, x: responses.append(x)
+    )
+    task = asyncio.ensure_future(
+        runner.run_agent("talker", "t", "tell me a long story", callbacks, abort=abort)
+    )
+    await asyncio.sleep(0.3)
+    abort.abort()
+    result = await task
+    assert result.text == "" and result.stop_reason == "cancelled"
+    assert errors == [] and responses == []
+    page = await runner.store.messages.page("t")
+    last = page[-1][1]
+    assert isinstance(last, AssistantMessage) and last.text == "(stopped by user)"
+    after = await runner.store.threads.get("t")
+    assert after is not None and before is not None
+    assert after.session_run_id == first.run_id  # the session did not advance
+    assert after.updated_at > before.updated_at
+    run = await runner.store.runs.get(result.run_id)
+    assert run is not None and (run.status, run.stop_reason) == ("cancelled", "cancelled")
+    assert (await runner.run_agent("talker", "t", "again")).text == "Echo: again"
+
+
+async def test_engine_error_follows_seed_000(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("talker")
+    runner: AgentRunner = await open_runner()
+    good = await runner.run_agent("talker", "t", "hello")
+    mock.queue(Reply(fault=Fault.http(400)))
+    errors: list[tuple[str, str, str]] = []
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent(
+            "talker", "t", "break", AgentRunnerCallbacks(on_error=lambda *a: errors.append(a))
+        )
+    assert info.value.code is ErrorCode.VALIDATION
+    assert errors == [("talker", "t", info.value.message)]
+    last = (await runner.store.messages.page("t"))[-1][1]
+    assert isinstance(last, AssistantMessage) and last.text == f"(error: {info.value.message})"
+    thread = await runner.store.threads.get("t")
+    assert thread is not None and thread.session_run_id == good.run_id
+    [failed] = [r for r in await runner.store.runs.list(thread_id="t") if r.status == "failed"]
+    assert (failed.error_code, failed.stop_reason) == ("validation", "error")
+    assert (await runner.store.agent_states.get("talker")).status == "error"  # type: ignore[union-attr]
+
+
+async def test_bad_input_is_recorded_not_half_written(agent: Agent, open_runner: Any) -> None:
+    agent("templ", body="You work for {{input.company}}.")
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent("templ", "t", "hi")
+    assert info.value.code is ErrorCode.MISSING_MANDATORY_PLACEHOLDER
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert run.status == "failed" and run.error_code == "missing_mandatory_placeholder"
+    ok = await runner.run_agent("templ", "t", "hi", input={"company": "Acme"})
+    assert ok.text == "Echo: hi"
+
+
+async def test_unknown_agent_writes_nothing(open_runner: Any, agent: Agent) -> None:
+    agent("real")
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent("ghost", "t", "hi")
+    assert info.value.code is ErrorCode.AGENT_NOT_FOUND
+    assert await runner.store.threads.get("t") is None
+
+
+async def test_budget_exceeded_stops_the_run(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("spender", "capabilities: [notes]\nlimits: {max_budget_usd: 0.15}")
+    mock.queue(
+        *(
+            Reply(tool_calls=[("note_list", {})], input_tokens=100_000, output_tokens=0)
+            for _ in range(4)
+        )
+    )
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent("spender", "t", "spend")
+    assert info.value.code is ErrorCode.BUDGET_EXCEEDED
+    assert "agent 'spender''s max_budget_usd" in info.value.message
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert (run.status, run.stop_reason, run.cost_micros) == ("failed", "budget_exceeded", 100_000)
+
+
+async def test_one_failing_run_does_not_take_others_down(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("a")
+    mock.queue(Reply(fault=Fault.http(401)), model="gpt-mock")
+    runner: AgentRunner = await open_runner()
+    outcomes = await asyncio.gather(
+        runner.run_agent("a", "bad", "first"),
+        runner.run_agent("a", "good", "second"),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[0], AgentRunnerError) and outcomes[0].code is ErrorCode.PROVIDER_AUTH
+    assert outcomes[1].text == "Echo: second"  # type: ignore[union-attr]
+
+
+async def test_capability_callbacks_are_enriched(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("pinger", "capabilities: [notify, memory, notes]\nmemory: {human: 'unknown'}")
+    mock.queue(
+        Reply(
+            tool_calls=[
+                ("notify_user", {"message": "done!"}),
+                ("memory_append", {"label": "human", "text": "likes tea"}),
+                ("note_create", {"title": "T", "body": "B"}),
+            ]
+        ),
+        Reply(tool_calls=[("note_share", {"slug": "t", "message": "see this"})]),
+        Reply(text="ok"),
+    )
+    seen: list[tuple[Any, ...]] = []
+    callbacks = AgentRunnerCallbacks(
+        on_notify_user=lambda *a: seen.append(("notify", *a)),
+        on_pin_change=lambda *a: seen.append(("pin", *a)),
+        on_share_note=lambda *a: seen.append(("share", *a)),
+        on_tool_use=lambda name, args, summary: seen.append(("tool", name)),
+    )
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("pinger", "t", "go", callbacks)
+    assert ("notify", "pinger", "t", "done!") in seen
+    assert ("pin", "pinger") in seen
+    assert ("share", "pinger", "t", "T", "t", "see this") in seen
+    assert await runner.store.memory.blocks("pinger") == {"human": "unknown\nlikes tea"}
+    system = mock.requests[0].body["messages"][0]["content"]
+    assert "### human\nunknown" in system
+
+
+async def test_ask_agent_stops_at_the_depth_limit(agent: Agent, open_runner: Any) -> None:
+    for name in ("x1", "x2"):
+        agent(name, "model: test\ncapabilities: [agents]")
+    runner: AgentRunner = await open_runner()
+    result = await runner.run_agent("x1", "t", "go")
+    runs = await runner.store.runs.list(limit=20)
+    assert max(r.depth for r in runs) == 3
+    refused = [
+        m
+        for r in runs
+        for m in await runner.store.runs.messages(r.id)
+        if m.message_type == "tool_return_message" and m.is_error and "depth limit (3)" in m.content
+    ]
+    assert len(refused) == 1 and result.stop_reason == "end_turn"
+    child_costs = sum(r.cost_micros for r in runs if r.depth == 1)
+    assert result.cost_micros >= child_costs
+
+
+async def test_child_grant_is_the_intersection(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("boss", "capabilities: [agents, memory]")
+    agent("worker", "capabilities: [memory, notes]")
+    mock.queue(
+        Reply(tool_calls=[("ask_agent", {"agent": "worker", "message": "hi"})]),
+        Reply(text="worker says hi"),
+        Reply(text="boss done"),
+    )
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("boss", "t", "delegate")
+    child_request = mock.requests[1].body
+    assert {t["function"]["name"] for t in child_request["tools"]} == {
+        "memory_append",
+        "memory_replace",
+    }
+
+
+@pytest.mark.parametrize(
+    ("trust", "path", "allowed"),
+    [
+        ("sandboxed", "notes.txt", True),
+        ("sandboxed", "../../secret.txt", False),
+        ("sandboxed", "/etc/hostname", False),
+        ("sandboxed", "link/secret.txt", False),
+        ("workspace", "agentrunner.toml", True),
+        ("workspace", "../secret.txt", False),
+        ("full", "SECRET_ABS", True),
+    ],
+)
+async def test_files_stay_in_scope(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    trust: str,
+    path: str,
+    allowed: bool,
+) -> None:
+    secret = project.parent / "secret.txt"
+    secret.write_text("top secret")
+    workspace = project / ".agentrunner" / "workspaces" / "filer"
+    workspace.mkdir(parents=True)
+    (workspace / "notes.txt").write_text("my notes")
+    (workspace / "link").symlink_to(project.parent)
+    agent("filer", f"capabilities: [files]\ntrust: {trust}")
+    mock.queue(
+        Reply(tool_calls=[("read_file", {"path": str(secret) if path == "SECRET_ABS" else path})]),
+        Reply(text="read it"),
+    )
+    runner: AgentRunner = await open_runner()
+    if allowed:
+        await runner.run_agent("filer", "t", "read")
+        result_msg = [
+            m for _, m, _, _ in await runner.store.messages.page("t") if isinstance(m, ToolResult)
+        ][0]
+        assert not result_msg.is_error
+        return
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent("filer", "t", "read")
+    assert info.value.code is ErrorCode.TOOL_DENIED
+    assert "top secret" not in str(await runner.store.messages.page("t"))
+
+
+async def test_overrides_model_and_max_turns(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("o", "capabilities: [notes]")
+    runner: AgentRunner = await open_runner()
+    mock.queue(Reply(text="from claude"))
+    result = await runner.run_agent(
+        "o", "t", "hi", overrides=RunAgentOverrides(model="mockant:claude-mock")
+    )
+    assert result.model == "mockant:claude-mock" and result.text == "from claude"
+    mock.queue(*(Reply(tool_calls=[("note_list", {})]) for _ in range(3)))
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent("o", "t", "loop", overrides=RunAgentOverrides(max_turns=2))
+    assert info.value.code is ErrorCode.TURN_LIMIT
+
+
+async def test_session_thread(agent: Agent, open_runner: Any) -> None:
+    agent("s")
+    runner: AgentRunner = await open_runner()
+    first = await runner.session_thread("s")
+    assert await runner.session_thread("s") == first
+    fresh = await runner.session_thread("s", new=True)
+    assert fresh != first and await runner.session_thread("s") == fresh
