@@ -8,6 +8,7 @@ does). The numbered comments are seed 000's execution sequence.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +89,7 @@ class _Run:
     callbacks: AgentRunnerCallbacks
     next_seq: int
     cost: CostTracker = field(default_factory=CostTracker)
+    saved: int = 0  # how many of the turn's new messages are already in the thread
 
 
 class AgentRunner:
@@ -204,6 +206,7 @@ class AgentRunner:
             user = UserMessage(message)
             await self.store.batch(  # 4. append the user message (answering a crashed run's calls)
                 ops(
+                    self.store.runs.abandon_op(thread_id),  # we hold the lock: a running run died
                     self.store.runs.insert_op(
                         run_id=run.run_id,
                         agent_id=agent_id,
@@ -212,7 +215,6 @@ class AgentRunner:
                         parent_run_id=parent.run_id if parent else None,
                         depth=parent.depth + 1 if parent else 0,
                     ),
-                    self.store.runs.abandon_op(thread_id),  # we hold the lock: any running run died
                     self._append(run, [*repairs, user], session=False),
                     self.store.agent_states.status_op(agent_id, "working", run.run_id),
                 )
@@ -229,9 +231,9 @@ class AgentRunner:
                 internal = AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
                 internal.__cause__ = exc
                 return await self._settle_failure(run, internal, None)
-            await run.log.finish(  # 9-11. assistant messages, manifest, usage
+            await run.log.flush_with(  # 9-11. assistant messages, manifest, usage
                 ops(
-                    self._append(run, result.new_messages, session=True),
+                    self._append(run, result.new_messages[run.saved :], session=True),
                     self._finish_op(run, "completed", result.stop_reason, result),
                     self.store.agent_states.status_op(agent_id, "idle", None),
                 )
@@ -316,7 +318,7 @@ class AgentRunner:
             output_schema=agent.output_schema,
             cost=run.cost,
             tool_context={"agent_id": agent.id, "thread_id": run.thread.id, "run_id": run.run_id},
-            before_tools=lambda calls: run.log.flush(),  # tool calls are durable before they run
+            before_tools=lambda new: self._save_progress(run, new),
         )
 
     async def _settle_failure(
@@ -324,11 +326,11 @@ class AgentRunner:
     ) -> RunResult:
         """Seed 000's abort and engine-error semantics."""
         cancelled = exc.code is ErrorCode.CANCELLED
-        kept = _sendable(partial.new_messages) if partial else []
+        kept = _sendable(partial.new_messages)[run.saved :] if partial else []
         marker = AssistantMessage("(stopped by user)" if cancelled else f"(error: {exc.message})")
         stop = partial.stop_reason if partial else ("cancelled" if cancelled else "error")
         run.log.fail_step()
-        await run.log.finish(
+        await run.log.flush_with(
             ops(
                 self._append(run, [*kept, marker], session=False),  # the session does not advance
                 self._finish_op(run, "cancelled" if cancelled else "failed", stop, partial, exc),
@@ -353,6 +355,13 @@ class AgentRunner:
         raise exc
 
     # -- helpers --------------------------------------------------------------------------
+
+    async def _save_progress(self, run: _Run, new: Sequence[Message]) -> None:
+        """Before tools run: the model's tool calls (and earlier results) go into the thread,
+        with the events so far, in one transaction."""
+        unsaved = list(new[run.saved :])
+        run.saved = len(new)
+        await run.log.flush_with(self._append(run, unsaved, session=False))
 
     def _append(self, run: _Run, messages: list[Message], *, session: bool) -> list[Any]:
         first, run.next_seq = run.next_seq, run.next_seq + len(messages)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ async def test_fifty_concurrent_runs_on_one_thread_in_arrival_order(
         await runner.store.runs.list(thread_id="shared", limit=100), key=lambda r: r.started_at or 0
     )
     assert len(runs) == 50
-    for before, after in zip(runs, runs[1:], strict=False):
+    for before, after in itertools.pairwise(runs):
         assert before.completed_at is not None and after.started_at is not None
         assert before.completed_at <= after.started_at  # one at a time
 
@@ -194,12 +195,13 @@ async def test_budget_exceeded_stops_the_run(
 async def test_one_failing_run_does_not_take_others_down(
     agent: Agent, open_runner: Any, mock: MockProvider
 ) -> None:
-    agent("a")
-    mock.queue(Reply(fault=Fault.http(401)), model="gpt-mock")
+    agent("bad", "model: mockai:gpt-broken")
+    agent("good")
+    mock.queue(Reply(fault=Fault.http(401)), model="gpt-broken")
     runner: AgentRunner = await open_runner()
     outcomes = await asyncio.gather(
-        runner.run_agent("a", "bad", "first"),
-        runner.run_agent("a", "good", "second"),
+        runner.run_agent("bad", "t1", "first"),
+        runner.run_agent("good", "t2", "second"),
         return_exceptions=True,
     )
     assert isinstance(outcomes[0], AgentRunnerError) and outcomes[0].code is ErrorCode.PROVIDER_AUTH
@@ -310,9 +312,9 @@ async def test_files_stay_in_scope(
     runner: AgentRunner = await open_runner()
     if allowed:
         await runner.run_agent("filer", "t", "read")
-        result_msg = [
+        result_msg = next(
             m for _, m, _, _ in await runner.store.messages.page("t") if isinstance(m, ToolResult)
-        ][0]
+        )
         assert not result_msg.is_error
         return
     with pytest.raises(AgentRunnerError) as info:

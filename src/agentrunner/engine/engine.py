@@ -11,7 +11,7 @@ from agentrunner.agents.spec import RetryPolicy
 from agentrunner.config import Config
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.fallback import ChainEntry, FallbackChain
-from agentrunner.engine.messages import Message, ToolCall, UserMessage
+from agentrunner.engine.messages import Message, UserMessage
 from agentrunner.engine.models import ModelRegistry
 from agentrunner.engine.tools import Tool
 from agentrunner.engine.turn import (
@@ -78,7 +78,7 @@ class Engine:
         output_schema: Mapping[str, Any] | None = None,
         cost: CostTracker | None = None,
         tool_context: Mapping[str, Any] | None = None,
-        before_tools: Callable[[Sequence[ToolCall]], Awaitable[None]] | None = None,
+        before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None,
     ) -> TurnResult:
         """Run one turn: ``history`` plus ``message`` (if given) as the new user message.
 

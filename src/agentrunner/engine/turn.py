@@ -155,7 +155,7 @@ class Turn:
     output_schema: Mapping[str, Any] | None = None
     cost: CostTracker = field(default_factory=CostTracker)
     tool_context: Mapping[str, Any] = field(default_factory=dict)
-    before_tools: Callable[[Sequence[ToolCall]], Awaitable[None]] | None = None
+    before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None
 
 
 async def run_turn(turn: Turn) -> TurnResult:
@@ -429,7 +429,9 @@ class _TurnRun:
                 },
             )
         if self.turn.before_tools is not None:
-            await self.turn.before_tools(calls)
+            # The conversation so far (ending with these calls) is made durable before any
+            # tool runs, so a crash leaves a record the next run can repair.
+            await self.turn.before_tools(self.turn.messages[self.start :])
         self.finished = {}
         try:
             if len(calls) == 1:

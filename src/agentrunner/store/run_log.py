@@ -84,11 +84,11 @@ class RunLog:
             if ops:
                 await self.store.batch(ops)
 
-    async def finish(self, final: list[Op]) -> None:
-        """Write what is pending together with the run's final rows, in one transaction."""
+    async def flush_with(self, rows: list[Op]) -> None:
+        """Write what is pending together with ``rows``, in one transaction."""
         async with self._flushing:
             ops, self._pending = self._pending, []
-            await self.store.batch([*ops, *final])
+            await self.store.batch([*ops, *rows])
 
     def _kick(self) -> None:
         self._scheduled = False

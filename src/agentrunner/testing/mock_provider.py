@@ -234,10 +234,10 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
             continue
         content = message.get("content")
         if isinstance(content, str):
-            return content
+            return str(content)
         texts = [b.get("text", "") for b in content or () if b.get("type") == "text"]
         if texts:
-            return texts[-1]
+            return str(texts[-1])
     return ""
 
 
