@@ -18,8 +18,8 @@ __all__ = ["PostRunEffects"]
 log = logging.getLogger("agentrunner.effects")
 
 TITLE_PROMPT = (
-    "Write a title of at most six words for the conversation the user shows you. Reply with "
-    "the title only: no quotes, no punctuation at the end."
+    "Write a title of at most six words for a conversation that starts with the user's "
+    "message. Reply with the title only: no quotes, no punctuation at the end."
 )
 
 
@@ -48,7 +48,7 @@ class PostRunEffects:
             result = await self.engine.run(
                 model=model,
                 system=TITLE_PROMPT,
-                message=f"User: {question[:1000]}\n\nAssistant: {answer[:1000]}",
+                message=question[:2000],
                 limits=TurnLimits(max_turns=1, max_output_tokens=32),
                 stream=False,
             )

@@ -441,7 +441,7 @@ class AgentRunner:
                     target,
                     f"{run.thread.id}.{target}",
                     message,
-                    replace(run.callbacks, on_response=None),  # the parent captures the answer
+                    _child_callbacks(run.callbacks, target, context.depth + 1),
                     RunAgentOverrides(background=overrides.background),
                     abort,
                     {},
@@ -452,6 +452,21 @@ class AgentRunner:
             return child.text
 
         return ask
+
+
+def _child_callbacks(
+    callbacks: AgentRunnerCallbacks, agent_id: str, depth: int
+) -> AgentRunnerCallbacks:
+    """A child run's callbacks (seed 000): forwarded from the parent, except ``on_response`` —
+    the parent captures the answer. Events say which agent they come from."""
+    parent_on_event = callbacks.on_event
+    on_event = None
+    if parent_on_event is not None:
+
+        def on_event(kind: str, data: dict[str, Any]) -> None:
+            parent_on_event(kind, {**data, "from_agent": agent_id, "depth": depth})
+
+    return replace(callbacks, on_response=None, on_event=on_event)
 
 
 def _new_id(prefix: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from agentrunner._version import __version__
-from agentrunner.cli import agents, project
+from agentrunner.cli import agents, history, project, run
 
 __all__ = ["app"]
 
@@ -42,4 +42,8 @@ def _root(
 
 app.command("init")(project.init)
 app.command("render")(project.render)
+app.command("run")(run.run)
+app.command("chat")(run.chat)
 app.add_typer(agents.app, name="agents")
+app.add_typer(history.threads_app, name="threads")
+app.add_typer(history.runs_app, name="runs")

@@ -1,0 +1,241 @@
+"""``agentrunner threads list|show`` and ``agentrunner runs list|show``."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+from rich.markup import escape
+
+from agentrunner.cli.console import out
+
+if TYPE_CHECKING:
+    from agentrunner.store.store import Store
+
+__all__ = ["runs_app", "threads_app"]
+
+threads_app = typer.Typer(help="Conversations and their messages.", no_args_is_help=True)
+runs_app = typer.Typer(
+    help="Runs: steps, messages, tool calls, costs, stop reasons.", no_args_is_help=True
+)
+T = TypeVar("T")
+_STATUS = {
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "yellow",
+    "running": "cyan",
+    "created": "dim",
+}
+
+
+def _with_store(work: Callable[[Store], Awaitable[T]]) -> T:
+    async def main() -> T:
+        from agentrunner.config import load_config
+        from agentrunner.store.store import open_store
+
+        store = await open_store(load_config().resolved_database_url)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+def _when(epoch: float | None) -> str:
+    return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S") if epoch else "—"
+
+
+def _usd(micros: int | None, known: bool = True) -> str:
+    if micros is None or not known:
+        return "unknown"
+    return f"${micros / 1e6:.4f}"
+
+
+@threads_app.command("list")
+def threads_list(
+    agent: str | None = typer.Option(None, "--agent", help="Only this agent's threads."),
+    limit: int = typer.Option(30, "--limit", help="How many, newest first."),
+) -> None:
+    """The most recent threads."""
+    from rich.table import Table
+
+    threads = _with_store(lambda s: s.threads.list(agent_id=agent, limit=limit))
+    table = Table(title="Threads", title_justify="left")
+    for column in ("id", "agent", "title", "messages", "updated"):
+        table.add_column(column, overflow="fold")
+    for t in threads:
+        table.add_row(
+            escape(t.id),
+            escape(t.agent_id),
+            escape(t.title or "—"),
+            str(t.message_count),
+            _when(t.updated_at),
+        )
+    out.print(table)
+
+
+@threads_app.command("show")
+def threads_show(
+    thread_id: str = typer.Argument(..., help="The thread id."),
+    limit: int = typer.Option(200, "--limit", help="How many messages."),
+) -> None:
+    """A thread's messages, oldest first."""
+    from agentrunner.engine.messages import AssistantMessage, ToolResult, UserMessage
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    async def load(store: Store) -> Any:
+        thread = await store.threads.get(thread_id)
+        if thread is None:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"no thread '{thread_id}'",
+                hint="See `agentrunner threads list`.",
+            )
+        return thread, await store.messages.page(thread_id, limit=limit)
+
+    thread, page = _with_store(load)
+    out.print(
+        f"[bold]{escape(thread.title or thread.id)}[/] "
+        f"[dim]· {escape(thread.agent_id)} · {thread.message_count} messages[/]\n"
+    )
+    for seq, message, _, _ in page:
+        if isinstance(message, UserMessage):
+            out.print(f"[bold blue]user[/] [dim]#{seq}[/]\n{escape(message.content)}\n")
+        elif isinstance(message, AssistantMessage):
+            out.print(f"[bold green]assistant[/] [dim]#{seq}[/]")
+            if message.text:
+                out.print(escape(message.text))
+            for call in message.tool_calls:
+                out.print(
+                    f"[cyan]→ {escape(call.name)}[/] "
+                    f"[dim]{escape(json.dumps(call.arguments, ensure_ascii=False)[:200])}[/]"
+                )
+            out.print()
+        elif isinstance(message, ToolResult):
+            mark = "[red]✗[/]" if message.is_error else "[green]←[/]"
+            out.print(
+                f"{mark} [dim]{escape(message.name)} #{seq}: {escape(message.content[:300])}[/]\n"
+            )
+
+
+@runs_app.command("list")
+def runs_list(
+    agent: str | None = typer.Option(None, "--agent", help="Only this agent's runs."),
+    thread: str | None = typer.Option(None, "--thread", help="Only this thread's runs."),
+    limit: int = typer.Option(30, "--limit", help="How many, newest first."),
+) -> None:
+    """The most recent runs."""
+    from rich.table import Table
+
+    runs = _with_store(lambda s: s.runs.list(agent_id=agent, thread_id=thread, limit=limit))
+    table = Table(title="Runs", title_justify="left")
+    for column in (
+        "id",
+        "agent",
+        "thread",
+        "status",
+        "stop reason",
+        "model",
+        "tokens",
+        "cost",
+        "started",
+        "seconds",
+    ):
+        table.add_column(column, overflow="fold")
+    for r in runs:
+        usage = r.token_usage or {}
+        tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+        took = f"{r.completed_at - r.started_at:.2f}" if r.completed_at and r.started_at else "—"
+        color = _STATUS.get(r.status, "white")
+        table.add_row(
+            escape(r.id),
+            escape(r.agent_id),
+            escape(r.thread_id or "—"),
+            f"[{color}]{r.status}[/]",
+            r.stop_reason or "—",
+            escape(r.model or "—"),
+            f"{tokens:,}",
+            _usd(r.cost_micros, r.cost_known),
+            _when(r.started_at),
+            took,
+        )
+    out.print(table)
+
+
+@runs_app.command("show")
+def runs_show(run_id: str = typer.Argument(..., help="The run id.")) -> None:
+    """One run: status, steps with their attempts and costs, messages and tool calls."""
+    from rich.table import Table
+
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    async def load(store: Store) -> Any:
+        run = await store.runs.get(run_id)
+        if run is None:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION, f"no run '{run_id}'", hint="See `agentrunner runs list`."
+            )
+        return run, await store.runs.steps(run_id), await store.runs.messages(run_id)
+
+    run, steps, messages = _with_store(load)
+    color = _STATUS.get(run.status, "white")
+    usage = run.token_usage or {}
+    out.print(
+        f"[bold]{escape(run.id)}[/]  [{color}]{run.status}[/] · "
+        f"stop reason [bold]{run.stop_reason or '—'}[/]"
+    )
+    out.print(
+        f"agent [bold]{escape(run.agent_id)}[/] · thread {escape(run.thread_id or '—')} · "
+        f"model {escape(run.model or '—')}"
+        + (
+            f" · parent {escape(run.parent_run_id)} (depth {run.depth})"
+            if run.parent_run_id
+            else ""
+        )
+    )
+    out.print(
+        f"tokens in {usage.get('input_tokens', 0):,} / out {usage.get('output_tokens', 0):,} · "
+        f"cost {_usd(run.cost_micros, run.cost_known)} · started {_when(run.started_at)} · "
+        f"ended {_when(run.completed_at)}"
+    )
+    if run.error_code:
+        out.print(f"[red]error {escape(run.error_code)}:[/] {escape(run.error_message or '')}")
+    table = Table(title="Steps", title_justify="left")
+    for column in ("#", "status", "model", "in", "out", "cost", "attempts"):
+        table.add_column(column)
+    for s in steps:
+        u = s.token_usage or {}
+        attempts = ", ".join(f"{a['model']} {a['outcome']}" for a in s.attempts or [])
+        table.add_row(
+            str(s.step_number),
+            s.status,
+            escape(s.model_id),
+            f"{u.get('input_tokens', 0):,}",
+            f"{u.get('output_tokens', 0):,}",
+            _usd(s.cost_micros),
+            escape(attempts),
+        )
+    out.print(table)
+    out.print("[bold]Messages[/]")
+    for m in messages:
+        if m.message_type == "tool_call_message":
+            out.print(
+                f"  [cyan]→ {escape(m.tool_name or '')}[/] "
+                f"[dim]{escape(m.content[:200])} ({escape(m.tool_call_id or '')})[/]"
+            )
+        elif m.message_type == "tool_return_message":
+            mark = "[red]✗[/]" if m.is_error else "[green]←[/]"
+            out.print(f"  {mark} [dim]{escape(m.tool_name or '')}: {escape(m.content[:200])}[/]")
+        else:
+            label = m.message_type.removesuffix("_message")
+            text = (
+                m.content
+                if label != "system"
+                else m.content[:160] + ("…" if len(m.content) > 160 else "")
+            )
+            out.print(f"  [bold]{label}[/]: {escape(text)}")

@@ -1,0 +1,157 @@
+"""`agentrunner run|chat|threads|runs` end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentrunner.cli import main
+from agentrunner.testing import MockProvider, Reply
+from tests.runner.conftest import Agent
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_run_streams_and_ends_with_a_usage_line(
+    agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("helper", "capabilities: [notes]")
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "T", "body": "B"})]), Reply(text="All noted.")
+    )
+    code, out, err = cli(capsys, "run", "helper", "note this")
+    assert code == 0, err
+    assert "All noted." in out
+    assert "→ note_create" in err and "← t" in err
+    assert "tokens · $" in err and "end_turn" in err
+
+
+def test_run_json_and_session_threads(agent: Agent, capsys: pytest.CaptureFixture[str]) -> None:
+    agent("echo")
+    code, out, err = cli(capsys, "run", "echo", "one", "--json")
+    assert code == 0, err
+    first = json.loads(out)
+    assert first["text"] == "Echo: one" and first["stop_reason"] == "end_turn"
+    assert set(first) >= {"run_id", "thread_id", "usage", "cost_usd", "model"}
+    second = json.loads(cli(capsys, "run", "echo", "two", "--json")[1])
+    assert second["thread_id"] == first["thread_id"]  # the session continues
+    third = json.loads(cli(capsys, "run", "echo", "three", "--json", "--new")[1])
+    assert third["thread_id"] != first["thread_id"]
+    fourth = json.loads(
+        cli(capsys, "run", "echo", "four", "--json", "--thread", first["thread_id"])[1]
+    )
+    assert fourth["thread_id"] == first["thread_id"]
+    code, out, _ = cli(capsys, "threads", "show", first["thread_id"])
+    assert code == 0 and "Echo: four" in out and "one" in out
+    code, out, _ = cli(capsys, "threads", "list", "--agent", "echo")
+    assert code == 0 and first["thread_id"] in out and third["thread_id"] in out
+
+
+def test_runs_list_and_show_tell_the_story(
+    agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("helper", "capabilities: [notes]")
+    mock.queue(
+        Reply(
+            tool_calls=[("note_create", {"title": "Plan", "body": "Go"})],
+            input_tokens=40,
+            output_tokens=10,
+        ),
+        Reply(text="Done."),
+    )
+    run_id = json.loads(cli(capsys, "run", "helper", "plan", "--json")[1])["run_id"]
+    code, out, _ = cli(capsys, "runs", "list")
+    assert code == 0 and run_id in out and "completed" in out
+    code, out, _ = cli(capsys, "runs", "show", run_id)
+    assert code == 0
+    for fragment in (
+        "completed",
+        "end_turn",
+        "mockai:gpt-mock",
+        "Steps",
+        "→ note_create",
+        "← note_create",
+        "assistant: Done.",
+        "user: plan",
+        "$0.0001",
+    ):
+        assert fragment in out, fragment
+
+
+def test_unknown_run_and_thread(agent: Agent, capsys: pytest.CaptureFixture[str]) -> None:
+    agent("x")
+    assert "no run 'nope'" in cli(capsys, "runs", "show", "nope")[2]
+    assert "no thread 'nope'" in cli(capsys, "threads", "show", "nope")[2]
+
+
+def test_run_error_is_one_line(agent: Agent, capsys: pytest.CaptureFixture[str]) -> None:
+    agent("templ", body="For {{input.company}}.")
+    code, _, err = cli(capsys, "run", "templ", "hi")
+    assert code == 1
+    assert "missing_mandatory_placeholder" in err and "Traceback" not in err
+
+
+def test_offline_with_the_test_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli(capsys, "init", ".", "-t", "basic")[0] == 0
+    code, out, err = cli(capsys, "run", "assistant", "hello", "--model", "test")
+    assert code == 0, err
+    assert "[test model]" in out
+
+
+def test_chat_session(agent: Agent, project: Path) -> None:
+    agent("echo")
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "chat", "echo"],
+        input="first\nsecond\n/exit\n",
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Echo: first" in done.stdout and "Echo: second" in done.stdout
+
+
+def test_ctrl_c_cancels_and_is_recorded(
+    agent: Agent, mock: MockProvider, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("talker")
+    mock.queue(Reply(text="word " * 400, chunk_delay_s=0.02))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "run", "talker", "tell me everything"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not [r for r in mock.requests if r.body.get("stream")]:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "cancelled" in err and "Traceback" not in err
+    assert "word word" in out
+    code, listing, _ = cli(capsys, "runs", "list", "--agent", "talker")
+    assert "cancelled" in listing
