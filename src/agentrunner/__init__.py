@@ -13,49 +13,125 @@ from agentrunner._version import __version__
 
 if TYPE_CHECKING:
     from agentrunner.agents import (
-        AgentRegistry,
-        AgentSpec,
-        InputSpec,
-        Limits,
-        McpServerSpec,
-        Rendered,
-        RetryPolicy,
-        Template,
-        load_agent_file,
-        parse_agent_text,
+        AgentRegistry as AgentRegistry,
     )
-    from agentrunner.callbacks import AgentRunnerCallbacks
+    from agentrunner.agents import (
+        AgentSpec as AgentSpec,
+    )
+    from agentrunner.agents import (
+        InputSpec as InputSpec,
+    )
+    from agentrunner.agents import (
+        Limits as Limits,
+    )
+    from agentrunner.agents import (
+        McpServerSpec as McpServerSpec,
+    )
+    from agentrunner.agents import (
+        Rendered as Rendered,
+    )
+    from agentrunner.agents import (
+        RetryPolicy as RetryPolicy,
+    )
+    from agentrunner.agents import (
+        Template as Template,
+    )
+    from agentrunner.agents import (
+        load_agent_file as load_agent_file,
+    )
+    from agentrunner.agents import (
+        parse_agent_text as parse_agent_text,
+    )
+    from agentrunner.callbacks import AgentRunnerCallbacks as AgentRunnerCallbacks
     from agentrunner.config import (
-        Budgets,
-        Config,
-        ConfigExtensionRegistry,
-        PriceOverride,
-        ProviderConfig,
-        find_config_file,
-        load_config,
-        register_config_extension,
+        Budgets as Budgets,
+    )
+    from agentrunner.config import (
+        Config as Config,
+    )
+    from agentrunner.config import (
+        ConfigExtensionRegistry as ConfigExtensionRegistry,
+    )
+    from agentrunner.config import (
+        PriceOverride as PriceOverride,
+    )
+    from agentrunner.config import (
+        ProviderConfig as ProviderConfig,
+    )
+    from agentrunner.config import (
+        find_config_file as find_config_file,
+    )
+    from agentrunner.config import (
+        load_config as load_config,
+    )
+    from agentrunner.config import (
+        register_config_extension as register_config_extension,
     )
     from agentrunner.engine import (
-        AbortSignal,
-        Engine,
-        FunctionModel,
-        ModelRegistry,
-        ScriptedModel,
-        TestModel,
-        Tool,
-        ToolContext,
-        ToolDenied,
-        ToolRetry,
-        TurnError,
-        TurnLimits,
-        TurnResult,
-        tool,
+        AbortSignal as AbortSignal,
     )
-    from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
-    from agentrunner.project import Project, load_project
-    from agentrunner.runner import AgentRunner, RunAgentOverrides, RunResult
-    from agentrunner.scaffold import create_project
-    from agentrunner.store import Store, open_store
+    from agentrunner.engine import (
+        Engine as Engine,
+    )
+    from agentrunner.engine import (
+        FunctionModel as FunctionModel,
+    )
+    from agentrunner.engine import (
+        ModelRegistry as ModelRegistry,
+    )
+    from agentrunner.engine import (
+        ScriptedModel as ScriptedModel,
+    )
+    from agentrunner.engine import (
+        TestModel as TestModel,
+    )
+    from agentrunner.engine import (
+        Tool as Tool,
+    )
+    from agentrunner.engine import (
+        ToolContext as ToolContext,
+    )
+    from agentrunner.engine import (
+        ToolDenied as ToolDenied,
+    )
+    from agentrunner.engine import (
+        ToolRetry as ToolRetry,
+    )
+    from agentrunner.engine import (
+        TurnError as TurnError,
+    )
+    from agentrunner.engine import (
+        TurnLimits as TurnLimits,
+    )
+    from agentrunner.engine import (
+        TurnResult as TurnResult,
+    )
+    from agentrunner.engine import (
+        tool as tool,
+    )
+    from agentrunner.errors import (
+        AgentFileErrors as AgentFileErrors,
+    )
+    from agentrunner.errors import (
+        AgentRunnerError as AgentRunnerError,
+    )
+    from agentrunner.errors import (
+        ErrorCode as ErrorCode,
+    )
+    from agentrunner.project import Project as Project
+    from agentrunner.project import load_project as load_project
+    from agentrunner.runner import (
+        AgentRunner as AgentRunner,
+    )
+    from agentrunner.runner import (
+        RunAgentOverrides as RunAgentOverrides,
+    )
+    from agentrunner.runner import (
+        RunResult as RunResult,
+    )
+    from agentrunner.scaffold import create_project as create_project
+    from agentrunner.store import Store as Store
+    from agentrunner.store import open_store as open_store
 
 _EXPORTS: dict[str, str] = {
     "AgentRunner": "agentrunner.runner",

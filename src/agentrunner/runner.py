@@ -7,7 +7,6 @@ does). The numbered comments are seed 000's execution sequence.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ from agentrunner.engine.messages import AssistantMessage, Message, ToolResult, U
 from agentrunner.engine.tools import Tool, ToolRetry
 from agentrunner.engine.turn import CostTracker, TurnError, TurnLimits, TurnResult
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.ids import new_id
 from agentrunner.prompt import PromptBuilder, PromptContext
 from agentrunner.store.repositories import ops
 from agentrunner.store.run_log import RunLog
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from agentrunner.config import Config
     from agentrunner.effects import PostRunEffects
     from agentrunner.engine.engine import Engine
+    from agentrunner.store.locks import HeldLock
     from agentrunner.store.records import Thread
     from agentrunner.store.store import Store
 
@@ -90,6 +91,7 @@ class _Run:
     next_seq: int
     cost: CostTracker = field(default_factory=CostTracker)
     saved: int = 0  # how many of the turn's new messages are already in the thread
+    lock: HeldLock | None = None
 
 
 class AgentRunner:
@@ -142,7 +144,7 @@ class AgentRunner:
         state = await self.store.agent_states.get(agent_id)
         if state is not None and state.current_thread_id and not new:
             return state.current_thread_id
-        thread_id = f"{agent_id}-{uuid.uuid4().hex[:12]}"
+        thread_id = new_id(f"{agent_id}-")
         await self.store.threads.open(thread_id, agent_id)
         await self.store.agent_states.set_current_thread(agent_id, thread_id)
         return thread_id
@@ -186,14 +188,14 @@ class AgentRunner:
         input: dict[str, Any],
         parent: _Parent | None,
     ) -> RunResult:
-        async with self.store.locks.hold(thread_id):  # 1. thread lock
+        async with self.store.locks.hold(thread_id) as held:  # 1. thread lock
             agent = self.agents.get(agent_id)  # 2. agent config
             thread = await self.store.threads.open(  # 3. thread manifest
                 thread_id, agent_id, parent.thread_id if parent else None
             )
             history = window(await self.store.messages.recent(thread_id, self.history_window))
             repairs = missing_results(history)
-            run_id = _new_id("run")
+            run_id = new_id("run_")
             run = _Run(
                 agent,
                 thread,
@@ -202,6 +204,7 @@ class AgentRunner:
                 callbacks,
                 thread.message_count + 1,
                 parent.cost.child() if parent else CostTracker(),
+                lock=held,
             )
             user = UserMessage(message)
             await self.store.batch(  # 4. append the user message (answering a crashed run's calls)
@@ -236,6 +239,7 @@ class AgentRunner:
                     self._append(run, result.new_messages[run.saved :], session=True),
                     self._finish_op(run, "completed", result.stop_reason, result),
                     self.store.agent_states.status_op(agent_id, "idle", None),
+                    held.release_op(),  # 14. other processes may take the thread once this commits
                 )
             )
             safely(callbacks.on_response, agent_id, thread_id, result.text)  # 12. on_response
@@ -337,6 +341,7 @@ class AgentRunner:
                 self.store.agent_states.status_op(
                     run.agent.id, "idle" if cancelled else "error", None
                 ),
+                *([run.lock.release_op()] if run.lock else []),
             )
         )
         if cancelled:
@@ -393,6 +398,8 @@ class AgentRunner:
         )
 
     async def _memory(self, agent: AgentSpec) -> dict[str, str]:
+        if not agent.memory and "memory" not in agent.capabilities:
+            return {}
         blocks = await self.store.memory.blocks(agent.id)
         missing = {k: v for k, v in agent.memory.items() if k not in blocks}
         if missing:
@@ -467,10 +474,6 @@ def _child_callbacks(
             parent_on_event(kind, {**data, "from_agent": agent_id, "depth": depth})
 
     return replace(callbacks, on_response=None, on_event=on_event)
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:20]}"
 
 
 def _sendable(messages: list[Message]) -> list[Message]:

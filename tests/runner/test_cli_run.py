@@ -153,5 +153,5 @@ def test_ctrl_c_cancels_and_is_recorded(
     assert proc.returncode == 130, err
     assert "cancelled" in err and "Traceback" not in err
     assert "word word" in out
-    code, listing, _ = cli(capsys, "runs", "list", "--agent", "talker")
+    _code, listing, _ = cli(capsys, "runs", "list", "--agent", "talker")
     assert "cancelled" in listing

@@ -58,10 +58,7 @@ class Tool:
     def validation_error(self, arguments: Mapping[str, Any]) -> str | None:
         """The first JSON Schema violation of ``arguments``, as text, or None."""
         if self._validator is None:
-            from jsonschema import validators
-
-            cls = validators.validator_for(self.parameters)
-            self._validator = cls(self.parameters)
+            self._validator = _validator_for(self.parameters)
         error = next(iter(self._validator.iter_errors(arguments)), None)
         if error is None:
             return None
@@ -126,6 +123,23 @@ def tool(
         )
 
     return wrap(fn) if fn is not None else wrap
+
+
+_VALIDATORS: dict[str, Any] = {}
+
+
+def _validator_for(schema: Mapping[str, Any]) -> Any:
+    """A compiled validator, shared by every tool with the same schema (tools are rebuilt for
+    each run; compiling a schema costs far more than checking arguments against it)."""
+    key = json.dumps(schema, sort_keys=True, default=str)
+    validator = _VALIDATORS.get(key)
+    if validator is None:
+        from jsonschema import validators
+
+        validator = validators.validator_for(schema)(schema)
+        if len(_VALIDATORS) < 4096:
+            _VALIDATORS[key] = validator
+    return validator
 
 
 def render_result(value: Any) -> str:

@@ -10,6 +10,7 @@ loss may drop the last transactions) and a busy timeout for other processes' wri
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,6 +65,12 @@ class SQLiteDriver:
             "busy_timeout=10000",
         ):
             self._conn.execute(f"PRAGMA {pragma}")
+        self._checkpointer: _Checkpointer | None = None
+        if path != ":memory:":
+            # Checkpoints copy the WAL back into the database and fsync; done on a commit they
+            # stall the event loop, so a background thread does them instead.
+            self._conn.execute("PRAGMA wal_autocheckpoint=0")
+            self._checkpointer = _Checkpointer(path)
 
     async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
         return [dict(row) for row in self._conn.execute(sql, params).fetchall()]
@@ -82,8 +89,15 @@ class SQLiteDriver:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for sql, params in ops:
-                conn.execute(sql, params)
+            # Runs of the same statement (a burst of events) go through one executemany.
+            start = 0
+            for end in range(1, len(ops) + 1):
+                if end == len(ops) or ops[end][0] is not ops[start][0]:
+                    if end - start == 1:
+                        conn.execute(ops[start][0], ops[start][1])
+                    else:
+                        conn.executemany(ops[start][0], [p for _, p in ops[start:end]])
+                    start = end
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -113,7 +127,38 @@ class SQLiteDriver:
         return applied
 
     async def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         self._conn.close()
+
+
+class _Checkpointer:
+    """Runs ``wal_checkpoint(PASSIVE)`` every ``interval_s`` on its own connection and thread."""
+
+    def __init__(self, path: str, interval_s: float = 0.5) -> None:
+        self._path = path
+        self._interval_s = interval_s
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name="agentrunner-checkpoint", daemon=True
+        )
+        self._thread.start()
+
+    def _loop(self) -> None:
+        conn = sqlite3.connect(self._path, timeout=10, check_same_thread=False)
+        try:
+            while not self._stopping.wait(self._interval_s):
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error:
+                    continue  # busy: the next round tries again
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=10)
 
 
 class PostgresDriver:

@@ -17,10 +17,10 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
-from agentrunner.store.drivers import Driver
+from agentrunner.store.drivers import Driver, Op
 from agentrunner.store.sql import SqlSet
 
-__all__ = ["ThreadLocks"]
+__all__ = ["HeldLock", "ThreadLocks"]
 
 _HOST = socket.gethostname()
 
@@ -36,21 +36,26 @@ class ThreadLocks:
         self._local: dict[str, tuple[asyncio.Lock, int]] = {}
 
     @contextlib.asynccontextmanager
-    async def hold(self, thread_id: str) -> AsyncIterator[None]:
-        """Hold ``thread_id``'s lock for the body of the ``async with``."""
+    async def hold(self, thread_id: str) -> AsyncIterator[HeldLock]:
+        """Hold ``thread_id``'s lock for the body of the ``async with``.
+
+        The body may put ``held.release_op()`` into its last transaction, so the release
+        commits with the run's final rows; otherwise the lock is released on exit.
+        """
         lock, users = self._local.get(thread_id, (None, 0))
         if lock is None:
             lock = asyncio.Lock()
         self._local[thread_id] = (lock, users + 1)
         try:
             async with lock:
-                ticket = await self._acquire(thread_id)
-                renewer = asyncio.create_task(self._renew(ticket))
+                held = HeldLock(await self._acquire(thread_id), self.sql["lock_drop"])
+                renewer = asyncio.create_task(self._renew(held))
                 try:
-                    yield
+                    yield held
                 finally:
                     renewer.cancel()
-                    await self.db.execute(self.sql["lock_drop"], {"ticket": ticket})
+                    if not held.released:
+                        await self.db.execute(self.sql["lock_drop"], {"ticket": held.ticket})
         finally:
             lock, users = self._local[thread_id]
             if users <= 1:
@@ -68,6 +73,9 @@ class ThreadLocks:
         ticket = int(row["ticket"])
         delay = self.poll_s
         try:
+            head = await self.db.fetch_one(self.sql["lock_queue"], {"thread_id": thread_id})
+            if head is not None and int(head["ticket"]) == ticket:
+                return ticket  # the common case: nobody else wants this thread
             while True:
                 now = time.time()
                 await self.db.execute(self.sql["lock_expire"], {"thread_id": thread_id, "now": now})
@@ -89,12 +97,28 @@ class ThreadLocks:
                 await self.db.execute(self.sql["lock_drop"], {"ticket": ticket})
             raise
 
-    async def _renew(self, ticket: int) -> None:
-        while True:
+    async def _renew(self, held: HeldLock) -> None:
+        while not held.released:
             await asyncio.sleep(self.lease_s / 3)
             await self.db.execute(
-                self.sql["lock_renew"], {"ticket": ticket, "expires_at": time.time() + self.lease_s}
+                self.sql["lock_renew"],
+                {"ticket": held.ticket, "expires_at": time.time() + self.lease_s},
             )
+
+
+class HeldLock:
+    """A held thread lock; ``release_op`` lets the caller release it inside its own batch."""
+
+    __slots__ = ("_sql", "released", "ticket")
+
+    def __init__(self, ticket: int, drop_sql: str) -> None:
+        self.ticket = ticket
+        self.released = False
+        self._sql = drop_sql
+
+    def release_op(self) -> Op:
+        self.released = True
+        return self._sql, {"ticket": self.ticket}
 
 
 def _owner_is_dead(owner: str) -> bool:

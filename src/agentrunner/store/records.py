@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 __all__ = [
     "AgentState",
@@ -20,14 +21,14 @@ __all__ = [
 def from_json(value: Any) -> Any:
     """JSON columns come back as text from SQLite and parsed from PostgreSQL."""
     if isinstance(value, str):
-        return json.loads(value)
+        return orjson.loads(value)
     return value
 
 
 def to_json(value: Any) -> str | None:
     if value is None:
         return None
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return orjson.dumps(value, default=str).decode()
 
 
 @dataclass(slots=True)

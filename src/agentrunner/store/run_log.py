@@ -1,9 +1,9 @@
 """``RunLog``: a run's progress written as it happens — events with their sequence numbers,
 steps, run messages and cost rows — so a crash mid-run leaves a truthful partial record.
 
-Events are buffered and written in batches: a flush is scheduled on the event loop as soon as
-something is pending (so many token events share one transaction), and ``flush()`` is awaited at
-the points that must be durable before going on (before tools execute, at the end of the run).
+Events are buffered and written in batches: a background flush is scheduled a few milliseconds
+after something becomes pending (so many token events share one transaction), and ``flush()``
+is awaited at the points that must be durable before going on (before tools execute, the end).
 Flushes are serialised, so events commit in sequence order and a reader tailing the table never
 sees a gap that fills in later.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
+from agentrunner.ids import new_id
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import to_json
 from agentrunner.store.repositories import today
@@ -25,6 +25,10 @@ from agentrunner.store.store import Store
 __all__ = ["RunLog"]
 
 log = logging.getLogger("agentrunner.store")
+# Events wait at most this long before a background flush writes them; a turn's durable points
+# (before tools run, the end) flush at once. Batching a few milliseconds of tokens into one
+# transaction is most of what makes a durable turn cheap.
+FLUSH_DELAY_S = 0.02
 Sink = Callable[[str, dict[str, Any]], None]
 
 
@@ -72,7 +76,7 @@ class RunLog:
             self.forward(kind, data)
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._kick)
+            asyncio.get_running_loop().call_later(FLUSH_DELAY_S, self._kick)
 
     def message(self, message_type: str, content: str, **extra: Any) -> None:
         """A run message that is not an engine event (the system prompt, the user message)."""
@@ -110,7 +114,7 @@ class RunLog:
             (
                 self._sql["run_message_insert"],
                 {
-                    "id": uuid.uuid4().hex,
+                    "id": new_id(),
                     "run_id": self.run_id,
                     "step_id": self._step_id,
                     "message_type": message_type,
@@ -125,7 +129,7 @@ class RunLog:
         )
 
     def _step_started(self, data: dict[str, Any], now: float) -> None:
-        self._step_id = uuid.uuid4().hex
+        self._step_id = new_id()
         self._step_usage, self._step_cost, self._step_attempts = {}, 0, []
         self._pending.append(
             (

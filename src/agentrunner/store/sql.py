@@ -16,8 +16,14 @@ _NAME = re.compile(r"^-- name: (\w+)\s*$", re.M)
 _MIGRATION = re.compile(r"^-- migration: (\d+)\s*$", re.M)
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _TYPES: dict[Dialect, dict[str, str]] = {
-    "sqlite": {"{json}": "TEXT", "{serial}": "INTEGER PRIMARY KEY AUTOINCREMENT"},
-    "postgres": {"{json}": "JSONB", "{serial}": "BIGSERIAL PRIMARY KEY"},
+    # No AUTOINCREMENT: it writes sqlite_sequence on every insert. A new rowid is still
+    # larger than every live one, which is all the thread-lock queue needs.
+    "sqlite": {
+        "{json}": "TEXT",
+        "{serial}": "INTEGER PRIMARY KEY",
+        "{clustered}": " WITHOUT ROWID",
+    },
+    "postgres": {"{json}": "JSONB", "{serial}": "BIGSERIAL PRIMARY KEY", "{clustered}": ""},
 }
 
 

@@ -1,6 +1,7 @@
 -- The schema, one for both back ends. `{json}` is TEXT on SQLite and jsonb on PostgreSQL;
--- `{serial}` is an auto-incrementing integer key. Times are UNIX epoch seconds (double
--- precision) everywhere, so the same queries serve both back ends.
+-- `{serial}` is an increasing integer key; `{clustered}` makes SQLite store a table in its
+-- primary key's order (WITHOUT ROWID: one B-tree, not two). Times are UNIX epoch seconds
+-- (double precision) everywhere, so the same queries serve both back ends.
 
 -- migration: 1
 CREATE TABLE threads (
@@ -26,7 +27,7 @@ CREATE TABLE messages (
     run_id TEXT,
     created_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (thread_id, seq)
-);
+){clustered};
 
 CREATE TABLE runs (
     id TEXT PRIMARY KEY,
@@ -90,7 +91,7 @@ CREATE TABLE events (
     payload {json} NOT NULL,
     created_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (run_id, seq)
-);
+){clustered};
 
 CREATE TABLE costs (
     id {serial},
@@ -106,7 +107,6 @@ CREATE TABLE costs (
     created_at DOUBLE PRECISION NOT NULL
 );
 CREATE INDEX costs_day_agent ON costs (day, agent_id);
-CREATE INDEX costs_run ON costs (run_id);
 
 CREATE TABLE memory_blocks (
     agent_id TEXT NOT NULL,

@@ -1,0 +1,210 @@
+"""The price of durability: a durable turn (AgentRunner.run_agent on SQLite: thread lock, run
+rows, steps, run messages, events, costs, messages) against an engine-only turn, in the same
+process, interleaved. One turn = 2 model requests + 1 tool call against the mock provider at
+0 ms in its own process. Also: turn time on a 100,000-message thread against a 10-message one.
+
+Targets (issue 4): durable / engine-only time per turn <= 1.3; 100k-message thread within 20%
+of a 10-message thread.
+
+    python bench/runner.py [--turns 300] [--rounds 3] [--big 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import percentile, print_table, write_results
+from engine import TOOL_SCHEMA, free_port, start_mock, weather
+
+CONFIG = """\
+[defaults]
+model = "bench:gpt-bench"
+
+[prices."bench:gpt-bench"]
+input_per_mtok = 0.0
+output_per_mtok = 0.0
+
+[providers.bench]
+kind = "openai"
+base_url = "{url}"
+"""
+AGENT = "---\nname: Bench\ntools: [get_weather]\n---\nYou are a weather assistant.\n"
+SYSTEM = "You are a weather assistant."
+QUESTION = "What's the weather in Paris?"
+
+
+def bench_tool() -> Any:
+    from agentrunner.engine import Tool, ToolContext
+
+    async def fn(args: dict[str, Any], ctx: ToolContext) -> str:
+        return await weather(**args)
+
+    return Tool("get_weather", "Weather.", TOOL_SCHEMA, fn)
+
+
+async def open_bench_runner(root: Path, url: str) -> Any:
+    from agentrunner import AgentRunner
+
+    (root / "agents").mkdir(parents=True)
+    (root / "agentrunner.toml").write_text(CONFIG.format(url=url))
+    (root / "agents" / "bench.md").write_text(AGENT)
+    runner = await AgentRunner.open(root)
+    runner.capabilities.register("bench", lambda ctx: [bench_tool()], ["get_weather"])
+    return runner
+
+
+async def timed(turn: Any, count: int) -> list[float]:
+    samples = []
+    for n in range(count):
+        start = time.perf_counter()
+        await turn(n)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def fill_thread(runner: Any, thread_id: str, messages: int) -> None:
+    from agentrunner.engine import AssistantMessage, UserMessage
+
+    store = runner.store
+    await store.threads.open(thread_id, "bench")
+    await store.threads.set_title(thread_id, "big")
+    chunk = 5000
+    for start in range(0, messages, chunk):
+        batch = [
+            UserMessage(f"question {i}") if i % 2 == 0 else AssistantMessage(f"answer {i}")
+            for i in range(start, min(start + chunk, messages))
+        ]
+        await store.batch(
+            [
+                *store.messages.append_ops(thread_id, start + 1, batch, None),
+                store.threads.manifest_op(thread_id, added=len(batch), session_run_id=None),
+            ]
+        )
+
+
+async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
+    from agentrunner.config import ProviderConfig
+    from agentrunner.engine import Engine, ModelRegistry
+
+    engine = Engine(ModelRegistry({"bench": ProviderConfig("bench", "openai", url)}))
+    tool = bench_tool()
+
+    async def engine_turn(n: int) -> None:
+        await engine.run(model="bench:gpt-bench", system=SYSTEM, message=QUESTION, tools=[tool])
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = await open_bench_runner(Path(tmp), url)
+        counter = iter(range(10**9))
+
+        async def fresh_thread() -> str:
+            thread_id = f"t{next(counter)}"
+            await runner.store.threads.open(thread_id, "bench")
+            await runner.store.threads.set_title(thread_id, "bench")  # no title effect
+            return thread_id
+
+        threads = [await fresh_thread() for _ in range(args.turns * args.rounds + 50)]
+
+        async def durable_turn(n: int) -> None:
+            await runner.run_agent("bench", threads.pop(), QUESTION)
+
+        for _ in range(20):  # warm up both paths
+            await engine_turn(0)
+            await durable_turn(0)
+        engine_samples: list[float] = []
+        durable_samples: list[float] = []
+        cpu = {"engine": 0.0, "durable": 0.0}
+        for _ in range(args.rounds):
+            paths = (
+                ("engine", engine_turn, engine_samples),
+                ("durable", durable_turn, durable_samples),
+            )
+            for name, turn, sink in paths:
+                c0 = time.process_time()
+                sink += await timed(turn, args.turns)
+                cpu[name] += time.process_time() - c0
+
+        await fill_thread(runner, "big", args.big)
+        await fill_thread(runner, "small", 10)
+        size_samples: dict[str, list[float]] = {"small": [], "big": []}
+        for _ in range(args.rounds):
+            for thread_id in ("small", "big"):
+                size_samples[thread_id] += await timed(
+                    lambda n, t=thread_id: runner.run_agent("bench", t, QUESTION), args.turns // 3
+                )
+        await runner.close()
+    await engine.aclose()
+    total = args.turns * args.rounds
+    return {
+        "engine_only": stats(engine_samples) | {"cpu_ms_per_turn": cpu["engine"] * 1000 / total},
+        "durable": stats(durable_samples) | {"cpu_ms_per_turn": cpu["durable"] * 1000 / total},
+        "thread_10": stats(size_samples["small"]),
+        f"thread_{args.big}": stats(size_samples["big"]),
+    }
+
+
+def stats(samples: list[float]) -> dict[str, float]:
+    return {
+        "median_ms": statistics.median(samples) * 1000,
+        "p95_ms": percentile(samples, 95) * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--big", type=int, default=100_000)
+    args = parser.parse_args()
+    port = free_port()
+    mock = start_mock(port)
+    try:
+        results = asyncio.run(run(args, f"http://127.0.0.1:{port}/v1"))
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
+    ratio = results["durable"]["median_ms"] / results["engine_only"]["median_ms"]
+    size_ratio = results[f"thread_{args.big}"]["median_ms"] / results["thread_10"]["median_ms"]
+    print_table(
+        "Turn = 2 requests + 1 tool call, mock at 0 ms, streaming; "
+        f"{args.rounds} interleaved rounds of {args.turns}",
+        ["turn", "median ms", "p95 ms", "CPU ms/turn"],
+        [
+            [k, v["median_ms"], v["p95_ms"], v.get("cpu_ms_per_turn", "—")]
+            for k, v in results.items()
+        ],
+    )
+    print_table(
+        "Ratios",
+        ["ratio", "value", "target", "verdict"],
+        [
+            ["durable / engine-only", ratio, "<= 1.3", "ok" if ratio <= 1.3 else "SLOW"],
+            [
+                f"{args.big:,}-message / 10-message thread",
+                size_ratio,
+                "<= 1.2",
+                "ok" if size_ratio <= 1.2 else "SLOW",
+            ],
+        ],
+    )
+    write_results(
+        "runner",
+        {
+            "turns": args.turns,
+            "rounds": args.rounds,
+            "results": results,
+            "durable_over_engine": ratio,
+            "big_over_small_thread": size_ratio,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
