@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import sys
@@ -12,6 +13,13 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def pin_to_core(core: int) -> None:
+    """One core per side (ENGINE-NOTES' method): the process under test on one core, the mock
+    provider on another, so they do not steal each other's time slices."""
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > core:
+        os.sched_setaffinity(0, {core})
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

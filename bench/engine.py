@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import percentile, print_table, write_results
+from _common import percentile, pin_to_core, print_table, write_results
 
 CONFIGS = [
     ("floor", False, 1),
@@ -155,7 +155,10 @@ def free_port() -> int:
 
 
 def start_mock(port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "agentrunner.testing", "--port", str(port)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner.testing", "--port", str(port)],
+        preexec_fn=lambda: pin_to_core(1),
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         try:
@@ -175,6 +178,7 @@ def main() -> None:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
+        pin_to_core(0)
         kind, stream, concurrency = args.worker.split(":")
         result = asyncio.run(drive(kind, stream == "1", int(concurrency), args.turns, args.url))
         print(json.dumps(result))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import percentile, print_table, write_results
+from _common import percentile, pin_to_core, print_table, write_results
 from engine import TOOL_SCHEMA, free_port, start_mock, weather
 
 CONFIG = """\
@@ -165,6 +165,7 @@ def main() -> None:
     args = parser.parse_args()
     port = free_port()
     mock = start_mock(port)
+    pin_to_core(0)
     try:
         results = asyncio.run(run(args, f"http://127.0.0.1:{port}/v1"))
     finally:

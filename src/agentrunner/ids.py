@@ -1,5 +1,9 @@
-"""Identifiers that sort by creation time (a millisecond timestamp, then randomness), so new
-rows land at the end of their B-tree indexes instead of on random pages."""
+"""Identifiers that sort by creation time, so new rows land at the end of their B-tree indexes
+instead of on random pages, and rows keyed by them list in the order they were made.
+
+Layout (hex): 12 digits of milliseconds, 4 of a per-process sequence within that millisecond,
+6 random. Strictly increasing within a process; unique across processes.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,19 @@ import time
 
 __all__ = ["new_id"]
 
+_last_ms = 0
+_sequence = 0
+
 
 def new_id(prefix: str = "") -> str:
-    return f"{prefix}{time.time_ns() // 1_000_000:012x}{secrets.token_hex(5)}"
+    global _last_ms, _sequence
+    ms = time.time_ns() // 1_000_000
+    if ms <= _last_ms:
+        ms = _last_ms
+        _sequence += 1
+        if _sequence > 0xFFFF:  # more than 65,536 ids in one millisecond: borrow the next one
+            ms, _sequence = ms + 1, 0
+    else:
+        _sequence = 0
+    _last_ms = ms
+    return f"{prefix}{ms:012x}{_sequence:04x}{secrets.token_hex(3)}"

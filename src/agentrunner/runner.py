@@ -218,7 +218,7 @@ class AgentRunner:
                         parent_run_id=parent.run_id if parent else None,
                         depth=parent.depth + 1 if parent else 0,
                     ),
-                    self._append(run, [*repairs, user], session=False),
+                    self._append(run, [*repairs, user], session=False, final=False),
                     self.store.agent_states.status_op(agent_id, "working", run.run_id),
                 )
             )
@@ -366,15 +366,25 @@ class AgentRunner:
         with the events so far, in one transaction."""
         unsaved = list(new[run.saved :])
         run.saved = len(new)
-        await run.log.flush_with(self._append(run, unsaved, session=False))
+        await run.log.flush_with(self._append(run, unsaved, session=False, final=False))
 
-    def _append(self, run: _Run, messages: list[Message], *, session: bool) -> list[Any]:
+    def _append(
+        self, run: _Run, messages: list[Message], *, session: bool, final: bool = True
+    ) -> list[Any]:
+        """Append messages; ``final`` appends also update the manifest (step 10), and
+        ``session`` advances it to this run."""
         first, run.next_seq = run.next_seq, run.next_seq + len(messages)
+        threads = self.store.threads
+        manifest = (
+            threads.manifest_op(
+                run.thread.id, added=len(messages), session_run_id=run.run_id if session else None
+            )
+            if final
+            else threads.count_op(run.thread.id, added=len(messages))
+        )
         return [
             *self.store.messages.append_ops(run.thread.id, first, messages, run.run_id),
-            self.store.threads.manifest_op(
-                run.thread.id, added=len(messages), session_run_id=run.run_id if session else None
-            ),
+            manifest,
         ]
 
     def _finish_op(

@@ -215,7 +215,7 @@ async def test_an_expired_lease_frees_the_thread(store: Store) -> None:
     # A ticket left by a process on another machine that died: only its lease can free it.
     await store.driver.execute(
         store.sql["lock_enqueue"],
-        {"thread_id": "t", "owner": "elsewhere:1:x", "expires_at": time.time() + 0.3},
+        {"thread_id": "t", "ticket": 1, "owner": "elsewhere:1:x", "expires_at": time.time() + 0.3},
     )
     start = time.monotonic()
     async with store.locks.hold("t"):
@@ -237,7 +237,7 @@ async def test_a_dead_local_owner_frees_the_thread_at_once(store: Store) -> None
     owner = f"{socket.gethostname()}:{dead.stdout.strip()}:x"
     await store.driver.execute(
         store.sql["lock_enqueue"],
-        {"thread_id": "t", "owner": owner, "expires_at": time.time() + 60},
+        {"thread_id": "t", "ticket": 1, "owner": owner, "expires_at": time.time() + 60},
     )
     start = time.monotonic()
     async with store.locks.hold("t"):

@@ -48,14 +48,19 @@ class ThreadLocks:
         self._local[thread_id] = (lock, users + 1)
         try:
             async with lock:
-                held = HeldLock(await self._acquire(thread_id), self.sql["lock_drop"])
-                renewer = asyncio.create_task(self._renew(held))
+                held = HeldLock(thread_id, await self._acquire(thread_id), self.sql["lock_drop"])
+                # A timer, not a task: most runs end long before the first renewal is due.
+                timer = asyncio.get_running_loop().call_later(
+                    self.lease_s / 3, self._renew_soon, held
+                )
+                held.timer = timer
                 try:
                     yield held
                 finally:
-                    renewer.cancel()
+                    if held.timer is not None:
+                        held.timer.cancel()
                     if not held.released:
-                        await self.db.execute(self.sql["lock_drop"], {"ticket": held.ticket})
+                        await self.db.execute(*held.release_op())
         finally:
             lock, users = self._local[thread_id]
             if users <= 1:
@@ -65,12 +70,12 @@ class ThreadLocks:
 
     async def _acquire(self, thread_id: str) -> int:
         owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        row = await self.db.fetch_one(
+        ticket = _next_ticket()
+        key = {"thread_id": thread_id, "ticket": ticket}
+        await self.db.execute(
             self.sql["lock_enqueue"],
-            {"thread_id": thread_id, "owner": owner, "expires_at": time.time() + self.lease_s},
+            {**key, "owner": owner, "expires_at": time.time() + self.lease_s},
         )
-        assert row is not None
-        ticket = int(row["ticket"])
         delay = self.poll_s
         try:
             head = await self.db.fetch_one(self.sql["lock_queue"], {"thread_id": thread_id})
@@ -85,40 +90,68 @@ class ThreadLocks:
                 if int(head["ticket"]) == ticket:
                     return ticket
                 if _owner_is_dead(str(head["owner"])):
-                    await self.db.execute(self.sql["lock_drop"], {"ticket": head["ticket"]})
+                    await self.db.execute(
+                        self.sql["lock_drop"], {"thread_id": thread_id, "ticket": head["ticket"]}
+                    )
                     continue
                 await self.db.execute(
-                    self.sql["lock_renew"], {"ticket": ticket, "expires_at": now + self.lease_s}
+                    self.sql["lock_renew"], {**key, "expires_at": now + self.lease_s}
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 1.5, 0.2)
         except BaseException:
             with contextlib.suppress(Exception):
-                await self.db.execute(self.sql["lock_drop"], {"ticket": ticket})
+                await self.db.execute(self.sql["lock_drop"], key)
             raise
 
+    def _renew_soon(self, held: HeldLock) -> None:
+        if held.released:
+            return
+        task = asyncio.ensure_future(self._renew(held))
+        _RENEWALS.add(task)
+        task.add_done_callback(_RENEWALS.discard)
+        held.timer = asyncio.get_running_loop().call_later(self.lease_s / 3, self._renew_soon, held)
+
     async def _renew(self, held: HeldLock) -> None:
-        while not held.released:
-            await asyncio.sleep(self.lease_s / 3)
+        with contextlib.suppress(Exception):  # a missed renewal is retried; the lease is long
             await self.db.execute(
                 self.sql["lock_renew"],
-                {"ticket": held.ticket, "expires_at": time.time() + self.lease_s},
+                {
+                    "thread_id": held.thread_id,
+                    "ticket": held.ticket,
+                    "expires_at": time.time() + self.lease_s,
+                },
             )
+
+
+_RENEWALS: set[asyncio.Task[None]] = set()
 
 
 class HeldLock:
     """A held thread lock; ``release_op`` lets the caller release it inside its own batch."""
 
-    __slots__ = ("_sql", "released", "ticket")
+    __slots__ = ("_sql", "released", "thread_id", "ticket", "timer")
 
-    def __init__(self, ticket: int, drop_sql: str) -> None:
+    def __init__(self, thread_id: str, ticket: int, drop_sql: str) -> None:
+        self.thread_id = thread_id
         self.ticket = ticket
         self.released = False
+        self.timer: asyncio.TimerHandle | None = None
         self._sql = drop_sql
 
     def release_op(self) -> Op:
         self.released = True
-        return self._sql, {"ticket": self.ticket}
+        return self._sql, {"thread_id": self.thread_id, "ticket": self.ticket}
+
+
+_last_ticket = 0
+
+
+def _next_ticket() -> int:
+    """Increasing across processes on a machine (nanosecond clock), and within a process."""
+    global _last_ticket
+    _last_ticket = max(time.time_ns(), _last_ticket + 1)
+    return _last_ticket
 
 
 def _owner_is_dead(owner: str) -> bool:

@@ -102,6 +102,7 @@ class Threads(_Repo):
         )
 
     def manifest_op(self, thread_id: str, *, added: int, session_run_id: str | None) -> Op:
+        """Seed 000 step 10: the message count, ``updated_at`` and (if given) the session."""
         return self.op(
             "thread_manifest",
             id=thread_id,
@@ -109,6 +110,11 @@ class Threads(_Repo):
             session_run_id=session_run_id,
             now=time.time(),
         )
+
+    def count_op(self, thread_id: str, *, added: int) -> Op:
+        """Only the message count: appends before the end of a run leave ``updated_at`` (and
+        so the thread's two indexes) alone."""
+        return self.op("thread_count", id=thread_id, added=added)
 
 
 class Messages(_Repo):

@@ -153,6 +153,7 @@ class RunLog:
             (
                 self._sql["cost_insert"],
                 {
+                    "id": new_id(),
                     "run_id": self.run_id,
                     "agent_id": self.agent_id,
                     "model": data["model"],

@@ -29,6 +29,9 @@ SET message_count = message_count + :added, updated_at = :now,
     session_run_id = COALESCE(:session_run_id, session_run_id)
 WHERE id = :id;
 
+-- name: thread_count
+UPDATE threads SET message_count = message_count + :added WHERE id = :id;
+
 -- name: message_insert
 INSERT INTO messages (thread_id, seq, role, body, run_id, created_at)
 VALUES (:thread_id, :seq, :role, :body{json}, :run_id, :now);
@@ -100,7 +103,7 @@ VALUES (:id, :run_id, :step_id, :message_type, :content, :tool_name, :tool_input
 -- name: run_message_list
 SELECT id, run_id, step_id, message_type, content, tool_name, tool_input, tool_call_id,
        is_error, created_at
-FROM run_messages WHERE run_id = :run_id ORDER BY created_at, id;
+FROM run_messages WHERE run_id = :run_id ORDER BY id;
 
 -- name: event_insert
 INSERT INTO events (run_id, seq, type, payload, created_at)
@@ -111,10 +114,10 @@ SELECT run_id, seq, type, payload, created_at FROM events
 WHERE run_id = :run_id AND seq > :after ORDER BY seq LIMIT :limit;
 
 -- name: cost_insert
-INSERT INTO costs (run_id, agent_id, model, input_tokens, output_tokens, cache_read_tokens,
-                   cache_write_tokens, cost_micros, day, created_at)
-VALUES (:run_id, :agent_id, :model, :input_tokens, :output_tokens, :cache_read_tokens,
-        :cache_write_tokens, :cost_micros, :day, :now);
+INSERT INTO costs (day, agent_id, id, run_id, model, input_tokens, output_tokens,
+                   cache_read_tokens, cache_write_tokens, cost_micros, created_at)
+VALUES (:day, :agent_id, :id, :run_id, :model, :input_tokens, :output_tokens,
+        :cache_read_tokens, :cache_write_tokens, :cost_micros, :now);
 
 -- name: cost_spent
 SELECT COALESCE(SUM(cost_micros), 0) AS micros FROM costs
@@ -172,17 +175,17 @@ ON CONFLICT (agent_id) DO UPDATE SET status = excluded.status,
     current_run_id = excluded.current_run_id, updated_at = excluded.updated_at;
 
 -- name: lock_enqueue
-INSERT INTO thread_locks (thread_id, owner, expires_at) VALUES (:thread_id, :owner, :expires_at)
-RETURNING ticket;
+INSERT INTO thread_locks (thread_id, ticket, owner, expires_at)
+VALUES (:thread_id, :ticket, :owner, :expires_at);
 
 -- name: lock_expire
 DELETE FROM thread_locks WHERE thread_id = :thread_id AND expires_at < :now;
 
 -- name: lock_renew
-UPDATE thread_locks SET expires_at = :expires_at WHERE ticket = :ticket;
+UPDATE thread_locks SET expires_at = :expires_at WHERE thread_id = :thread_id AND ticket = :ticket;
 
 -- name: lock_queue
 SELECT ticket, owner FROM thread_locks WHERE thread_id = :thread_id ORDER BY ticket LIMIT 1;
 
 -- name: lock_drop
-DELETE FROM thread_locks WHERE ticket = :ticket;
+DELETE FROM thread_locks WHERE thread_id = :thread_id AND ticket = :ticket;

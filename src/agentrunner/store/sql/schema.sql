@@ -15,7 +15,7 @@ CREATE TABLE threads (
     message_count INTEGER NOT NULL DEFAULT 0,
     created_at DOUBLE PRECISION NOT NULL,
     updated_at DOUBLE PRECISION NOT NULL
-);
+){clustered};
 CREATE INDEX threads_agent_updated ON threads (agent_id, updated_at);
 CREATE INDEX threads_updated ON threads (updated_at);
 
@@ -50,7 +50,7 @@ CREATE TABLE runs (
     created_at DOUBLE PRECISION NOT NULL,
     started_at DOUBLE PRECISION,
     completed_at DOUBLE PRECISION
-);
+){clustered};
 CREATE INDEX runs_agent_status ON runs (agent_id, status);
 CREATE INDEX runs_status_created ON runs (status, created_at);
 CREATE INDEX runs_thread_created ON runs (thread_id, created_at);
@@ -66,12 +66,14 @@ CREATE TABLE run_steps (
     attempts {json},
     created_at DOUBLE PRECISION NOT NULL,
     completed_at DOUBLE PRECISION
-);
+){clustered};
 CREATE INDEX run_steps_run_step ON run_steps (run_id, step_number);
 
+-- Run messages are keyed (run_id, id) with time-ordered ids: the key is seed 003's
+-- INDEX(run_id, created_at) order.
 CREATE TABLE run_messages (
-    id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    id TEXT NOT NULL,
     step_id TEXT REFERENCES run_steps (id) ON DELETE CASCADE,
     message_type TEXT NOT NULL,
     content TEXT NOT NULL,
@@ -79,9 +81,9 @@ CREATE TABLE run_messages (
     tool_input {json},
     tool_call_id TEXT,
     is_error BOOLEAN,
-    created_at DOUBLE PRECISION NOT NULL
-);
-CREATE INDEX run_messages_run_created ON run_messages (run_id, created_at);
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, id)
+){clustered};
 CREATE INDEX run_messages_step ON run_messages (step_id);
 
 CREATE TABLE events (
@@ -94,19 +96,19 @@ CREATE TABLE events (
 ){clustered};
 
 CREATE TABLE costs (
-    id {serial},
-    run_id TEXT NOT NULL,
+    day TEXT NOT NULL,
     agent_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
     model TEXT NOT NULL,
     input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL,
     cache_read_tokens INTEGER NOT NULL,
     cache_write_tokens INTEGER NOT NULL,
     cost_micros BIGINT,
-    day TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL
-);
-CREATE INDEX costs_day_agent ON costs (day, agent_id);
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (day, agent_id, id)
+){clustered};
 
 CREATE TABLE memory_blocks (
     agent_id TEXT NOT NULL,
@@ -114,7 +116,7 @@ CREATE TABLE memory_blocks (
     content TEXT NOT NULL,
     updated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (agent_id, label)
-);
+){clustered};
 
 CREATE TABLE notes (
     agent_id TEXT NOT NULL,
@@ -124,7 +126,7 @@ CREATE TABLE notes (
     created_at DOUBLE PRECISION NOT NULL,
     updated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (agent_id, slug)
-);
+){clustered};
 
 CREATE TABLE agent_state (
     agent_id TEXT PRIMARY KEY,
@@ -132,12 +134,14 @@ CREATE TABLE agent_state (
     status TEXT NOT NULL DEFAULT 'idle',
     current_run_id TEXT,
     updated_at DOUBLE PRECISION NOT NULL
-);
+){clustered};
 
+-- Lock tickets are increasing integers handed out by the store (time-based), so the lowest
+-- live ticket of a thread is the earliest waiter.
 CREATE TABLE thread_locks (
-    ticket {serial},
     thread_id TEXT NOT NULL,
+    ticket BIGINT NOT NULL,
     owner TEXT NOT NULL,
-    expires_at DOUBLE PRECISION NOT NULL
-);
-CREATE INDEX thread_locks_thread_ticket ON thread_locks (thread_id, ticket);
+    expires_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (thread_id, ticket)
+){clustered};
