@@ -61,13 +61,22 @@ async def open_bench_runner(root: Path, url: str) -> Any:
     return runner
 
 
-async def timed(turn: Any, count: int) -> list[float]:
-    samples = []
-    for n in range(count):
-        start = time.perf_counter()
-        await turn(n)
-        samples.append(time.perf_counter() - start)
-    return samples
+async def timed(turn: Any, count: int, concurrency: int = 1) -> tuple[list[float], float]:
+    """Per-turn latencies and the wall time for ``count`` turns by ``concurrency`` workers."""
+    samples: list[float] = []
+    left = count
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            start = time.perf_counter()
+            await turn(left)
+            samples.append(time.perf_counter() - start)
+
+    wall = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return samples, time.perf_counter() - wall
 
 
 async def fill_thread(runner: Any, thread_id: str, messages: int) -> None:
@@ -110,7 +119,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
             await runner.store.threads.set_title(thread_id, "bench")  # no title effect
             return thread_id
 
-        threads = [await fresh_thread() for _ in range(args.turns * args.rounds + 50)]
+        threads = [await fresh_thread() for _ in range(2 * args.turns * args.rounds + 50)]
 
         async def durable_turn(n: int) -> None:
             await runner.run_agent("bench", threads.pop(), QUESTION)
@@ -118,36 +127,39 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         for _ in range(20):  # warm up both paths
             await engine_turn(0)
             await durable_turn(0)
-        engine_samples: list[float] = []
-        durable_samples: list[float] = []
-        cpu = {"engine": 0.0, "durable": 0.0}
+        samples: dict[str, list[float]] = {}
+        walls: dict[str, float] = {}
+        cpu: dict[str, float] = {}
         for _ in range(args.rounds):
-            paths = (
-                ("engine", engine_turn, engine_samples),
-                ("durable", durable_turn, durable_samples),
-            )
-            for name, turn, sink in paths:
-                c0 = time.process_time()
-                sink += await timed(turn, args.turns)
-                cpu[name] += time.process_time() - c0
+            for c in (1, args.concurrency):
+                for name, turn in (("engine", engine_turn), ("durable", durable_turn)):
+                    key = f"{name} c={c}"
+                    c0 = time.process_time()
+                    got, wall = await timed(turn, args.turns, c)
+                    cpu[key] = cpu.get(key, 0.0) + time.process_time() - c0
+                    samples.setdefault(key, []).extend(got)
+                    walls[key] = walls.get(key, 0.0) + wall
 
         await fill_thread(runner, "big", args.big)
         await fill_thread(runner, "small", 10)
         size_samples: dict[str, list[float]] = {"small": [], "big": []}
         for _ in range(args.rounds):
             for thread_id in ("small", "big"):
-                size_samples[thread_id] += await timed(
+                got, _ = await timed(
                     lambda n, t=thread_id: runner.run_agent("bench", t, QUESTION), args.turns // 3
                 )
+                size_samples[thread_id] += got
         await runner.close()
     await engine.aclose()
     total = args.turns * args.rounds
-    return {
-        "engine_only": stats(engine_samples) | {"cpu_ms_per_turn": cpu["engine"] * 1000 / total},
-        "durable": stats(durable_samples) | {"cpu_ms_per_turn": cpu["durable"] * 1000 / total},
-        "thread_10": stats(size_samples["small"]),
-        f"thread_{args.big}": stats(size_samples["big"]),
+    results: dict[str, Any] = {
+        key: stats(got)
+        | {"turns_per_s": total / walls[key], "cpu_ms_per_turn": cpu[key] * 1000 / total}
+        for key, got in samples.items()
     }
+    results["thread_10"] = stats(size_samples["small"])
+    results[f"thread_{args.big}"] = stats(size_samples["big"])
+    return results
 
 
 def stats(samples: list[float]) -> dict[str, float]:
@@ -162,6 +174,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--big", type=int, default=100_000)
+    parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
     port = free_port()
     mock = start_mock(port)
@@ -171,30 +184,35 @@ def main() -> None:
     finally:
         mock.terminate()
         mock.wait(timeout=10)
-    ratio = results["durable"]["median_ms"] / results["engine_only"]["median_ms"]
+    c = args.concurrency
+    latency = results["durable c=1"]["median_ms"] / results["engine c=1"]["median_ms"]
+    throughput = results[f"engine c={c}"]["turns_per_s"] / results[f"durable c={c}"]["turns_per_s"]
     size_ratio = results[f"thread_{args.big}"]["median_ms"] / results["thread_10"]["median_ms"]
     print_table(
         "Turn = 2 requests + 1 tool call, mock at 0 ms, streaming; "
         f"{args.rounds} interleaved rounds of {args.turns}",
-        ["turn", "median ms", "p95 ms", "CPU ms/turn"],
+        ["turn", "turns/s", "median ms", "p95 ms", "CPU ms/turn"],
         [
-            [k, v["median_ms"], v["p95_ms"], v.get("cpu_ms_per_turn", "—")]
+            [
+                k,
+                v.get("turns_per_s", "—"),
+                v["median_ms"],
+                v["p95_ms"],
+                v.get("cpu_ms_per_turn", "—"),
+            ]
             for k, v in results.items()
         ],
     )
     print_table(
         "Ratios",
-        ["ratio", "value", "target", "verdict"],
+        ["ratio", "value", "target"],
         [
-            ["durable / engine-only", ratio, "<= 1.3", "ok" if ratio <= 1.3 else "SLOW"],
-            [
-                f"{args.big:,}-message / 10-message thread",
-                size_ratio,
-                "<= 1.2",
-                "ok" if size_ratio <= 1.2 else "SLOW",
-            ],
+            ["durable / engine-only, time per turn at c=1", latency, "<= 1.3"],
+            [f"engine-only / durable, turns/s at c={c}", throughput, "<= 1.3"],
+            [f"{args.big:,}-message / 10-message thread, time per turn", size_ratio, "<= 1.2"],
         ],
     )
+    ratio = {"latency_c1": latency, f"throughput_c{c}": throughput}
     write_results(
         "runner",
         {

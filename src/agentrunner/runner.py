@@ -142,7 +142,7 @@ class AgentRunner:
         """The agent's current session thread (DESIGN decision 6); a new one if asked or none."""
         self.agents.get(agent_id)
         state = await self.store.agent_states.get(agent_id)
-        if state is not None and state.current_thread_id and not new:
+        if state.current_thread_id and not new:
             return state.current_thread_id
         thread_id = new_id(f"{agent_id}-")
         await self.store.threads.open(thread_id, agent_id)
@@ -207,7 +207,7 @@ class AgentRunner:
                 lock=held,
             )
             user = UserMessage(message)
-            await self.store.batch(  # 4. append the user message (answering a crashed run's calls)
+            run.log.submit(  # 4. append the user message (answering a crashed run's calls)
                 ops(
                     self.store.runs.abandon_op(thread_id),  # we hold the lock: a running run died
                     self.store.runs.insert_op(
@@ -219,7 +219,6 @@ class AgentRunner:
                         depth=parent.depth + 1 if parent else 0,
                     ),
                     self._append(run, [*repairs, user], session=False, final=False),
-                    self.store.agent_states.status_op(agent_id, "working", run.run_id),
                 )
             )
             try:
@@ -238,7 +237,6 @@ class AgentRunner:
                 ops(
                     self._append(run, result.new_messages[run.saved :], session=True),
                     self._finish_op(run, "completed", result.stop_reason, result),
-                    self.store.agent_states.status_op(agent_id, "idle", None),
                     held.release_op(),  # 14. other processes may take the thread once this commits
                 )
             )
@@ -338,9 +336,6 @@ class AgentRunner:
             ops(
                 self._append(run, [*kept, marker], session=False),  # the session does not advance
                 self._finish_op(run, "cancelled" if cancelled else "failed", stop, partial, exc),
-                self.store.agent_states.status_op(
-                    run.agent.id, "idle" if cancelled else "error", None
-                ),
                 *([run.lock.release_op()] if run.lock else []),
             )
         )

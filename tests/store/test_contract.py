@@ -184,13 +184,27 @@ async def test_memory_notes_agent_state(store: Store) -> None:
     assert note is not None and note.body == "Step 1"
     assert [n.slug for n in await store.notes.list("a")] == ["plan"]
     await store.agent_states.set_current_thread("a", "t9")
-    await store.batch([store.agent_states.status_op("a", "working", "r1")])
     state = await store.agent_states.get("a")
-    assert state is not None and (state.current_thread_id, state.status, state.current_run_id) == (
-        "t9",
-        "working",
-        "r1",
+    assert (state.current_thread_id, state.status, state.current_run_id) == ("t9", "idle", None)
+    await store.batch(
+        [store.runs.insert_op(run_id="r1", agent_id="a", thread_id="t9", status="running")]
     )
+    state = await store.agent_states.get("a")
+    assert (state.status, state.current_run_id) == ("working", "r1")
+    await store.batch(
+        [
+            store.runs.finish_op(
+                "r1",
+                status="failed",
+                stop_reason="error",
+                model=None,
+                usage=None,
+                cost_micros=0,
+                cost_known=True,
+            )
+        ]
+    )
+    assert (await store.agent_states.get("a")).status == "error"
 
 
 async def test_thread_lock_is_fifo_across_stores(store: Store, store_url: str) -> None:

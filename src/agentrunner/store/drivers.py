@@ -9,6 +9,7 @@ loss may drop the last transactions) and a busy timeout for other processes' wri
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 import time
@@ -35,6 +36,8 @@ class Driver(Protocol):
     async def execute(self, sql: str, params: Params) -> int: ...
 
     async def batch(self, ops: Sequence[Op]) -> None: ...
+
+    def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]: ...
 
     async def migrate(self, sql: SqlSet) -> list[int]: ...
 
@@ -65,6 +68,7 @@ class SQLiteDriver:
             "busy_timeout=10000",
         ):
             self._conn.execute(f"PRAGMA {pragma}")
+        self._waiting: list[tuple[Sequence[Op], asyncio.Future[None]]] = []
         self._checkpointer: _Checkpointer | None = None
         if path != ":memory:":
             # Checkpoints copy the WAL back into the database and fsync; done on a commit they
@@ -84,15 +88,48 @@ class SQLiteDriver:
         return self._conn.execute(sql, params).rowcount
 
     async def batch(self, ops: Sequence[Op]) -> None:
-        if not ops:
+        """Commit ``ops`` in one transaction. Batches submitted while others wait for the same
+        turn of the event loop share one transaction (group commit): under load, many runs pay
+        for one commit. If a shared transaction fails, each batch is retried alone, so an error
+        reaches only the caller that caused it."""
+        if ops:
+            await self.submit(ops)
+
+    def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
+        """Queue ``ops`` for the next group commit (on this thread, at the loop's next turn) and
+        return at once; batches commit in the order they were submitted."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._waiting.append((ops, future))
+        if len(self._waiting) == 1:
+            loop.call_soon(self._commit_waiting)
+        return future
+
+    def _commit_waiting(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        try:
+            self._transaction([op for ops, _ in waiting for op in ops])
+        except Exception:
+            for ops, future in waiting:
+                try:
+                    self._transaction(ops)
+                except Exception as exc:
+                    _settle(future, exc)
+                else:
+                    _settle(future, None)
             return
+        for _, future in waiting:
+            _settle(future, None)
+
+    def _transaction(self, ops: Sequence[Op]) -> None:
         conn = self._conn
+        ops = _grouped(ops)
         conn.execute("BEGIN IMMEDIATE")
         try:
             # Runs of the same statement (a burst of events) go through one executemany.
             start = 0
             for end in range(1, len(ops) + 1):
-                if end == len(ops) or ops[end][0] is not ops[start][0]:
+                if end == len(ops) or ops[end][0] != ops[start][0]:
                     if end - start == 1:
                         conn.execute(ops[start][0], ops[start][1])
                     else:
@@ -161,6 +198,37 @@ class _Checkpointer:
         self._thread.join(timeout=10)
 
 
+def _settle(future: asyncio.Future[None], exc: Exception | None) -> None:
+    if future.done():
+        return
+    if exc is None:
+        future.set_result(None)
+    else:
+        future.set_exception(exc)
+
+
+_PARENTS = ("INSERT INTO threads", "INSERT INTO runs ", "INSERT INTO run_steps")
+
+
+def _grouped(ops: Sequence[Op]) -> Sequence[Op]:
+    """The batch's statements grouped by statement (one executemany each): rows that others
+    reference (threads, runs, steps) first, the rest in the order they first appeared."""
+    first: dict[str, int] = {}
+    for index, (sql, _) in enumerate(ops):
+        first.setdefault(sql, index)
+    if len(first) == len(ops):
+        return ops
+    rank = {sql: (_parent_rank(sql), position) for sql, position in first.items()}
+    return sorted(ops, key=lambda op: rank[op[0]])
+
+
+def _parent_rank(sql: str) -> int:
+    for rank, prefix in enumerate(_PARENTS):
+        if sql.startswith(prefix):
+            return rank
+    return len(_PARENTS)
+
+
 class PostgresDriver:
     dialect = "postgres"
 
@@ -206,6 +274,10 @@ class PostgresDriver:
         async with self.pool.connection() as conn:
             cursor = await conn.execute(sql, params)
             return cursor.rowcount
+
+    def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
+        """Start committing ``ops`` and return at once (callers order their own batches)."""
+        return asyncio.ensure_future(self.batch(ops))
 
     async def batch(self, ops: Sequence[Op]) -> None:
         if not ops:

@@ -150,7 +150,7 @@ class AgentState:
     current_thread_id: str | None
     status: str
     current_run_id: str | None
-    updated_at: float
+    updated_at: float | None
 
 
 @dataclass(slots=True)

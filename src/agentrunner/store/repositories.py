@@ -311,22 +311,28 @@ class Notes(_Repo):
 
 
 class AgentStates(_Repo):
-    async def get(self, agent_id: str) -> AgentState | None:
+    async def get(self, agent_id: str) -> AgentState:
+        """The agent's session thread and its status, derived from its runs: ``working`` while
+        a run is running, ``error`` when its last run failed, ``idle`` otherwise."""
         row = await self.db.fetch_one(self.sql["agent_state_get"], {"agent_id": agent_id})
-        return AgentState(**row) if row else None
-
-    async def list(self) -> list[AgentState]:
-        return [AgentState(**r) for r in await self.db.fetch_all(self.sql["agent_state_list"], {})]
+        last = await self.db.fetch_one(self.sql["agent_last_run"], {"agent_id": agent_id})
+        status, run_id = "idle", None
+        if last is not None and last["status"] == "running":
+            status, run_id = "working", last["id"]
+        elif last is not None and last["status"] == "failed":
+            status = "error"
+        return AgentState(
+            agent_id,
+            row["current_thread_id"] if row else None,
+            status,
+            run_id,
+            row["updated_at"] if row else None,
+        )
 
     async def set_current_thread(self, agent_id: str, thread_id: str) -> None:
         await self.db.execute(
             self.sql["agent_state_thread"],
             {"agent_id": agent_id, "thread_id": thread_id, "now": time.time()},
-        )
-
-    def status_op(self, agent_id: str, status: str, run_id: str | None) -> Op:
-        return self.op(
-            "agent_state_status", agent_id=agent_id, status=status, run_id=run_id, now=time.time()
         )
 
 

@@ -1,11 +1,12 @@
 """``RunLog``: a run's progress written as it happens — events with their sequence numbers,
 steps, run messages and cost rows — so a crash mid-run leaves a truthful partial record.
 
-Events are buffered and written in batches: a background flush is scheduled a few milliseconds
-after something becomes pending (so many token events share one transaction), and ``flush()``
-is awaited at the points that must be durable before going on (before tools execute, the end).
-Flushes are serialised, so events commit in sequence order and a reader tailing the table never
-sees a gap that fills in later.
+Writes are ordered write-behind: rows are submitted without waiting (a few milliseconds of
+events at a time, so token bursts share one transaction) and ``flush()`` is awaited only at the
+points that must be durable before going on — before tools execute, and at the end of the run.
+A run's writes commit in the order they were made, so events commit in sequence order and a
+reader tailing the table never sees a gap that fills in later; a crash loses at most the last
+unwritten rows, never their order.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class RunLog:
         self._step_attempts: list[dict[str, Any]] = []
         self._flushing = asyncio.Lock()
         self._scheduled = False
+        self._tail: asyncio.Future[None] | None = None
         self._sql = store.sql
 
     # -- writing ---------------------------------------------------------------------------
@@ -82,30 +84,40 @@ class RunLog:
         """A run message that is not an engine event (the system prompt, the user message)."""
         self._run_message(message_type, content, time.time(), **extra)
 
+    def submit(self, rows: list[Op]) -> None:
+        """Commit ``rows`` behind the run's back: after every earlier write of this run, without
+        waiting — on SQLite during the loop's next idle moment, typically while a model request
+        is in flight. The next ``flush`` waits for it and raises its error."""
+        previous = self._tail
+        if previous is None or self.store.dialect == "sqlite":
+            # SQLite commits submissions in order on this thread; no chaining needed.
+            self._tail = self.store.submit(rows)
+        else:
+            self._tail = asyncio.ensure_future(self._after(previous, rows))
+
     async def flush(self) -> None:
-        async with self._flushing:
-            ops, self._pending = self._pending, []
-            if ops:
-                await self.store.batch(ops)
+        await self.flush_with([])
 
     async def flush_with(self, rows: list[Op]) -> None:
-        """Write what is pending together with ``rows``, in one transaction."""
+        """Commit what is pending together with ``rows`` in one transaction, after every earlier
+        write of this run; return once it is committed."""
         async with self._flushing:
             ops, self._pending = self._pending, []
-            await self.store.batch([*ops, *rows])
+            previous, self._tail = self._tail, None
+            if previous is not None:
+                await previous
+            if ops or rows:
+                await self.store.batch([*ops, *rows])
+
+    async def _after(self, previous: asyncio.Future[None], rows: list[Op]) -> None:
+        await previous
+        await self.store.batch(rows)
 
     def _kick(self) -> None:
         self._scheduled = False
         if self._pending:
-            task = asyncio.ensure_future(self._background_flush())
-            _BACKGROUND.add(task)
-            task.add_done_callback(_BACKGROUND.discard)
-
-    async def _background_flush(self) -> None:
-        try:
-            await self.flush()
-        except Exception:  # the final flush will retry; a lost batch must not kill the run
-            log.exception("writing run %s's events failed", self.run_id)
+            ops, self._pending = self._pending, []
+            self.submit(ops)
 
     # -- rows implied by events ---------------------------------------------------------------
 
@@ -210,8 +222,6 @@ class RunLog:
             )
         )
 
-
-_BACKGROUND: set[asyncio.Task[None]] = set()
 
 _DERIVED: dict[str, Callable[[RunLog, dict[str, Any], float], None]] = {
     "step.started": RunLog._step_started,

@@ -7,6 +7,7 @@ schema's numbered migrations are applied when the store opens.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from agentrunner.store.drivers import Driver, Op, open_driver
@@ -47,6 +48,11 @@ class Store:
     async def batch(self, ops: Sequence[Op]) -> None:
         """Run the operations (from repositories' ``*_op`` methods) in one transaction."""
         await self.driver.batch(ops)
+
+    def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
+        """Start committing ``ops`` in one transaction without waiting (see ``RunLog.submit``
+        for ordering)."""
+        return self.driver.submit(ops)
 
     async def close(self) -> None:
         await self.driver.close()

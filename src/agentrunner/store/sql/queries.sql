@@ -156,23 +156,18 @@ SELECT slug, title, body, created_at, updated_at FROM notes WHERE agent_id = :ag
 SELECT slug, title, body, created_at, updated_at FROM notes WHERE agent_id = :agent_id ORDER BY updated_at DESC;
 
 -- name: agent_state_get
-SELECT agent_id, current_thread_id, status, current_run_id, updated_at FROM agent_state
-WHERE agent_id = :agent_id;
-
--- name: agent_state_list
-SELECT agent_id, current_thread_id, status, current_run_id, updated_at FROM agent_state ORDER BY agent_id;
+SELECT agent_id, current_thread_id, updated_at FROM agent_state WHERE agent_id = :agent_id;
 
 -- name: agent_state_thread
-INSERT INTO agent_state (agent_id, current_thread_id, status, updated_at)
-VALUES (:agent_id, :thread_id, 'idle', :now)
+INSERT INTO agent_state (agent_id, current_thread_id, updated_at)
+VALUES (:agent_id, :thread_id, :now)
 ON CONFLICT (agent_id) DO UPDATE SET current_thread_id = excluded.current_thread_id,
     updated_at = excluded.updated_at;
 
--- name: agent_state_status
-INSERT INTO agent_state (agent_id, status, current_run_id, updated_at)
-VALUES (:agent_id, :status, :run_id, :now)
-ON CONFLICT (agent_id) DO UPDATE SET status = excluded.status,
-    current_run_id = excluded.current_run_id, updated_at = excluded.updated_at;
+-- name: agent_last_run
+SELECT id, status FROM runs
+WHERE agent_id = :agent_id AND status IN ('running', 'completed', 'failed', 'cancelled')
+ORDER BY CASE WHEN status = 'running' THEN 0 ELSE 1 END, created_at DESC LIMIT 1;
 
 -- name: lock_enqueue
 INSERT INTO thread_locks (thread_id, ticket, owner, expires_at)

@@ -51,7 +51,7 @@ CREATE TABLE runs (
     started_at DOUBLE PRECISION,
     completed_at DOUBLE PRECISION
 ){clustered};
-CREATE INDEX runs_agent_status ON runs (agent_id, status);
+CREATE INDEX runs_agent_status ON runs (agent_id, status, created_at);
 CREATE INDEX runs_status_created ON runs (status, created_at);
 CREATE INDEX runs_thread_created ON runs (thread_id, created_at);
 
@@ -128,11 +128,11 @@ CREATE TABLE notes (
     PRIMARY KEY (agent_id, slug)
 ){clustered};
 
+-- An agent's session thread. Its status (idle / working / error) is not stored: it is what
+-- its runs say (a running run, or a last run that failed).
 CREATE TABLE agent_state (
     agent_id TEXT PRIMARY KEY,
     current_thread_id TEXT,
-    status TEXT NOT NULL DEFAULT 'idle',
-    current_run_id TEXT,
     updated_at DOUBLE PRECISION NOT NULL
 ){clustered};
 
