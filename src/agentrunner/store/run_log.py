@@ -12,7 +12,6 @@ unwritten rows, never their order.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +24,6 @@ from agentrunner.store.store import Store
 
 __all__ = ["RunLog"]
 
-log = logging.getLogger("agentrunner.store")
 # Events wait at most this long before a background flush writes them; a turn's durable points
 # (before tools run, the end) flush at once. Batching a few milliseconds of tokens into one
 # transaction is most of what makes a durable turn cheap.
