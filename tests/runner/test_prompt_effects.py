@@ -13,7 +13,8 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.prompt import ContextProviders, PromptBuilder, PromptContext
 
 AGENT = parse_agent_text(
-    "---\nmodel: test\ncapabilities: [memory, agents]\npersona: concise\n---\nYou serve {{input.company}}.\n",
+    "---\nmodel: test\ncapabilities: [memory, agents]\npersona: concise\n---\n"
+    "You serve {{input.company}}.\n",
     agent_id="a",
     file="agents/a.md",
 )
