@@ -11,8 +11,9 @@ from agentrunner.project import load_project
 from agentrunner.prompt import PromptBuilder
 from agentrunner.runner import AgentRunner
 from agentrunner.store.store import open_store
+from agentrunner.worker import Worker
 
-__all__ = ["open_runner"]
+__all__ = ["Workspace", "open_runner", "open_workspace"]
 
 
 async def open_runner(start: Path | None = None, *, database_url: str | None = None) -> AgentRunner:
@@ -30,3 +31,41 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
         capabilities=builtin_capabilities(),
         effects=PostRunEffects(engine, store, title_model=config.title_model),
     )
+
+
+class Workspace:
+    """A runner with its channels: what ``post``, ``dm``, ``worker`` and the server use."""
+
+    def __init__(self, runner: AgentRunner) -> None:
+        from agentrunner.channels import ChannelService
+
+        self.runner = runner
+        self.channels = ChannelService(runner, chain_depth=runner.config.chain_depth)
+
+    def worker(self, *, concurrency: int | None = None) -> Worker:
+        config = self.runner.config
+        return Worker(
+            self.runner,
+            self.channels,
+            concurrency=concurrency or config.worker_concurrency,
+            lease_s=config.lease_s,
+        )
+
+    async def close(self) -> None:
+        await self.runner.close()
+
+
+async def open_workspace(
+    start: Path | None = None, *, database_url: str | None = None
+) -> Workspace:
+    """The runner plus channels; channels declared in ``agentrunner.toml`` exist afterwards."""
+    workspace = Workspace(await open_runner(start, database_url=database_url))
+    try:
+        for channel in workspace.runner.config.channels.values():
+            await workspace.channels.create(
+                channel.name, private=channel.private, members=list(channel.members)
+            )
+    except BaseException:
+        await workspace.close()
+        raise
+    return workspace

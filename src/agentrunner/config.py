@@ -29,6 +29,7 @@ __all__ = [
     "CONFIG_FILE",
     "RESERVED_KEYS",
     "Budgets",
+    "ChannelConfig",
     "Config",
     "ConfigExtension",
     "ConfigExtensionRegistry",
@@ -44,7 +45,9 @@ PROVIDER_KINDS = ("openai", "anthropic", "test")
 
 _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "project": ("agents_dir", "state_dir"),
-    "defaults": ("model", "persona", "title_model"),
+    "defaults": ("model", "persona", "title_model", "person", "chain_depth"),
+    "workers": ("lease_s", "concurrency"),
+    "channels": (),
     "database": ("url",),
     "budgets": ("per_run_usd", "per_agent_daily_usd", "global_daily_usd"),
     "providers": (),
@@ -97,6 +100,15 @@ class PriceOverride:
     output_per_mtok: float = 0.0
     cache_read_per_mtok: float | None = None
     cache_write_per_mtok: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelConfig:
+    """A channel declared in ``[channels.NAME]``: created (and its members added) on open."""
+
+    name: str
+    private: bool = False
+    members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +188,11 @@ class Config:
     aliases: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     budgets: Budgets = Budgets()
     prices: Mapping[str, PriceOverride] = field(default_factory=lambda: MappingProxyType({}))
+    channels: Mapping[str, ChannelConfig] = field(default_factory=lambda: MappingProxyType({}))
+    person: str = "you"
+    chain_depth: int = 3
+    lease_s: float = 30.0
+    worker_concurrency: int = 4
     extensions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: MappingProxyType({})
     )
@@ -305,6 +322,13 @@ def _build(
         aliases=MappingProxyType({str(k): str(v) for k, v in raw.get("aliases", {}).items()}),
         budgets=Budgets(**{k: _usd(v, f"budgets.{k}", err) for k, v in budgets.items()}),
         prices=MappingProxyType(_prices(raw.get("prices", {}), err)),
+        channels=MappingProxyType(_channels(raw.get("channels", {}), err)),
+        person=str(defaults.get("person", "you")),
+        chain_depth=_count(defaults.get("chain_depth", 3), "defaults.chain_depth", err),
+        lease_s=_usd(raw.get("workers", {}).get("lease_s", 30.0), "workers.lease_s", err) or 30.0,
+        worker_concurrency=_count(
+            raw.get("workers", {}).get("concurrency", 4), "workers.concurrency", err
+        ),
         extensions=MappingProxyType(extensions.resolve(raw, file)),
         unknown=MappingProxyType(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}
@@ -356,6 +380,27 @@ def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]
             ),
         )
     return out
+
+
+def _channels(value: Mapping[str, Any], err: _Err) -> dict[str, ChannelConfig]:
+    out: dict[str, ChannelConfig] = {}
+    for name, table in value.items():
+        if not isinstance(table, dict):
+            raise err(f"[channels.{name}] must be a table with members = [...]", str(name))
+        for key in table:
+            if key not in ("private", "members"):
+                raise err(f"unknown key 'channels.{name}.{key}'", key, "Accepted: private, members")
+        members = table.get("members", [])
+        if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+            raise err(f"channels.{name}.members must be a list of names", "members")
+        out[str(name)] = ChannelConfig(str(name), bool(table.get("private", False)), tuple(members))
+    return out
+
+
+def _count(value: Any, name: str, err: _Err) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise err(f"{name} must be a whole number, got {value!r}", name.rsplit(".", 1)[-1])
+    return value
 
 
 def _choice(value: Any, choices: tuple[str, ...], name: str, err: _Err) -> str:

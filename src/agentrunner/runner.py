@@ -42,11 +42,20 @@ __all__ = ["AgentRunner", "RunAgentOverrides", "RunResult"]
 
 @dataclass(frozen=True, slots=True)
 class RunAgentOverrides:
-    """How this run executes, not what the agent is (seed 000)."""
+    """How this run executes, not what the agent is (seed 000).
+
+    ``tools`` are run-time injections (step 7), e.g. a channel's ``send_message``;
+    ``channel_mode`` tells the prompt builder the agent speaks only through them; with
+    ``history=False`` the thread's earlier messages are not sent (the caller's message carries
+    the context, as a channel transcript does).
+    """
 
     model: str | None = None
     max_turns: int | None = None
     background: bool = False
+    channel_mode: bool = False
+    history: bool = True
+    tools: tuple[Tool, ...] = ()
 
 
 @dataclass(slots=True)
@@ -159,12 +168,14 @@ class AgentRunner:
         abort: AbortSignal | None = None,
         *,
         input: dict[str, Any] | None = None,
+        run_id: str | None = None,
     ) -> RunResult:
         """Run one turn of ``agent_id`` on ``thread_id`` with ``message``.
 
         Aborted: the thread gets ``(stopped by user)``, the result's text is empty, no error
         callback. Failed: the thread gets ``(error: …)``, ``on_error`` fires and the error is
         raised again (an ``AgentRunnerError`` with its code); the session does not advance.
+        ``run_id`` names a run already claimed from a mailbox (its row exists, ``running``).
         """
         return await self._run(
             agent_id,
@@ -175,6 +186,7 @@ class AgentRunner:
             abort,
             input or {},
             None,
+            run_id,
         )
 
     async def _run(
@@ -187,6 +199,7 @@ class AgentRunner:
         abort: AbortSignal | None,
         input: dict[str, Any],
         parent: _Parent | None,
+        claimed_run_id: str | None = None,
     ) -> RunResult:
         async with self.store.locks.hold(thread_id) as held:  # 1. thread lock
             agent = self.agents.get(agent_id)  # 2. agent config
@@ -195,7 +208,9 @@ class AgentRunner:
             )
             history = window(await self.store.messages.recent(thread_id, self.history_window))
             repairs = missing_results(history)
-            run_id = new_id("run_")
+            if not overrides.history:
+                history = []
+            run_id = claimed_run_id or new_id("run_")
             run = _Run(
                 agent,
                 thread,
@@ -209,8 +224,10 @@ class AgentRunner:
             user = UserMessage(message)
             run.log.submit(  # 4. append the user message (answering a crashed run's calls)
                 ops(
-                    self.store.runs.abandon_op(thread_id),  # we hold the lock: a running run died
-                    self.store.runs.insert_op(
+                    self.store.runs.abandon_op(thread_id, run_id),  # we hold the lock: they died
+                    []
+                    if claimed_run_id
+                    else self.store.runs.insert_op(
                         run_id=run.run_id,
                         agent_id=agent_id,
                         thread_id=thread_id,
@@ -431,8 +448,8 @@ class AgentRunner:
         )
 
     def _injections(self, overrides: RunAgentOverrides, context: CapabilityContext) -> list[Tool]:
-        """Tools a caller adds for one run (seed 000 step 7). None yet for direct runs."""
-        return []
+        """Tools the caller injects for this run (seed 000 step 7), e.g. a channel's tools."""
+        return list(overrides.tools)
 
     def _ask_agent(
         self,

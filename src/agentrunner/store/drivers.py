@@ -41,6 +41,8 @@ class Driver(Protocol):
 
     async def migrate(self, sql: SqlSet) -> list[int]: ...
 
+    async def listener(self, channel: str) -> Listener: ...
+
     async def close(self) -> None: ...
 
 
@@ -162,6 +164,9 @@ class SQLiteDriver:
             raise
         conn.execute("COMMIT")
         return applied
+
+    async def listener(self, channel: str) -> Listener:
+        return _PollListener()
 
     async def close(self) -> None:
         if self._checkpointer is not None:
@@ -306,8 +311,46 @@ class PostgresDriver:
                 applied.append(version)
             return applied
 
+    async def listener(self, channel: str) -> Listener:
+        """A connection LISTENing on ``channel``; ``wait`` returns when a NOTIFY arrives."""
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        await conn.execute(f"LISTEN {channel}")
+        return _PgListener(conn)
+
     async def close(self) -> None:
         await self.pool.close()
+
+
+class Listener(Protocol):
+    async def wait(self, timeout: float) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+class _PgListener:
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    async def wait(self, timeout: float) -> bool:
+        async for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            return True
+        return False
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+
+class _PollListener:
+    """SQLite has no NOTIFY: waiting is sleeping (callers back off)."""
+
+    async def wait(self, timeout: float) -> bool:
+        await asyncio.sleep(timeout)
+        return False
+
+    async def close(self) -> None:
+        return None
 
 
 async def open_driver(url: str) -> Driver:

@@ -50,8 +50,8 @@ class _Repo:
         self.db = driver
         self.sql = sql
 
-    def op(self, name: str, **params: Any) -> Op:
-        return self.sql[name], params
+    def op(self, query: str, /, **params: Any) -> Op:
+        return self.sql[query], params
 
 
 class Threads(_Repo):
@@ -198,10 +198,15 @@ class Runs(_Repo):
             started_at=now if status == "running" else None,
         )
 
-    def abandon_op(self, thread_id: str) -> Op:
-        """Mark the thread's runs still ``running`` as failed: their process died holding the
-        thread lock (whoever calls this holds it now)."""
-        return self.op("run_abandon", thread_id=thread_id, now=time.time())
+    def abandon_op(self, thread_id: str, current_run_id: str) -> Op:
+        """Mark the thread's other runs still ``running`` as failed: their process died holding
+        the thread lock (whoever calls this holds it now)."""
+        return self.op("run_abandon", thread_id=thread_id, run_id=current_run_id, now=time.time())
+
+    async def set_stop_reason(self, run_id: str, stop_reason: str) -> None:
+        await self.db.execute(
+            self.sql["run_stop_reason"], {"id": run_id, "stop_reason": stop_reason}
+        )
 
     def finish_op(
         self,

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from agentrunner.store.drivers import Driver, Op, open_driver
+from agentrunner.store.channels import Channels
+from agentrunner.store.drivers import Driver, Listener, Op, open_driver
 from agentrunner.store.locks import ThreadLocks
+from agentrunner.store.mailbox import Mailbox, Workers
 from agentrunner.store.repositories import (
     AgentStates,
     Costs,
@@ -40,6 +42,9 @@ class Store:
         self.notes = Notes(driver, sql)
         self.agent_states = AgentStates(driver, sql)
         self.locks = ThreadLocks(driver, sql, lease_s=lock_lease_s)
+        self.mailbox = Mailbox(driver, sql)
+        self.workers = Workers(driver, sql)
+        self.channels = Channels(driver, sql)
 
     @property
     def dialect(self) -> str:
@@ -53,6 +58,10 @@ class Store:
         """Start committing ``ops`` in one transaction without waiting (see ``RunLog.submit``
         for ordering)."""
         return self.driver.submit(ops)
+
+    async def run_listener(self) -> Listener:
+        """Something to wait on for new queued runs: NOTIFY on PostgreSQL, a sleep on SQLite."""
+        return await self.driver.listener("agentrunner_runs")
 
     async def close(self) -> None:
         await self.driver.close()

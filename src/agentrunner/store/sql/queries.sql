@@ -61,7 +61,10 @@ WHERE id = :id;
 UPDATE runs
 SET status = 'failed', stop_reason = 'error', error_code = 'internal',
     error_message = 'the process running it stopped before it finished', completed_at = :now
-WHERE thread_id = :thread_id AND status = 'running';
+WHERE thread_id = :thread_id AND status = 'running' AND id <> :run_id;
+
+-- name: run_stop_reason
+UPDATE runs SET stop_reason = :stop_reason WHERE id = :id;
 
 -- name: run_get
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
@@ -184,3 +187,109 @@ SELECT ticket, owner FROM thread_locks WHERE thread_id = :thread_id ORDER BY tic
 
 -- name: lock_drop
 DELETE FROM thread_locks WHERE thread_id = :thread_id AND ticket = :ticket;
+
+-- name: run_enqueue
+INSERT INTO runs (id, agent_id, thread_id, status, trigger_message_id, channel_id,
+                  dm_conversation_id, request, depth, created_at)
+VALUES (:id, :agent_id, :thread_id, 'created', :trigger_message_id, :channel_id,
+        :dm_conversation_id, :request{json}, :depth, :now);
+
+-- name: run_claim
+-- The oldest queued run of an agent that has none running (FIFO per agent, one at a time).
+UPDATE runs
+SET status = 'running', started_at = :now, lease_until = :lease_until, worker_id = :worker_id,
+    attempts = attempts + 1
+WHERE id = (
+    SELECT r.id FROM runs r
+    WHERE r.status = 'created'
+      AND NOT EXISTS (SELECT 1 FROM runs b WHERE b.agent_id = r.agent_id AND b.status = 'running')
+      AND NOT EXISTS (
+          SELECT 1 FROM runs e
+          WHERE e.agent_id = r.agent_id AND e.status = 'created'
+            AND (e.created_at < r.created_at OR (e.created_at = r.created_at AND e.id < r.id)))
+    ORDER BY r.created_at, r.id
+    LIMIT 1)
+RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth;
+
+-- name: runs_lease_renew
+UPDATE runs SET lease_until = :lease_until WHERE worker_id = :worker_id AND status = 'running';
+
+-- name: runs_lease_expired
+SELECT id, agent_id, thread_id, worker_id FROM runs
+WHERE status = 'running' AND lease_until IS NOT NULL AND lease_until < :now;
+
+-- name: run_lease_fail
+UPDATE runs
+SET status = 'failed', stop_reason = 'error', error_code = 'internal', error_message = :message,
+    completed_at = :now
+WHERE id = :id AND status = 'running' AND lease_until < :now;
+
+-- name: run_release
+UPDATE runs SET status = 'created', started_at = NULL, lease_until = NULL, worker_id = NULL
+WHERE id = :id AND status = 'running';
+
+-- name: locks_drop_owner
+DELETE FROM thread_locks WHERE thread_id = :thread_id AND owner LIKE :owner_prefix;
+
+-- name: mailbox_depths
+SELECT agent_id, status, COUNT(*) AS runs FROM runs
+WHERE status IN ('created', 'running') GROUP BY agent_id, status;
+
+-- name: worker_upsert
+INSERT INTO workers (id, host, pid, concurrency, started_at, heartbeat_at)
+VALUES (:id, :host, :pid, :concurrency, :now, :now)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at;
+
+-- name: worker_delete
+DELETE FROM workers WHERE id = :id;
+
+-- name: workers_alive
+SELECT id, host, pid, concurrency, started_at, heartbeat_at FROM workers
+WHERE heartbeat_at > :since ORDER BY started_at;
+
+-- name: channel_insert
+INSERT INTO channels (id, name, kind, created_at) VALUES (:id, :name, :kind, :now)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: channel_by_name
+SELECT id, name, kind, created_at FROM channels WHERE name = :name;
+
+-- name: channel_by_id
+SELECT id, name, kind, created_at FROM channels WHERE id = :id;
+
+-- name: channel_list
+SELECT c.id, c.name, c.kind, c.created_at,
+       (SELECT COUNT(*) FROM channel_members m WHERE m.channel_id = c.id) AS members
+FROM channels c ORDER BY c.kind, c.name;
+
+-- name: member_add
+INSERT INTO channel_members (channel_id, member, member_kind)
+VALUES (:channel_id, :member, :member_kind)
+ON CONFLICT (channel_id, member) DO NOTHING;
+
+-- name: member_list
+SELECT member, member_kind FROM channel_members WHERE channel_id = :channel_id ORDER BY member;
+
+-- name: channel_message_insert
+INSERT INTO channel_messages (channel_id, id, thread_root_id, sender, sender_kind, content,
+                              depth, run_id, created_at)
+VALUES (:channel_id, :id, :thread_root_id, :sender, :sender_kind, :content, :depth, :run_id,
+        :now);
+
+-- name: channel_message_get
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages WHERE channel_id = :channel_id AND id = :id;
+
+-- name: channel_messages_before
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages WHERE channel_id = :channel_id AND id < :before
+ORDER BY id DESC LIMIT :limit;
+
+-- name: channel_messages_after
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages WHERE channel_id = :channel_id AND id > :after
+ORDER BY id LIMIT :limit;
+
+-- name: thread_senders
+SELECT DISTINCT sender, sender_kind FROM channel_messages
+WHERE channel_id = :channel_id AND (id = :root OR thread_root_id = :root);

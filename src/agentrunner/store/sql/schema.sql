@@ -145,3 +145,50 @@ CREATE TABLE thread_locks (
     expires_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (thread_id, ticket)
 ){clustered};
+
+-- migration: 2
+-- Channels (seed 003): public and private rooms, DMs; members are agents and people.
+CREATE TABLE channels (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+){clustered};
+
+CREATE TABLE channel_members (
+    channel_id TEXT NOT NULL REFERENCES channels (id) ON DELETE CASCADE,
+    member TEXT NOT NULL,
+    member_kind TEXT NOT NULL,
+    PRIMARY KEY (channel_id, member)
+){clustered};
+
+-- A message's id is time-ordered; `thread_root_id` is set on a thread reply; `depth` counts
+-- agent-to-agent hops since a person spoke (the cascade stops at the configured chain depth).
+CREATE TABLE channel_messages (
+    channel_id TEXT NOT NULL REFERENCES channels (id) ON DELETE CASCADE,
+    id TEXT NOT NULL,
+    thread_root_id TEXT,
+    sender TEXT NOT NULL,
+    sender_kind TEXT NOT NULL,
+    content TEXT NOT NULL,
+    depth INTEGER NOT NULL,
+    run_id TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (channel_id, id)
+){clustered};
+CREATE INDEX channel_messages_thread ON channel_messages (thread_root_id, id);
+
+-- Workers announce themselves and renew a heartbeat; a claimed run holds a lease its worker
+-- renews. A run whose lease expired is failed (never re-run: its tools may have had effects).
+CREATE TABLE workers (
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    concurrency INTEGER NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL,
+    heartbeat_at DOUBLE PRECISION NOT NULL
+){clustered};
+
+ALTER TABLE runs ADD COLUMN worker_id TEXT;
+ALTER TABLE runs ADD COLUMN lease_until DOUBLE PRECISION;
+ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0

@@ -1,0 +1,253 @@
+"""Channels as agentrunner runs them: posting routes a message to the agents that should hear
+it, queueing a run in each one's mailbox; a worker serves a queued run by running the agent with
+the channel's recent conversation and two tools — ``send_message`` and ``do_nothing``.
+
+In a channel an agent speaks only through ``send_message`` (DESIGN decision 2): its message is
+posted and routed again, one hop deeper. A cascade of agents replying to agents stops at the
+configured chain depth: a message that deep is posted, but nobody is triggered by it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentrunner.channels.resolver import resolve_targets
+from agentrunner.engine.tools import Tool, ToolContext, ToolRetry
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.ids import new_id
+from agentrunner.store.channels import Channel, ChannelMessage
+
+if TYPE_CHECKING:
+    from agentrunner.runner import AgentRunner, RunResult
+    from agentrunner.store.mailbox import ClaimedRun
+
+__all__ = ["ChannelService", "Posted"]
+
+TRANSCRIPT = 20
+DEFAULT_CHAIN_DEPTH = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    message: ChannelMessage
+    run_ids: list[str]
+
+
+class ChannelService:
+    def __init__(self, runner: AgentRunner, *, chain_depth: int = DEFAULT_CHAIN_DEPTH) -> None:
+        self.runner = runner
+        self.store = runner.store
+        self.chain_depth = chain_depth
+
+    # -- channels -----------------------------------------------------------------------------
+
+    async def create(
+        self, name: str, *, private: bool = False, members: Sequence[str] = ()
+    ) -> Channel:
+        """Create ``#name`` (idempotent) and add ``members`` (agent ids, or people)."""
+        name = name.lstrip("#")
+        existing = await self.store.channels.by_name(name)
+        typed = [(m, self._kind_of(m)) for m in members]
+        if existing is None:
+            await self.store.channels.create(
+                new_id("ch_"), name, "private" if private else "public", typed
+            )
+        elif typed:
+            await self.store.channels.add_members(existing.id, typed)
+        channel = await self.store.channels.by_name(name)
+        assert channel is not None
+        return channel
+
+    async def channel(self, name: str) -> Channel:
+        channel = await self.store.channels.by_name(name.lstrip("#"))
+        if channel is None:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"no channel '#{name.lstrip('#')}'",
+                hint="Create it with `agentrunner channels create NAME --member AGENT …`.",
+            )
+        return channel
+
+    async def dm_channel(self, agent_id: str, person: str) -> Channel:
+        self.runner.agents.get(agent_id)
+        a, b = sorted((agent_id, person))
+        return await self._ensure(
+            f"dm:{a}:{b}", "dm", [(agent_id, "agent"), (person, self._kind_of(person))]
+        )
+
+    async def _ensure(self, name: str, kind: str, members: list[tuple[str, str]]) -> Channel:
+        channel = await self.store.channels.by_name(name)
+        if channel is None:
+            await self.store.channels.create(new_id("ch_"), name, kind, members)
+            channel = await self.store.channels.by_name(name)
+        assert channel is not None
+        return channel
+
+    def _kind_of(self, member: str) -> str:
+        return "agent" if member in self.runner.agents else "person"
+
+    # -- posting ------------------------------------------------------------------------------
+
+    async def post(
+        self,
+        channel: Channel,
+        sender: str,
+        text: str,
+        *,
+        thread_root: str | None = None,
+        depth: int = 0,
+        run_id: str | None = None,
+    ) -> Posted:
+        """Post ``text`` and queue a run for every agent that should hear it, in one
+        transaction (nothing half-written); wakes idle workers."""
+        members = await self.store.channels.members(channel.id)
+        sender_kind = self._kind_of(sender)
+        if channel.kind != "public" and sender not in {m for m, _ in members}:
+            raise AgentRunnerError(
+                ErrorCode.TOOL_DENIED if sender_kind == "agent" else ErrorCode.VALIDATION,
+                f"{sender} is not a member of #{channel.name}",
+                hint="Add the member first: `agentrunner channels create NAME --member …`.",
+            )
+        message = ChannelMessage(
+            channel.id,
+            new_id("m_"),
+            thread_root,
+            sender,
+            sender_kind,
+            text,
+            depth,
+            run_id,
+            time.time(),
+        )
+        participants = (
+            await self.store.channels.thread_senders(channel.id, thread_root)
+            if thread_root
+            else None
+        )
+        targets = resolve_targets(
+            kind=channel.kind, members=members, sender=sender, thread_participants=participants
+        )
+        targets = [
+            t for t in targets if t in self.runner.agents and self.runner.agents.get(t).enabled
+        ]
+        ops: list[Any] = [self.store.channels.message_op(message)]
+        run_ids: list[str] = []
+        if depth <= self.chain_depth:
+            for agent_id in targets:
+                queued = new_id("run_")
+                run_ids.append(queued)
+                ops.append(
+                    self.store.mailbox.enqueue_op(
+                        run_id=queued,
+                        agent_id=agent_id,
+                        thread_id=f"{agent_id}@{channel.name}",
+                        request={
+                            "kind": "channel",
+                            "channel": channel.name,
+                            "message_id": message.id,
+                        },
+                        depth=depth,
+                        trigger_message_id=message.id,
+                        channel_id=channel.id,
+                        dm_conversation_id=channel.id if channel.kind == "dm" else None,
+                    )
+                )
+                ops.append(self.store.mailbox.notify_op(agent_id))
+        await self.store.batch(ops)
+        return Posted(message, run_ids)
+
+    # -- serving a queued run -----------------------------------------------------------------
+
+    async def serve(self, claimed: ClaimedRun, *, abort: Any = None) -> RunResult:
+        """Run the agent on a queued channel run: the last 20 messages of the channel (in user
+        position) and the triggering message; it may answer with ``send_message``."""
+        from agentrunner.runner import RunAgentOverrides
+
+        channel = await self.store.channels.by_id(claimed.channel_id or "")
+        trigger = await self.store.channels.message(
+            claimed.channel_id or "", claimed.trigger_message_id or ""
+        )
+        if channel is None or trigger is None:
+            raise AgentRunnerError(
+                ErrorCode.INTERNAL, f"run {claimed.id} has no channel message to answer"
+            )
+        earlier = await self.store.channels.before(channel.id, trigger.id, TRANSCRIPT)
+        spoke: list[str] = []
+        tools = self._tools(channel, trigger, claimed.agent_id, spoke)
+        result = await self.runner.run_agent(
+            claimed.agent_id,
+            claimed.thread_id or f"{claimed.agent_id}@{channel.name}",
+            _transcript(channel, earlier, trigger),
+            overrides=RunAgentOverrides(channel_mode=True, history=False, tools=tuple(tools)),
+            abort=abort,
+            run_id=claimed.id,
+        )
+        if not spoke:
+            await self.store.runs.set_stop_reason(claimed.id, "no_tool_call")
+        return result
+
+    def _tools(
+        self, channel: Channel, trigger: ChannelMessage, agent_id: str, spoke: list[str]
+    ) -> list[Tool]:
+        async def send_message(args: dict[str, Any], ctx: ToolContext) -> str:
+            text = str(args["text"]).strip()
+            if not text:
+                raise ToolRetry("send_message needs some text")
+            root = (
+                trigger.thread_root_id or trigger.id
+                if args.get("in_thread")
+                else trigger.thread_root_id
+            )
+            posted = await self.post(
+                channel,
+                agent_id,
+                text,
+                thread_root=root,
+                depth=trigger.depth + 1,
+                run_id=ctx.extra.get("run_id"),
+            )
+            spoke.append("send_message")
+            return f"posted to #{channel.name}" + (
+                f"; {len(posted.run_ids)} agent(s) will see it" if posted.run_ids else ""
+            )
+
+        async def do_nothing(args: dict[str, Any], ctx: ToolContext) -> str:
+            spoke.append("do_nothing")
+            return "ok: nothing said"
+
+        return [
+            Tool(
+                "send_message",
+                f"Post a message to #{channel.name}; this is the only way to speak there.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "text": {"type": "string"},
+                        "in_thread": {
+                            "type": "boolean",
+                            "description": "Reply in the message's thread.",
+                        },
+                    },
+                    "required": ["text"],
+                    "additionalProperties": False,
+                },
+                send_message,
+            ),
+            Tool(
+                "do_nothing",
+                "Choose not to respond to this message.",
+                {"type": "object", "properties": {}, "additionalProperties": False},
+                do_nothing,
+            ),
+        ]
+
+
+def _transcript(channel: Channel, earlier: list[ChannelMessage], trigger: ChannelMessage) -> str:
+    where = "a direct message" if channel.kind == "dm" else f"#{channel.name}"
+    lines = [f"Recent conversation in {where} (oldest first):"]
+    lines += [f"{m.sender}: {m.content}" for m in earlier] or ["(no earlier messages)"]
+    lines += ["", f"New message from {trigger.sender}:", trigger.content]
+    return "\n".join(lines)

@@ -1,0 +1,115 @@
+"""Channels, members and channel messages: every database operation of ``agentrunner.channels``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agentrunner.store.drivers import Op
+from agentrunner.store.repositories import _Repo
+
+__all__ = ["Channel", "ChannelMessage", "Channels"]
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    id: str
+    name: str
+    kind: str  # public | private | dm
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelMessage:
+    channel_id: str
+    id: str
+    thread_root_id: str | None
+    sender: str
+    sender_kind: str  # agent | person
+    content: str
+    depth: int
+    run_id: str | None
+    created_at: float
+
+
+class Channels(_Repo):
+    async def by_name(self, name: str) -> Channel | None:
+        row = await self.db.fetch_one(self.sql["channel_by_name"], {"name": name})
+        return Channel(**row) if row else None
+
+    async def by_id(self, channel_id: str) -> Channel | None:
+        row = await self.db.fetch_one(self.sql["channel_by_id"], {"id": channel_id})
+        return Channel(**row) if row else None
+
+    async def create(
+        self, channel_id: str, name: str, kind: str, members: list[tuple[str, str]]
+    ) -> None:
+        now = time.time()
+        await self.db.batch(
+            [
+                self.op("channel_insert", id=channel_id, name=name, kind=kind, now=now),
+                *(
+                    self.op("member_add", channel_id=channel_id, member=m, member_kind=k)
+                    for m, k in members
+                ),
+            ]
+        )
+
+    async def add_members(self, channel_id: str, members: list[tuple[str, str]]) -> None:
+        await self.db.batch(
+            [
+                self.op("member_add", channel_id=channel_id, member=m, member_kind=k)
+                for m, k in members
+            ]
+        )
+
+    async def all(self) -> list[dict[str, Any]]:
+        return await self.db.fetch_all(self.sql["channel_list"], {})
+
+    async def members(self, channel_id: str) -> list[tuple[str, str]]:
+        rows = await self.db.fetch_all(self.sql["member_list"], {"channel_id": channel_id})
+        return [(r["member"], r["member_kind"]) for r in rows]
+
+    def message_op(self, message: ChannelMessage) -> Op:
+        return self.op(
+            "channel_message_insert",
+            channel_id=message.channel_id,
+            id=message.id,
+            thread_root_id=message.thread_root_id,
+            sender=message.sender,
+            sender_kind=message.sender_kind,
+            content=message.content,
+            depth=message.depth,
+            run_id=message.run_id,
+            now=message.created_at,
+        )
+
+    async def message(self, channel_id: str, message_id: str) -> ChannelMessage | None:
+        row = await self.db.fetch_one(
+            self.sql["channel_message_get"], {"channel_id": channel_id, "id": message_id}
+        )
+        return ChannelMessage(**row) if row else None
+
+    async def before(self, channel_id: str, message_id: str, limit: int) -> list[ChannelMessage]:
+        """The ``limit`` messages before ``message_id``, oldest first."""
+        rows = await self.db.fetch_all(
+            self.sql["channel_messages_before"],
+            {"channel_id": channel_id, "before": message_id, "limit": limit},
+        )
+        return [ChannelMessage(**r) for r in reversed(rows)]
+
+    async def after(
+        self, channel_id: str, after: str = "", limit: int = 100
+    ) -> list[ChannelMessage]:
+        rows = await self.db.fetch_all(
+            self.sql["channel_messages_after"],
+            {"channel_id": channel_id, "after": after, "limit": limit},
+        )
+        return [ChannelMessage(**r) for r in rows]
+
+    async def thread_senders(self, channel_id: str, root_id: str) -> list[tuple[str, str]]:
+        rows = await self.db.fetch_all(
+            self.sql["thread_senders"], {"channel_id": channel_id, "root": root_id}
+        )
+        return [(r["sender"], r["sender_kind"]) for r in rows]

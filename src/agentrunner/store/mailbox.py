@@ -1,0 +1,142 @@
+"""Mailboxes (seed 003) and the workers that serve them: every database operation they need.
+
+A queued run is a ``runs`` row with status ``created``. A claim atomically takes the oldest queued
+run of an agent that has none running — FIFO per agent, one at a time — and gives it a lease.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentrunner.store.drivers import Op
+from agentrunner.store.records import from_json, to_json
+from agentrunner.store.repositories import _Repo
+
+__all__ = ["ClaimedRun", "Mailbox", "Workers"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    id: str
+    agent_id: str
+    thread_id: str | None
+    request: dict[str, Any]
+    attempts: int
+    trigger_message_id: str | None
+    channel_id: str | None
+    depth: int
+
+
+class Mailbox(_Repo):
+    def enqueue_op(
+        self,
+        *,
+        run_id: str,
+        agent_id: str,
+        thread_id: str | None,
+        request: Mapping[str, Any],
+        depth: int = 0,
+        trigger_message_id: str | None = None,
+        channel_id: str | None = None,
+        dm_conversation_id: str | None = None,
+    ) -> Op:
+        return self.op(
+            "run_enqueue",
+            id=run_id,
+            agent_id=agent_id,
+            thread_id=thread_id,
+            request=to_json(dict(request)),
+            depth=depth,
+            trigger_message_id=trigger_message_id,
+            channel_id=channel_id,
+            dm_conversation_id=dm_conversation_id,
+            now=time.time(),
+        )
+
+    def notify_op(self, agent_id: str) -> Op:
+        """Wakes idle workers when the batch commits (PostgreSQL ``NOTIFY``; a no-op on SQLite)."""
+        return self.op("notify_runs", agent_id=agent_id)
+
+    async def claim(self, worker_id: str, lease_s: float) -> ClaimedRun | None:
+        now = time.time()
+        row = await self.db.fetch_one(
+            self.sql["run_claim"],
+            {"now": now, "lease_until": now + lease_s, "worker_id": worker_id},
+        )
+        if row is None:
+            return None
+        return ClaimedRun(
+            row["id"],
+            row["agent_id"],
+            row["thread_id"],
+            from_json(row["request"]) or {},
+            int(row["attempts"]),
+            row["trigger_message_id"],
+            row["channel_id"],
+            int(row["depth"]),
+        )
+
+    async def renew(self, worker_id: str, lease_s: float) -> None:
+        await self.db.execute(
+            self.sql["runs_lease_renew"],
+            {"worker_id": worker_id, "lease_until": time.time() + lease_s},
+        )
+
+    async def release(self, run_id: str) -> None:
+        """Put a claimed run back in its mailbox (a worker stopping before it started it)."""
+        await self.db.execute(self.sql["run_release"], {"id": run_id})
+
+    async def fail_expired(self) -> list[str]:
+        """Fail runs whose worker stopped renewing their lease, and free their threads.
+
+        A run whose worker died is not run again: its tools may already have had effects. Its
+        thread is released at once (the dead worker's lock tickets are removed)."""
+        now = time.time()
+        failed = []
+        for row in await self.db.fetch_all(self.sql["runs_lease_expired"], {"now": now}):
+            message = (
+                f"worker {row['worker_id']} stopped renewing its lease; the run was not retried"
+            )
+            changed = await self.db.execute(
+                self.sql["run_lease_fail"], {"id": row["id"], "message": message, "now": now}
+            )
+            if changed and row["thread_id"] and row["worker_id"]:
+                await self.db.execute(
+                    self.sql["locks_drop_owner"],
+                    {"thread_id": row["thread_id"], "owner_prefix": f"{row['worker_id']}:%"},
+                )
+            if changed:
+                failed.append(row["id"])
+        return failed
+
+    async def depths(self) -> dict[str, dict[str, int]]:
+        """Per agent: how many runs are queued (``created``) and ``running``."""
+        out: dict[str, dict[str, int]] = {}
+        for row in await self.db.fetch_all(self.sql["mailbox_depths"], {}):
+            out.setdefault(row["agent_id"], {})[row["status"]] = int(row["runs"])
+        return out
+
+
+class Workers(_Repo):
+    async def heartbeat(self, worker_id: str, concurrency: int) -> None:
+        await self.db.execute(
+            self.sql["worker_upsert"],
+            {
+                "id": worker_id,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "concurrency": concurrency,
+                "now": time.time(),
+            },
+        )
+
+    async def remove(self, worker_id: str) -> None:
+        await self.db.execute(self.sql["worker_delete"], {"id": worker_id})
+
+    async def alive(self, within_s: float = 15.0) -> list[dict[str, Any]]:
+        return await self.db.fetch_all(self.sql["workers_alive"], {"since": time.time() - within_s})

@@ -1,0 +1,24 @@
+-- PostgreSQL versions of queries whose semantics need its locking.
+
+-- name: run_claim
+-- FOR UPDATE SKIP LOCKED: concurrent workers never wait on, or both take, the same run; the
+-- outer status check re-runs against the committed row, so a run claimed meanwhile is skipped.
+UPDATE runs
+SET status = 'running', started_at = :now, lease_until = :lease_until, worker_id = :worker_id,
+    attempts = attempts + 1
+WHERE id = (
+    SELECT r.id FROM runs r
+    WHERE r.status = 'created'
+      AND NOT EXISTS (SELECT 1 FROM runs b WHERE b.agent_id = r.agent_id AND b.status = 'running')
+      AND NOT EXISTS (
+          SELECT 1 FROM runs e
+          WHERE e.agent_id = r.agent_id AND e.status = 'created'
+            AND (e.created_at < r.created_at OR (e.created_at = r.created_at AND e.id < r.id)))
+    ORDER BY r.created_at, r.id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED)
+  AND status = 'created'
+RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth;
+
+-- name: notify_runs
+SELECT pg_notify('agentrunner_runs', :agent_id);

@@ -1,0 +1,154 @@
+"""Workers: processes that serve agents' mailboxes (seed 003), on one machine or many.
+
+A worker claims queued runs (atomically; FIFO per agent, one running run per agent), runs up to
+``concurrency`` of them at once, and renews their leases. When idle it waits for a NOTIFY
+(PostgreSQL; idle CPU is near zero) or polls with backoff (SQLite). Every worker also fails the
+runs whose worker stopped renewing its lease (killed, machine lost) — they are not re-run, since
+their tools may already have had effects — and frees their threads. ``stop()`` (SIGTERM) drains:
+no new claims; in-flight runs get ``drain_s`` to finish, then are cancelled, so nothing is left
+``running``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from typing import TYPE_CHECKING
+
+from agentrunner.engine.abort import AbortSignal
+from agentrunner.errors import AgentRunnerError
+
+if TYPE_CHECKING:
+    from agentrunner.channels.service import ChannelService
+    from agentrunner.runner import AgentRunner
+    from agentrunner.store.mailbox import ClaimedRun
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("agentrunner.worker")
+
+
+class Worker:
+    def __init__(
+        self,
+        runner: AgentRunner,
+        channels: ChannelService,
+        *,
+        concurrency: int = 1,
+        lease_s: float = 30.0,
+        idle_poll_s: float = 1.0,
+        drain_s: float = 30.0,
+    ) -> None:
+        self.runner = runner
+        self.channels = channels
+        self.store = runner.store
+        self.concurrency = max(1, concurrency)
+        self.lease_s = lease_s
+        self.idle_poll_s = idle_poll_s
+        self.drain_s = drain_s
+        # Lock tickets are owned by "host:pid:…"; so is a worker, so its tickets can be freed.
+        self.id = f"{socket.gethostname()}:{os.getpid()}"
+        self.served = 0
+        self._stopping = asyncio.Event()
+        self._inflight: dict[str, tuple[asyncio.Task[None], AbortSignal]] = {}
+        self._wake = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop claiming; in-flight runs finish (or are cancelled after ``drain_s``)."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self, *, until_idle: bool = False) -> int:
+        """Serve mailboxes until ``stop()`` — or, with ``until_idle``, until nothing is queued
+        or running (how ``post`` serves a laptop with no worker). Returns runs served."""
+        listener = await self.store.run_listener()
+        await self.store.workers.heartbeat(self.id, self.concurrency)
+        upkeep = asyncio.create_task(self._upkeep())
+        delay = 0.01
+        try:
+            await self.store.mailbox.fail_expired()
+            while not self._stopping.is_set():
+                if len(self._inflight) < self.concurrency:
+                    claimed = await self.store.mailbox.claim(self.id, self.lease_s)
+                    if claimed is not None:
+                        self._start(claimed)
+                        delay = 0.01
+                        continue
+                if until_idle and not self._inflight and not await self._queued():
+                    break
+                self._wake.clear()
+                waits: list[asyncio.Future[bool]] = [asyncio.ensure_future(self._wake.wait())]
+                if len(self._inflight) < self.concurrency:
+                    waits.append(asyncio.ensure_future(listener.wait(min(delay, self.idle_poll_s))))
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in waits:
+                    waiter.cancel()
+                delay = min(delay * 2, self.idle_poll_s)
+            await self._drain()
+        finally:
+            upkeep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await upkeep
+            await listener.close()
+            await self.store.workers.remove(self.id)
+        return self.served
+
+    def _start(self, claimed: ClaimedRun) -> None:
+        abort = AbortSignal()
+        task = asyncio.ensure_future(self._serve(claimed, abort))
+        self._inflight[claimed.id] = (task, abort)
+
+    async def _serve(self, claimed: ClaimedRun, abort: AbortSignal) -> None:
+        try:
+            kind = claimed.request.get("kind")
+            if kind == "channel":
+                await self.channels.serve(claimed, abort=abort)
+            else:
+                await self.runner.run_agent(
+                    claimed.agent_id,
+                    claimed.thread_id or f"{claimed.agent_id}-queue",
+                    str(claimed.request.get("message", "")),
+                    abort=abort,
+                    run_id=claimed.id,
+                )
+        except AgentRunnerError as exc:  # recorded on the run by the runner
+            log.info("run %s failed: %s: %s", claimed.id, exc.code, exc.message)
+        except Exception:
+            log.exception("run %s crashed", claimed.id)
+        finally:
+            self.served += 1
+            self._inflight.pop(claimed.id, None)
+            self._wake.set()  # a slot is free, and this agent's next run may be claimable
+
+    async def _queued(self) -> bool:
+        depths = await self.store.mailbox.depths()
+        return any(d.get("created") or d.get("running") for d in depths.values())
+
+    async def _upkeep(self) -> None:
+        """Heartbeat, lease renewal and recovery of other workers' expired runs."""
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                await self.store.workers.heartbeat(self.id, self.concurrency)
+                await self.store.mailbox.renew(self.id, self.lease_s)
+                failed = await self.store.mailbox.fail_expired()
+                if failed:
+                    log.warning(
+                        "failed %d run(s) whose worker stopped: %s", len(failed), ", ".join(failed)
+                    )
+                    self._wake.set()
+            except Exception:
+                log.exception("worker upkeep failed; retrying")
+
+    async def _drain(self) -> None:
+        if not self._inflight:
+            return
+        tasks = [task for task, _ in self._inflight.values()]
+        _, pending = await asyncio.wait(tasks, timeout=self.drain_s)
+        if pending:
+            for _, abort in list(self._inflight.values()):
+                abort.abort("the worker is stopping")
+            await asyncio.wait(pending, timeout=10)
