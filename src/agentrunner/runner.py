@@ -288,7 +288,12 @@ class AgentRunner:
         memory = await self._memory(agent)
         system = await self.prompt.build(  # 5. system prompt
             PromptContext(
-                agent, run.thread.id, input, overrides.background, task=run.thread.active_task
+                agent,
+                run.thread.id,
+                input,
+                overrides.background,
+                channel_mode=overrides.channel_mode,
+                task=run.thread.active_task,
             ),
             memory=memory,
         )

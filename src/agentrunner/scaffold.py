@@ -139,6 +139,18 @@ TEMPLATES: Mapping[str, Mapping[str, str]] = {
 }
 
 
+_OFFICE_CHANNELS = """
+# Channels live in the database; these are created, with their members, when a command opens
+# the project. Post with: agentrunner post general "Good morning, team"
+[channels.general]
+members = ["manager", "sales", "accountant", "reception", "you"]
+
+[channels.accounting]
+private = true
+members = ["accountant", "manager", "you"]
+"""
+
+
 def create_project(directory: Path, template: str = "basic") -> list[Path]:
     """Scaffold ``agentrunner.toml`` and ``agents/`` in ``directory``; return the files written.
 
@@ -151,7 +163,8 @@ def create_project(directory: Path, template: str = "basic") -> list[Path]:
             f"unknown template '{template}'",
             hint=f"Templates: {', '.join(TEMPLATES)}.",
         )
-    files = {"agentrunner.toml": _CONFIG, **TEMPLATES[template]}
+    config = _CONFIG + (_OFFICE_CHANNELS if template == "office" else "")
+    files = {"agentrunner.toml": config, **TEMPLATES[template]}
     clashes = [name for name in files if (directory / name).exists()]
     if clashes:
         raise AgentRunnerError(

@@ -155,7 +155,7 @@ class ChannelService:
                         dm_conversation_id=channel.id if channel.kind == "dm" else None,
                     )
                 )
-                ops.append(self.store.mailbox.notify_op(agent_id))
+                ops.extend(self.store.mailbox.notify_ops(agent_id))
         await self.store.batch(ops)
         return Posted(message, run_ids)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from agentrunner._version import __version__
-from agentrunner.cli import agents, history, project, run
+from agentrunner.cli import agents, history, project, run, workspace
 
 __all__ = ["app"]
 
@@ -44,6 +44,11 @@ app.command("init")(project.init)
 app.command("render")(project.render)
 app.command("run")(run.run)
 app.command("chat")(run.chat)
+app.command("post")(workspace.post)
+app.command("dm")(workspace.dm)
+app.command("worker")(workspace.worker)
+app.command("status")(workspace.status)
+app.add_typer(workspace.channels_app, name="channels")
 app.add_typer(agents.app, name="agents")
 app.add_typer(history.threads_app, name="threads")
 app.add_typer(history.runs_app, name="runs")

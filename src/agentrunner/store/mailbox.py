@@ -58,9 +58,12 @@ class Mailbox(_Repo):
             now=time.time(),
         )
 
-    def notify_op(self, agent_id: str) -> Op:
-        """Wakes idle workers when the batch commits (PostgreSQL ``NOTIFY``; a no-op on SQLite)."""
-        return self.op("notify_runs", agent_id=agent_id)
+    def notify_ops(self, agent_id: str) -> list[Op]:
+        """Wake idle workers when the batch commits: PostgreSQL ``NOTIFY``. SQLite has none
+        (its workers poll), so there is nothing to add."""
+        if self.sql.dialect != "postgres":
+            return []
+        return [self.op("notify_runs", agent_id=agent_id)]
 
     async def claim(self, worker_id: str, lease_s: float) -> ClaimedRun | None:
         now = time.time()

@@ -1,0 +1,225 @@
+"""``agentrunner channels|post|dm|worker|status``: agents as members of a workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+from rich.markup import escape
+
+from agentrunner.cli.console import err, out
+
+if TYPE_CHECKING:
+    from agentrunner.compose import Workspace
+    from agentrunner.store.channels import Channel, ChannelMessage
+
+__all__ = ["channels_app", "dm", "post", "status", "worker"]
+
+channels_app = typer.Typer(
+    help="Channels: rooms with people and agents as members.", no_args_is_help=True
+)
+T = TypeVar("T")
+
+
+def _with_workspace(work: Callable[[Workspace], Awaitable[T]]) -> T:
+    async def main() -> T:
+        from agentrunner.compose import open_workspace
+
+        workspace = await open_workspace()
+        try:
+            return await work(workspace)
+        finally:
+            await workspace.close()
+
+    return asyncio.run(main())
+
+
+@channels_app.command("create")
+def channels_create(
+    name: str = typer.Argument(..., help="Channel name (with or without #)."),
+    member: list[str] = typer.Option(
+        [], "--member", "-m", help="An agent id or a person (repeat)."
+    ),
+    private: bool = typer.Option(False, "--private", help="Only members may post and be heard."),
+) -> None:
+    """Create a channel (or add members to it)."""
+
+    async def work(ws: Workspace) -> Channel:
+        return await ws.channels.create(name, private=private, members=member)
+
+    channel = _with_workspace(work)
+    added = ", ".join(member) or "no new members"
+    out.print(f"[green]#{escape(channel.name)}[/] ({channel.kind}) with {escape(added)}")
+
+
+@channels_app.command("list")
+def channels_list() -> None:
+    """Every channel, with its kind and member count."""
+    from rich.table import Table
+
+    rows = _with_workspace(lambda ws: ws.runner.store.channels.all())
+    table = Table(title="Channels", title_justify="left")
+    for column in ("name", "kind", "members"):
+        table.add_column(column)
+    for row in rows:
+        shown = row["name"] if row["kind"] == "dm" else "#" + row["name"]
+        table.add_row(escape(shown), row["kind"], str(row["members"]))
+    out.print(table)
+
+
+@channels_app.command("show")
+def channels_show(
+    name: str = typer.Argument(..., help="Channel name."),
+    limit: int = typer.Option(30, "--limit", help="How many recent messages."),
+) -> None:
+    """A channel's members and recent messages."""
+
+    async def work(ws: Workspace) -> Any:
+        channel = await ws.channels.channel(name)
+        store = ws.runner.store
+        messages = await store.channels.after(channel.id, "", 10_000)
+        return channel, await store.channels.members(channel.id), messages[-limit:]
+
+    channel, members, messages = _with_workspace(work)
+    people = ", ".join(f"{m}{'' if k == 'agent' else ' (person)'}" for m, k in members)
+    heading = f"[bold]#{escape(channel.name)}[/] [dim]· {channel.kind}"
+    out.print(f"{heading} · {escape(people) or 'no members'}[/]\n")
+    for message in messages:
+        _print_message(message)
+
+
+def post(
+    channel: str = typer.Argument(..., help="Channel name."),
+    message: str = typer.Argument(..., help="What to say."),
+    sender: str | None = typer.Option(
+        None, "--as", help="Who is speaking (default: [defaults] person)."
+    ),
+    thread: str | None = typer.Option(
+        None, "--thread", help="Reply in the thread of this message id."
+    ),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Show the agents' replies as they arrive."
+    ),
+) -> None:
+    """Post to a channel; the agents who should hear it reply. With no worker running, this
+    process serves the mailboxes until the conversation settles."""
+
+    async def work(ws: Workspace) -> None:
+        target = await ws.channels.channel(channel)
+        who = sender or ws.runner.config.person
+        posted = await ws.channels.post(target, who, message, thread_root=thread)
+        err.print(
+            f"[dim]posted {posted.message.id} · {len(posted.run_ids)} agent(s) will read it[/]"
+        )
+        await _settle(ws, target, posted.message.id, follow)
+
+    _with_workspace(work)
+
+
+def dm(
+    agent_id: str = typer.Argument(..., help="The agent to message."),
+    message: str = typer.Argument(..., help="What to say."),
+    sender: str | None = typer.Option(
+        None, "--as", help="Who is speaking (default: [defaults] person)."
+    ),
+) -> None:
+    """A direct message to an agent; its reply is printed."""
+
+    async def work(ws: Workspace) -> None:
+        who = sender or ws.runner.config.person
+        target = await ws.channels.dm_channel(agent_id, who)
+        posted = await ws.channels.post(target, who, message)
+        await _settle(ws, target, posted.message.id, True)
+
+    _with_workspace(work)
+
+
+def worker(
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", "-c", help="Runs served at once."
+    ),
+) -> None:
+    """Serve agents' mailboxes until SIGTERM or Ctrl-C (then drain: nothing is left running)."""
+
+    async def work(ws: Workspace) -> None:
+        serving = ws.worker(concurrency=concurrency)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, serving.stop)
+        err.print(
+            f"[green]worker {escape(serving.id)}[/] serving with concurrency {serving.concurrency}"
+        )
+        served = await serving.run()
+        err.print(f"[dim]stopped after {served} run(s)[/]")
+
+    _with_workspace(work)
+
+
+def status() -> None:
+    """Each agent: idle, working or error, its current run and queued runs; live workers."""
+    from rich.table import Table
+
+    async def work(ws: Workspace) -> Any:
+        store = ws.runner.store
+        states = [await store.agent_states.get(agent.id) for agent in ws.runner.agents]
+        return states, await store.mailbox.depths(), await store.workers.alive()
+
+    states, depths, workers = _with_workspace(work)
+    table = Table(title="Agents", title_justify="left")
+    for column in ("agent", "status", "current run", "queued", "session thread"):
+        table.add_column(column)
+    colors = {"idle": "green", "working": "cyan", "error": "red"}
+    for state in states:
+        queued = depths.get(state.agent_id, {}).get("created", 0)
+        table.add_row(
+            escape(state.agent_id),
+            f"[{colors.get(state.status, 'white')}]{state.status}[/]",
+            escape(state.current_run_id or "—"),
+            str(queued),
+            escape(state.current_thread_id or "—"),
+        )
+    out.print(table)
+    if workers:
+        for w in workers:
+            out.print(f"[green]worker[/] {escape(w['id'])} · concurrency {w['concurrency']}")
+    else:
+        out.print("[dim]no live workers (post and dm serve the mailboxes themselves)[/]")
+
+
+async def _settle(ws: Workspace, channel: Channel, after: str, follow: bool) -> None:
+    """Serve in-process when no worker is alive; print replies while the cascade settles."""
+    store = ws.runner.store
+    serving = None
+    if not await store.workers.alive():
+        serving = asyncio.ensure_future(ws.worker(concurrency=4).run(until_idle=True))
+    elif not follow:
+        return
+    seen = after
+    while True:
+        done = serving is None and not await _busy(ws)
+        if serving is not None and serving.done():
+            serving.result()
+            done = True
+        for message in await store.channels.after(channel.id, seen, 100):
+            seen = message.id
+            _print_message(message)
+        if done:
+            return
+        await asyncio.sleep(0.1)
+
+
+async def _busy(ws: Workspace) -> bool:
+    depths = await ws.runner.store.mailbox.depths()
+    return any(d.get("created") or d.get("running") for d in depths.values())
+
+
+def _print_message(message: ChannelMessage) -> None:
+    color = "green" if message.sender_kind == "agent" else "blue"
+    thread = " [dim](thread)[/]" if message.thread_root_id else ""
+    out.print(
+        f"[bold {color}]{escape(message.sender)}[/]{thread}: {escape(message.content)}",
+        soft_wrap=True,
+    )

@@ -1,0 +1,173 @@
+"""Channels, the resolver, mailbox claims, cascades — on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner.channels import resolve_targets
+from agentrunner.compose import Workspace, open_workspace
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.testing import MockProvider, Reply
+from tests.runner.conftest import Agent
+
+A, P = "agent", "person"
+
+
+@pytest.mark.parametrize(
+    ("kind", "members", "sender", "thread", "expected"),
+    [
+        ("public", [("ann", A), ("bob", A), ("you", P)], "you", None, ["ann", "bob"]),
+        ("public", [("ann", A), ("bob", A), ("you", P)], "ann", None, ["bob"]),
+        (
+            "private",
+            [("kev", A), ("osc", A), ("ang", A), ("you", P)],
+            "you",
+            None,
+            ["ang", "kev", "osc"],
+        ),
+        ("dm", [("ann", A), ("you", P)], "you", None, ["ann"]),
+        ("dm", [("ann", A), ("you", P)], "ann", None, []),
+        (
+            "public",
+            [("ann", A), ("bob", A), ("cy", A)],
+            "you",
+            [("ann", A), ("bob", A), ("you", P)],
+            ["ann", "bob"],
+        ),
+        ("public", [("ann", A), ("bob", A)], "bob", [("ann", A), ("bob", A)], ["ann"]),
+    ],
+    ids=[
+        "channel",
+        "sender-excluded",
+        "private",
+        "dm",
+        "dm-reply",
+        "thread",
+        "thread-sender-excluded",
+    ],
+)
+def test_resolver_follows_seed_003(
+    kind: str, members: list[Any], sender: str, thread: Any, expected: list[str]
+) -> None:
+    assert (
+        resolve_targets(kind=kind, members=members, sender=sender, thread_participants=thread)
+        == expected
+    )
+
+
+@pytest.fixture
+async def workspace(agent: Agent, project: Path) -> Any:
+    for name in ("ann", "bob", "cy"):
+        agent(name)
+    ws = await open_workspace(project)
+    yield ws
+    await ws.close()
+
+
+async def test_post_queues_one_run_per_target_in_one_transaction(workspace: Workspace) -> None:
+    channel = await workspace.channels.create("general", members=["ann", "bob", "you"])
+    posted = await workspace.channels.post(channel, "you", "hello all")
+    runs = {r.id: r for r in await workspace.runner.store.runs.list()}
+    assert set(posted.run_ids) == set(runs)
+    assert sorted(r.agent_id for r in runs.values()) == ["ann", "bob"]
+    assert all(
+        r.status == "created" and r.trigger_message_id == posted.message.id for r in runs.values()
+    )
+
+
+async def test_claims_are_fifo_per_agent_and_one_at_a_time(workspace: Workspace) -> None:
+    store = workspace.runner.store
+    channel = await workspace.channels.create("general", members=["ann", "bob", "you"])
+    for n in range(3):
+        await workspace.channels.post(channel, "you", f"m{n}")
+    claimed = [await store.mailbox.claim("w1", 30) for _ in range(3)]
+    got = [c for c in claimed if c is not None]
+    assert sorted(c.agent_id for c in got) == ["ann", "bob"]  # one each: the third must wait
+    for c in got:
+        trigger = await store.channels.message(c.channel_id or "", c.trigger_message_id or "")
+        assert trigger is not None and trigger.content == "m0"  # the oldest first
+    assert claimed[2] is None
+
+
+async def test_concurrent_claims_never_double_claim(workspace: Workspace, store_url: str) -> None:
+    from agentrunner.store import open_store
+
+    channel = await workspace.channels.create("general", members=["ann", "bob", "cy", "you"])
+    for n in range(5):
+        await workspace.channels.post(channel, "you", f"m{n}")
+    others = [await open_store(store_url) for _ in range(3)]
+    try:
+        results = await asyncio.gather(
+            *(s.mailbox.claim(f"w{i}", 30) for i, s in enumerate(others * 3))
+        )
+    finally:
+        for s in others:
+            await s.close()
+    got = [r for r in results if r is not None]
+    assert sorted(r.agent_id for r in got) == ["ann", "bob", "cy"]
+    assert len({r.id for r in got}) == 3
+
+
+async def test_private_channel_needs_membership(workspace: Workspace) -> None:
+    channel = await workspace.channels.create("accounting", private=True, members=["ann", "you"])
+    with pytest.raises(AgentRunnerError) as info:
+        await workspace.channels.post(channel, "mallory", "let me in")
+    assert info.value.code is ErrorCode.VALIDATION
+    posted = await workspace.channels.post(channel, "you", "numbers?")
+    assert len(posted.run_ids) == 1
+
+
+async def test_an_agent_speaks_through_send_message(
+    workspace: Workspace, mock: MockProvider
+) -> None:
+    channel = await workspace.channels.create("general", members=["ann", "you"])
+    await workspace.channels.post(channel, "you", "earlier context")
+    await workspace.worker().run(until_idle=True)
+    mock.reset()
+    mock.queue(
+        Reply(tool_calls=[("send_message", {"text": "On it!"})]),
+        Reply(text="(plain text is not delivered)"),
+    )
+    posted = await workspace.channels.post(channel, "you", "ann, can you take this?")
+    served = await workspace.worker().run(until_idle=True)
+    assert served == 1
+    messages = await workspace.runner.store.channels.after(channel.id, posted.message.id)
+    assert [(m.sender, m.content, m.depth) for m in messages] == [("ann", "On it!", 1)]
+    user_turn = mock.requests[0].body["messages"][-1]["content"]
+    assert "Recent conversation in #general" in user_turn and "you: earlier context" in user_turn
+    assert "ann, can you take this?" in user_turn
+    system = mock.requests[0].body["messages"][0]["content"]
+    assert "earlier context" not in system and "send_message" in system  # untrusted text stays out
+    [run] = await workspace.runner.store.runs.list(limit=1)
+    assert run.status == "completed" and run.stop_reason == "end_turn"
+
+
+async def test_silence_is_recorded_as_no_tool_call(
+    workspace: Workspace, mock: MockProvider
+) -> None:
+    channel = await workspace.channels.create("general", members=["ann", "you"])
+    mock.queue(Reply(text="I would answer but I did not use send_message"))
+    posted = await workspace.channels.post(channel, "you", "hi")
+    await workspace.worker().run(until_idle=True)
+    run = await workspace.runner.store.runs.get(posted.run_ids[0])
+    assert run is not None and (run.status, run.stop_reason) == ("completed", "no_tool_call")
+    assert await workspace.runner.store.channels.after(channel.id, posted.message.id) == []
+
+
+async def test_a_cascade_stops_at_the_chain_depth(workspace: Workspace, mock: MockProvider) -> None:
+    # Every agent answers every message by posting back: without a limit this never ends.
+    channel = await workspace.channels.create("general", members=["ann", "bob", "you"])
+    for _ in range(40):
+        mock.queue(Reply(tool_calls=[("send_message", {"text": "reply"})]), Reply(text="done"))
+    posted = await workspace.channels.post(channel, "you", "start")
+    await workspace.worker(concurrency=2).run(until_idle=True)
+    messages = await workspace.runner.store.channels.after(channel.id, posted.message.id, 1000)
+    depths = [m.depth for m in messages]
+    assert max(depths) == workspace.channels.chain_depth + 1  # posted, but it triggers nobody
+    runs = await workspace.runner.store.runs.list(limit=1000)
+    assert max(r.depth for r in runs) == workspace.channels.chain_depth
+    assert all(r.status == "completed" for r in runs)
