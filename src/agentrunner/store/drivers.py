@@ -35,6 +35,8 @@ class Driver(Protocol):
 
     async def execute(self, sql: str, params: Params) -> int: ...
 
+    async def fetch_stamped(self, sql: str, params: Params) -> list[dict[str, Any]]: ...
+
     async def batch(self, ops: Sequence[Op]) -> None: ...
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]: ...
@@ -88,6 +90,18 @@ class SQLiteDriver:
 
     async def execute(self, sql: str, params: Params) -> int:
         return self._conn.execute(sql, params).rowcount
+
+    async def fetch_stamped(self, sql: str, params: Params) -> list[dict[str, Any]]:
+        """Run a write with ``:now`` set once this connection holds the write lock."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            rows = conn.execute(sql, {**params, "now": time.time()}).fetchall()
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return [dict(row) for row in rows]
 
     async def batch(self, ops: Sequence[Op]) -> None:
         """Commit ``ops`` in one transaction. Batches submitted while others wait for the same
@@ -279,6 +293,9 @@ class PostgresDriver:
         async with self.pool.connection() as conn:
             cursor = await conn.execute(sql, params)
             return cursor.rowcount
+
+    async def fetch_stamped(self, sql: str, params: Params) -> list[dict[str, Any]]:
+        return await self.fetch_all(sql, {**params, "now": time.time()})
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
         """Start committing ``ops`` and return at once (callers order their own batches)."""

@@ -66,11 +66,10 @@ class Mailbox(_Repo):
         return [self.op("notify_runs", agent_id=agent_id)]
 
     async def claim(self, worker_id: str, lease_s: float) -> ClaimedRun | None:
-        now = time.time()
-        row = await self.db.fetch_one(
-            self.sql["run_claim"],
-            {"now": now, "lease_until": now + lease_s, "worker_id": worker_id},
+        rows = await self.db.fetch_stamped(
+            self.sql["run_claim"], {"lease_s": lease_s, "worker_id": worker_id}
         )
+        row = rows[0] if rows else None
         if row is None:
             return None
         return ClaimedRun(

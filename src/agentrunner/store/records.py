@@ -72,6 +72,8 @@ class RunRecord:
     created_at: float
     started_at: float | None
     completed_at: float | None
+    worker_id: str | None = None
+    attempts: int = 0
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRecord:

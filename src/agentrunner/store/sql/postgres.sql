@@ -4,8 +4,9 @@
 -- FOR UPDATE SKIP LOCKED: concurrent workers never wait on, or both take, the same run; the
 -- outer status check re-runs against the committed row, so a run claimed meanwhile is skipped.
 UPDATE runs
-SET status = 'running', started_at = :now, lease_until = :lease_until, worker_id = :worker_id,
-    attempts = attempts + 1
+SET status = 'running', started_at = extract(epoch from clock_timestamp()),
+    lease_until = extract(epoch from clock_timestamp()) + :lease_s,
+    worker_id = :worker_id, attempts = attempts + 1
 WHERE id = (
     SELECT r.id FROM runs r
     WHERE r.status = 'created'
@@ -22,3 +23,13 @@ RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channe
 
 -- name: notify_runs
 SELECT pg_notify('agentrunner_runs', :agent_id);
+
+-- name: run_finish
+-- The database's clock, as for claims, so a run's end and the next claim compare truthfully
+-- even when workers' clocks differ.
+UPDATE runs
+SET status = :status, stop_reason = :stop_reason, model = :model, error_code = :error_code,
+    error_message = :error_message, token_usage = :token_usage{json},
+    cost_micros = :cost_micros, cost_known = :cost_known,
+    completed_at = GREATEST(:now, extract(epoch from clock_timestamp()))
+WHERE id = :id;

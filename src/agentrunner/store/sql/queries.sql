@@ -69,13 +69,15 @@ UPDATE runs SET stop_reason = :stop_reason WHERE id = :id;
 -- name: run_get
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,
-       token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at
+       token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
+       worker_id, attempts
 FROM runs WHERE id = :id;
 
 -- name: run_list
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,
-       token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at
+       token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
+       worker_id, attempts
 FROM runs
 WHERE (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id)
   AND (CAST(:thread_id AS TEXT) IS NULL OR thread_id = :thread_id)
@@ -196,9 +198,11 @@ VALUES (:id, :agent_id, :thread_id, 'created', :trigger_message_id, :channel_id,
 
 -- name: run_claim
 -- The oldest queued run of an agent that has none running (FIFO per agent, one at a time).
+-- :now is stamped by the driver once it holds the write lock, so started_at is never earlier
+-- than the completion of the run before it.
 UPDATE runs
-SET status = 'running', started_at = :now, lease_until = :lease_until, worker_id = :worker_id,
-    attempts = attempts + 1
+SET status = 'running', started_at = :now, lease_until = :now + :lease_s,
+    worker_id = :worker_id, attempts = attempts + 1
 WHERE id = (
     SELECT r.id FROM runs r
     WHERE r.status = 'created'

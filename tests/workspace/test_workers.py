@@ -1,0 +1,206 @@
+"""Worker processes serving mailboxes: ordering, exclusivity, recovery, draining."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner.compose import Workspace, open_workspace
+from agentrunner.testing import MockProvider, Reply
+from tests.runner.conftest import Agent
+
+AGENTS = [f"a{n}" for n in range(10)]
+
+
+@pytest.fixture
+def fleet(project: Path, agent: Agent) -> Path:
+    with (project / "agentrunner.toml").open("a") as config:
+        config.write("\n[workers]\nlease_s = 2.0\n")
+    for name in AGENTS:
+        agent(name)
+    return project
+
+
+def start_worker(project: Path, concurrency: int = 2, tag: str = "") -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "worker", "--concurrency", str(concurrency)],
+        cwd=project,
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int:
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=60)
+    finally:
+        if proc.stderr:
+            proc.stderr.close()
+
+
+async def wait_for(condition: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await condition():
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("timed out waiting")
+
+
+async def test_a_thousand_messages_two_workers(fleet: Path, mock: MockProvider) -> None:
+    ws = await open_workspace(fleet)
+    try:
+        channels = [
+            await ws.channels.create(f"ch{n}", members=[name, "you"])
+            for n, name in enumerate(AGENTS)
+        ]
+        workers = [start_worker(fleet), start_worker(fleet)]
+        try:
+            posted = await asyncio.gather(
+                *(ws.channels.post(channels[i % 10], "you", f"message {i}") for i in range(1000))
+            )
+            store = ws.runner.store
+
+            async def all_done() -> bool:
+                depths = await store.mailbox.depths()
+                return not any(d.get("created") or d.get("running") for d in depths.values())
+
+            await wait_for(all_done, 180)
+        finally:
+            codes = [stop(w) for w in workers]
+        assert codes == [0, 0]
+        runs = await store.runs.list(limit=5000)
+        assert len(runs) == 1000 and all(r.status == "completed" for r in runs)
+        triggers = [r.trigger_message_id for r in runs]
+        assert sorted(triggers) == sorted(p.message.id for p in posted)  # nothing lost or doubled
+        by_agent: dict[str, list[Any]] = defaultdict(list)
+        for run in runs:
+            by_agent[run.agent_id].append(run)
+        assert sorted(by_agent) == AGENTS
+        for agent_runs in by_agent.values():
+            agent_runs.sort(key=lambda r: r.started_at)
+            assert [r.trigger_message_id for r in agent_runs] == sorted(
+                r.trigger_message_id for r in agent_runs
+            )
+            for before, after in zip(agent_runs, agent_runs[1:], strict=False):
+                assert before.completed_at <= after.started_at  # never two running at once
+        assert len({r.worker_id for r in runs}) == 2  # both worker processes served runs
+    finally:
+        await ws.close()
+
+
+async def test_a_killed_worker_is_recovered_and_the_mailbox_moves_on(
+    fleet: Path, mock: MockProvider
+) -> None:
+    ws = await open_workspace(fleet)
+    try:
+        channel = await ws.channels.create("ops", members=["a0", "you"])
+        mock.queue(Reply(text="too late", delay_s=60), model="gpt-mock")
+        first = await ws.channels.post(channel, "you", "this run's worker will die")
+        second = await ws.channels.post(channel, "you", "and this one must still be answered")
+        store = ws.runner.store
+        doomed = start_worker(fleet, concurrency=1)
+
+        async def running() -> bool:
+            run = await store.runs.get(first.run_ids[0])
+            return run is not None and run.status == "running"
+
+        await wait_for(running, 30)
+        stop(doomed, signal.SIGKILL)
+        killed_at = time.monotonic()
+        rescuer = start_worker(fleet, concurrency=1)
+        try:
+
+            async def recovered() -> bool:
+                run = await store.runs.get(first.run_ids[0])
+                return run is not None and run.status == "failed"
+
+            await wait_for(recovered, 30)
+            assert time.monotonic() - killed_at < 2.0 + 5.0  # lease + 5 s
+            dead = await store.runs.get(first.run_ids[0])
+            assert dead is not None and "stopped renewing its lease" in (dead.error_message or "")
+
+            async def moved_on() -> bool:
+                run = await store.runs.get(second.run_ids[0])
+                return run is not None and run.status == "completed"
+
+            await wait_for(moved_on, 30)
+        finally:
+            assert stop(rescuer) == 0
+    finally:
+        await ws.close()
+
+
+async def test_sigterm_drains_and_leaves_nothing_running(fleet: Path, mock: MockProvider) -> None:
+    ws = await open_workspace(fleet)
+    try:
+        channel = await ws.channels.create("slow", members=["a1", "you"])
+        mock.queue(
+            Reply(tool_calls=[("send_message", {"text": "finishing"})], delay_s=1.5),
+            Reply(text="done"),
+        )
+        posted = await ws.channels.post(channel, "you", "take your time")
+        store = ws.runner.store
+        worker = start_worker(fleet, concurrency=1)
+
+        async def running() -> bool:
+            run = await store.runs.get(posted.run_ids[0])
+            return run is not None and run.status == "running"
+
+        await wait_for(running, 30)
+        assert stop(worker) == 0  # SIGTERM: the in-flight run finishes first
+        run = await store.runs.get(posted.run_ids[0])
+        assert run is not None and run.status == "completed"
+        depths = await store.mailbox.depths()
+        assert not any(d.get("running") for d in depths.values())
+        assert await store.workers.alive() == []
+    finally:
+        await ws.close()
+
+
+async def test_post_serves_in_process_without_a_worker(fleet: Path, mock: MockProvider) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "post", "general", "hello"],
+        cwd=fleet,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1 and "no channel '#general'" in proc.stderr
+    ws: Workspace = await open_workspace(fleet)
+    await ws.channels.create("general", members=["a0", "a1", "you"])
+    await ws.close()
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "post", "general", "hello team"],
+        cwd=fleet,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "a0" in proc.stdout and "a1" in proc.stdout  # their replies, served in-process
+    status = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "status"],
+        cwd=fleet,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "idle" in status.stdout and "no live workers" in status.stdout
