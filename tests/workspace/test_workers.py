@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -93,7 +94,7 @@ async def test_a_thousand_messages_two_workers(fleet: Path, mock: MockProvider) 
             assert [r.trigger_message_id for r in agent_runs] == sorted(
                 r.trigger_message_id for r in agent_runs
             )
-            for before, after in zip(agent_runs, agent_runs[1:], strict=False):
+            for before, after in itertools.pairwise(agent_runs):
                 assert before.completed_at <= after.started_at  # never two running at once
         assert len({r.worker_id for r in runs}) == 2  # both worker processes served runs
     finally:
