@@ -157,6 +157,8 @@ class ChannelService:
                 )
                 ops.extend(self.store.mailbox.notify_ops(agent_id))
         await self.store.batch(ops)
+        if run_ids:
+            self.store.notify_runs()
         return Posted(message, run_ids)
 
     # -- serving a queued run -----------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any, Protocol, cast
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.sql import SqlSet
+from agentrunner.store.wake import SocketListener, notify_sockets
 
 __all__ = ["Driver", "PostgresDriver", "SQLiteDriver", "open_driver"]
 
@@ -44,6 +45,8 @@ class Driver(Protocol):
     async def migrate(self, sql: SqlSet) -> list[int]: ...
 
     async def listener(self, channel: str) -> Listener: ...
+
+    def notify(self) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -180,7 +183,15 @@ class SQLiteDriver:
         return applied
 
     async def listener(self, channel: str) -> Listener:
-        return _PollListener()
+        return SocketListener(self.wake_dir)
+
+    def notify(self) -> None:
+        """Wake this machine's idle workers (SQLite has no NOTIFY)."""
+        notify_sockets(self.wake_dir)
+
+    @property
+    def wake_dir(self) -> Path:
+        return Path(f"{self.path}.wake")
 
     async def close(self) -> None:
         if self._checkpointer is not None:
@@ -328,6 +339,9 @@ class PostgresDriver:
                 applied.append(version)
             return applied
 
+    def notify(self) -> None:
+        """Nothing to do: the NOTIFY went out with the transaction that queued the runs."""
+
     async def listener(self, channel: str) -> Listener:
         """A connection LISTENing on ``channel``; ``wait`` returns when a NOTIFY arrives."""
         import psycopg
@@ -357,17 +371,6 @@ class _PgListener:
 
     async def close(self) -> None:
         await self._conn.close()
-
-
-class _PollListener:
-    """SQLite has no NOTIFY: waiting is sleeping (callers back off)."""
-
-    async def wait(self, timeout: float) -> bool:
-        await asyncio.sleep(timeout)
-        return False
-
-    async def close(self) -> None:
-        return None
 
 
 async def open_driver(url: str) -> Driver:

@@ -59,6 +59,10 @@ class Store:
         for ordering)."""
         return self.driver.submit(ops)
 
+    def notify_runs(self) -> None:
+        """After queueing runs: wake idle workers (PostgreSQL did so when the batch committed)."""
+        self.driver.notify()
+
     async def run_listener(self) -> Listener:
         """Something to wait on for new queued runs: NOTIFY on PostgreSQL, a sleep on SQLite."""
         return await self.driver.listener("agentrunner_runs")

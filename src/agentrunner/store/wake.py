@@ -1,0 +1,67 @@
+"""Waking idle workers on SQLite, which has no LISTEN/NOTIFY.
+
+Every listening worker binds a Unix datagram socket in a directory beside the database file; a
+process that queued runs sends one byte to each socket there. Waiting workers wake at once; a
+socket whose worker is gone is removed by the next sender. Workers still re-check on a timer,
+so a lost datagram only delays, never loses, work. One machine only — as SQLite is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from pathlib import Path
+
+__all__ = ["SocketListener", "notify_sockets"]
+
+
+class SocketListener:
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{os.getpid()}-{id(self):x}.sock"
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.bind(str(self.path))
+        self._sock.setblocking(False)
+        self._event = asyncio.Event()
+        asyncio.get_running_loop().add_reader(self._sock.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self._sock.recv(64)
+        self._event.set()
+
+    async def wait(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._event.clear()
+        return True
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(self._sock.fileno())
+        self._sock.close()
+        self.path.unlink(missing_ok=True)
+
+
+def notify_sockets(directory: Path) -> None:
+    """Send a wake-up to every listening worker (fire-and-forget, never blocks)."""
+    try:
+        entries = list(directory.glob("*.sock"))
+    except OSError:
+        return
+    if not entries:
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.setblocking(False)
+        for path in entries:
+            try:
+                sender.sendto(b"!", str(path))
+            except (ConnectionRefusedError, FileNotFoundError):
+                path.unlink(missing_ok=True)  # its worker is gone
+            except OSError:
+                continue  # a full buffer: that worker is already awake
