@@ -31,23 +31,32 @@ def fleet(project: Path, agent: Agent) -> Path:
     return project
 
 
-def start_worker(project: Path, concurrency: int = 2, tag: str = "") -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "agentrunner", "worker", "--concurrency", str(concurrency)],
-        cwd=project,
-        env=os.environ.copy(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+def start_worker(
+    project: Path, concurrency: int = 2, tag: str = "worker"
+) -> subprocess.Popen[bytes]:
+    with (project / f"{tag}-{time.monotonic_ns()}.log").open(
+        "wb"
+    ) as log:  # the child keeps its copy
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentrunner",
+                "--debug",
+                "worker",
+                "--concurrency",
+                str(concurrency),
+            ],
+            cwd=project,
+            env={**os.environ, "AGENTRUNNER_DEBUG": "1"},
+            stdout=log,
+            stderr=log,
+        )
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int:
     proc.send_signal(sig)
-    try:
-        return proc.wait(timeout=60)
-    finally:
-        if proc.stderr:
-            proc.stderr.close()
+    return proc.wait(timeout=60)
 
 
 async def wait_for(condition: Any, timeout: float) -> None:
@@ -120,7 +129,7 @@ async def test_a_killed_worker_is_recovered_and_the_mailbox_moves_on(
         await wait_for(running, 30)
         stop(doomed, signal.SIGKILL)
         killed_at = time.monotonic()
-        rescuer = start_worker(fleet, concurrency=1)
+        rescuer = start_worker(fleet, concurrency=1, tag="rescuer")
         try:
 
             async def recovered() -> bool:

@@ -306,7 +306,15 @@ class PostgresDriver:
             return cursor.rowcount
 
     async def fetch_stamped(self, sql: str, params: Params) -> list[dict[str, Any]]:
-        return await self.fetch_all(sql, {**params, "now": time.time()})
+        """A mailbox claim. Right after a burst of enqueues the planner's statistics say the
+        queue is nearly empty, and it would sort every queued run (tens of ms per claim); with
+        bitmap scans and sorts off for this one statement it walks the ordered index and stops
+        at the first claimable run."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("SET LOCAL enable_bitmapscan = off")
+            await conn.execute("SET LOCAL enable_sort = off")
+            cursor = await conn.execute(sql, {**params, "now": time.time()})
+            return list(await cursor.fetchall())  # type: ignore[arg-type]
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
         """Start committing ``ops`` and return at once (callers order their own batches)."""

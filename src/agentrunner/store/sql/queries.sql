@@ -207,10 +207,13 @@ WHERE id = (
     SELECT r.id FROM runs r
     WHERE r.status = 'created'
       AND NOT EXISTS (SELECT 1 FROM runs b WHERE b.agent_id = r.agent_id AND b.status = 'running')
-      AND NOT EXISTS (
-          SELECT 1 FROM runs e
+      -- the head of this agent's queue; a LIMIT subquery stays an index probe on
+      -- (agent_id, status, created_at) whatever the planner's statistics say
+      AND r.id = (
+          SELECT e.id FROM runs e
           WHERE e.agent_id = r.agent_id AND e.status = 'created'
-            AND (e.created_at < r.created_at OR (e.created_at = r.created_at AND e.id < r.id)))
+          ORDER BY e.created_at, e.id
+          LIMIT 1)
     ORDER BY r.created_at, r.id
     LIMIT 1)
 RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth;

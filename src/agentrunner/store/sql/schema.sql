@@ -51,8 +51,8 @@ CREATE TABLE runs (
     started_at DOUBLE PRECISION,
     completed_at DOUBLE PRECISION
 ){clustered};
-CREATE INDEX runs_agent_status ON runs (agent_id, status, created_at);
-CREATE INDEX runs_status_created ON runs (status, created_at);
+CREATE INDEX runs_agent_status ON runs (agent_id, status, created_at, id);
+CREATE INDEX runs_status_created ON runs (status, created_at, id);
 CREATE INDEX runs_thread_created ON runs (thread_id, created_at);
 
 CREATE TABLE run_steps (
