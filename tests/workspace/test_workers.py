@@ -214,3 +214,34 @@ async def test_post_serves_in_process_without_a_worker(fleet: Path, mock: MockPr
         check=True,
     )
     assert "idle" in status.stdout and "no live workers" in status.stdout
+
+
+def _cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner", *args],
+        cwd=project,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_channels_and_dm_from_the_cli(fleet: Path, mock: MockProvider) -> None:
+    made = _cli(
+        fleet, "channels", "create", "team", "--member", "a2", "--member", "you", "--private"
+    )
+    assert made.returncode == 0 and "#team (private)" in made.stdout, made.stderr
+    listed = _cli(fleet, "channels", "list")
+    assert "#team" in listed.stdout and "private" in listed.stdout
+    mock.queue(Reply(tool_calls=[("send_message", {"text": "Hi, I am a2."})]), Reply(text="done"))
+    replied = _cli(fleet, "dm", "a2", "hello there")
+    assert replied.returncode == 0, replied.stderr
+    assert "a2: Hi, I am a2." in replied.stdout
+    shown = _cli(fleet, "channels", "show", "dm:a2:you")
+    assert "you: hello there" in shown.stdout and "a2: Hi, I am a2." in shown.stdout
+    denied = _cli(fleet, "post", "team", "let me in", "--as", "mallory")
+    assert denied.returncode == 1 and "mallory is not a member of #team" in denied.stderr
+    unknown = _cli(fleet, "dm", "nobody", "hi")
+    assert unknown.returncode == 1 and "agent_not_found" in unknown.stderr
