@@ -122,11 +122,12 @@ async def test_a_killed_worker_is_recovered_and_the_mailbox_moves_on(
         store = ws.runner.store
         doomed = start_worker(fleet, concurrency=1)
 
-        async def running() -> bool:
+        async def in_model_call() -> bool:
+            # Killed mid-run: claimed, and its model request (the stalled one) in flight.
             run = await store.runs.get(first.run_ids[0])
-            return run is not None and run.status == "running"
+            return run is not None and run.status == "running" and len(mock.requests) >= 1
 
-        await wait_for(running, 30)
+        await wait_for(in_model_call, 30)
         stop(doomed, signal.SIGKILL)
         killed_at = time.monotonic()
         rescuer = start_worker(fleet, concurrency=1, tag="rescuer")
@@ -145,7 +146,11 @@ async def test_a_killed_worker_is_recovered_and_the_mailbox_moves_on(
                 run = await store.runs.get(second.run_ids[0])
                 return run is not None and run.status == "completed"
 
-            await wait_for(moved_on, 30)
+            try:
+                await wait_for(moved_on, 30)
+            except AssertionError:
+                late = await store.runs.get(second.run_ids[0])
+                raise AssertionError(f"the second run did not complete: {late}") from None
         finally:
             assert stop(rescuer) == 0
     finally:
