@@ -67,6 +67,7 @@ class Worker:
         listener = await self.store.run_listener()
         await self.store.workers.heartbeat(self.id, self.concurrency)
         upkeep = asyncio.create_task(self._upkeep())
+        cancels = asyncio.create_task(self._watch_cancels())
         delay = 0.01
         try:
             await self.store.mailbox.fail_expired()
@@ -89,9 +90,10 @@ class Worker:
                 delay = min(delay * 2, self.idle_poll_s)
             await self._drain()
         finally:
-            upkeep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await upkeep
+            for task in (upkeep, cancels):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await listener.close()
             await self.store.workers.remove(self.id)
         return self.served
@@ -112,6 +114,7 @@ class Worker:
                     claimed.thread_id or f"{claimed.agent_id}-queue",
                     str(claimed.request.get("message", "")),
                     abort=abort,
+                    input=dict(claimed.request.get("input") or {}),
                     run_id=claimed.id,
                 )
         except AgentRunnerError as exc:  # recorded on the run by the runner
@@ -126,6 +129,20 @@ class Worker:
     async def _queued(self) -> bool:
         depths = await self.store.mailbox.depths()
         return any(d.get("created") or d.get("running") for d in depths.values())
+
+    async def _watch_cancels(self) -> None:
+        """Abort in-flight runs someone asked to cancel (e.g. over HTTP, from another process)."""
+        while True:
+            await asyncio.sleep(0.2)
+            if not self._inflight:
+                continue
+            try:
+                for run_id in await self.store.mailbox.cancel_requested(self.id):
+                    entry = self._inflight.get(run_id)
+                    if entry is not None:
+                        entry[1].abort("cancelled on request")
+            except Exception:
+                log.exception("checking for cancellations failed; retrying")
 
     async def _upkeep(self) -> None:
         """Heartbeat, lease renewal and recovery of other workers' expired runs."""

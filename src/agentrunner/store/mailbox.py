@@ -116,6 +116,20 @@ class Mailbox(_Repo):
                 failed.append(row["id"])
         return failed
 
+    async def cancel(self, run_id: str) -> str:
+        """Cancel a run: a queued one at once; a running one by asking its worker.
+        Returns ``cancelled``, ``requested`` or ``not_cancellable`` (already finished)."""
+        now = time.time()
+        if await self.db.execute(self.sql["run_cancel_queued"], {"id": run_id, "now": now}):
+            return "cancelled"
+        if await self.db.execute(self.sql["run_request_cancel"], {"id": run_id}):
+            return "requested"
+        return "not_cancellable"
+
+    async def cancel_requested(self, worker_id: str) -> list[str]:
+        rows = await self.db.fetch_all(self.sql["runs_to_cancel"], {"worker_id": worker_id})
+        return [r["id"] for r in rows]
+
     async def depths(self) -> dict[str, dict[str, int]]:
         """Per agent: how many runs are queued (``created``) and ``running``."""
         out: dict[str, dict[str, int]] = {}

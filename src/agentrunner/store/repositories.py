@@ -159,6 +159,15 @@ class Runs(_Repo):
         row = await self.db.fetch_one(self.sql["run_get"], {"id": run_id})
         return RunRecord.from_row(row) if row else None
 
+    async def on_thread_from(
+        self, thread_id: str, first_run_id: str, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """(id, status) of the thread's runs from ``first_run_id`` on, oldest first."""
+        return await self.db.fetch_all(
+            self.sql["thread_runs_after"],
+            {"thread_id": thread_id, "after": first_run_id, "limit": limit},
+        )
+
     async def steps(self, run_id: str) -> list[StepRecord]:
         rows = await self.db.fetch_all(self.sql["step_list"], {"run_id": run_id})
         return [StepRecord.from_row(r) for r in rows]

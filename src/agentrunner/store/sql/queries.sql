@@ -300,3 +300,16 @@ ORDER BY id LIMIT :limit;
 -- name: thread_senders
 SELECT DISTINCT sender, sender_kind FROM channel_messages
 WHERE channel_id = :channel_id AND (id = :root OR thread_root_id = :root);
+
+-- name: run_cancel_queued
+UPDATE runs SET status = 'cancelled', stop_reason = 'cancelled', completed_at = :now
+WHERE id = :id AND status = 'created';
+
+-- name: run_request_cancel
+UPDATE runs SET cancel_requested = TRUE WHERE id = :id AND status = 'running';
+
+-- name: runs_to_cancel
+SELECT id FROM runs WHERE worker_id = :worker_id AND status = 'running' AND cancel_requested;
+
+-- name: thread_runs_after
+SELECT id, status FROM runs WHERE thread_id = :thread_id AND id >= :after ORDER BY id LIMIT :limit;

@@ -192,3 +192,8 @@ CREATE TABLE workers (
 ALTER TABLE runs ADD COLUMN worker_id TEXT;
 ALTER TABLE runs ADD COLUMN lease_until DOUBLE PRECISION;
 ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0
+
+-- migration: 3
+-- Cancelling a run another process is running: the flag is set here, its worker sees it and
+-- aborts the run.
+ALTER TABLE runs ADD COLUMN cancel_requested BOOLEAN NOT NULL DEFAULT FALSE

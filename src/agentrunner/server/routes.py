@@ -1,0 +1,350 @@
+"""REST routes and server-sent event streams.
+
+Event streams tail the stored events, so a stream works whichever process runs the run. Each SSE
+event's ``id`` is its position: a run's sequence number (``/runs``), ``<run id>/<seq>``
+(``/threads``), or a message id (``/channels``); reconnecting with ``Last-Event-ID`` resumes
+exactly after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from pydantic import BaseModel, Field
+from sse_starlette.sse import EventSourceResponse
+
+from agentrunner.compose import Workspace
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.ids import new_id
+
+__all__ = ["router"]
+
+router = APIRouter()
+POLL_S = 0.05
+TERMINAL = {"completed", "failed", "cancelled"}
+
+
+def workspace(request: Request) -> Workspace:
+    ws: Workspace = request.app.state.workspace
+    return ws
+
+
+class ThreadCreate(BaseModel):
+    agent_id: str = Field(min_length=1, max_length=200)
+    id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[\w.@:-]+$")
+
+
+class RunCreate(BaseModel):
+    agent_id: str = Field(min_length=1, max_length=200)
+    message: str = Field(min_length=1, max_length=200_000)
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class PostMessage(BaseModel):
+    text: str = Field(min_length=1, max_length=200_000)
+    sender: str | None = Field(default=None, min_length=1, max_length=200)
+    thread: str | None = Field(default=None, max_length=200)
+
+
+def _not_found(what: str, key: str) -> AgentRunnerError:
+    return AgentRunnerError(
+        ErrorCode.AGENT_NOT_FOUND if what == "agent" else ErrorCode.VALIDATION, f"no {what} '{key}'"
+    )
+
+
+def _agent(spec: Any) -> dict[str, Any]:
+    return {
+        "id": spec.id,
+        "name": spec.name,
+        "description": spec.description,
+        "model": spec.model,
+        "fallback": list(spec.fallback),
+        "tools": list(spec.tools),
+        "capabilities": list(spec.capabilities),
+        "reports_to": spec.reports_to,
+        "enabled": spec.enabled,
+    }
+
+
+@router.get("/agents", tags=["agents"])
+async def list_agents(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+    return {"data": [_agent(a) for a in ws.runner.agents]}
+
+
+@router.get("/agents/{agent_id}", tags=["agents"])
+async def get_agent(agent_id: str, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+    return _agent(ws.runner.agents.get(agent_id))
+
+
+@router.post("/threads", status_code=201, tags=["threads"])
+async def create_thread(body: ThreadCreate, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+    ws.runner.agents.get(body.agent_id)
+    thread = await ws.runner.store.threads.open(
+        body.id or new_id(f"{body.agent_id}-"), body.agent_id
+    )
+    return _thread(thread)
+
+
+@router.get("/threads", tags=["threads"])
+async def list_threads(
+    agent_id: str | None = None,
+    cursor: float | None = Query(default=None, description="updated_at of the last item seen"),
+    limit: int = Query(default=50, ge=1, le=500),
+    ws: Workspace = Depends(workspace),
+) -> dict[str, Any]:
+    threads = await ws.runner.store.threads.list(agent_id=agent_id, before=cursor, limit=limit)
+    return {
+        "data": [_thread(t) for t in threads],
+        "next_cursor": threads[-1].updated_at if len(threads) == limit else None,
+    }
+
+
+@router.get("/threads/{thread_id}", tags=["threads"])
+async def get_thread(thread_id: str, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+    thread = await ws.runner.store.threads.get(thread_id)
+    if thread is None:
+        raise _not_found("thread", thread_id)
+    return _thread(thread)
+
+
+@router.get("/threads/{thread_id}/messages", tags=["threads"])
+async def thread_messages(
+    thread_id: str,
+    cursor: int = Query(default=0, ge=0, description="the seq of the last message seen"),
+    limit: int = Query(default=100, ge=1, le=1000),
+    ws: Workspace = Depends(workspace),
+) -> dict[str, Any]:
+    page = await ws.runner.store.messages.page(thread_id, after=cursor, limit=limit)
+    data = [
+        {"seq": seq, **m.to_dict(), "run_id": run_id, "created_at": at}
+        for seq, m, run_id, at in page
+    ]
+    return {"data": data, "next_cursor": page[-1][0] if len(page) == limit else None}
+
+
+@router.post("/threads/{thread_id}/runs", status_code=202, tags=["runs"])
+async def start_run(
+    thread_id: str, body: RunCreate, ws: Workspace = Depends(workspace)
+) -> dict[str, Any]:
+    """Queue a run of ``agent_id`` on the thread; a worker starts it. Follow it on
+    ``/runs/{run_id}/events``."""
+    ws.runner.agents.get(body.agent_id)
+    store = ws.runner.store
+    run_id = new_id("run_")
+    await store.threads.open(thread_id, body.agent_id)
+    await store.batch(
+        [
+            store.mailbox.enqueue_op(
+                run_id=run_id,
+                agent_id=body.agent_id,
+                thread_id=thread_id,
+                request={"kind": "direct", "message": body.message, "input": body.input},
+            ),
+            *store.mailbox.notify_ops(body.agent_id),
+        ]
+    )
+    store.notify_runs()
+    return {"run_id": run_id, "thread_id": thread_id, "status": "created"}
+
+
+@router.get("/runs/{run_id}", tags=["runs"])
+async def get_run(run_id: str, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+    run = await ws.runner.store.runs.get(run_id)
+    if run is None:
+        raise _not_found("run", run_id)
+    return _run(run)
+
+
+@router.post("/runs/{run_id}/cancel", tags=["runs"])
+async def cancel_run(run_id: str, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+    if await ws.runner.store.runs.get(run_id) is None:
+        raise _not_found("run", run_id)
+    return {"run_id": run_id, "cancel": await ws.runner.store.mailbox.cancel(run_id)}
+
+
+@router.get("/runs/{run_id}/events", tags=["events"], response_class=EventSourceResponse)
+async def run_events(
+    run_id: str,
+    after: int = Query(default=0, ge=0),
+    last_event_id: str | None = Header(default=None),
+    ws: Workspace = Depends(workspace),
+) -> EventSourceResponse:
+    if await ws.runner.store.runs.get(run_id) is None:
+        raise _not_found("run", run_id)
+    start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+    return EventSourceResponse(_tail_run(ws, run_id, start), ping=15)
+
+
+@router.get("/threads/{thread_id}/events", tags=["events"], response_class=EventSourceResponse)
+async def thread_events(
+    thread_id: str,
+    last_event_id: str | None = Header(default=None),
+    ws: Workspace = Depends(workspace),
+) -> EventSourceResponse:
+    if await ws.runner.store.threads.get(thread_id) is None:
+        raise _not_found("thread", thread_id)
+    return EventSourceResponse(_tail_thread(ws, thread_id, last_event_id or ""), ping=15)
+
+
+@router.get("/channels", tags=["channels"])
+async def list_channels(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+    return {"data": await ws.runner.store.channels.all()}
+
+
+@router.post("/channels/{name}/messages", status_code=201, tags=["channels"])
+async def post_message(
+    name: str, body: PostMessage, ws: Workspace = Depends(workspace)
+) -> dict[str, Any]:
+    channel = await ws.channels.channel(name)
+    posted = await ws.channels.post(
+        channel, body.sender or ws.runner.config.person, body.text, thread_root=body.thread
+    )
+    return {"message": _message(posted.message), "run_ids": posted.run_ids}
+
+
+@router.post("/dm/{agent_id}", status_code=201, tags=["channels"])
+async def direct_message(
+    agent_id: str, body: PostMessage, ws: Workspace = Depends(workspace)
+) -> dict[str, Any]:
+    sender = body.sender or ws.runner.config.person
+    channel = await ws.channels.dm_channel(agent_id, sender)
+    posted = await ws.channels.post(channel, sender, body.text)
+    return {"channel": channel.name, "message": _message(posted.message), "run_ids": posted.run_ids}
+
+
+@router.get("/channels/{name}/messages", tags=["channels"])
+async def channel_messages(
+    name: str,
+    cursor: str = Query(default="", max_length=200, description="the id of the last message seen"),
+    limit: int = Query(default=100, ge=1, le=1000),
+    ws: Workspace = Depends(workspace),
+) -> dict[str, Any]:
+    channel = await ws.channels.channel(name)
+    messages = await ws.runner.store.channels.after(channel.id, cursor, limit)
+    return {
+        "data": [_message(m) for m in messages],
+        "next_cursor": messages[-1].id if len(messages) == limit else None,
+    }
+
+
+@router.get("/channels/{name}/events", tags=["events"], response_class=EventSourceResponse)
+async def channel_events(
+    name: str, last_event_id: str | None = Header(default=None), ws: Workspace = Depends(workspace)
+) -> EventSourceResponse:
+    channel = await ws.channels.channel(name)
+    return EventSourceResponse(_tail_channel(ws, channel.id, last_event_id or ""), ping=15)
+
+
+@router.get("/costs", tags=["costs"])
+async def costs(
+    days: int = Query(default=7, ge=1, le=366), ws: Workspace = Depends(workspace)
+) -> dict[str, Any]:
+    since = time.strftime("%Y-%m-%d", time.gmtime(time.time() - (days - 1) * 86400))
+    rows = await ws.runner.store.costs.summary(since=since)
+    return {"since": since, "data": [{**r, "cost_usd": int(r["cost_micros"]) / 1e6} for r in rows]}
+
+
+# -- streams ---------------------------------------------------------------------------------
+
+
+async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncIterator[dict[str, Any]]:
+    store = ws.runner.store
+    while True:
+        events = await store.events.list(run_id, after=after, limit=500)
+        for event in events:
+            after = event.seq
+            yield {"id": str(event.seq), "event": event.type, "data": json.dumps(event.payload)}
+        if not events:
+            run = await store.runs.get(run_id)
+            finished = run is None or run.status in TERMINAL
+            # Events are written before the run's end, so once it has ended one more read
+            # catches anything committed in between.
+            if finished and not await store.events.list(run_id, after=after, limit=1):
+                status = run.status if run else None
+                yield {"event": "run.end", "data": json.dumps({"run_id": run_id, "status": status})}
+                return
+            await asyncio.sleep(POLL_S)
+
+
+async def _tail_thread(
+    ws: Workspace, thread_id: str, position: str
+) -> AsyncIterator[dict[str, Any]]:
+    store = ws.runner.store
+    run_after, _, seq_text = position.partition("/")
+    seq = int(seq_text) if seq_text.isdigit() else 0
+    while True:
+        progressed = False
+        for row in await store.runs.on_thread_from(thread_id, run_after):
+            start = seq if row["id"] == run_after else 0
+            for event in await store.events.list(row["id"], after=start, limit=1000):
+                progressed = True
+                run_after, seq = row["id"], event.seq
+                yield {
+                    "id": f"{row['id']}/{event.seq}",
+                    "event": event.type,
+                    "data": json.dumps({"run_id": row["id"], **event.payload}),
+                }
+        if not progressed:
+            await asyncio.sleep(POLL_S * 4)
+
+
+async def _tail_channel(
+    ws: Workspace, channel_id: str, after: str
+) -> AsyncIterator[dict[str, Any]]:
+    store = ws.runner.store
+    while True:
+        messages = await store.channels.after(channel_id, after, 200)
+        for message in messages:
+            after = message.id
+            yield {
+                "id": message.id,
+                "event": "channel.message",
+                "data": json.dumps(_message(message)),
+            }
+        if not messages:
+            await asyncio.sleep(POLL_S * 4)
+
+
+def _thread(thread: Any) -> dict[str, Any]:
+    return {
+        "id": thread.id,
+        "agent_id": thread.agent_id,
+        "title": thread.title,
+        "message_count": thread.message_count,
+        "created_at": thread.created_at,
+        "updated_at": thread.updated_at,
+    }
+
+
+def _run(run: Any) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "agent_id": run.agent_id,
+        "thread_id": run.thread_id,
+        "status": run.status,
+        "stop_reason": run.stop_reason,
+        "model": run.model,
+        "error": {"code": run.error_code, "message": run.error_message} if run.error_code else None,
+        "usage": run.token_usage,
+        "cost_usd": run.cost_micros / 1e6 if run.cost_known else None,
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "completed_at": run.completed_at,
+    }
+
+
+def _message(message: Any) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "sender": message.sender,
+        "sender_kind": message.sender_kind,
+        "content": message.content,
+        "thread": message.thread_root_id,
+        "depth": message.depth,
+        "created_at": message.created_at,
+    }

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.runner.conftest import agent, open_runner, project
+
+__all__ = ["ServerThread", "agent", "open_runner", "project", "server"]
+
+
+class ServerThread:
+    """The HTTP API under uvicorn in a background thread, on a free loopback port."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = uvicorn.Server(
+            uvicorn.Config(app, log_level="critical", timeout_graceful_shutdown=2)
+        )
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=20)
+
+
+@pytest.fixture
+def server(project: Path) -> Iterator[Any]:
+    """Start the API (after the test has written its agents): ``srv = server()``."""
+    from agentrunner.server import create_app
+
+    started: list[ServerThread] = []
+
+    def start(**options: Any) -> ServerThread:
+        running = ServerThread(create_app(project, token="secret-token", **options))
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()

@@ -1,0 +1,197 @@
+"""The HTTP API end to end, on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from agentrunner.testing import MockProvider, Reply
+from tests.runner.conftest import Agent
+from tests.server.conftest import ServerThread
+
+AUTH = {"authorization": "Bearer secret-token"}
+
+
+def test_openai_client_non_streaming_and_streaming_with_a_tool_call(
+    agent: Agent, server: Any, mock: MockProvider
+) -> None:
+    import openai
+
+    agent("helper", "capabilities: [notes]")
+    server = server()
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="secret-token")
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "Plan", "body": "Ship"})]),
+        Reply(text="Saved your plan."),
+    )
+    reply = client.chat.completions.create(
+        model="helper", messages=[{"role": "user", "content": "Save a plan"}], user="ada"
+    )
+    assert reply.choices[0].message.content == "Saved your plan."
+    assert reply.usage is not None and reply.usage.total_tokens > 0
+    mock.queue(
+        Reply(tool_calls=[("note_read", {"slug": "plan"})]), Reply(text="Your plan says: Ship.")
+    )
+    stream = client.chat.completions.create(
+        model="helper",
+        messages=[{"role": "user", "content": "What does it say?"}],
+        user="ada",
+        stream=True,
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == "Your plan says: Ship."
+    # Same `user`: the same thread, with the tool call recorded in between.
+    thread = httpx.get(f"{server.url}/threads/helper-ada/messages", headers=AUTH).json()["data"]
+    assert [m["role"] for m in thread] == ["user", "assistant", "tool", "assistant"] * 2
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["helper"]
+
+
+def test_auth_and_json_errors(agent: Agent, server: Any) -> None:
+    agent("helper")
+    server = server()
+    assert httpx.get(f"{server.url}/health").status_code == 200
+    denied = httpx.get(f"{server.url}/agents")
+    assert denied.status_code == 401 and denied.json()["error"]["code"] == "provider_auth"
+    missing = httpx.get(f"{server.url}/agents/ghost", headers=AUTH)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "agent_not_found"
+    bad = httpx.post(f"{server.url}/threads", headers=AUTH, json={"agent_id": ""})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "validation"
+    nowhere = httpx.get(f"{server.url}/no/such/route", headers=AUTH)
+    assert nowhere.status_code == 404 and "error" in nowhere.json()
+    huge = httpx.post(
+        f"{server.url}/threads",
+        headers={**AUTH, "content-type": "application/json"},
+        content=b"x" * 2_000_000,
+    )
+    assert huge.status_code == 413 and huge.json()["error"]["code"] == "validation"
+
+
+def test_threads_runs_and_cancel(agent: Agent, server: Any, mock: MockProvider) -> None:
+    agent("helper")
+    server = server()
+    created = httpx.post(
+        f"{server.url}/threads", headers=AUTH, json={"agent_id": "helper", "id": "t-1"}
+    )
+    assert created.status_code == 201 and created.json()["id"] == "t-1"
+    started = httpx.post(
+        f"{server.url}/threads/t-1/runs", headers=AUTH, json={"agent_id": "helper", "message": "hi"}
+    )
+    assert started.status_code == 202
+    run_id = started.json()["run_id"]
+    deadline = time.monotonic() + 20
+    while httpx.get(f"{server.url}/runs/{run_id}", headers=AUTH).json()["status"] != "completed":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    run = httpx.get(f"{server.url}/runs/{run_id}", headers=AUTH).json()
+    assert run["stop_reason"] == "end_turn" and run["usage"]["requests"] == 1
+    mock.queue(Reply(text="word " * 400, chunk_delay_s=0.02))
+    slow = httpx.post(
+        f"{server.url}/threads/t-1/runs",
+        headers=AUTH,
+        json={"agent_id": "helper", "message": "long"},
+    ).json()
+    while (
+        httpx.get(f"{server.url}/runs/{slow['run_id']}", headers=AUTH).json()["status"] != "running"
+    ):
+        time.sleep(0.02)
+    assert (
+        httpx.post(f"{server.url}/runs/{slow['run_id']}/cancel", headers=AUTH).json()["cancel"]
+        == "requested"
+    )
+    deadline = time.monotonic() + 20
+    while (
+        status := httpx.get(f"{server.url}/runs/{slow['run_id']}", headers=AUTH).json()["status"]
+    ) == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert status == "cancelled"
+    listed = httpx.get(f"{server.url}/threads", headers=AUTH, params={"agent_id": "helper"}).json()
+    assert [t["id"] for t in listed["data"]] == ["t-1"]
+    assert httpx.get(f"{server.url}/costs", headers=AUTH).json()["data"][0]["agent_id"] == "helper"
+
+
+def _read_sse(response: httpx.Response, limit: int | None = None) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    for line in response.iter_lines():
+        if not line:
+            if "data" in current:
+                events.append(current)
+                if limit is not None and len(events) >= limit:
+                    return events
+            current = {}
+            continue
+        name, _, value = line.partition(":")
+        current[name] = value[1:] if value.startswith(" ") else value
+    return events
+
+
+def test_sse_resume_with_last_event_id_across_processes(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    from agentrunner.server import create_app
+
+    agent("talker")
+    api = ServerThread(
+        create_app(project, token="secret-token", worker=False)
+    )  # the worker is elsewhere
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "worker"],
+        cwd=project,
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        mock.queue(Reply(text=" ".join(f"w{n}" for n in range(120)), chunk_delay_s=0.01))
+        run_id = httpx.post(
+            f"{api.url}/threads/t/runs", headers=AUTH, json={"agent_id": "talker", "message": "go"}
+        ).json()["run_id"]
+        with httpx.stream(
+            "GET", f"{api.url}/runs/{run_id}/events", headers=AUTH, timeout=30
+        ) as first:
+            head = _read_sse(first, limit=15)
+        last = head[-1]["id"]
+        with httpx.stream(
+            "GET",
+            f"{api.url}/runs/{run_id}/events",
+            headers={**AUTH, "last-event-id": last},
+            timeout=30,
+        ) as second:
+            tail = _read_sse(second)
+        assert (
+            tail[-1]["event"] == "run.end" and json.loads(tail[-1]["data"])["status"] == "completed"
+        )
+        ids = [int(e["id"]) for e in head + tail[:-1]]
+        assert ids == list(range(1, len(ids) + 1))  # exactly the missed events: no gap, no repeat
+        tokens = "".join(
+            json.loads(e["data"])["token"] for e in head + tail if e.get("event") == "agent.token"
+        )
+        assert tokens == " ".join(f"w{n}" for n in range(120))
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+        api.stop()
+
+
+def test_serve_refuses_public_bind_without_token(project: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTRUNNER_API_TOKEN"}
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "serve", "--host", "0.0.0.0"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1 and "without a bearer token" in done.stderr
