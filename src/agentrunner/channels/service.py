@@ -68,6 +68,7 @@ class ChannelService:
                 ErrorCode.VALIDATION,
                 f"no channel '#{name.lstrip('#')}'",
                 hint="Create it with `agentrunner channels create NAME --member AGENT …`.",
+                details={"not_found": "channel"},
             )
         return channel
 

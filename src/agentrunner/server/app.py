@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
@@ -41,6 +42,36 @@ _STATUS: dict[ErrorCode, int] = {
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
     ErrorCode.BUDGET_EXCEEDED: 402,
     ErrorCode.CANCELLED: 409,
+}
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    hint: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error response: a code from the taxonomy, a message, maybe a hint."""
+
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "bad input (validation, template and model errors)",
+        401: "missing or wrong bearer token",
+        402: "budget exceeded",
+        403: "tool denied",
+        404: "no such agent, thread, run or channel",
+        409: "cancelled",
+        413: "request body too large",
+        422: "the request does not match the schema",
+        500: "internal error",
+        502: "the model provider rejected the credentials",
+        503: "the model provider is rate limiting or unavailable",
+    }.items()
 }
 
 
@@ -118,9 +149,8 @@ def create_app(
 
     @app.exception_handler(AgentRunnerError)
     async def runner_error(request: Request, exc: AgentRunnerError) -> JSONResponse:
-        return JSONResponse(
-            error_body(str(exc.code), exc.message, exc.hint), status_code=_STATUS.get(exc.code, 500)
-        )
+        status = 404 if exc.details.get("not_found") else _STATUS.get(exc.code, 500)
+        return JSONResponse(error_body(str(exc.code), exc.message, exc.hint), status_code=status)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -147,6 +177,6 @@ def create_app(
 
     from agentrunner.server import openai_compat, routes
 
-    app.include_router(routes.router)
-    app.include_router(openai_compat.router)
+    app.include_router(routes.router, responses=ERROR_RESPONSES)
+    app.include_router(openai_compat.router, responses=ERROR_RESPONSES)
     return app

@@ -26,6 +26,7 @@ __all__ = ["router"]
 
 router = APIRouter()
 POLL_S = 0.05
+MAX_INT = 2**62  # database integers are 64-bit
 TERMINAL = {"completed", "failed", "cancelled"}
 
 
@@ -52,9 +53,7 @@ class PostMessage(BaseModel):
 
 
 def _not_found(what: str, key: str) -> AgentRunnerError:
-    return AgentRunnerError(
-        ErrorCode.AGENT_NOT_FOUND if what == "agent" else ErrorCode.VALIDATION, f"no {what} '{key}'"
-    )
+    return AgentRunnerError(ErrorCode.VALIDATION, f"no {what} '{key}'", details={"not_found": what})
 
 
 def _agent(spec: Any) -> dict[str, Any]:
@@ -115,7 +114,9 @@ async def get_thread(thread_id: str, ws: Workspace = Depends(workspace)) -> dict
 @router.get("/threads/{thread_id}/messages", tags=["threads"])
 async def thread_messages(
     thread_id: str,
-    cursor: int = Query(default=0, ge=0, description="the seq of the last message seen"),
+    cursor: int = Query(
+        default=0, ge=0, le=MAX_INT, description="the seq of the last message seen"
+    ),
     limit: int = Query(default=100, ge=1, le=1000),
     ws: Workspace = Depends(workspace),
 ) -> dict[str, Any]:
@@ -170,7 +171,7 @@ async def cancel_run(run_id: str, ws: Workspace = Depends(workspace)) -> dict[st
 @router.get("/runs/{run_id}/events", tags=["events"], response_class=EventSourceResponse)
 async def run_events(
     run_id: str,
-    after: int = Query(default=0, ge=0),
+    after: int = Query(default=0, ge=0, le=MAX_INT),
     last_event_id: str | None = Header(default=None),
     ws: Workspace = Depends(workspace),
 ) -> EventSourceResponse:
