@@ -195,3 +195,69 @@ def test_serve_refuses_public_bind_without_token(project: Path) -> None:
         check=False,
     )
     assert done.returncode == 1 and "without a bearer token" in done.stderr
+
+
+def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: MockProvider) -> None:
+    agent("helper")
+    srv = server(cors_origins=["https://app.example"])
+    preflight = httpx.options(
+        f"{srv.url}/agents",
+        headers={"origin": "https://app.example", "access-control-request-method": "GET"},
+    )
+    assert preflight.headers.get("access-control-allow-origin") == "https://app.example"
+    for n in range(2):
+        started = httpx.post(
+            f"{srv.url}/threads/t/runs",
+            headers=AUTH,
+            json={"agent_id": "helper", "message": f"m{n}"},
+        )
+        run_id = started.json()["run_id"]
+        deadline = time.monotonic() + 20
+        while httpx.get(f"{srv.url}/runs/{run_id}", headers=AUTH).json()["status"] != "completed":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    with httpx.stream("GET", f"{srv.url}/threads/t/events", headers=AUTH, timeout=30) as stream:
+        first = _read_sse(stream, limit=4)
+    with httpx.stream(
+        "GET",
+        f"{srv.url}/threads/t/events",
+        headers={**AUTH, "last-event-id": first[-1]["id"]},
+        timeout=30,
+    ) as stream:
+        rest = _read_sse(stream, limit=6)
+    ids = [e["id"] for e in first + rest]
+    assert len(ids) == len(set(ids)) == 10
+    assert ids == sorted(ids, key=lambda i: (i.split("/")[0], int(i.split("/")[1])))
+    httpx.post(
+        f"{srv.url}/channels/general/messages", headers=AUTH, json={"text": "x"}
+    )  # no such channel
+    from agentrunner.compose import open_workspace
+
+    async def make_channel() -> None:
+        ws = await open_workspace(Path.cwd())
+        await ws.channels.create("lobby", members=["you", "ada"])
+        await ws.close()
+
+    import asyncio
+
+    asyncio.run(make_channel())
+    for text in ("one", "two", "three"):
+        assert (
+            httpx.post(
+                f"{srv.url}/channels/lobby/messages", headers=AUTH, json={"text": text}
+            ).status_code
+            == 201
+        )
+    with httpx.stream(
+        "GET", f"{srv.url}/channels/lobby/events", headers=AUTH, timeout=30
+    ) as stream:
+        head = _read_sse(stream, limit=1)
+    with httpx.stream(
+        "GET",
+        f"{srv.url}/channels/lobby/events",
+        headers={**AUTH, "last-event-id": head[0]["id"]},
+        timeout=30,
+    ) as stream:
+        tail = _read_sse(stream, limit=2)
+    assert [json.loads(e["data"])["content"] for e in head + tail] == ["one", "two", "three"]
+    assert httpx.get(f"{srv.url}/channels/nope/messages", headers=AUTH).status_code == 404

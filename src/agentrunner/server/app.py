@@ -116,13 +116,6 @@ def create_app(
         description="Run LLM agents: threads, runs, live events, channels, OpenAI-compatible chat.",
         lifespan=lifespan,
     )
-    if cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=cors_origins,
-            allow_methods=["*"],
-            allow_headers=["*"],
-        )
 
     @app.middleware("http")
     async def guard(
@@ -174,6 +167,16 @@ def create_app(
     @app.get("/health", tags=["service"])
     async def health() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
+
+    if cors_origins:
+        # Added last, so outermost: preflights are answered before the token check, and error
+        # responses carry CORS headers too.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+        )
 
     from agentrunner.server import openai_compat, routes
 
