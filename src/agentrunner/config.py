@@ -47,6 +47,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "project": ("agents_dir", "state_dir"),
     "defaults": ("model", "persona", "title_model", "person", "chain_depth"),
     "workers": ("lease_s", "concurrency"),
+    "cache": ("ttl_s", "max_mb"),
     "channels": (),
     "database": ("url",),
     "budgets": ("per_run_usd", "per_agent_daily_usd", "global_daily_usd"),
@@ -193,6 +194,8 @@ class Config:
     chain_depth: int = 3
     lease_s: float = 30.0
     worker_concurrency: int = 4
+    cache_ttl_s: float | None = None
+    cache_max_bytes: int | None = None
     extensions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: MappingProxyType({})
     )

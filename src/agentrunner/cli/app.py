@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from agentrunner._version import __version__
-from agentrunner.cli import agents, history, project, run, serve, workspace
+from agentrunner.cli import agents, history, project, run, serve, tasks, workspace
 
 __all__ = ["app"]
 
@@ -49,6 +49,8 @@ app.command("dm")(workspace.dm)
 app.command("worker")(workspace.worker)
 app.command("status")(workspace.status)
 app.command("serve")(serve.serve)
+app.command("exec")(tasks.exec_command)
+app.add_typer(tasks.cache_app, name="cache")
 app.add_typer(workspace.channels_app, name="channels")
 app.add_typer(agents.app, name="agents")
 app.add_typer(history.threads_app, name="threads")

@@ -1,0 +1,16 @@
+"""Tasks: templated, cacheable one-shot executions of an agent (seed 004)."""
+
+from agentrunner.tasks.cache import CacheStats, FileCache, ResultCache, cache_key, canonical_json
+from agentrunner.tasks.task import Outcome, Task, TaskRunner, execute
+
+__all__ = [
+    "CacheStats",
+    "FileCache",
+    "Outcome",
+    "ResultCache",
+    "Task",
+    "TaskRunner",
+    "cache_key",
+    "canonical_json",
+    "execute",
+]

