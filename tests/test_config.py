@@ -118,6 +118,8 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ("[budgets]\nper_run_usd = -1\n", "non-negative number"),
         ('defaults = "x"\n', "[defaults] must be a table"),
         ('[prices."m"]\ninput = 1\n', "unknown key 'prices.m.input'"),
+        ("[cache]\nttl_s = 0\n", "cache.ttl_s must be a positive number of seconds"),
+        ('[cache]\nmax_mb = "lots"\n', "cache.max_mb must be a positive number of megabytes"),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
@@ -129,6 +131,15 @@ def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
     assert fragment in err.message
     assert err.file and err.file.endswith("agentrunner.toml")
     assert "sk-123" not in err.message and "hunter2" not in err.message
+
+
+def test_cache_limits(tmp_path: Path) -> None:
+    write(tmp_path, "[cache]\nttl_s = 3600\nmax_mb = 1.5\n")
+    config = load_config(tmp_path, env={})
+    assert (config.cache_ttl_s, config.cache_max_bytes) == (3600.0, 1572864)
+    write(tmp_path, "[cache]\n")
+    config = load_config(tmp_path, env={})
+    assert (config.cache_ttl_s, config.cache_max_bytes) == (None, None)
 
 
 def test_bad_toml_names_the_file(tmp_path: Path) -> None:

@@ -312,6 +312,9 @@ def _build(
         )
     agents_dir = env.get("AGENTRUNNER_AGENTS_DIR") or project.get("agents_dir", "agents")
     state_dir = project.get("state_dir", ".agentrunner")
+    cache = raw.get("cache", {})
+    cache_ttl_s = _amount(cache.get("ttl_s"), "cache.ttl_s", "seconds", err)
+    cache_max_mb = _amount(cache.get("max_mb"), "cache.max_mb", "megabytes", err)
     return Config(
         root=root,
         path=path,
@@ -332,6 +335,8 @@ def _build(
         worker_concurrency=_count(
             raw.get("workers", {}).get("concurrency", 4), "workers.concurrency", err
         ),
+        cache_ttl_s=cache_ttl_s,
+        cache_max_bytes=None if cache_max_mb is None else int(cache_max_mb * 1024 * 1024),
         extensions=MappingProxyType(extensions.resolve(raw, file)),
         unknown=MappingProxyType(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}
@@ -439,6 +444,19 @@ def _usd(value: Any, name: str, err: _Err) -> float:
         raise err(
             f"{name} must be a non-negative number of dollars, got {value!r}",
             name.rsplit(".", 1)[-1],
+        )
+    return float(value)
+
+
+def _amount(value: Any, name: str, unit: str, err: _Err) -> float | None:
+    """An optional positive number (absent means no limit)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise err(
+            f"{name} must be a positive number of {unit}, got {value!r}",
+            name.rsplit(".", 1)[-1],
+            "Leave it out for no limit.",
         )
     return float(value)
 
