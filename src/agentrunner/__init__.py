@@ -132,6 +132,13 @@ if TYPE_CHECKING:
     from agentrunner.scaffold import create_project as create_project
     from agentrunner.store import Store as Store
     from agentrunner.store import open_store as open_store
+    from agentrunner.tasks import FileCache as FileCache
+    from agentrunner.tasks import Outcome as Outcome
+    from agentrunner.tasks import ResultCache as ResultCache
+    from agentrunner.tasks import Task as Task
+    from agentrunner.tasks import TaskRunner as TaskRunner
+    from agentrunner.tasks import cache_key as cache_key
+    from agentrunner.tasks import execute as execute
 
 _EXPORTS: dict[str, str] = {
     "AgentRunner": "agentrunner.runner",
@@ -178,6 +185,13 @@ _EXPORTS: dict[str, str] = {
     "load_project": "agentrunner.project",
     "parse_agent_text": "agentrunner.agents",
     "register_config_extension": "agentrunner.config",
+    "FileCache": "agentrunner.tasks",
+    "Outcome": "agentrunner.tasks",
+    "ResultCache": "agentrunner.tasks",
+    "Task": "agentrunner.tasks",
+    "TaskRunner": "agentrunner.tasks",
+    "cache_key": "agentrunner.tasks",
+    "execute": "agentrunner.tasks",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

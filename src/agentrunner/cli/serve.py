@@ -9,7 +9,7 @@ import typer
 
 from agentrunner.cli.console import err
 
-__all__ = ["serve"]
+__all__ = ["serve", "stdio"]
 
 
 def serve(
@@ -48,3 +48,12 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def stdio() -> None:
+    """Serve JSON-lines requests on stdin with responses and events on stdout (docs/stdio.md)."""
+    import asyncio
+
+    from agentrunner.stdio import serve_stdio
+
+    asyncio.run(serve_stdio())

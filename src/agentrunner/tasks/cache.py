@@ -66,12 +66,18 @@ class FileCache:
         self.ttl_s = ttl_s
         self.max_bytes = max_bytes
         self._writes: set[asyncio.Future[None]] = set()
+        # Entries whose background write has not landed yet: a repeat of a task that just ran
+        # in this process is a hit, not a second model call.
+        self._pending: dict[Path, dict[str, Any]] = {}
 
     def path(self, agent: str, model: str, key: str) -> Path:
         return self.root / _segment(agent) / _segment(model) / f"{key}.json"
 
     def get(self, agent: str, model: str, key: str) -> dict[str, Any] | None:
         path = self.path(agent, model, key)
+        pending = self._pending.get(path)
+        if pending is not None:
+            return dict(pending["result"])
         try:
             data = json.loads(path.read_bytes())
         except FileNotFoundError:
@@ -101,9 +107,17 @@ class FileCache:
         except RuntimeError:
             self._write(self.path(agent, model, key), entry)
             return
-        future = loop.run_in_executor(None, self._write, self.path(agent, model, key), entry)
+        path = self.path(agent, model, key)
+        self._pending[path] = entry
+        future = loop.run_in_executor(None, self._write, path, entry)
         self._writes.add(future)
-        future.add_done_callback(self._writes.discard)
+
+        def landed(done: asyncio.Future[None]) -> None:
+            self._writes.discard(done)
+            if self._pending.get(path) is entry:
+                del self._pending[path]
+
+        future.add_done_callback(landed)
 
     async def flush(self) -> None:
         """Wait for background writes (shutdown, tests)."""
@@ -151,6 +165,9 @@ class FileCache:
         return CacheStats(len(files), sum(p.stat().st_size for p in files), agents)
 
     def clear(self, agent: str | None = None) -> int:
+        scope = self.root if agent is None else self.root / _segment(agent)
+        for path in [p for p in self._pending if p.is_relative_to(scope)]:
+            del self._pending[path]
         removed = 0
         for path in self._files(agent):
             with contextlib.suppress(OSError):

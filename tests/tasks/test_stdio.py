@@ -1,0 +1,158 @@
+"""`agentrunner stdio` driven end to end in a subprocess, as a program in another language would."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner.testing import MockProvider, MockProviderServer, Reply
+
+CONFIG = """\
+[defaults]
+model = "mockai:gpt-mock"
+title_model = "mockai:title-mock"  # titles never take the replies queued for the agent
+
+[providers.mockai]
+kind = "openai"
+base_url = "{url}"
+api_key_env = "MOCK_KEY"
+"""
+HELPER = """\
+---
+name: Helper
+description: Answers questions.
+prompt_template: "Summarise {{input.topic}}."
+---
+You help.
+"""
+
+
+class Client:
+    """Reads stdout on a thread so a test can wait for a message with a timeout."""
+
+    def __init__(self, root: Path) -> None:
+        env = {**os.environ, "MOCK_KEY": "sk-mock"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agentrunner", "stdio"],
+            cwd=root,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))  # every line the server writes is JSON
+
+    def send(self, raw: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(raw + "\n")
+        self.proc.stdin.flush()
+
+    def request(self, rid: Any, method: str, /, **params: Any) -> None:
+        self.send(json.dumps({"id": rid, "method": method, "params": params}))
+
+    def until(self, done: Any) -> list[dict[str, Any]]:
+        """Messages up to and including the first for which ``done`` is true."""
+        seen = []
+        while True:
+            message = self.lines.get(timeout=30)
+            seen.append(message)
+            if done(message):
+                return seen
+
+    def response(self, id: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        seen = self.until(lambda m: m.get("id") == id and "event" not in m)
+        return seen[-1], [m for m in seen[:-1] if m.get("id") == id]
+
+
+@pytest.fixture
+def client(tmp_path: Path, mock_server: MockProviderServer, mock: MockProvider) -> Iterator[Client]:
+    root = tmp_path / "proj"
+    (root / "agents").mkdir(parents=True)
+    (root / "agentrunner.toml").write_text(CONFIG.format(url=mock_server.openai_url))
+    (root / "agents" / "helper.md").write_text(HELPER)
+    client = Client(root)
+    ready = client.lines.get(timeout=30)
+    assert ready == {"event": "ready", "data": {"protocol": 1}}
+    yield client
+    if client.proc.poll() is None:
+        client.proc.kill()
+    client.proc.wait(timeout=30)
+    for pipe in (client.proc.stdin, client.proc.stdout, client.proc.stderr):
+        if pipe is not None and not pipe.closed:
+            pipe.close()
+
+
+def test_execute_run_agent_cancel_and_bad_lines(client: Client, mock: MockProvider) -> None:
+    client.request(1, "list_agents")
+    listed, _ = client.response(1)
+    assert [a["id"] for a in listed["result"]] == ["helper"]
+
+    mock.queue(Reply(text="Tides rise."))
+    client.request("t1", "execute", agent="helper", input={"topic": "tides"})
+    done, _ = client.response("t1")
+    assert done["result"]["status"] == "completed" and done["result"]["output"] == "Tides rise."
+    client.request("t2", "execute", agent="helper", input={"topic": "tides"})
+    again, _ = client.response("t2")
+    assert again["result"]["cached"] is True and len(mock.requests) == 1
+
+    client.request("t3", "execute", agent="nobody", input={})
+    missing, _ = client.response("t3")
+    assert missing["result"]["status"] == "failed"
+    assert missing["result"]["error"]["code"] == "agent_not_found"
+
+    mock.queue(Reply(text="Hello there."))
+    client.request("r1", "run_agent", agent="helper", message="hi", input={"topic": "x"})
+    ran, events = client.response("r1")
+    assert ran["result"]["text"] == "Hello there." and ran["result"]["status"] == "completed"
+    kinds = [e["event"] for e in events]
+    assert "agent.token" in kinds and "agent.message" in kinds and "cost.updated" in kinds
+    thread = ran["result"]["thread_id"]
+
+    mock.queue(Reply(text="Too slow.", delay_s=20), model="gpt-mock")
+    client.request("r2", "run_agent", agent="helper", message="take your time", thread=thread)
+    client.until(lambda m: m.get("id") == "r2" and "event" in m)  # the run has started
+    client.request("c1", "cancel", id="r2")
+    seen = client.until(lambda m: m.get("id") == "r2" and "event" not in m)
+    assert seen[-1]["result"]["status"] == "cancelled"
+    cancel_reply = next(m for m in seen if m.get("id") == "c1" and "result" in m)
+    assert cancel_reply["result"] == {"cancelled": True}
+
+    mock.queue(Reply(text="Never seen.", delay_s=20), model="gpt-mock")
+    client.request("t4", "execute", agent="helper", input={"topic": "slow"})
+    client.request("c2", "cancel", id="t4")
+    seen = client.until(lambda m: m.get("id") == "t4")
+    assert seen[-1]["error"]["code"] == "cancelled"
+
+    client.send("this is not json")
+    bad, _ = client.response(None)
+    assert bad["error"]["code"] == "validation" and "not JSON" in bad["error"]["message"]
+    client.request(5, "no_such_method")
+    unknown, _ = client.response(5)
+    assert "unknown method" in unknown["error"]["message"]
+    client.request(6, "run_agent", agent="helper")
+    no_message, _ = client.response(6)
+    assert "params.message" in no_message["error"]["message"]
+    client.request(7, "cancel", id="nothing-running")
+    assert client.response(7)[0]["result"] == {"cancelled": False}
+
+    client.request(8, "ping")  # still serving after every bad line
+    assert client.response(8)[0]["result"] == {"protocol": 1}
+    assert client.proc.stdin is not None
+    client.proc.stdin.close()
+    assert client.proc.wait(timeout=30) == 0
