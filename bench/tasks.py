@@ -47,7 +47,7 @@ async def measure(root: Path, hits: int, batch: int, concurrency: int) -> dict[s
         values = {"company": "Acme", "text": "Tides rise twice a day."}
         first = await tasks.execute("summariser", values)
         assert first.ok and not first.cached, first
-        await tasks.cache.flush()  # type: ignore[attr-defined]  # hits read the file, not memory
+        await tasks.cache.flush()  # hits read the file, not memory
         latencies = []
         for _ in range(hits):
             begin = time.perf_counter()

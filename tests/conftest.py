@@ -67,7 +67,7 @@ from collections.abc import AsyncIterator  # noqa: E402
 PG_URL = os.environ.get("AGENTRUNNER_TEST_DATABASE_URL")
 _TABLES = (
     "threads, messages, runs, run_steps, run_messages, events, costs, memory_blocks, notes, "
-    "agent_state, thread_locks, channels, channel_members, channel_messages, workers"
+    "agent_state, thread_locks, channels, channel_members, channel_messages, workers, task_cache"
 )
 
 

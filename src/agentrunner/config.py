@@ -47,7 +47,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "project": ("agents_dir", "state_dir"),
     "defaults": ("model", "persona", "title_model", "person", "chain_depth"),
     "workers": ("lease_s", "concurrency"),
-    "cache": ("ttl_s", "max_mb"),
+    "cache": ("backend", "ttl_s", "max_mb"),
     "channels": (),
     "database": ("url",),
     "budgets": ("per_run_usd", "per_agent_daily_usd", "global_daily_usd"),
@@ -196,6 +196,7 @@ class Config:
     worker_concurrency: int = 4
     cache_ttl_s: float | None = None
     cache_max_bytes: int | None = None
+    cache_backend: str = "file"
     extensions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: MappingProxyType({})
     )
@@ -315,6 +316,13 @@ def _build(
     cache = raw.get("cache", {})
     cache_ttl_s = _amount(cache.get("ttl_s"), "cache.ttl_s", "seconds", err)
     cache_max_mb = _amount(cache.get("max_mb"), "cache.max_mb", "megabytes", err)
+    cache_backend = cache.get("backend", "file")
+    if cache_backend not in ("file", "store"):
+        raise err(
+            f'cache.backend must be "file" or "store", got {cache_backend!r}',
+            "backend",
+            '"file" keeps results under the state directory; "store" in the database.',
+        )
     return Config(
         root=root,
         path=path,
@@ -336,6 +344,7 @@ def _build(
             raw.get("workers", {}).get("concurrency", 4), "workers.concurrency", err
         ),
         cache_ttl_s=cache_ttl_s,
+        cache_backend=cache_backend,
         cache_max_bytes=None if cache_max_mb is None else int(cache_max_mb * 1024 * 1024),
         extensions=MappingProxyType(extensions.resolve(raw, file)),
         unknown=MappingProxyType(

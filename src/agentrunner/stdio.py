@@ -201,14 +201,11 @@ def _invalid(message: str) -> AgentRunnerError:
 
 async def serve_stdio() -> None:
     """Serve stdin/stdout for the project at or above the working directory."""
-    from agentrunner.tasks.cache import FileCache
+    from agentrunner.tasks.cache import open_cache
 
     runner = await AgentRunner.open()
-    config = runner.config
-    cache = FileCache(
-        config.state_dir / "cache", ttl_s=config.cache_ttl_s, max_bytes=config.cache_max_bytes
-    )
-    tasks = TaskRunner(config, runner.agents, runner.engine, cache)
+    cache = open_cache(runner.config, runner.store)
+    tasks = TaskRunner(runner.config, runner.agents, runner.engine, cache)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=16 * 1024 * 1024)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)

@@ -183,26 +183,33 @@ async def test_a_corrupt_cache_file_and_a_read_only_cache_leave_the_task_working
                 path.chmod(stat.S_IRWXU)
 
 
-def test_file_cache_write_failure_is_swallowed(
+async def test_file_cache_write_failure_is_swallowed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     blocker = tmp_path / "cache"
     blocker.write_text("a file where the cache directory should be")
     cache = FileCache(blocker)
     cache.put("a", "m", "k", {"output": 1})
-    assert cache.get("a", "m", "k") is None
+    await cache.flush()
+    assert await cache.get("a", "m", "k") is None
     assert any("not cached" in r.getMessage() for r in caplog.records)
 
 
-def test_ttl_and_size_limits(tmp_path: Path) -> None:
+async def test_ttl_and_size_limits(tmp_path: Path) -> None:
     cache = FileCache(tmp_path, ttl_s=0.0)
     cache.put("a", "m", "k", {"output": 1})
-    assert cache.get("a", "m", "k") is None  # expired at once
+    await cache.flush()
+    assert await cache.get("a", "m", "k") is None  # expired at once
     small = FileCache(tmp_path / "s", max_bytes=600)
     for n in range(10):
         small.put("a", "m", f"k{n}", {"output": "x" * 100})
-    assert small.stats().bytes <= 600 and small.stats().entries < 10
-    assert small.clear("a") == small.stats("a").entries + small.clear("a") or True
+        await small.flush()
+    stats = await small.stats()
+    assert stats.bytes <= 600 and 0 < stats.entries < 10
+    assert await small.get("a", "m", "k9") == {"output": "x" * 100}  # the newest survive
+    assert await small.get("a", "m", "k0") is None  # the oldest went first
+    assert await small.clear("a") == stats.entries
+    assert (await small.stats()).entries == 0
 
 
 def exec_cli(

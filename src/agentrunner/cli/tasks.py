@@ -127,7 +127,7 @@ def cache_stats(agent: str | None = typer.Option(None, "--agent", help="Only thi
 
     async def work() -> Any:
         async with await _open() as tasks:
-            return tasks.cache.stats(agent)
+            return await tasks.cache.stats(agent)
 
     stats = asyncio.run(work())
     out.print(f"{stats.entries} cached result(s), {stats.bytes / 1024:.1f} KiB")
@@ -141,6 +141,6 @@ def cache_clear(agent: str | None = typer.Option(None, "--agent", help="Only thi
 
     async def work() -> int:
         async with await _open() as tasks:
-            return tasks.cache.clear(agent)
+            return await tasks.cache.clear(agent)
 
     out.print(f"removed {asyncio.run(work())} cached result(s)")

@@ -324,6 +324,60 @@ class Notes(_Repo):
         ]
 
 
+class TaskCacheRows(_Repo):
+    """Rows of the task result cache (``[cache] backend = "store"``)."""
+
+    async def get(self, agent_id: str, model: str, key: str) -> tuple[str, float] | None:
+        row = await self.db.fetch_one(
+            self.sql["task_cache_get"], {"agent_id": agent_id, "model": model, "key": key}
+        )
+        return (row["result"], float(row["stored_at"])) if row else None
+
+    async def put(self, agent_id: str, model: str, key: str, result: str) -> None:
+        await self.db.execute(
+            self.sql["task_cache_put"],
+            {
+                "agent_id": agent_id,
+                "model": model,
+                "key": key,
+                "result": result,
+                "bytes": len(result.encode()),
+                "now": time.time(),
+            },
+        )
+
+    async def per_agent(self) -> dict[str, tuple[int, int]]:
+        """``agent -> (entries, bytes)``."""
+        rows = await self.db.fetch_all(self.sql["task_cache_stats"], {})
+        return {r["agent_id"]: (int(r["entries"]), int(r["bytes"] or 0)) for r in rows}
+
+    async def evict_to(self, max_bytes: int) -> int:
+        """Remove the oldest entries until the total is at most ``max_bytes``."""
+        rows = await self.db.fetch_all(self.sql["task_cache_oldest"], {})
+        total = sum(int(r["bytes"]) for r in rows)
+        doomed: list[Op] = []
+        for r in rows:
+            if total <= max_bytes:
+                break
+            total -= int(r["bytes"])
+            doomed.append(
+                self.op(
+                    "task_cache_delete",
+                    agent_id=r["agent_id"],
+                    model=r["model"],
+                    key=r["cache_key"],
+                )
+            )
+        if doomed:
+            await self.db.batch(doomed)
+        return len(doomed)
+
+    async def clear(self, agent_id: str | None = None) -> int:
+        if agent_id is None:
+            return await self.db.execute(self.sql["task_cache_clear"], {})
+        return await self.db.execute(self.sql["task_cache_clear_agent"], {"agent_id": agent_id})
+
+
 class AgentStates(_Repo):
     async def get(self, agent_id: str) -> AgentState:
         """The agent's session thread and its status, derived from its runs: ``working`` while

@@ -22,6 +22,7 @@ from agentrunner.store.repositories import (
     Messages,
     Notes,
     Runs,
+    TaskCacheRows,
     Threads,
 )
 from agentrunner.store.sql import SqlSet, load_sql
@@ -45,6 +46,7 @@ class Store:
         self.mailbox = Mailbox(driver, sql)
         self.workers = Workers(driver, sql)
         self.channels = Channels(driver, sql)
+        self.task_cache = TaskCacheRows(driver, sql)
 
     @property
     def dialect(self) -> str:

@@ -1,6 +1,13 @@
 """Tasks: templated, cacheable one-shot executions of an agent (seed 004)."""
 
-from agentrunner.tasks.cache import CacheStats, FileCache, ResultCache, cache_key, canonical_json
+from agentrunner.tasks.cache import (
+    CacheStats,
+    FileCache,
+    ResultCache,
+    StoreCache,
+    cache_key,
+    canonical_json,
+)
 from agentrunner.tasks.task import Outcome, Task, TaskRunner, execute
 
 __all__ = [
@@ -8,6 +15,7 @@ __all__ = [
     "FileCache",
     "Outcome",
     "ResultCache",
+    "StoreCache",
     "Task",
     "TaskRunner",
     "cache_key",

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.config import Config
     from agentrunner.engine.engine import Engine
+    from agentrunner.store import Store
 
 __all__ = ["Outcome", "Task", "TaskRunner", "execute"]
 
@@ -75,31 +76,47 @@ class TaskRunner:
     """
 
     def __init__(
-        self, config: Config, agents: AgentRegistry, engine: Engine, cache: ResultCache
+        self,
+        config: Config,
+        agents: AgentRegistry,
+        engine: Engine,
+        cache: ResultCache,
+        *,
+        store: Store | None = None,
     ) -> None:
         self.config = config
         self.agents = agents
         self.engine = engine
         self.cache = cache
+        self._store = store  # opened for a store-backed cache, closed with the runner
 
     @classmethod
     async def open(cls, start: Path | None = None) -> TaskRunner:
         from agentrunner.engine.engine import Engine
         from agentrunner.project import load_project
-        from agentrunner.tasks.cache import FileCache
+        from agentrunner.store import open_store
+        from agentrunner.tasks.cache import open_cache
 
         project = load_project(start)
         config = project.config
-        cache = FileCache(
-            config.state_dir / "cache", ttl_s=config.cache_ttl_s, max_bytes=config.cache_max_bytes
+        store = None
+        if config.cache_backend == "store":
+            store = await open_store(config.resolved_database_url)
+        return cls(
+            config,
+            project.agents,
+            Engine.from_config(config),
+            open_cache(config, store),
+            store=store,
         )
-        return cls(config, project.agents, Engine.from_config(config), cache)
 
     async def close(self) -> None:
-        flush = getattr(self.cache, "flush", None)
-        if flush is not None:
-            await flush()
-        await self.engine.aclose()
+        try:
+            await self.cache.flush()
+            await self.engine.aclose()
+        finally:
+            if self._store is not None:
+                await self._store.close()
 
     async def __aenter__(self) -> TaskRunner:
         return self
@@ -167,7 +184,7 @@ class Task:
         used = {**system.used, **(prompt.used if prompt else {})}
         key = cache_key(spec.id, resolved.ref, used)  # 3. the key
         if self._use_cache:
-            hit = cache.get(spec.id, resolved.ref, key)  # 4. look up
+            hit = await cache.get(spec.id, resolved.ref, key)  # 4. look up
             if hit is not None:
                 return Outcome(
                     "completed",

@@ -313,3 +313,27 @@ SELECT id FROM runs WHERE worker_id = :worker_id AND status = 'running' AND canc
 
 -- name: thread_runs_after
 SELECT id, status FROM runs WHERE thread_id = :thread_id AND id >= :after ORDER BY id LIMIT :limit;
+
+-- name: task_cache_get
+SELECT result, stored_at FROM task_cache WHERE agent_id = :agent_id AND model = :model AND cache_key = :key;
+
+-- name: task_cache_put
+INSERT INTO task_cache (agent_id, model, cache_key, result, bytes, stored_at)
+VALUES (:agent_id, :model, :key, :result, :bytes, :now)
+ON CONFLICT (agent_id, model, cache_key) DO UPDATE SET result = excluded.result,
+    bytes = excluded.bytes, stored_at = excluded.stored_at;
+
+-- name: task_cache_stats
+SELECT agent_id, COUNT(*) AS entries, SUM(bytes) AS bytes FROM task_cache GROUP BY agent_id;
+
+-- name: task_cache_oldest
+SELECT agent_id, model, cache_key, bytes FROM task_cache ORDER BY stored_at;
+
+-- name: task_cache_delete
+DELETE FROM task_cache WHERE agent_id = :agent_id AND model = :model AND cache_key = :key;
+
+-- name: task_cache_clear
+DELETE FROM task_cache;
+
+-- name: task_cache_clear_agent
+DELETE FROM task_cache WHERE agent_id = :agent_id;

@@ -197,3 +197,16 @@ ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0
 -- Cancelling a run another process is running: the flag is set here, its worker sees it and
 -- aborts the run.
 ALTER TABLE runs ADD COLUMN cancel_requested BOOLEAN NOT NULL DEFAULT FALSE
+
+-- migration: 4
+-- The task result cache when `[cache] backend = "store"` (seed 004's second implementation):
+-- one row per (agent, model, key); the result is opaque JSON text.
+CREATE TABLE task_cache (
+    agent_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    cache_key TEXT NOT NULL,
+    result TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    stored_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (agent_id, model, cache_key)
+){clustered}
