@@ -261,8 +261,10 @@ class AgentFileErrors(AgentRunnerError):
         first = self.problems[0]
         more = len(self.problems) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        # One kind of problem keeps its code (an unreadable file is runner_io, not a bad spec).
+        codes = {p.code for p in self.problems}
         super().__init__(
-            ErrorCode.INVALID_SPECIFICATION,
+            codes.pop() if len(codes) == 1 else ErrorCode.INVALID_SPECIFICATION,
             first.one_line() + suffix,
             hint="Run `agentrunner agents validate` to list every problem.",
         )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +152,23 @@ async def test_execution_failed_for_a_bug(
     assert outcome.error["message"].startswith("Agent execution failed:")
 
 
+async def test_project_failures_are_outcomes_through_execute(
+    tasks_project: Path, mock: MockProvider
+) -> None:
+    from agentrunner.tasks import execute
+
+    (tasks_project / "agents" / "broken.md").write_text("---\nname: B\nmodle: x\n---\nHi\n")
+    outcome = await execute("writer", {"company": "A", "topic": "t"})
+    assert outcome.status == "failed" and outcome.error is not None
+    assert outcome.error["code"] == "invalid_specification"
+    assert "broken.md" in outcome.error["message"] or "modle" in outcome.error["message"]
+    (tasks_project / "agents" / "broken.md").unlink()
+    (tasks_project / "agents" / "unreadable.md").mkdir()  # a directory where a file should be
+    unreadable = await execute("writer", {"company": "A", "topic": "t"})
+    assert unreadable.error is not None and unreadable.error["code"] == "runner_io"
+    assert not mock.requests
+
+
 async def test_a_task_runs_once(tasks_project: Path, mock: MockProvider) -> None:
     async with await TaskRunner.open() as tasks:
         task = tasks.task("writer", {"company": "A", "topic": "once"})
@@ -168,19 +188,38 @@ async def test_a_corrupt_cache_file_and_a_read_only_cache_leave_the_task_working
     healed = await run("writer", values)
     assert healed.ok and not healed.cached  # ran, and rewrote the entry
     assert (await run("writer", values)).cached
-    if os.geteuid() == 0:
-        pytest.skip("root ignores directory permissions")
     cache_root = tasks_project / ".agentrunner" / "cache"
-    for path in [cache_root, *cache_root.rglob("*")]:
-        if path.is_dir():
-            path.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    try:
+    with _read_only(cache_root):
         outcome = await run("writer", {"company": "A", "topic": "read-only"})
         assert outcome.ok and not outcome.cached
-    finally:
-        for path in [cache_root, *cache_root.rglob("*")]:
-            if path.is_dir():
+        assert not list(cache_root.rglob("*.tmp"))  # nothing half-written was left
+    assert not (await run("writer", {"company": "A", "topic": "read-only"})).cached  # not kept
+
+
+@contextlib.contextmanager
+def _read_only(root: Path) -> Iterator[None]:
+    """A directory tree nobody can write to; root ignores permissions, so it is made immutable."""
+    dirs = [root, *(p for p in root.rglob("*") if p.is_dir())]
+    if os.geteuid() != 0:
+        for path in dirs:
+            path.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        try:
+            yield
+        finally:
+            for path in dirs:
                 path.chmod(stat.S_IRWXU)
+        return
+    if (
+        shutil.which("chattr") is None
+        or subprocess.run(
+            ["chattr", "-R", "+i", str(root)], capture_output=True, check=False
+        ).returncode
+    ):
+        pytest.skip("running as root and this filesystem has no immutable attribute")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-R", "-i", str(root)], check=True)
 
 
 async def test_file_cache_write_failure_is_swallowed(

@@ -230,6 +230,14 @@ class Task:
 async def execute(
     agent: str, input: Mapping[str, Any], *, model: str | None = None, cache: bool = True
 ) -> Outcome:
-    """Run ``agent`` once on ``input`` in the project at or above the working directory."""
-    async with await TaskRunner.open() as tasks:
+    """Run ``agent`` once on ``input`` in the project at or above the working directory.
+
+    A project that cannot be loaded (a broken agent file is ``invalid_specification``, an
+    unreadable one ``runner_io``) is a failed outcome too, never a raised error.
+    """
+    try:
+        tasks = await TaskRunner.open()
+    except AgentRunnerError as exc:
+        return Outcome.failure(agent, exc, model)
+    async with tasks:
         return await tasks.execute(agent, input, model=model, cache=cache)
