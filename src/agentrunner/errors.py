@@ -179,7 +179,8 @@ _INFO: dict[ErrorCode, CodeInfo] = {
     _E.RUNNER_IO: CodeInfo(
         False,
         "agentrunner could not read or write something it needs: a file, the stdio protocol "
-        "stream, or the project directory.",
+        "stream, or the project directory (an agents directory whose only problems are "
+        "unreadable files reports this code).",
         "Check the path and permissions named in the message.",
         _E.INTERNAL,
         "PYTHON_RUNNER_ERROR",
