@@ -33,9 +33,18 @@ class PostRunEffects:
     def dispatch_title(self, thread_id: str, model: str, question: str, answer: str) -> None:
         self._spawn(self._title(thread_id, self.title_model or model, question, answer))
 
-    async def drain(self) -> None:
-        """Wait for the effects in flight (for shutdown and tests)."""
-        while self._tasks:
+    async def drain(self, timeout_s: float | None = None) -> None:
+        """Wait for the effects in flight (for shutdown and tests). Past ``timeout_s`` the rest
+        are cancelled: a title is not worth holding a process open for a stalled provider."""
+        if not self._tasks:
+            return
+        _, late = await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        for task in late:
+            task.cancel()
+        if late:
+            log.warning("shutdown cancelled %d post-run effect(s) still running", len(late))
+            await asyncio.gather(*late, return_exceptions=True)
+        while self._tasks:  # effects spawned while waiting
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:

@@ -126,6 +126,7 @@ class AgentRunner:
         self.effects = effects
         self.history_window = history_window
         self.max_depth = max_depth
+        self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
 
     @classmethod
     async def open(
@@ -137,7 +138,7 @@ class AgentRunner:
         return await open_runner(start, database_url=database_url)
 
     async def close(self) -> None:
-        await self.effects.drain()
+        await self.effects.drain(timeout_s=self.shutdown_grace_s)
         await self.engine.aclose()
         await self.store.close()
 

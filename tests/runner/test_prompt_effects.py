@@ -107,3 +107,26 @@ async def test_title_failure_is_logged_not_raised(
     title = (await store.threads.get("t")).title  # type: ignore[union-attr]
     assert title is not None and "Plan the launch" in title
     await store.close()
+
+
+async def test_shutdown_cancels_effects_past_the_grace(
+    caplog: pytest.LogCaptureFixture, tmp_path: Any
+) -> None:
+    from agentrunner.effects import PostRunEffects
+    from agentrunner.engine import Engine
+    from agentrunner.store import open_store
+
+    store = await open_store(f"sqlite:///{tmp_path / 's.db'}")
+    effects = PostRunEffects(Engine(), store)
+    stalled = asyncio.Event()
+
+    async def stall() -> None:
+        await stalled.wait()  # a provider that never answers
+
+    effects._spawn(stall())
+    [task] = effects._tasks
+    with caplog.at_level(logging.WARNING, "agentrunner.effects"):
+        await effects.drain(timeout_s=0.05)
+    assert task.cancelled() and not effects._tasks  # without the grace, drain never returns
+    assert any("cancelled 1 post-run effect" in r.getMessage() for r in caplog.records)
+    await store.close()
