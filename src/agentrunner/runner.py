@@ -75,6 +75,22 @@ class RunResult:
     def cost_usd(self) -> float:
         return self.cost_micros / 1_000_000
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``run --json`` and of the stdio protocol's run result."""
+        return {
+            "status": "cancelled" if self.stop_reason == "cancelled" else "completed",
+            "text": self.text,
+            "output": self.output,
+            "agent_id": self.agent_id,
+            "thread_id": self.thread_id,
+            "run_id": self.run_id,
+            "stop_reason": self.stop_reason,
+            "model": self.model,
+            "usage": self.usage.to_dict(),
+            "cost_usd": self.cost_usd if self.cost_known else None,
+            "cost_known": self.cost_known,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class _Parent:

@@ -18,7 +18,7 @@ import orjson
 from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.runner import AgentRunner, RunAgentOverrides, RunResult
+from agentrunner.runner import AgentRunner, RunAgentOverrides
 from agentrunner.tasks import TaskRunner
 
 __all__ = ["StdioServer", "serve_stdio"]
@@ -140,7 +140,7 @@ class StdioServer:
             abort,
             input=values,
         )
-        return run_result_dict(result)
+        return result.to_dict()
 
     async def _cancel(self, request_id: Any, params: dict[str, Any]) -> Any:
         target = params.get("id")
@@ -169,21 +169,6 @@ class StdioServer:
 
     async def _ping(self, request_id: Any, params: dict[str, Any]) -> Any:
         return {"protocol": PROTOCOL_VERSION}
-
-
-def run_result_dict(result: RunResult) -> dict[str, Any]:
-    return {
-        "status": "cancelled" if result.stop_reason == "cancelled" else "completed",
-        "text": result.text,
-        "output": result.output,
-        "agent_id": result.agent_id,
-        "thread_id": result.thread_id,
-        "run_id": result.run_id,
-        "stop_reason": result.stop_reason,
-        "model": result.model,
-        "usage": result.usage.to_dict(),
-        "cost_usd": result.cost_usd if result.cost_known else None,
-    }
 
 
 def _required(params: dict[str, Any], name: str, kind: type) -> Any:

@@ -80,7 +80,7 @@ async def _run_once(
             runner, agent_id, thread_id, message, model, max_turns, values, stream=not as_json
         )
         if as_json:
-            out.print_json(json.dumps(_as_dict(result)))
+            out.print_json(json.dumps(result.to_dict()))
         return result
     finally:
         await runner.close()
@@ -196,18 +196,3 @@ def _footer(result: RunResult, thread_id: str) -> None:
         f"[dim]{result.usage.total_tokens:,} tokens · {cost} · {result.stop_reason} · "
         f"{escape(result.model or '')} · run {result.run_id} · thread {escape(thread_id)}[/]"
     )
-
-
-def _as_dict(result: RunResult) -> dict[str, Any]:
-    return {
-        "text": result.text,
-        "output": result.output,
-        "agent_id": result.agent_id,
-        "thread_id": result.thread_id,
-        "run_id": result.run_id,
-        "stop_reason": result.stop_reason,
-        "model": result.model,
-        "usage": result.usage.to_dict(),
-        "cost_usd": result.cost_usd if result.cost_known else None,
-        "cost_known": result.cost_known,
-    }
