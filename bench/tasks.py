@@ -55,21 +55,15 @@ async def measure(root: Path, hits: int, batch: int, concurrency: int) -> dict[s
             latencies.append(time.perf_counter() - begin)
             assert outcome.cached
 
-        gate = asyncio.Semaphore(concurrency)
-
-        async def one(i: int, cache: bool) -> bool:
-            async with gate:
-                result = await tasks.execute(
-                    "summariser", {"company": "Acme", "text": f"item {i}"}, cache=cache
-                )
-                return result.ok
-
         timings = {}
+        inputs = [{"company": "Acme", "text": f"item {i}"} for i in range(batch)]
         for label, cache in (("no cache", False), ("cold cache", True)):
             begin = time.perf_counter()
-            done = await asyncio.gather(*(one(i, cache) for i in range(batch)))
+            done = await tasks.execute_many(
+                "summariser", inputs, concurrency=concurrency, cache=cache
+            )
             timings[label] = batch / (time.perf_counter() - begin)
-            assert all(done)
+            assert all(outcome.ok for outcome in done)
         return {
             "hit_p50_ms": percentile(latencies, 50) * 1000,
             "hit_p95_ms": percentile(latencies, 95) * 1000,

@@ -89,27 +89,27 @@ async def _batch(
             ErrorCode.RUNNER_IO, f"cannot read {path}: {exc.strerror or exc}"
         ) from exc
     results: list[Outcome | None] = [None] * len(lines)
-    gate = asyncio.Semaphore(concurrency)
+    good: list[tuple[int, Any]] = []
+    for index, line in enumerate(lines):
+        try:
+            good.append((index, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            bad = AgentRunnerError(ErrorCode.VALIDATION, f"line {index + 1} is not JSON: {exc.msg}")
+            results[index] = Outcome.failure(agent_id, bad)
     async with await _open() as tasks:
         with Progress(console=err, transient=True) as progress:
             bar = progress.add_task(f"{agent_id}", total=len(lines))
-
-            async def one(index: int, line: str) -> None:
-                async with gate:
-                    try:
-                        values = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        bad = AgentRunnerError(
-                            ErrorCode.VALIDATION, f"line {index + 1} is not JSON: {exc.msg}"
-                        )
-                        results[index] = Outcome.failure(agent_id, bad)
-                    else:
-                        results[index] = await tasks.execute(
-                            agent_id, values, model=model, cache=cache
-                        )
-                    progress.advance(bar)
-
-            await asyncio.gather(*(one(i, line) for i, line in enumerate(lines)))
+            progress.advance(bar, len(lines) - len(good))
+            outcomes = await tasks.execute_many(
+                agent_id,
+                [values for _, values in good],
+                concurrency=concurrency,
+                model=model,
+                cache=cache,
+                on_done=lambda _, __: progress.advance(bar),
+            )
+    for (index, _), done in zip(good, outcomes, strict=True):
+        results[index] = done
     failed = 0
     for index, outcome in enumerate(results):
         assert outcome is not None

@@ -10,8 +10,9 @@ failures are outcomes with a code from the taxonomy, never exceptions.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -133,6 +134,30 @@ class TaskRunner:
         self, agent: str, input: Mapping[str, Any], *, model: str | None = None, cache: bool = True
     ) -> Outcome:
         return await self.task(agent, input, model=model, cache=cache).run()
+
+    async def execute_many(
+        self,
+        agent: str,
+        inputs: Sequence[Mapping[str, Any]],
+        *,
+        concurrency: int = 8,
+        model: str | None = None,
+        cache: bool = True,
+        on_done: Callable[[int, Outcome], None] | None = None,
+    ) -> list[Outcome]:
+        """One task per input, at most ``concurrency`` at once; outcomes in input order. A
+        failing input is a failed outcome and the rest go on. ``on_done(index, outcome)`` is
+        called as each finishes (progress)."""
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(index: int, values: Mapping[str, Any]) -> Outcome:
+            async with gate:
+                outcome = await self.execute(agent, values, model=model, cache=cache)
+            if on_done is not None:
+                on_done(index, outcome)
+            return outcome
+
+        return list(await asyncio.gather(*(one(i, v) for i, v in enumerate(inputs))))
 
 
 class Task:
