@@ -71,7 +71,43 @@ class ResultCache(Protocol):
     async def clear(self, agent: str | None = None) -> int: ...
 
 
-class FileCache:
+class _WriteBehind:
+    """Results stored in the background, served from memory until their write lands: a repeat
+    of a task that just ran in this process is a hit, not a second model call."""
+
+    def __init__(self) -> None:
+        self._writes: set[asyncio.Future[None]] = set()
+        self._pending: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def _pending_result(self, agent: str, model: str, key: str) -> dict[str, Any] | None:
+        pending = self._pending.get((agent, model, key))
+        return dict(pending) if pending is not None else None
+
+    def _track(
+        self, agent: str, model: str, key: str, result: dict[str, Any], write: asyncio.Future[None]
+    ) -> None:
+        slot = (agent, model, key)
+        self._pending[slot] = result
+        self._writes.add(write)
+
+        def landed(done: asyncio.Future[None]) -> None:
+            self._writes.discard(done)
+            if self._pending.get(slot) is result:
+                del self._pending[slot]
+
+        write.add_done_callback(landed)
+
+    def _forget(self, agent: str | None) -> None:
+        for slot in [k for k in self._pending if agent is None or k[0] == agent]:
+            del self._pending[slot]
+
+    async def flush(self) -> None:
+        """Wait for background writes (shutdown, tests)."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+
+class FileCache(_WriteBehind):
     """``<root>/<agent>/<model>/<key>.json``, written atomically (temp file + rename) on a
     background thread. ``ttl_s`` expires entries; ``max_bytes`` bounds the whole cache (oldest
     entries go first)."""
@@ -79,13 +115,10 @@ class FileCache:
     def __init__(
         self, root: Path, *, ttl_s: float | None = None, max_bytes: int | None = None
     ) -> None:
+        super().__init__()
         self.root = root
         self.ttl_s = ttl_s
         self.max_bytes = max_bytes
-        self._writes: set[asyncio.Future[None]] = set()
-        # Entries whose background write has not landed yet: a repeat of a task that just ran
-        # in this process is a hit, not a second model call.
-        self._pending: dict[Path, dict[str, Any]] = {}
 
     def path(self, agent: str, model: str, key: str) -> Path:
         return self.root / _segment(agent) / _segment(model) / f"{key}.json"
@@ -95,10 +128,10 @@ class FileCache:
         return self.read(agent, model, key)
 
     def read(self, agent: str, model: str, key: str) -> dict[str, Any] | None:
-        path = self.path(agent, model, key)
-        pending = self._pending.get(path)
+        pending = self._pending_result(agent, model, key)
         if pending is not None:
-            return dict(pending["result"])
+            return pending
+        path = self.path(agent, model, key)
         try:
             data = json.loads(path.read_bytes())
         except FileNotFoundError:
@@ -116,34 +149,21 @@ class FileCache:
 
     def put(self, agent: str, model: str, key: str, result: Mapping[str, Any]) -> None:
         """Store in the background; never raises."""
+        kept = dict(result)
         entry = {
             "agent": agent,
             "model": model,
             "key": key,
             "stored_at": time.time(),
-            "result": dict(result),
+            "result": kept,
         }
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self._write(self.path(agent, model, key), entry)
             return
-        path = self.path(agent, model, key)
-        self._pending[path] = entry
-        future = loop.run_in_executor(None, self._write, path, entry)
-        self._writes.add(future)
-
-        def landed(done: asyncio.Future[None]) -> None:
-            self._writes.discard(done)
-            if self._pending.get(path) is entry:
-                del self._pending[path]
-
-        future.add_done_callback(landed)
-
-    async def flush(self) -> None:
-        """Wait for background writes (shutdown, tests)."""
-        while self._writes:
-            await asyncio.gather(*list(self._writes), return_exceptions=True)
+        write = loop.run_in_executor(None, self._write, self.path(agent, model, key), entry)
+        self._track(agent, model, key, kept, write)
 
     def _write(self, path: Path, entry: Mapping[str, Any]) -> None:
         tmp_name: str | None = None
@@ -186,9 +206,7 @@ class FileCache:
         return CacheStats(len(files), sum(p.stat().st_size for p in files), agents)
 
     async def clear(self, agent: str | None = None) -> int:
-        scope = self.root if agent is None else self.root / _segment(agent)
-        for path in [p for p in self._pending if p.is_relative_to(scope)]:
-            del self._pending[path]
+        self._forget(agent)
         removed = 0
         for path in self._files(agent):
             with contextlib.suppress(OSError):
@@ -197,23 +215,22 @@ class FileCache:
         return removed
 
 
-class StoreCache:
+class StoreCache(_WriteBehind):
     """The cache in agentrunner's store (``[cache] backend = "store"``): shared by every
     process on one database, PostgreSQL included. Same contract as ``FileCache``."""
 
     def __init__(
         self, store: Store, *, ttl_s: float | None = None, max_bytes: int | None = None
     ) -> None:
+        super().__init__()
         self.rows = store.task_cache
         self.ttl_s = ttl_s
         self.max_bytes = max_bytes
-        self._writes: set[asyncio.Task[None]] = set()
-        self._pending: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     async def get(self, agent: str, model: str, key: str) -> dict[str, Any] | None:
-        pending = self._pending.get((agent, model, key))
+        pending = self._pending_result(agent, model, key)
         if pending is not None:
-            return dict(pending)
+            return pending
         try:
             row = await self.rows.get(agent, model, key)
             if row is None:
@@ -234,10 +251,9 @@ class StoreCache:
 
     def put(self, agent: str, model: str, key: str, result: Mapping[str, Any]) -> None:
         entry = dict(result)
-        self._pending[(agent, model, key)] = entry
-        task = asyncio.ensure_future(self._write(agent, model, key, entry))
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        self._track(
+            agent, model, key, entry, asyncio.ensure_future(self._write(agent, model, key, entry))
+        )
 
     async def _write(self, agent: str, model: str, key: str, entry: dict[str, Any]) -> None:
         try:
@@ -246,13 +262,6 @@ class StoreCache:
                 await self.rows.evict_to(self.max_bytes)
         except Exception as exc:
             log.warning("could not store cache entry %s/%s/%s (%s)", agent, model, key, exc)
-        finally:
-            if self._pending.get((agent, model, key)) is entry:
-                del self._pending[(agent, model, key)]
-
-    async def flush(self) -> None:
-        while self._writes:
-            await asyncio.gather(*list(self._writes), return_exceptions=True)
 
     async def stats(self, agent: str | None = None) -> CacheStats:
         per_agent = await self.rows.per_agent()
@@ -265,8 +274,7 @@ class StoreCache:
         )
 
     async def clear(self, agent: str | None = None) -> int:
-        for pending in [k for k in self._pending if agent is None or k[0] == agent]:
-            del self._pending[pending]
+        self._forget(agent)
         return await self.rows.clear(agent)
 
 
