@@ -109,9 +109,7 @@ class StdioServer:
 
     async def _execute(self, request_id: Any, params: dict[str, Any]) -> Any:
         agent = _required(params, "agent", str)
-        values = params.get("input", {})
-        if not isinstance(values, dict):
-            raise _invalid("`params.input` must be an object")
+        values = _input(params)
         outcome = await self.tasks.execute(
             agent, values, model=params.get("model"), cache=bool(params.get("cache", True))
         )
@@ -120,9 +118,7 @@ class StdioServer:
     async def _run_agent(self, request_id: Any, params: dict[str, Any]) -> Any:
         agent = _required(params, "agent", str)
         message = _required(params, "message", str)
-        values = params.get("input", {})
-        if not isinstance(values, dict):
-            raise _invalid("`params.input` must be an object")
+        values = _input(params)
         thread = params.get("thread")
         if thread is None:
             thread = await self.runner.session_thread(agent, new=bool(params.get("new", False)))
@@ -176,6 +172,13 @@ def _required(params: dict[str, Any], name: str, kind: type) -> Any:
     if not isinstance(value, kind) or value == "":
         raise _invalid(f"`params.{name}` is required ({kind.__name__})")
     return value
+
+
+def _input(params: dict[str, Any]) -> dict[str, Any]:
+    values = params.get("input", {})
+    if not isinstance(values, dict):
+        raise _invalid("`params.input` must be an object")
+    return values
 
 
 def _invalid(message: str) -> AgentRunnerError:
