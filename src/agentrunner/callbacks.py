@@ -49,8 +49,18 @@ def safely(callback: Callable[..., Any] | None, *args: Any) -> None:
         )
 
 
-def event_adapter(callbacks: AgentRunnerCallbacks) -> Callable[[str, dict[str, Any]], None]:
-    """An event sink that drives the engine callbacks."""
+def event_adapter(
+    callbacks: AgentRunnerCallbacks,
+) -> Callable[[str, dict[str, Any]], None] | None:
+    """An event sink that drives the engine callbacks; None when no callback wants events."""
+    if (
+        callbacks.on_thinking is None
+        and callbacks.on_tool_use is None
+        and callbacks.on_tool_use_summary is None
+        and callbacks.on_assistant_message is None
+        and callbacks.on_event is None
+    ):
+        return None
     thinking = False
 
     def forward(kind: str, data: dict[str, Any]) -> None:
@@ -61,7 +71,7 @@ def event_adapter(callbacks: AgentRunnerCallbacks) -> Callable[[str, dict[str, A
                 safely(callbacks.on_thinking)
         elif kind == "step.started":
             thinking = False
-        elif kind == "agent.tool_call":
+        elif kind == "agent.tool_call" and callbacks.on_tool_use is not None:
             safely(
                 callbacks.on_tool_use,
                 data["name"],

@@ -2,16 +2,19 @@
 instead of on random pages, and rows keyed by them list in the order they were made.
 
 Layout (hex): 12 digits of milliseconds, 4 of a per-process sequence within that millisecond,
-6 random. Strictly increasing within a process; unique across processes.
+6 random. Strictly increasing within a process; unique across processes. The random part
+comes from ``random`` (seeded from the OS, and again in a forked child), not ``secrets``: ids
+are not secrets, and a system call per id was a visible part of a turn.
 """
 
 from __future__ import annotations
 
-import secrets
+import random
 import time
 
 __all__ = ["new_id"]
 
+_bits = random.getrandbits
 _last_ms = 0
 _sequence = 0
 
@@ -27,4 +30,4 @@ def new_id(prefix: str = "") -> str:
     else:
         _sequence = 0
     _last_ms = ms
-    return f"{prefix}{ms:012x}{_sequence:04x}{secrets.token_hex(3)}"
+    return f"{prefix}{ms:012x}{_sequence:04x}{_bits(24):06x}"

@@ -35,7 +35,9 @@ _MICROS = Decimal(1_000_000)
 
 class PriceBook:
     def __init__(self, overrides: Mapping[str, PriceOverride] | None = None) -> None:
-        self._overrides = dict(overrides or {})
+        # Decimal rates are made once here: converting floats through str on every response
+        # was a measurable part of a turn.
+        self._overrides = {ref: _Rates.of(price) for ref, price in (overrides or {}).items()}
         self._warned: set[str] = set()
 
     def cost_micros(
@@ -44,7 +46,7 @@ class PriceBook:
         """The cost of ``usage`` on ``provider:model`` in micro-dollars, or None if unknown."""
         override = self._overrides.get(f"{provider}:{model}")
         if override is not None:
-            return _from_override(override, usage)
+            return override.micros(usage)
         if provider in FREE_PROVIDERS:
             return 0
         provider_id = GENAI_PRICES_IDS.get(provider)
@@ -89,21 +91,32 @@ def _genai_price(provider_id: str, model: str, usage: Usage) -> int | None:
     return int((Decimal(result.total_price) * _MICROS).to_integral_value())
 
 
-def _from_override(price: PriceOverride, usage: Usage) -> int:
-    plain = usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
-    read = (
-        price.cache_read_per_mtok if price.cache_read_per_mtok is not None else price.input_per_mtok
-    )
-    write = (
-        price.cache_write_per_mtok
-        if price.cache_write_per_mtok is not None
-        else price.input_per_mtok
-    )
-    dollars_per_mtok = (
-        Decimal(str(price.input_per_mtok)) * max(plain, 0)
-        + Decimal(str(read)) * usage.cache_read_tokens
-        + Decimal(str(write)) * usage.cache_write_tokens
-        + Decimal(str(price.output_per_mtok)) * usage.output_tokens
-    )
-    # $/Mtok × tokens = micro-dollars.
-    return int(dollars_per_mtok.to_integral_value())
+class _Rates:
+    """An override's prices as exact decimals, dollars per million tokens."""
+
+    __slots__ = ("cache_read", "cache_write", "input", "output")
+
+    def __init__(self, input: Decimal, output: Decimal, read: Decimal, write: Decimal) -> None:
+        self.input, self.output, self.cache_read, self.cache_write = input, output, read, write
+
+    @classmethod
+    def of(cls, price: PriceOverride) -> _Rates:
+        read = price.cache_read_per_mtok
+        write = price.cache_write_per_mtok
+        return cls(
+            Decimal(str(price.input_per_mtok)),
+            Decimal(str(price.output_per_mtok)),
+            Decimal(str(read if read is not None else price.input_per_mtok)),
+            Decimal(str(write if write is not None else price.input_per_mtok)),
+        )
+
+    def micros(self, usage: Usage) -> int:
+        plain = usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
+        dollars_per_mtok = (
+            self.input * max(plain, 0)
+            + self.cache_read * usage.cache_read_tokens
+            + self.cache_write * usage.cache_write_tokens
+            + self.output * usage.output_tokens
+        )
+        # $/Mtok × tokens = micro-dollars.
+        return int(dollars_per_mtok.to_integral_value())

@@ -126,11 +126,23 @@ def tool(
 
 
 _VALIDATORS: dict[str, Any] = {}
+_BY_IDENTITY: dict[int, tuple[Mapping[str, Any], Any]] = {}
 
 
 def _validator_for(schema: Mapping[str, Any]) -> Any:
     """A compiled validator, shared by every tool with the same schema (tools are rebuilt for
-    each run; compiling a schema costs far more than checking arguments against it)."""
+    each run; compiling a schema costs far more than checking arguments against it). A tool
+    rebuilt from the same schema object skips even the serialising of its schema."""
+    known = _BY_IDENTITY.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    validator = _validator_by_text(schema)
+    if len(_BY_IDENTITY) < 4096:
+        _BY_IDENTITY[id(schema)] = (schema, validator)  # holding the schema keeps its id
+    return validator
+
+
+def _validator_by_text(schema: Mapping[str, Any]) -> Any:
     key = json.dumps(schema, sort_keys=True, default=str)
     validator = _VALIDATORS.get(key)
     if validator is None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import socket
 import time
-import uuid
 from collections.abc import AsyncIterator
 
 from agentrunner.store.drivers import Driver, Op
@@ -23,6 +23,7 @@ from agentrunner.store.sql import SqlSet
 __all__ = ["HeldLock", "ThreadLocks"]
 
 _HOST = socket.gethostname()
+_owners = itertools.count(1)  # tells apart the tickets of one process
 
 
 class ThreadLocks:
@@ -69,7 +70,7 @@ class ThreadLocks:
                 self._local[thread_id] = (lock, users - 1)
 
     async def _acquire(self, thread_id: str) -> int:
-        owner = f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        owner = f"{_HOST}:{os.getpid()}:{next(_owners):x}"
         ticket = _next_ticket()
         key = {"thread_id": thread_id, "ticket": ticket}
         await self.db.execute(
