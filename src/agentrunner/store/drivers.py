@@ -10,6 +10,7 @@ loss may drop the last transactions) and a busy timeout for other processes' wri
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
@@ -81,6 +82,7 @@ class SQLiteDriver:
             # Checkpoints copy the WAL back into the database and fsync; done on a commit they
             # stall the event loop, so a background thread does them instead.
             self._conn.execute("PRAGMA wal_autocheckpoint=0")
+            self._conn.execute(f"PRAGMA journal_size_limit={_WAL_KEEP_BYTES}")
             self._checkpointer = _Checkpointer(path)
 
     async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
@@ -139,21 +141,34 @@ class SQLiteDriver:
             return
         for _, future in waiting:
             _settle(future, None)
+        if self._checkpointer is not None and self._checkpointer.restart_due:
+            self._restart_wal()
+
+    def _restart_wal(self) -> None:
+        """Let the WAL start over from its beginning.
+
+        SQLite rewinds the WAL only when a write begins with every frame already copied back,
+        which a background checkpoint never sees while this connection keeps committing: under
+        steady load the WAL grew without end (a gigabyte in 5,000 turns) and every commit paid
+        for growing a file. So once the background thread has caught up to within a few
+        frames, this connection copies those itself — between two of its own transactions, a
+        millisecond or two — and its next commit rewinds the WAL.
+        """
+        assert self._checkpointer is not None
+        with contextlib.suppress(sqlite3.Error):  # busy: asked again after a later round
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        self._checkpointer.restart_due = False
 
     def _transaction(self, ops: Sequence[Op]) -> None:
         conn = self._conn
-        ops = _grouped(ops)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            # Runs of the same statement (a burst of events) go through one executemany.
-            start = 0
-            for end in range(1, len(ops) + 1):
-                if end == len(ops) or ops[end][0] != ops[start][0]:
-                    if end - start == 1:
-                        conn.execute(ops[start][0], ops[start][1])
-                    else:
-                        conn.executemany(ops[start][0], [p for _, p in ops[start:end]])
-                    start = end
+            # Each statement's rows go through one executemany (a burst of events is one call).
+            for sql, rows in _grouped(ops):
+                if len(rows) == 1:
+                    conn.execute(sql, rows[0])
+                else:
+                    conn.executemany(sql, rows)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -199,12 +214,22 @@ class SQLiteDriver:
         self._conn.close()
 
 
-class _Checkpointer:
-    """Runs ``wal_checkpoint(PASSIVE)`` every ``interval_s`` on its own connection and thread."""
+_WAL_KEEP_BYTES = 64 << 20  # a rewound WAL larger than this is truncated back to it
+_RESTART_FRAMES = 8192  # rewind the WAL once it holds this many frames (32 MiB of 4 KiB pages)
+_CAUGHT_UP_FRAMES = 64  # a catch-up round that copied no more than this: hand over
 
-    def __init__(self, path: str, interval_s: float = 0.5) -> None:
+
+class _Checkpointer:
+    """Copies the WAL back into the database on its own connection and thread: a passive
+    checkpoint every ``interval_s`` (one with nothing to copy costs microseconds). Once the
+    WAL is long, rounds follow each other until one finds little new to copy; then
+    ``restart_due`` asks the writer to copy the rest and rewind (``SQLiteDriver._restart_wal``),
+    and rounds pause until it has."""
+
+    def __init__(self, path: str, interval_s: float = 0.1) -> None:
         self._path = path
         self._interval_s = interval_s
+        self.restart_due = False
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._loop, name="agentrunner-checkpoint", daemon=True
@@ -215,13 +240,24 @@ class _Checkpointer:
         conn = sqlite3.connect(self._path, timeout=10, check_same_thread=False)
         try:
             while not self._stopping.wait(self._interval_s):
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.Error:
-                    continue  # busy: the next round tries again
+                self._round(conn)
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         finally:
             conn.close()
+
+    def _round(self, conn: sqlite3.Connection) -> None:
+        copied_before: int | None = None
+        while not self.restart_due and not self._stopping.is_set():
+            try:
+                _, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.Error:
+                return  # busy: the next round tries again
+            if frames < _RESTART_FRAMES:
+                return
+            if copied_before is not None and 0 <= copied - copied_before <= _CAUGHT_UP_FRAMES:
+                self.restart_due = True
+                return
+            copied_before = copied
 
     def stop(self) -> None:
         self._stopping.set()
@@ -238,18 +274,30 @@ def _settle(future: asyncio.Future[None], exc: Exception | None) -> None:
 
 
 _PARENTS = ("INSERT INTO threads", "INSERT INTO runs ", "INSERT INTO run_steps")
+_RANKS: dict[str, int] = {}
 
 
-def _grouped(ops: Sequence[Op]) -> Sequence[Op]:
-    """The batch's statements grouped by statement (one executemany each): rows that others
-    reference (threads, runs, steps) first, the rest in the order they first appeared."""
-    first: dict[str, int] = {}
-    for index, (sql, _) in enumerate(ops):
-        first.setdefault(sql, index)
-    if len(first) == len(ops):
-        return ops
-    rank = {sql: (_parent_rank(sql), position) for sql, position in first.items()}
-    return sorted(ops, key=lambda op: rank[op[0]])
+def _grouped(ops: Sequence[Op]) -> list[tuple[str, list[Params]]]:
+    """The batch's rows grouped by statement: statements whose rows others reference (threads,
+    runs, steps) first, the rest in the order they first appeared; rows keep their order."""
+    groups: dict[str, list[Params]] = {}
+    for sql, params in ops:
+        rows = groups.get(sql)
+        if rows is None:
+            groups[sql] = [params]
+        else:
+            rows.append(params)
+    ordered = list(groups.items())
+    ranks = _RANKS
+    parents = False
+    for sql in groups:
+        rank = ranks.get(sql)
+        if rank is None:
+            rank = ranks[sql] = _parent_rank(sql)
+        parents = parents or rank < len(_PARENTS)
+    if parents:
+        ordered.sort(key=lambda group: ranks[group[0]])  # stable: the rest keep their order
+    return ordered
 
 
 def _parent_rank(sql: str) -> int:

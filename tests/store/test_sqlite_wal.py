@@ -1,0 +1,51 @@
+"""SQLite's WAL under steady writes: it is rewound, so it does not grow without end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentrunner.store import drivers
+from agentrunner.store.drivers import SQLiteDriver
+
+PAGE = 4096
+
+
+async def _steady_writes(path: Path, commits: int) -> tuple[int, int]:
+    """(the WAL's largest size, the frames written) over ``commits`` commits back to back, as
+    under load: the writer is never idle long enough for a background checkpoint to catch up
+    with it."""
+    driver = SQLiteDriver(str(path))
+    wal = Path(f"{path}-wal")
+    largest = 0
+    try:
+        await driver.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)", {})
+        for n in range(commits):
+            await driver.batch([("INSERT INTO t (v) VALUES (:v)", {"v": "x" * 3000})])
+            if n % 50 == 0:
+                largest = max(largest, wal.stat().st_size)
+        return max(largest, wal.stat().st_size), commits
+    finally:
+        await driver.close()
+
+
+async def test_wal_is_rewound_under_steady_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(drivers, "_RESTART_FRAMES", 64)
+    monkeypatch.setattr(drivers._Checkpointer.__init__, "__defaults__", (0.005,))
+    largest, commits = await _steady_writes(tmp_path / "db.sqlite", 12_000)
+    # Every commit writes at least one new frame: an unrewound WAL holds them all.
+    assert largest < commits * PAGE / 2
+
+
+async def test_without_the_rewind_the_wal_keeps_growing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: what the rewind is for (a background checkpoint alone never rewinds)."""
+    monkeypatch.setattr(drivers, "_RESTART_FRAMES", 64)
+    monkeypatch.setattr(drivers._Checkpointer.__init__, "__defaults__", (0.005,))
+    monkeypatch.setattr(SQLiteDriver, "_restart_wal", lambda self: None)
+    largest, commits = await _steady_writes(tmp_path / "db.sqlite", 12_000)
+    assert largest >= commits * PAGE
