@@ -94,7 +94,9 @@ async def fill_thread(runner: Any, thread_id: str, messages: int) -> None:
         await store.batch(
             [
                 *store.messages.append_ops(thread_id, start + 1, batch, None),
-                store.threads.manifest_op(thread_id, added=len(batch), session_run_id=None),
+                store.threads.manifest_op(
+                    thread_id, message_count=start + len(batch), session_run_id=None
+                ),
             ]
         )
 

@@ -223,7 +223,8 @@ class AgentRunner:
             thread = await self.store.threads.open(  # 3. thread manifest
                 thread_id, agent_id, parent.thread_id if parent else None
             )
-            history = window(await self.store.messages.recent(thread_id, self.history_window))
+            recent, last_seq = await self.store.messages.tail(thread_id, self.history_window)
+            history = window(recent)
             repairs = missing_results(history)
             if not overrides.history:
                 history = []
@@ -234,12 +235,14 @@ class AgentRunner:
                 run_id,
                 RunLog(self.store, run_id, agent_id, event_adapter(callbacks)),
                 callbacks,
-                thread.message_count + 1,
+                last_seq + 1,
                 parent.cost.child() if parent else CostTracker(),
                 lock=held,
             )
             user = UserMessage(message)
-            run.log.submit(  # 4. append the user message (answering a crashed run's calls)
+            # 4. append the user message (answering a crashed run's calls): written with the
+            # run's first events, so a quick model's first step shares its transaction
+            run.log.write(
                 ops(
                     self.store.runs.abandon_op(thread_id, run_id),  # we hold the lock: they died
                     []
@@ -275,7 +278,7 @@ class AgentRunner:
                 )
             )
             safely(callbacks.on_response, agent_id, thread_id, result.text)  # 12. on_response
-            if thread.title is None and thread.message_count == 0:  # 13. post-run effects
+            if thread.title is None and last_seq == 0:  # 13. post-run effects
                 self.effects.dispatch_title(thread_id, result.model or "test", message, result.text)
             return RunResult(
                 result.text,
@@ -408,18 +411,16 @@ class AgentRunner:
         """Append messages; ``final`` appends also update the manifest (step 10), and
         ``session`` advances it to this run."""
         first, run.next_seq = run.next_seq, run.next_seq + len(messages)
-        threads = self.store.threads
-        manifest = (
-            threads.manifest_op(
-                run.thread.id, added=len(messages), session_run_id=run.run_id if session else None
+        rows = self.store.messages.append_ops(run.thread.id, first, messages, run.run_id)
+        if final:
+            rows.append(
+                self.store.threads.manifest_op(
+                    run.thread.id,
+                    message_count=run.next_seq - 1,
+                    session_run_id=run.run_id if session else None,
+                )
             )
-            if final
-            else threads.count_op(run.thread.id, added=len(messages))
-        )
-        return [
-            *self.store.messages.append_ops(run.thread.id, first, messages, run.run_id),
-            manifest,
-        ]
+        return rows
 
     def _finish_op(
         self,

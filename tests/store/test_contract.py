@@ -47,11 +47,14 @@ async def test_messages_round_trip_and_recent_window(store: Store) -> None:
     await store.batch(
         [
             *store.messages.append_ops("t", 1, history, "r1"),
-            store.threads.manifest_op("t", added=4, session_run_id="r1"),
+            store.threads.manifest_op("t", message_count=4, session_run_id="r1"),
         ]
     )
     assert await store.messages.recent("t", 10) == history
     assert await store.messages.recent("t", 2) == history[2:]
+    assert await store.messages.tail("t", 2) == (history[2:], 4)
+    assert await store.messages.tail("t", 0) == ([], 4)
+    assert await store.messages.tail("empty", 5) == ([], 0)
     page = await store.messages.page("t", after=1, limit=2)
     assert [seq for seq, *_ in page] == [2, 3]
     thread = await store.threads.get("t")

@@ -41,8 +41,22 @@ __all__ = [
 FAR_FUTURE = 1e18
 
 
+_day: tuple[float, float, str] = (0.0, 0.0, "")  # [start, end) of the last day asked for
+
+
 def today(now: float | None = None) -> str:
-    return datetime.fromtimestamp(now if now is not None else time.time(), UTC).strftime("%Y-%m-%d")
+    """The UTC day of ``now`` (default: now) as YYYY-MM-DD; every cost row asks for it."""
+    global _day
+    if now is None:
+        now = time.time()
+    start, end, day = _day
+    if start <= now < end:
+        return day
+    moment = datetime.fromtimestamp(now, UTC)
+    midnight = moment.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    day = moment.strftime("%Y-%m-%d")
+    _day = (midnight, midnight + 86_400, day)
+    return day
 
 
 class _Repo:
@@ -101,29 +115,33 @@ class Threads(_Repo):
             > 0
         )
 
-    def manifest_op(self, thread_id: str, *, added: int, session_run_id: str | None) -> Op:
-        """Seed 000 step 10: the message count, ``updated_at`` and (if given) the session."""
+    def manifest_op(self, thread_id: str, *, message_count: int, session_run_id: str | None) -> Op:
+        """Seed 000 step 10: the message count, ``updated_at`` and (if given) the session.
+        Written once, at the end of a run: appends before it leave the thread row (and its
+        index on ``updated_at``) alone."""
         return self.op(
             "thread_manifest",
             id=thread_id,
-            added=added,
+            message_count=message_count,
             session_run_id=session_run_id,
             now=time.time(),
         )
-
-    def count_op(self, thread_id: str, *, added: int) -> Op:
-        """Only the message count: appends before the end of a run leave ``updated_at`` (and
-        so the thread's two indexes) alone."""
-        return self.op("thread_count", id=thread_id, added=added)
 
 
 class Messages(_Repo):
     async def recent(self, thread_id: str, limit: int) -> list[Message]:
         """The last ``limit`` messages, oldest first — reads O(limit) rows, not the thread."""
+        return (await self.tail(thread_id, limit))[0]
+
+    async def tail(self, thread_id: str, limit: int) -> tuple[list[Message], int]:
+        """The last ``limit`` messages, oldest first, and the thread's last sequence number
+        (0 for an empty thread): the next message is numbered from the messages themselves,
+        not from the manifest's count, which a run that died may have left behind."""
         rows = await self.db.fetch_all(
-            self.sql["messages_recent"], {"thread_id": thread_id, "limit": limit}
+            self.sql["messages_recent"], {"thread_id": thread_id, "limit": max(limit, 1)}
         )
-        return [message_from_dict(from_json(r["body"])) for r in reversed(rows)]
+        last = int(rows[0]["seq"]) if rows else 0
+        return [message_from_dict(from_json(r["body"])) for r in reversed(rows[:limit])], last
 
     async def page(
         self, thread_id: str, *, after: int = 0, limit: int = 200

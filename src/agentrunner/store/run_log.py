@@ -48,7 +48,12 @@ class RunLog:
         self._flushing = asyncio.Lock()
         self._scheduled = False
         self._tail: asyncio.Future[None] | None = None
-        self._sql = store.sql
+        sql = store.sql
+        self._event_sql = sql["event_insert"]
+        self._run_message_sql = sql["run_message_insert"]
+        self._step_insert_sql = sql["step_insert"]
+        self._step_finish_sql = sql["step_finish"]
+        self._cost_sql = sql["cost_insert"]
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -56,10 +61,9 @@ class RunLog:
         """The engine's event sink: record the event (and the rows it implies), forward it."""
         self.seq += 1
         now = time.time()
-        sql = self._sql
         self._pending.append(
             (
-                sql["event_insert"],
+                self._event_sql,
                 {
                     "run_id": self.run_id,
                     "seq": self.seq,
@@ -75,12 +79,18 @@ class RunLog:
         if self.forward is not None:
             self.forward(kind, data)
         if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_later(FLUSH_DELAY_S, self._kick)
+            self._schedule()
 
     def message(self, message_type: str, content: str, **extra: Any) -> None:
         """A run message that is not an engine event (the system prompt, the user message)."""
         self._run_message(message_type, content, time.time(), **extra)
+
+    def write(self, rows: list[Op]) -> None:
+        """Write ``rows`` with the run's next batch of events: within ``FLUSH_DELAY_S``, or
+        sooner with the next durable point."""
+        self._pending.extend(rows)
+        if not self._scheduled:
+            self._schedule()
 
     def submit(self, rows: list[Op]) -> None:
         """Commit ``rows`` behind the run's back: after every earlier write of this run, without
@@ -111,6 +121,10 @@ class RunLog:
         await previous
         await self.store.batch(rows)
 
+    def _schedule(self) -> None:
+        self._scheduled = True
+        asyncio.get_running_loop().call_later(FLUSH_DELAY_S, self._kick)
+
     def _kick(self) -> None:
         self._scheduled = False
         if self._pending:
@@ -122,7 +136,7 @@ class RunLog:
     def _run_message(self, message_type: str, content: str, now: float, **extra: Any) -> None:
         self._pending.append(
             (
-                self._sql["run_message_insert"],
+                self._run_message_sql,
                 {
                     "id": new_id(),
                     "run_id": self.run_id,
@@ -143,7 +157,7 @@ class RunLog:
         self._step_usage, self._step_cost, self._step_attempts = {}, 0, []
         self._pending.append(
             (
-                self._sql["step_insert"],
+                self._step_insert_sql,
                 {
                     "id": self._step_id,
                     "run_id": self.run_id,
@@ -161,7 +175,7 @@ class RunLog:
         }
         self._pending.append(
             (
-                self._sql["cost_insert"],
+                self._cost_sql,
                 {
                     "id": new_id(),
                     "run_id": self.run_id,
@@ -186,7 +200,7 @@ class RunLog:
         if data.get("outcome") == "ok" and self._step_id is not None:
             self._pending.append(
                 (
-                    self._sql["step_finish"],
+                    self._step_finish_sql,
                     {
                         "id": self._step_id,
                         "status": "completed",
@@ -205,7 +219,7 @@ class RunLog:
             return
         self._pending.append(
             (
-                self._sql["step_finish"],
+                self._step_finish_sql,
                 {
                     "id": self._step_id,
                     "status": "failed",

@@ -24,13 +24,12 @@ ORDER BY updated_at DESC LIMIT :limit;
 UPDATE threads SET title = :title WHERE id = :id AND title IS NULL;
 
 -- name: thread_manifest
+-- The count is absolute (messages are numbered 1..n), so a run that died before its end
+-- leaves a count the next run puts right.
 UPDATE threads
-SET message_count = message_count + :added, updated_at = :now,
+SET message_count = :message_count, updated_at = :now,
     session_run_id = COALESCE(:session_run_id, session_run_id)
 WHERE id = :id;
-
--- name: thread_count
-UPDATE threads SET message_count = message_count + :added WHERE id = :id;
 
 -- name: message_insert
 INSERT INTO messages (thread_id, seq, role, body, run_id, created_at)

@@ -210,3 +210,9 @@ CREATE TABLE task_cache (
     stored_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (agent_id, model, cache_key)
 ){clustered}
+;
+
+-- migration: 5
+-- Thread lists filter by agent inside one query whose planner always walks threads_updated;
+-- this index was never read, and every run's end paid for moving the thread in it.
+DROP INDEX threads_agent_updated
