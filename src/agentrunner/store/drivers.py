@@ -301,8 +301,9 @@ def _grouped(ops: Sequence[Op]) -> list[tuple[str, list[Params]]]:
 
 
 def _parent_rank(sql: str) -> int:
+    statement = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
     for rank, prefix in enumerate(_PARENTS):
-        if sql.startswith(prefix):
+        if statement.startswith(prefix):
             return rank
     return len(_PARENTS)
 

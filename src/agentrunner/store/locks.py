@@ -73,14 +73,14 @@ class ThreadLocks:
         owner = f"{_HOST}:{os.getpid()}:{next(_owners):x}"
         ticket = _next_ticket()
         key = {"thread_id": thread_id, "ticket": ticket}
-        await self.db.execute(
+        row = await self.db.fetch_one(
             self.sql["lock_enqueue"],
             {**key, "owner": owner, "expires_at": time.time() + self.lease_s},
         )
         delay = self.poll_s
         try:
-            head = await self.db.fetch_one(self.sql["lock_queue"], {"thread_id": thread_id})
-            if head is not None and int(head["ticket"]) == ticket:
+            ahead = row["ahead"] if row is not None else None
+            if ahead is None or int(ahead) > ticket:
                 return ticket  # the common case: nobody else wants this thread
             while True:
                 now = time.time()

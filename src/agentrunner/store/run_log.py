@@ -42,6 +42,7 @@ class RunLog:
         self.seq = 0
         self._pending: list[Op] = []
         self._step_id: str | None = None
+        self._step_row: dict[str, Any] | None = None  # the step's insert, while still pending
         self._step_usage: dict[str, int] = {}
         self._step_cost: int | None = 0
         self._step_attempts: list[dict[str, Any]] = []
@@ -111,6 +112,7 @@ class RunLog:
         write of this run; return once it is committed."""
         async with self._flushing:
             ops, self._pending = self._pending, []
+            self._step_row = None
             previous, self._tail = self._tail, None
             if previous is not None:
                 await previous
@@ -129,6 +131,7 @@ class RunLog:
         self._scheduled = False
         if self._pending:
             ops, self._pending = self._pending, []
+            self._step_row = None
             self.submit(ops)
 
     # -- rows implied by events ---------------------------------------------------------------
@@ -155,18 +158,34 @@ class RunLog:
     def _step_started(self, data: dict[str, Any], now: float) -> None:
         self._step_id = new_id()
         self._step_usage, self._step_cost, self._step_attempts = {}, 0, []
-        self._pending.append(
-            (
-                self._step_insert_sql,
-                {
-                    "id": self._step_id,
-                    "run_id": self.run_id,
-                    "step_number": data["step"],
-                    "model_id": data["model"],
-                    "now": now,
-                },
+        self._step_row = {
+            "id": self._step_id,
+            "run_id": self.run_id,
+            "step_number": data["step"],
+            "status": "running",
+            "model_id": data["model"],
+            "token_usage": None,
+            "cost_micros": None,
+            "attempts": None,
+            "now": now,
+            "completed_at": None,
+        }
+        self._pending.append((self._step_insert_sql, self._step_row))
+
+    def _finish_step(self, status: str, model: str, now: float) -> None:
+        finish = {
+            "status": status,
+            "model_id": model,
+            "token_usage": to_json(self._step_usage),
+            "cost_micros": self._step_cost,
+            "attempts": to_json(self._step_attempts),
+        }
+        if self._step_row is not None:  # its insert is still pending: one row, not two writes
+            self._step_row.update(finish, completed_at=now)
+        else:
+            self._pending.append(
+                (self._step_finish_sql, {"id": self._step_id, **finish, "now": now})
             )
-        )
 
     def _cost(self, data: dict[str, Any], now: float) -> None:
         usage = {
@@ -198,41 +217,14 @@ class RunLog:
             {"model": data["model"], "attempt": data["attempt"], "outcome": data.get("outcome")}
         )
         if data.get("outcome") == "ok" and self._step_id is not None:
-            self._pending.append(
-                (
-                    self._step_finish_sql,
-                    {
-                        "id": self._step_id,
-                        "status": "completed",
-                        "model_id": data["model"],
-                        "token_usage": to_json(self._step_usage),
-                        "cost_micros": self._step_cost,
-                        "attempts": to_json(self._step_attempts),
-                        "now": now,
-                    },
-                )
-            )
+            self._finish_step("completed", data["model"], now)
 
     def fail_step(self) -> None:
         """Mark the step in progress failed (the run ended inside it)."""
         if self._step_id is None:
             return
-        self._pending.append(
-            (
-                self._step_finish_sql,
-                {
-                    "id": self._step_id,
-                    "status": "failed",
-                    "model_id": self._step_attempts[-1]["model"]
-                    if self._step_attempts
-                    else "unknown",
-                    "token_usage": to_json(self._step_usage),
-                    "cost_micros": self._step_cost,
-                    "attempts": to_json(self._step_attempts),
-                    "now": time.time(),
-                },
-            )
-        )
+        model = self._step_attempts[-1]["model"] if self._step_attempts else "unknown"
+        self._finish_step("failed", model, time.time())
 
 
 _DERIVED: dict[str, Callable[[RunLog, dict[str, Any], float], None]] = {

@@ -84,8 +84,11 @@ WHERE (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id)
 ORDER BY created_at DESC LIMIT :limit;
 
 -- name: step_insert
-INSERT INTO run_steps (id, run_id, step_number, status, model_id, created_at)
-VALUES (:id, :run_id, :step_number, 'running', :model_id, :now);
+-- A step that ends before its row is written is written once, already finished.
+INSERT INTO run_steps (id, run_id, step_number, status, model_id, token_usage, cost_micros,
+                       attempts, created_at, completed_at)
+VALUES (:id, :run_id, :step_number, :status, :model_id, :token_usage{json}, :cost_micros,
+        :attempts{json}, :now, :completed_at);
 
 -- name: step_finish
 UPDATE run_steps
@@ -174,8 +177,13 @@ WHERE agent_id = :agent_id AND status IN ('running', 'completed', 'failed', 'can
 ORDER BY CASE WHEN status = 'running' THEN 0 ELSE 1 END, created_at DESC LIMIT 1;
 
 -- name: lock_enqueue
+-- Returns the lowest other ticket of the thread (NULL: none), so the common case, nobody
+-- ahead, is one statement. The subquery leaves our own row out: whether a RETURNING
+-- subquery sees the new row differs between SQLite and PostgreSQL.
 INSERT INTO thread_locks (thread_id, ticket, owner, expires_at)
-VALUES (:thread_id, :ticket, :owner, :expires_at);
+VALUES (:thread_id, :ticket, :owner, :expires_at)
+RETURNING (SELECT MIN(o.ticket) FROM thread_locks o
+           WHERE o.thread_id = :thread_id AND o.ticket <> :ticket) AS ahead;
 
 -- name: lock_expire
 DELETE FROM thread_locks WHERE thread_id = :thread_id AND expires_at < :now;
