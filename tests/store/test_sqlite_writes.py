@@ -3,6 +3,7 @@ under steady writes instead of growing without end."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,48 @@ def test_a_batch_writes_referenced_rows_first_whatever_their_comments() -> None:
         (step, [{"id": "s1"}]),
         (message, [{"id": "m1", "step_id": None}, {"id": "m2", "step_id": "s1"}]),
     ]
+
+
+async def _table(tmp_path: Path) -> SQLiteDriver:
+    driver = SQLiteDriver(str(tmp_path / "db.sqlite"))
+    await driver.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)", {})
+    return driver
+
+
+INSERT = "INSERT INTO t (k, v) VALUES (:k, :v)"
+
+
+async def test_batches_waiting_together_share_a_transaction_and_keep_their_order(
+    tmp_path: Path,
+) -> None:
+    driver = await _table(tmp_path)
+    try:
+        first = driver.submit([(INSERT, {"k": 1, "v": "a"})])
+        second = driver.submit([(INSERT, {"k": 2, "v": "b"})])
+        # A batch with others waiting goes after them, not ahead: a run's durable point never
+        # overtakes its own write-behind rows.
+        await driver.batch([("UPDATE t SET v = v || '!' WHERE k <= 2", {})])
+        assert first.done() and second.done()
+        rows = await driver.fetch_all("SELECT k, v FROM t ORDER BY k", {})
+        assert rows == [{"k": 1, "v": "a!"}, {"k": 2, "v": "b!"}]
+    finally:
+        await driver.close()
+
+
+async def test_a_failing_batch_fails_only_its_own_caller(tmp_path: Path) -> None:
+    driver = await _table(tmp_path)
+    try:
+        good = driver.submit([(INSERT, {"k": 1, "v": "a"})])
+        bad = driver.submit([(INSERT, {"k": 2, "v": None})])  # NOT NULL
+        also_good = driver.submit([(INSERT, {"k": 3, "v": "c"})])
+        await good
+        await also_good
+        with pytest.raises(sqlite3.IntegrityError):
+            await bad
+        rows = await driver.fetch_all("SELECT k FROM t ORDER BY k", {})
+        assert [r["k"] for r in rows] == [1, 3]
+        with pytest.raises(sqlite3.IntegrityError):  # at once, with nothing waiting
+            await driver.batch([(INSERT, {"k": 4, "v": "d"}), (INSERT, {"k": 5, "v": None})])
+        assert await driver.fetch_one("SELECT k FROM t WHERE k = 4", {}) is None  # no half
+    finally:
+        await driver.close()

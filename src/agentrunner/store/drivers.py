@@ -109,12 +109,18 @@ class SQLiteDriver:
         return [dict(row) for row in rows]
 
     async def batch(self, ops: Sequence[Op]) -> None:
-        """Commit ``ops`` in one transaction. Batches submitted while others wait for the same
-        turn of the event loop share one transaction (group commit): under load, many runs pay
-        for one commit. If a shared transaction fails, each batch is retried alone, so an error
-        reaches only the caller that caused it."""
-        if ops:
+        """Commit ``ops`` in one transaction, at once when no other batch is waiting, else
+        after those (group commit: batches submitted during one turn of the event loop share
+        a transaction; if it fails, each is retried alone, so an error reaches only the caller
+        that caused it). Committing at once spares a durable point the hop to the loop's next
+        turn (~20 us, twice a run); sharing saved little once a commit cost tens of us."""
+        if not ops:
+            return
+        if self._waiting:
             await self.submit(ops)
+            return
+        self._transaction(ops)
+        self._after_commit()
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
         """Queue ``ops`` for the next group commit (on this thread, at the loop's next turn) and
@@ -141,6 +147,9 @@ class SQLiteDriver:
             return
         for _, future in waiting:
             _settle(future, None)
+        self._after_commit()
+
+    def _after_commit(self) -> None:
         if self._checkpointer is not None and self._checkpointer.restart_due:
             self._restart_wal()
 
