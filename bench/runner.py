@@ -1,12 +1,13 @@
 """The price of durability: a durable turn (AgentRunner.run_agent on SQLite: thread lock, run
 rows, steps, run messages, events, costs, messages) against an engine-only turn, in the same
 process, interleaved. One turn = 2 model requests + 1 tool call against the mock provider at
-0 ms in its own process. Also: turn time on a 100,000-message thread against a 10-message one.
+0 ms in its own process. Also: turn time on a 100,000-message thread, and on a thread with
+20,000 earlier runs, against a 10-message one.
 
 Targets (issue 4): durable / engine-only time per turn <= 1.3; 100k-message thread within 20%
-of a 10-message thread.
+of a 10-message thread (and so, here, a thread with many runs).
 
-    python bench/runner.py [--turns 300] [--rounds 3] [--big 100000]
+    python bench/runner.py [--turns 300] [--rounds 3] [--big 100000] [--runs 20000]
 """
 
 from __future__ import annotations
@@ -101,6 +102,35 @@ async def fill_thread(runner: Any, thread_id: str, messages: int) -> None:
         )
 
 
+async def fill_runs(runner: Any, thread_id: str, runs: int) -> None:
+    """``runs`` finished runs on the thread, as a long-lived session accumulates."""
+    store = runner.store
+    await store.threads.open(thread_id, "bench")
+    await store.threads.set_title(thread_id, "busy")
+    chunk = 5000
+    for start in range(0, runs, chunk):
+        ops = []
+        for i in range(start, min(start + chunk, runs)):
+            run_id = f"run_old{i:08d}"
+            ops.append(
+                store.runs.insert_op(
+                    run_id=run_id, agent_id="bench", thread_id=thread_id, status="running"
+                )
+            )
+            ops.append(
+                store.runs.finish_op(
+                    run_id,
+                    status="completed",
+                    stop_reason="end_turn",
+                    model=None,
+                    usage=None,
+                    cost_micros=0,
+                    cost_known=True,
+                )
+            )
+        await store.batch(ops)
+
+
 async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
     from agentrunner.config import ProviderConfig
     from agentrunner.engine import Engine, ModelRegistry
@@ -144,9 +174,10 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
 
         await fill_thread(runner, "big", args.big)
         await fill_thread(runner, "small", 10)
-        size_samples: dict[str, list[float]] = {"small": [], "big": []}
+        await fill_runs(runner, "busy", args.runs)
+        size_samples: dict[str, list[float]] = {"small": [], "big": [], "busy": []}
         for _ in range(args.rounds):
-            for thread_id in ("small", "big"):
+            for thread_id in ("small", "big", "busy"):
                 got, _ = await timed(
                     lambda n, t=thread_id: runner.run_agent("bench", t, QUESTION), args.turns // 3
                 )
@@ -161,6 +192,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
     }
     results["thread_10"] = stats(size_samples["small"])
     results[f"thread_{args.big}"] = stats(size_samples["big"])
+    results[f"thread_{args.runs}_runs"] = stats(size_samples["busy"])
     return results
 
 
@@ -176,6 +208,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--big", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
     port = free_port()
@@ -190,6 +223,9 @@ def main() -> None:
     latency = results["durable c=1"]["median_ms"] / results["engine c=1"]["median_ms"]
     throughput = results[f"engine c={c}"]["turns_per_s"] / results[f"durable c={c}"]["turns_per_s"]
     size_ratio = results[f"thread_{args.big}"]["median_ms"] / results["thread_10"]["median_ms"]
+    runs_ratio = (
+        results[f"thread_{args.runs}_runs"]["median_ms"] / results["thread_10"]["median_ms"]
+    )
     print_table(
         "Turn = 2 requests + 1 tool call, mock at 0 ms, streaming; "
         f"{args.rounds} interleaved rounds of {args.turns}",
@@ -212,6 +248,7 @@ def main() -> None:
             ["durable / engine-only, time per turn at c=1", latency, "<= 1.3"],
             [f"engine-only / durable, turns/s at c={c}", throughput, "<= 1.3"],
             [f"{args.big:,}-message / 10-message thread, time per turn", size_ratio, "<= 1.2"],
+            [f"thread with {args.runs:,} earlier runs / 10-message", runs_ratio, "<= 1.2"],
         ],
     )
     ratio = {"latency_c1": latency, f"throughput_c{c}": throughput}
@@ -223,6 +260,7 @@ def main() -> None:
             "results": results,
             "durable_over_engine": ratio,
             "big_over_small_thread": size_ratio,
+            "many_runs_over_small_thread": runs_ratio,
         },
     )
 

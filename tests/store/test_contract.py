@@ -271,3 +271,15 @@ async def test_unopenable_store_is_runner_io(bad: str) -> None:
     with pytest.raises(AgentRunnerError) as info:
         await open_store(bad)
     assert info.value.code is ErrorCode.RUNNER_IO
+
+
+async def test_a_run_start_does_not_walk_the_threads_earlier_runs(store: Store) -> None:
+    """Every run marks its thread's abandoned runs failed; that must cost the few runs running
+    anywhere, not every run the thread ever had (a long-lived session has thousands)."""
+    if store.dialect != "sqlite":
+        pytest.skip("PostgreSQL plans by its statistics; the SQLite plan is fixed")
+    sql, params = store.runs.abandon_op("t", "r")
+    plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {sql}", params)
+    assert [row["detail"] for row in plan] == [
+        "SEARCH runs USING INDEX runs_status_created (status=?)"
+    ]
