@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 
 from agentrunner.config import PriceOverride
@@ -91,13 +92,14 @@ def _genai_price(provider_id: str, model: str, usage: Usage) -> int | None:
     return int((Decimal(result.total_price) * _MICROS).to_integral_value())
 
 
+@dataclass(frozen=True, slots=True)
 class _Rates:
     """An override's prices as exact decimals, dollars per million tokens."""
 
-    __slots__ = ("cache_read", "cache_write", "input", "output")
-
-    def __init__(self, input: Decimal, output: Decimal, read: Decimal, write: Decimal) -> None:
-        self.input, self.output, self.cache_read, self.cache_write = input, output, read, write
+    input: Decimal
+    output: Decimal
+    cache_read: Decimal
+    cache_write: Decimal
 
     @classmethod
     def of(cls, price: PriceOverride) -> _Rates:

@@ -111,8 +111,7 @@ class RunLog:
         """Commit what is pending together with ``rows`` in one transaction, after every earlier
         write of this run; return once it is committed."""
         async with self._flushing:
-            ops, self._pending = self._pending, []
-            self._step_row = None
+            ops = self._take_pending()
             previous, self._tail = self._tail, None
             if previous is not None:
                 await previous
@@ -130,9 +129,14 @@ class RunLog:
     def _kick(self) -> None:
         self._scheduled = False
         if self._pending:
-            ops, self._pending = self._pending, []
-            self._step_row = None
-            self.submit(ops)
+            self.submit(self._take_pending())
+
+    def _take_pending(self) -> list[Op]:
+        """Hand the pending rows over to be written; from here on a step's row is written, so
+        finishing it takes an update."""
+        ops, self._pending = self._pending, []
+        self._step_row = None
+        return ops
 
     # -- rows implied by events ---------------------------------------------------------------
 
