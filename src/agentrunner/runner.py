@@ -244,7 +244,10 @@ class AgentRunner:
             # run's first events, so a quick model's first step shares its transaction
             run.log.write(
                 ops(
-                    self.store.runs.abandon_op(thread_id, run_id),  # we hold the lock: they died
+                    # Messages past the manifest's count: a run died mid-way (we hold the lock)
+                    self.store.runs.abandon_op(thread_id, run_id, after=thread.message_count)
+                    if last_seq > thread.message_count
+                    else [],
                     []
                     if claimed_run_id
                     else self.store.runs.insert_op(

@@ -346,3 +346,20 @@ async def test_session_thread(agent: Agent, open_runner: Any) -> None:
     assert await runner.session_thread("s") == first
     fresh = await runner.session_thread("s", new=True)
     assert fresh != first and await runner.session_thread("s") == fresh
+
+
+async def test_a_run_waiting_for_the_thread_is_not_taken_for_dead(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    """Only a run that wrote to the thread and died is marked failed by the next one; a run
+    claimed from a mailbox and still waiting for the thread's lock is alive."""
+    agent("helper")
+    runner: AgentRunner = await open_runner()
+    store = runner.store
+    await runner.run_agent("helper", "t1", "first")
+    waiting = store.runs.insert_op(
+        run_id="run_waiting", agent_id="helper", thread_id="t1", status="running"
+    )
+    await store.batch([waiting])
+    await runner.run_agent("helper", "t1", "second")
+    assert (await store.runs.get("run_waiting")).status == "running"  # type: ignore[union-attr]

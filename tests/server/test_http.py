@@ -217,16 +217,18 @@ def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: Mock
             assert time.monotonic() < deadline
             time.sleep(0.05)
     with httpx.stream("GET", f"{srv.url}/threads/t/events", headers=AUTH, timeout=30) as stream:
-        first = _read_sse(stream, limit=4)
+        first = _read_sse(stream, limit=3)
     with httpx.stream(
         "GET",
         f"{srv.url}/threads/t/events",
         headers={**AUTH, "last-event-id": first[-1]["id"]},
         timeout=30,
     ) as stream:
-        rest = _read_sse(stream, limit=6)
+        rest = _read_sse(stream, limit=5)
     ids = [e["id"] for e in first + rest]
-    assert len(ids) == len(set(ids)) == 10
+    # per run: step.started, agent.token (the streamed deltas, stored merged), cost.updated,
+    # agent.message
+    assert len(ids) == len(set(ids)) == 8
     assert ids == sorted(ids, key=lambda i: (i.split("/")[0], int(i.split("/")[1])))
     httpx.post(
         f"{srv.url}/channels/general/messages", headers=AUTH, json={"text": "x"}

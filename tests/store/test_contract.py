@@ -161,6 +161,34 @@ async def test_run_log_records_the_whole_story(store: Store) -> None:
     assert (summary["agent_id"], summary["requests"], summary["unknown"]) == ("a", 2, 1)
 
 
+async def test_deltas_are_stored_merged_and_forwarded_one_by_one(store: Store) -> None:
+    await store.threads.open("t", "a")
+    await store.batch(
+        [store.runs.insert_op(run_id="r1", agent_id="a", thread_id="t", status="running")]
+    )
+    forwarded: list[tuple[str, dict[str, object]]] = []
+    log = RunLog(store, "r1", "a", lambda kind, data: forwarded.append((kind, data)))
+    for text in ("Let ", "me ", "think."):
+        log.emit("agent.thinking", {"text": text, "model": "x:m"})
+    for token in ("It ", "is "):
+        log.emit("agent.token", {"token": token, "model": "x:m"})
+    log.emit("agent.token", {"token": "cold", "model": "x:other"})  # a fallback model's stream
+    await log.flush()
+    log.emit("agent.token", {"token": ".", "model": "x:other"})  # after a write: a new row
+    log.emit("agent.message", {"text": "It is cold.", "model": "x:other"})
+    await log.flush()
+    events = await store.events.list("r1")
+    assert [(e.seq, e.type, e.payload) for e in events] == [
+        (1, "agent.thinking", {"text": "Let me think.", "model": "x:m"}),
+        (2, "agent.token", {"token": "It is ", "model": "x:m"}),
+        (3, "agent.token", {"token": "cold", "model": "x:other"}),
+        (4, "agent.token", {"token": ".", "model": "x:other"}),
+        (5, "agent.message", {"text": "It is cold.", "model": "x:other"}),
+    ]
+    assert [kind for kind, _ in forwarded].count("agent.token") == 4
+    assert forwarded[0] == ("agent.thinking", {"text": "Let ", "model": "x:m"})
+
+
 async def test_runs_listing(store: Store) -> None:
     for n in range(3):
         await store.batch(
@@ -274,12 +302,12 @@ async def test_unopenable_store_is_runner_io(bad: str) -> None:
 
 
 async def test_a_run_start_does_not_walk_the_threads_earlier_runs(store: Store) -> None:
-    """Every run marks its thread's abandoned runs failed; that must cost the few runs running
-    anywhere, not every run the thread ever had (a long-lived session has thousands)."""
+    """A run start that finds a crashed run marks it failed; that must cost the messages the
+    dead run left, not every run the thread ever had (a long-lived session has thousands)."""
     if store.dialect != "sqlite":
         pytest.skip("PostgreSQL plans by its statistics; the SQLite plan is fixed")
-    sql, params = store.runs.abandon_op("t", "r")
+    sql, params = store.runs.abandon_op("t", "r", after=10)
     plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {sql}", params)
-    assert [row["detail"] for row in plan] == [
-        "SEARCH runs USING INDEX runs_status_created (status=?)"
-    ]
+    details = [row["detail"] for row in plan]
+    assert "SEARCH messages USING PRIMARY KEY (thread_id=? AND seq>?)" in details, details
+    assert not any("SCAN" in d or "runs_thread_created" in d for d in details), details

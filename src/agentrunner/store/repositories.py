@@ -225,10 +225,13 @@ class Runs(_Repo):
             started_at=now if status == "running" else None,
         )
 
-    def abandon_op(self, thread_id: str, current_run_id: str) -> Op:
-        """Mark the thread's other runs still ``running`` as failed: their process died holding
-        the thread lock (whoever calls this holds it now)."""
-        return self.op("run_abandon", thread_id=thread_id, run_id=current_run_id, now=time.time())
+    def abandon_op(self, thread_id: str, current_run_id: str, *, after: int) -> Op:
+        """Mark failed the runs still ``running`` that wrote the thread's messages past number
+        ``after`` (the count its last finished run left): their process died holding the
+        thread lock (whoever calls this holds it now)."""
+        return self.op(
+            "run_abandon", thread_id=thread_id, run_id=current_run_id, after=after, now=time.time()
+        )
 
     async def set_stop_reason(self, run_id: str, stop_reason: str) -> None:
         await self.db.execute(

@@ -46,6 +46,7 @@ class RunLog:
         self._step_usage: dict[str, int] = {}
         self._step_cost: int | None = 0
         self._step_attempts: list[dict[str, Any]] = []
+        self._stream: _Stream | None = None  # the delta row still taking deltas
         self._flushing = asyncio.Lock()
         self._scheduled = False
         self._tail: asyncio.Future[None] | None = None
@@ -59,28 +60,47 @@ class RunLog:
     # -- writing ---------------------------------------------------------------------------
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
-        """The engine's event sink: record the event (and the rows it implies), forward it."""
+        """The engine's event sink: record the event (and the rows it implies), forward it.
+
+        Deltas (``agent.token``, ``agent.thinking``) are forwarded one by one but stored
+        merged: the deltas of one kind that follow each other before the next write become one
+        row with their text joined, so a long answer is a few rows, not hundreds."""
+        text_key = _DELTAS.get(kind)
+        if text_key is not None:
+            stream = self._stream
+            if stream is not None and stream.kind == kind and stream.matches(data):
+                stream.parts.append(data[text_key])
+                if self.forward is not None:
+                    self.forward(kind, data)
+                return
+        self._end_stream()
         self.seq += 1
         now = time.time()
-        self._pending.append(
-            (
-                self._event_sql,
-                {
-                    "run_id": self.run_id,
-                    "seq": self.seq,
-                    "type": kind,
-                    "payload": to_json(data),
-                    "now": now,
-                },
-            )
-        )
-        handler = _DERIVED.get(kind)
-        if handler is not None:
-            handler(self, data, now)
+        row = {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "type": kind,
+            "payload": to_json(data),
+            "now": now,
+        }
+        self._pending.append((self._event_sql, row))
+        if text_key is not None:
+            self._stream = _Stream(kind, text_key, data, row)
+        else:
+            handler = _DERIVED.get(kind)
+            if handler is not None:
+                handler(self, data, now)
         if self.forward is not None:
             self.forward(kind, data)
         if not self._scheduled:
             self._schedule()
+
+    def _end_stream(self) -> None:
+        """Write the joined text into the open delta row; later deltas start a new row."""
+        stream, self._stream = self._stream, None
+        if stream is not None and len(stream.parts) > 1:
+            joined = {**stream.data, stream.text_key: "".join(stream.parts)}
+            stream.row["payload"] = to_json(joined)
 
     def message(self, message_type: str, content: str, **extra: Any) -> None:
         """A run message that is not an engine event (the system prompt, the user message)."""
@@ -134,6 +154,7 @@ class RunLog:
     def _take_pending(self) -> list[Op]:
         """Hand the pending rows over to be written; from here on a step's row is written, so
         finishing it takes an update."""
+        self._end_stream()
         ops, self._pending = self._pending, []
         self._step_row = None
         return ops
@@ -229,6 +250,29 @@ class RunLog:
             return
         model = self._step_attempts[-1]["model"] if self._step_attempts else "unknown"
         self._finish_step("failed", model, time.time())
+
+
+_DELTAS = {"agent.token": "token", "agent.thinking": "text"}  # kind -> its text field
+
+
+class _Stream:
+    """A pending delta row and the deltas merged into it so far."""
+
+    __slots__ = ("data", "kind", "parts", "row", "text_key")
+
+    def __init__(self, kind: str, text_key: str, data: dict[str, Any], row: dict[str, Any]):
+        self.kind = kind
+        self.text_key = text_key
+        self.data = data
+        self.row = row
+        self.parts: list[str] = [data[text_key]]
+
+    def matches(self, data: dict[str, Any]) -> bool:
+        """The same stream: every field but the text equal (the model, a child's marker)."""
+        first = self.data
+        return len(data) == len(first) and all(
+            first.get(key) == value for key, value in data.items() if key != self.text_key
+        )
 
 
 _DERIVED: dict[str, Callable[[RunLog, dict[str, Any], float], None]] = {

@@ -57,13 +57,16 @@ SET status = :status, stop_reason = :stop_reason, model = :model, error_code = :
 WHERE id = :id;
 
 -- name: run_abandon
--- Every run does this. `thread_id || ''` keeps the planner off the (thread_id, created_at)
--- index, whose walk grows with every run the thread ever had (20,000 earlier runs made a turn
--- 13x slower); the (status, created_at) index holds only the few runs running anywhere.
+-- The runs that died holding the thread: each wrote messages past the count its thread's last
+-- finished run left (a run's first write carries its user message). Runs merely waiting for
+-- the thread (claimed from a mailbox, `running`) wrote none and are left alone. The walk is
+-- over those few messages, never over the thread's earlier runs (a long-lived session has
+-- thousands; walking them made a turn 13x slower).
 UPDATE runs
 SET status = 'failed', stop_reason = 'error', error_code = 'internal',
     error_message = 'the process running it stopped before it finished', completed_at = :now
-WHERE status = 'running' AND thread_id || '' = :thread_id AND id <> :run_id;
+WHERE id IN (SELECT run_id FROM messages WHERE thread_id = :thread_id AND seq > :after)
+  AND status = 'running' AND id <> :run_id;
 
 -- name: run_stop_reason
 UPDATE runs SET stop_reason = :stop_reason WHERE id = :id;

@@ -215,4 +215,11 @@ CREATE TABLE task_cache (
 -- migration: 5
 -- Thread lists filter by agent inside one query whose planner always walks threads_updated;
 -- this index was never read, and every run's end paid for moving the thread in it.
-DROP INDEX threads_agent_updated
+DROP INDEX threads_agent_updated;
+
+-- migration: 6
+-- A run's system and user messages belong to no step. Their NULL entries all sorted into one
+-- spot mid-index, so every run split a page there; step lookups (and the cascade from
+-- run_steps) never ask for NULL.
+DROP INDEX run_messages_step;
+CREATE INDEX run_messages_step ON run_messages (step_id) WHERE step_id IS NOT NULL;
