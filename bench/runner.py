@@ -2,12 +2,14 @@
 rows, steps, run messages, events, costs, messages) against an engine-only turn, in the same
 process, interleaved. One turn = 2 model requests + 1 tool call against the mock provider at
 0 ms in its own process. Also: turn time on a 100,000-message thread, and on a thread with
-20,000 earlier runs, against a 10-message one.
+20,000 earlier runs, against a 10-message one; and the daily-budget check (what a run with
+`per_agent_daily_usd` / `global_daily_usd` set reads first) after 100,000 priced requests today.
 
 Targets (issue 4): durable / engine-only time per turn <= 1.3; 100k-message thread within 20%
 of a 10-message thread (and so, here, a thread with many runs).
 
     python bench/runner.py [--turns 300] [--rounds 3] [--big 100000] [--runs 20000]
+                           [--costs 100000]
 """
 
 from __future__ import annotations
@@ -131,6 +133,39 @@ async def fill_runs(runner: Any, thread_id: str, runs: int) -> None:
         await store.batch(ops)
 
 
+async def fill_costs(runner: Any, agent_id: str, requests: int) -> None:
+    """``requests`` priced model requests today, recorded as runs record them."""
+    from agentrunner.store import RunLog
+
+    store = runner.store
+    await store.batch(
+        [
+            store.runs.insert_op(
+                run_id="run_costly", agent_id=agent_id, thread_id=None, status="running"
+            )
+        ]
+    )
+    log = RunLog(store, "run_costly", agent_id)
+    for n in range(requests):
+        log.emit(
+            "cost.updated",
+            {"model": "bench:gpt-bench", "attempt": 1, "outcome": "ok", "cost_micros": 7},
+        )
+        if n % 5000 == 4999:
+            await log.flush()
+    await log.flush()
+
+
+async def budget_checks(runner: Any, agent_id: str, count: int) -> list[float]:
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        await runner.store.costs.spent_today(agent_id)
+        await runner.store.costs.spent_today()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
 async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
     from agentrunner.config import ProviderConfig
     from agentrunner.engine import Engine, ModelRegistry
@@ -182,6 +217,8 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
                     lambda n, t=thread_id: runner.run_agent("bench", t, QUESTION), args.turns // 3
                 )
                 size_samples[thread_id] += got
+        await fill_costs(runner, "bench", args.costs)
+        budget = await budget_checks(runner, "bench", 200)
         await runner.close()
     await engine.aclose()
     total = args.turns * args.rounds
@@ -193,6 +230,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
     results["thread_10"] = stats(size_samples["small"])
     results[f"thread_{args.big}"] = stats(size_samples["big"])
     results[f"thread_{args.runs}_runs"] = stats(size_samples["busy"])
+    results[f"budget_check_{args.costs}_requests"] = stats(budget)
     return results
 
 
@@ -209,6 +247,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--big", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=20_000)
+    parser.add_argument("--costs", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
     port = free_port()

@@ -66,7 +66,8 @@ from collections.abc import AsyncIterator  # noqa: E402
 
 PG_URL = os.environ.get("AGENTRUNNER_TEST_DATABASE_URL")
 _TABLES = (
-    "threads, messages, runs, run_steps, run_messages, events, costs, memory_blocks, notes, "
+    "threads, messages, runs, run_steps, run_messages, events, costs, cost_days, memory_blocks, "
+    "notes, "
     "agent_state, thread_locks, channels, channel_members, channel_messages, workers, task_cache"
 )
 

@@ -189,6 +189,52 @@ async def test_deltas_are_stored_merged_and_forwarded_one_by_one(store: Store) -
     assert forwarded[0] == ("agent.thinking", {"text": "Let ", "model": "x:m"})
 
 
+def _cost(model: str, micros: int | None, attempt: int = 1) -> dict[str, object]:
+    return {
+        "model": model,
+        "attempt": attempt,
+        "outcome": "ok",
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "cost_micros": micros,
+    }
+
+
+async def test_daily_spend_is_kept_per_agent_and_day(store: Store, store_url: str) -> None:
+    await store.threads.open("t", "a")
+    for run_id, agent_id in (("r1", "a"), ("r2", "b")):
+        await store.batch(
+            [
+                store.runs.insert_op(
+                    run_id=run_id, agent_id=agent_id, thread_id="t", status="running"
+                )
+            ]
+        )
+    a, b = RunLog(store, "r1", "a"), RunLog(store, "r2", "b")
+    a.emit("cost.updated", _cost("x:m", 30))
+    a.emit("cost.updated", _cost("x:m", None, attempt=2))  # unknown: counted as nothing
+    b.emit("cost.updated", _cost("x:m", 0))
+    await a.flush()
+    await b.flush()
+    b.emit("cost.updated", _cost("x:n", 12))
+    a.emit("cost.updated", _cost("x:m", 5))
+    await b.flush()
+    await a.flush()
+    assert await store.costs.spent_today("a") == 35
+    assert await store.costs.spent_today("b") == 12
+    assert await store.costs.spent_today("c") == 0
+    assert await store.costs.spent_today() == 47
+    # A database from before the totals existed gets them from its cost rows.
+    await store.driver.execute("DROP TABLE cost_days", {})
+    await store.driver.execute("DELETE FROM schema_migrations WHERE version = 7", {})
+    migrated = await open_store(store_url)
+    try:
+        assert await migrated.costs.spent_today("a") == 35
+        assert await migrated.costs.spent_today() == 47
+    finally:
+        await migrated.close()
+
+
 async def test_runs_listing(store: Store) -> None:
     for n in range(3):
         await store.batch(

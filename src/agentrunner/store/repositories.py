@@ -295,7 +295,8 @@ class Events(_Repo):
 
 class Costs(_Repo):
     async def spent_today(self, agent_id: str | None = None) -> int:
-        """Micro-dollars spent today (UTC) by one agent, or by all with ``agent_id=None``."""
+        """Micro-dollars spent today (UTC) by one agent, or by all with ``agent_id=None``: one
+        row per agent, kept with the cost rows, not a sum over the day's requests."""
         row = await self.db.fetch_one(
             self.sql["cost_spent"], {"day": today(), "agent_id": agent_id}
         )

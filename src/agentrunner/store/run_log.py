@@ -56,6 +56,7 @@ class RunLog:
         self._step_insert_sql = sql["step_insert"]
         self._step_finish_sql = sql["step_finish"]
         self._cost_sql = sql["cost_insert"]
+        self._cost_day_sql = sql["cost_day_add"]
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -217,6 +218,8 @@ class RunLog:
             k: int(data.get(k) or 0)
             for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
         }
+        cost = data.get("cost_micros")
+        day = today(now)
         self._pending.append(
             (
                 self._cost_sql,
@@ -226,15 +229,18 @@ class RunLog:
                     "agent_id": self.agent_id,
                     "model": data["model"],
                     **usage,
-                    "cost_micros": data.get("cost_micros"),
-                    "day": today(now),
+                    "cost_micros": cost,
+                    "day": day,
                     "now": now,
                 },
             )
         )
+        if cost:  # unknown and free requests change no day's total
+            self._pending.append(
+                (self._cost_day_sql, {"day": day, "agent_id": self.agent_id, "micros": cost})
+            )
         for key, value in usage.items():
             self._step_usage[key] = self._step_usage.get(key, 0) + value
-        cost = data.get("cost_micros")
         self._step_cost = (
             None if cost is None or self._step_cost is None else self._step_cost + cost
         )
@@ -270,9 +276,12 @@ class _Stream:
     def matches(self, data: dict[str, Any]) -> bool:
         """The same stream: every field but the text equal (the model, a child's marker)."""
         first = self.data
-        return len(data) == len(first) and all(
-            first.get(key) == value for key, value in data.items() if key != self.text_key
-        )
+        if len(data) != len(first):
+            return False
+        for key, value in data.items():  # a loop, not all(): this runs once per delta
+            if key != self.text_key and first.get(key) != value:
+                return False
+        return True
 
 
 _DERIVED: dict[str, Callable[[RunLog, dict[str, Any], float], None]] = {

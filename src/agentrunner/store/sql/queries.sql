@@ -132,8 +132,12 @@ INSERT INTO costs (day, agent_id, id, run_id, model, input_tokens, output_tokens
 VALUES (:day, :agent_id, :id, :run_id, :model, :input_tokens, :output_tokens,
         :cache_read_tokens, :cache_write_tokens, :cost_micros, :now);
 
+-- name: cost_day_add
+INSERT INTO cost_days (day, agent_id, micros) VALUES (:day, :agent_id, :micros)
+ON CONFLICT (day, agent_id) DO UPDATE SET micros = cost_days.micros + excluded.micros;
+
 -- name: cost_spent
-SELECT COALESCE(SUM(cost_micros), 0) AS micros FROM costs
+SELECT COALESCE(SUM(micros), 0) AS micros FROM cost_days
 WHERE day = :day AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id);
 
 -- name: cost_summary

@@ -223,3 +223,17 @@ DROP INDEX threads_agent_updated;
 -- run_steps) never ask for NULL.
 DROP INDEX run_messages_step;
 CREATE INDEX run_messages_step ON run_messages (step_id) WHERE step_id IS NOT NULL;
+
+-- migration: 7
+-- Each UTC day's spend per agent, written with the cost rows: a daily budget check reads one
+-- row (one per agent for the global budget), where summing the day's cost rows grew with every
+-- request (8 ms at 100,000 requests a day, on every run).
+CREATE TABLE cost_days (
+    day TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    micros BIGINT NOT NULL,
+    PRIMARY KEY (day, agent_id)
+){clustered};
+INSERT INTO cost_days (day, agent_id, micros)
+SELECT day, agent_id, SUM(cost_micros) FROM costs
+WHERE cost_micros IS NOT NULL GROUP BY day, agent_id;
