@@ -236,19 +236,40 @@ async def test_daily_spend_is_kept_per_agent_and_day(store: Store, store_url: st
 
 
 async def test_runs_listing(store: Store) -> None:
-    for n in range(3):
+    statuses = ["created", "running", "completed", "failed", "cancelled", "completed", "running"]
+    for n, status in enumerate(statuses):
         await store.batch(
             [
                 store.runs.insert_op(
-                    run_id=f"r{n}", agent_id="a" if n else "b", thread_id="t", status="created"
+                    run_id=f"r{n}",
+                    agent_id="a" if n % 3 else "b",
+                    thread_id="t" if n % 2 else "u",
+                    status=status,
                 )
             ]
         )
         await asyncio.sleep(0.01)
-    assert [r.id for r in await store.runs.list()] == ["r2", "r1", "r0"]
-    assert [r.id for r in await store.runs.list(agent_id="a")] == ["r2", "r1"]
-    newest = await store.runs.list(limit=1)
-    assert [r.id for r in await store.runs.list(before=newest[0].created_at)] == ["r1", "r0"]
+    newest_first = [f"r{n}" for n in reversed(range(len(statuses)))]
+    assert [r.id for r in await store.runs.list()] == newest_first
+    assert [r.id for r in await store.runs.list(agent_id="a")] == ["r5", "r4", "r2", "r1"]
+    assert [r.id for r in await store.runs.list(thread_id="t")] == ["r5", "r3", "r1"]
+    assert [r.id for r in await store.runs.list(agent_id="b", thread_id="t")] == ["r3"]
+    assert [r.id for r in await store.runs.list(limit=2)] == ["r6", "r5"]
+    newest = await store.runs.list(limit=3)
+    assert [r.id for r in await store.runs.list(before=newest[-1].created_at)] == newest_first[3:]
+    assert [r.id for r in await store.runs.list(agent_id="a", limit=1)] == ["r5"]
+
+
+async def test_listing_runs_never_reads_them_all(store: Store) -> None:
+    """A long-lived project has millions of runs: each listing walks an index, newest first."""
+    if store.dialect != "sqlite":
+        pytest.skip("PostgreSQL plans by its statistics; the SQLite plan is fixed")
+    params = {"agent_id": "a", "thread_id": "t", "before": 1e12, "limit": 50}
+    for query in ("run_list", "run_list_agent", "run_list_thread"):
+        plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {store.sql[query]}", params)
+        details = [row["detail"] for row in plan]
+        assert not any(d.startswith("SCAN runs") for d in details), (query, details)
+        assert any(d.startswith("SEARCH runs USING") for d in details), (query, details)
 
 
 async def test_memory_notes_agent_state(store: Store) -> None:

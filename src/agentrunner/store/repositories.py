@@ -273,8 +273,9 @@ class Runs(_Repo):
         before: float | None = None,
         limit: int = 50,
     ) -> list[RunRecord]:
+        query = "run_list_thread" if thread_id else "run_list_agent" if agent_id else "run_list"
         rows = await self.db.fetch_all(
-            self.sql["run_list"],
+            self.sql[query],
             {
                 "agent_id": agent_id,
                 "thread_id": thread_id,
