@@ -264,8 +264,8 @@ async def test_listing_runs_never_reads_them_all(store: Store) -> None:
     """A long-lived project has millions of runs: each listing walks an index, newest first."""
     if store.dialect != "sqlite":
         pytest.skip("PostgreSQL plans by its statistics; the SQLite plan is fixed")
-    params = {"agent_id": "a", "thread_id": "t", "before": 1e12, "limit": 50}
-    for query in ("run_list", "run_list_agent", "run_list_thread"):
+    params = {"agent_id": "a", "thread_id": "t", "status": "running", "before": 1e12, "limit": 50}
+    for query in ("run_list_status", "run_list_agent_status", "run_list_thread"):
         plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {store.sql[query]}", params)
         details = [row["detail"] for row in plan]
         assert not any(d.startswith("SCAN runs") for d in details), (query, details)

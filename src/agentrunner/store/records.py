@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 __all__ = [
+    "RUN_STATUSES",
     "AgentState",
     "EventRecord",
     "Note",
@@ -48,6 +49,10 @@ class Thread:
     def from_row(cls, row: dict[str, Any]) -> Thread:
         row["session_state"] = from_json(row["session_state"]) or {}
         return cls(**row)
+
+
+# Seed 003's run statuses: created -> running -> completed / failed / cancelled.
+RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from typing import Any
 from agentrunner.engine.messages import Message, message_from_dict
 from agentrunner.store.drivers import Driver, Op
 from agentrunner.store.records import (
+    RUN_STATUSES,
     AgentState,
     EventRecord,
     Note,
@@ -273,16 +274,24 @@ class Runs(_Repo):
         before: float | None = None,
         limit: int = 50,
     ) -> list[RunRecord]:
-        query = "run_list_thread" if thread_id else "run_list_agent" if agent_id else "run_list"
-        rows = await self.db.fetch_all(
-            self.sql[query],
-            {
-                "agent_id": agent_id,
-                "thread_id": thread_id,
-                "before": before if before is not None else FAR_FUTURE,
-                "limit": limit,
-            },
-        )
+        params = {
+            "agent_id": agent_id,
+            "thread_id": thread_id,
+            "before": before if before is not None else FAR_FUTURE,
+            "limit": limit,
+        }
+        if thread_id:
+            rows = await self.db.fetch_all(self.sql["run_list_thread"], params)
+        else:
+            # The newest of each status, merged: an index walk per status, not a sort of all.
+            query = self.sql["run_list_agent_status" if agent_id else "run_list_status"]
+            rows = [
+                row
+                for status in RUN_STATUSES
+                for row in await self.db.fetch_all(query, {**params, "status": status})
+            ]
+            rows.sort(key=lambda row: row["created_at"], reverse=True)
+            del rows[limit:]
         return [RunRecord.from_row(r) for r in rows]
 
 

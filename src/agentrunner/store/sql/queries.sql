@@ -88,81 +88,25 @@ WHERE thread_id = :thread_id AND created_at < :before
   AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id)
 ORDER BY created_at DESC LIMIT :limit;
 
--- name: run_list_agent
--- The newest of each status from (agent_id, status, created_at), merged: O(limit), where one
--- ORDER BY over the agent's runs read every run it ever had. Seed 003's five statuses.
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE agent_id = :agent_id AND status = 'created' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS created
-UNION ALL
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE agent_id = :agent_id AND status = 'running' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS running
-UNION ALL
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE agent_id = :agent_id AND status = 'completed' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS completed
-UNION ALL
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE agent_id = :agent_id AND status = 'failed' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS failed
-UNION ALL
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE agent_id = :agent_id AND status = 'cancelled' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS cancelled
+-- name: run_list_status
+-- One status's newest runs, from (status, created_at): listings merge the five statuses, so
+-- they cost the page asked for, where one ORDER BY read every run the project ever had.
+SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
+       channel_id, dm_conversation_id, request, model, error_code, error_message,
+       token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
+       worker_id, attempts
+FROM runs
+WHERE status = :status AND created_at < :before
 ORDER BY created_at DESC LIMIT :limit;
 
--- name: run_list
--- The same over (status, created_at): the newest runs without reading them all.
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE status = 'created' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS created
-UNION ALL
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE status = 'running' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS running
-UNION ALL
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE status = 'completed' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS completed
-UNION ALL
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE status = 'failed' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS failed
-UNION ALL
-SELECT * FROM (SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason,
-      trigger_message_id, channel_id, dm_conversation_id, request, model, error_code,
-      error_message, token_usage, cost_micros, cost_known, depth, created_at, started_at,
-      completed_at, worker_id, attempts
-    FROM runs WHERE status = 'cancelled' AND created_at < :before
-    ORDER BY created_at DESC LIMIT :limit) AS cancelled
+-- name: run_list_agent_status
+-- The same for one agent, from (agent_id, status, created_at).
+SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
+       channel_id, dm_conversation_id, request, model, error_code, error_message,
+       token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
+       worker_id, attempts
+FROM runs
+WHERE agent_id = :agent_id AND status = :status AND created_at < :before
 ORDER BY created_at DESC LIMIT :limit;
 
 -- name: step_insert
