@@ -59,11 +59,7 @@ class Tool:
         """The first JSON Schema violation of ``arguments``, as text, or None."""
         if self._validator is None:
             self._validator = _validator_for(self.parameters)
-        error = next(iter(self._validator.iter_errors(arguments)), None)
-        if error is None:
-            return None
-        where = "/".join(str(p) for p in error.absolute_path)
-        return f"{where + ': ' if where else ''}{error.message}"
+        return _first_problem(self._validator, arguments)
 
 
 @overload
@@ -123,6 +119,19 @@ def tool(
         )
 
     return wrap(fn) if fn is not None else wrap
+
+
+def schema_problem(schema: Mapping[str, Any], value: Any) -> str | None:
+    """The first way ``value`` breaks JSON Schema ``schema``, as text, or None."""
+    return _first_problem(_validator_for(schema), value)
+
+
+def _first_problem(validator: Any, value: Any) -> str | None:
+    error = next(iter(validator.iter_errors(value)), None)
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{where + ': ' if where else ''}{error.message}"
 
 
 _VALIDATORS: dict[str, Any] = {}

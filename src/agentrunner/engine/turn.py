@@ -15,7 +15,6 @@ synthetic error result.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -36,6 +35,12 @@ from agentrunner.engine.messages import (
     UserMessage,
 )
 from agentrunner.engine.pricing import PriceBook
+from agentrunner.engine.structured_output import (
+    correction,
+    parse_output,
+    schema_instructions,
+    takes_schema_natively,
+)
 from agentrunner.engine.tools import Tool, ToolContext, ToolDenied, ToolRetry, render_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
@@ -226,7 +231,6 @@ class _TurnRun:
         self.finished: dict[str, ToolResult] = {}
         self.tools = {t.name: t for t in turn.tools}
         self.definitions = [t.definition for t in turn.tools]
-        self._validator: Any = None
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
         if not self.silenced and self.turn.emit is not None:
@@ -277,11 +281,11 @@ class _TurnRun:
                 continue
             output: Any = message.text
             if turn.output_schema is not None:
-                parsed, problem = self.check_output(message.text)
+                parsed, problem = parse_output(message.text, turn.output_schema)
                 if problem is not None:
                     if self.output_retries < turn.limits.max_output_retries:
                         self.output_retries += 1
-                        turn.messages.append(UserMessage(_correction(problem)))
+                        turn.messages.append(UserMessage(correction(problem)))
                         continue
                     raise self.error(
                         ErrorCode.VALIDATION,
@@ -301,8 +305,8 @@ class _TurnRun:
         turn = self.turn
         self.partial = []
         self.current = entry.model.ref
-        native = turn.output_schema is None or _native_output(entry)
-        system = turn.system if native else turn.system + _prompted_schema(turn.output_schema)
+        native = turn.output_schema is None or takes_schema_natively(entry)
+        system = turn.system if native else turn.system + schema_instructions(turn.output_schema)
         return ModelRequest(
             model=entry.model.name,
             system=system,
@@ -525,25 +529,6 @@ class _TurnRun:
         if isinstance(last, AssistantMessage) and last.tool_calls:
             self.answer_calls(last.tool_calls, INTERRUPTED)
 
-    # -- structured output ----------------------------------------------------------------
-
-    def check_output(self, text: str) -> tuple[Any, str | None]:
-        schema = self.turn.output_schema
-        assert schema is not None
-        try:
-            value = json.loads(_strip_fences(text))
-        except json.JSONDecodeError as exc:
-            return None, f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-        if self._validator is None:
-            from jsonschema import validators
-
-            self._validator = validators.validator_for(schema)(schema)
-        error = next(iter(self._validator.iter_errors(value)), None)
-        if error is None:
-            return value, None
-        where = "/".join(str(p) for p in error.absolute_path)
-        return None, f"{where + ': ' if where else ''}{error.message}"
-
     # -- settling -------------------------------------------------------------------------
 
     def result(self, text: str, output: Any, stop: StopReason) -> TurnResult:
@@ -579,35 +564,3 @@ class _ToolCrashed(Exception):
         super().__init__(name)
         self.name = name
         self.cause = f"{type(cause).__name__}: {cause}"
-
-
-def _native_output(entry: ChainEntry) -> bool:
-    provider = entry.model.provider
-    return (
-        provider.kind == "anthropic"
-        or (provider.kind == "openai" and provider.structured_output == "native")
-        or provider.kind == "test"
-    )
-
-
-def _prompted_schema(schema: Mapping[str, Any] | None) -> str:
-    return (
-        "\n\nReply with only a JSON value — no prose, no code fences — that matches this JSON "
-        "Schema:\n" + json.dumps(schema, ensure_ascii=False)
-    )
-
-
-def _correction(problem: str) -> str:
-    return (
-        f"Your reply does not match the required JSON Schema: {problem}. "
-        "Reply again with only the corrected JSON value."
-    )
-
-
-def _strip_fences(text: str) -> str:
-    stripped = text.strip()
-    if stripped.startswith("```"):
-        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
-        if stripped.rstrip().endswith("```"):
-            stripped = stripped.rstrip()[:-3]
-    return stripped
