@@ -244,10 +244,9 @@ class AgentRunner:
             # run's first events, so a quick model's first step shares its transaction
             run.log.write(
                 ops(
-                    # Messages past the manifest's count: a run died mid-way (we hold the lock)
-                    self.store.runs.abandon_op(thread_id, run_id, after=thread.message_count)
-                    if last_seq > thread.message_count
-                    else [],
+                    self.store.runs.abandon_ops(  # runs that died holding this thread (now ours)
+                        thread_id, run_id, message_count=thread.message_count, last_seq=last_seq
+                    ),
                     []
                     if claimed_run_id
                     else self.store.runs.insert_op(

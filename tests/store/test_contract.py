@@ -50,8 +50,8 @@ async def test_messages_round_trip_and_recent_window(store: Store) -> None:
             store.threads.manifest_op("t", message_count=4, session_run_id="r1"),
         ]
     )
-    assert await store.messages.recent("t", 10) == history
-    assert await store.messages.recent("t", 2) == history[2:]
+    assert (await store.messages.tail("t", 10))[0] == history
+    assert (await store.messages.tail("t", 2))[0] == history[2:]
     assert await store.messages.tail("t", 2) == (history[2:], 4)
     assert await store.messages.tail("t", 0) == ([], 4)
     assert await store.messages.tail("empty", 5) == ([], 0)
@@ -373,7 +373,7 @@ async def test_a_run_start_does_not_walk_the_threads_earlier_runs(store: Store) 
     dead run left, not every run the thread ever had (a long-lived session has thousands)."""
     if store.dialect != "sqlite":
         pytest.skip("PostgreSQL plans by its statistics; the SQLite plan is fixed")
-    sql, params = store.runs.abandon_op("t", "r", after=10)
+    [(sql, params)] = store.runs.abandon_ops("t", "r", message_count=10, last_seq=12)
     plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {sql}", params)
     details = [row["detail"] for row in plan]
     assert "SEARCH messages USING PRIMARY KEY (thread_id=? AND seq>?)" in details, details

@@ -301,17 +301,11 @@ def _grouped(ops: Sequence[Op]) -> list[tuple[str, list[Params]]]:
             groups[sql] = [params]
         else:
             rows.append(params)
-    ordered = list(groups.items())
-    ranks = _RANKS
-    parents = False
     for sql in groups:
-        rank = ranks.get(sql)
-        if rank is None:
-            rank = ranks[sql] = _parent_rank(sql)
-        parents = parents or rank < len(_PARENTS)
-    if parents:
-        ordered.sort(key=lambda group: ranks[group[0]])  # stable: the rest keep their order
-    return ordered
+        if sql not in _RANKS:
+            _RANKS[sql] = _parent_rank(sql)
+    # A stable sort: statements of equal rank keep the order they first appeared in.
+    return sorted(groups.items(), key=lambda group: _RANKS[group[0]])
 
 
 def _parent_rank(sql: str) -> int:

@@ -130,14 +130,11 @@ class Threads(_Repo):
 
 
 class Messages(_Repo):
-    async def recent(self, thread_id: str, limit: int) -> list[Message]:
-        """The last ``limit`` messages, oldest first — reads O(limit) rows, not the thread."""
-        return (await self.tail(thread_id, limit))[0]
-
     async def tail(self, thread_id: str, limit: int) -> tuple[list[Message], int]:
-        """The last ``limit`` messages, oldest first, and the thread's last sequence number
-        (0 for an empty thread): the next message is numbered from the messages themselves,
-        not from the manifest's count, which a run that died may have left behind."""
+        """The last ``limit`` messages, oldest first — O(limit) rows, not the thread — and the
+        thread's last sequence number (0 for an empty thread): the next message is numbered
+        from the messages themselves, not from the manifest's count, which a run that died may
+        have left behind."""
         rows = await self.db.fetch_all(
             self.sql["messages_recent"], {"thread_id": thread_id, "limit": max(limit, 1)}
         )
@@ -226,13 +223,24 @@ class Runs(_Repo):
             started_at=now if status == "running" else None,
         )
 
-    def abandon_op(self, thread_id: str, current_run_id: str, *, after: int) -> Op:
-        """Mark failed the runs still ``running`` that wrote the thread's messages past number
-        ``after`` (the count its last finished run left): their process died holding the
-        thread lock (whoever calls this holds it now)."""
-        return self.op(
-            "run_abandon", thread_id=thread_id, run_id=current_run_id, after=after, now=time.time()
-        )
+    def abandon_ops(
+        self, thread_id: str, current_run_id: str, *, message_count: int, last_seq: int
+    ) -> list[Op]:
+        """Mark failed the runs still ``running`` that wrote the thread's messages past its
+        manifest's ``message_count`` (the count its last finished run left): their process died
+        holding the thread lock (whoever calls this holds it now). None when the thread's last
+        message, ``last_seq``, is within the count — no run died mid-way."""
+        if last_seq <= message_count:
+            return []
+        return [
+            self.op(
+                "run_abandon",
+                thread_id=thread_id,
+                run_id=current_run_id,
+                after=message_count,
+                now=time.time(),
+            )
+        ]
 
     async def set_stop_reason(self, run_id: str, stop_reason: str) -> None:
         await self.db.execute(
