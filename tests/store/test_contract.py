@@ -34,6 +34,41 @@ async def test_threads(store: Store) -> None:
     assert {t.id for t in await store.threads.list()} == {"t1", "t2"}
 
 
+async def test_listing_an_agents_threads_finds_them_beyond_the_recent_ones(store: Store) -> None:
+    """A listing by agent looks among the most recently updated threads first; an agent whose
+    threads are all older than those still gets its newest, in order, page by page."""
+    for n in range(3):
+        await store.threads.open(f"quiet{n}", "quiet")
+    for n in range(25):  # more than a one-thread page's recent scan
+        await store.threads.open(f"busy{n}", "busy")
+    assert [t.id for t in await store.threads.list(agent_id="quiet", limit=1)] == ["quiet2"]
+    page = await store.threads.list(agent_id="quiet", limit=2)
+    assert [t.id for t in page] == ["quiet2", "quiet1"]
+    rest = await store.threads.list(agent_id="quiet", before=page[-1].updated_at, limit=2)
+    assert [t.id for t in rest] == ["quiet0"]
+    assert [t.id for t in await store.threads.list(agent_id="busy", limit=2)] == [
+        "busy24",
+        "busy23",
+    ]
+    assert await store.threads.list(agent_id="nobody", limit=1) == []
+    assert len(await store.threads.list(limit=100)) == 28
+
+
+async def test_listing_an_agents_threads_never_reads_every_thread(store: Store) -> None:
+    """The recent scan walks threads_updated and stops; the fallback reads the agent's own."""
+    if store.dialect != "sqlite":
+        pytest.skip("PostgreSQL plans by its statistics; the SQLite plan is fixed")
+    params = {"agent_id": "a", "before": 1e12, "limit": 50, "scan": 1000}
+    for query, index in (
+        ("thread_list_agent_recent", "threads_updated"),
+        ("thread_list_agent", "threads_agent"),
+    ):
+        plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {store.sql[query]}", params)
+        details = [row["detail"] for row in plan]
+        assert not any(d.startswith("SCAN threads") for d in details), (query, details)
+        assert any(d.startswith(f"SEARCH threads USING INDEX {index}") for d in details), details
+
+
 async def test_messages_round_trip_and_recent_window(store: Store) -> None:
     await store.threads.open("t", "a")
     history = [

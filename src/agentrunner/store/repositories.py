@@ -40,6 +40,9 @@ __all__ = [
 ]
 
 FAR_FUTURE = 1e18
+# A listing by agent first looks for the agent's threads among this many times the page of
+# the most recently updated threads (one index walk), before reading all of the agent's own.
+_RECENT_SCAN = 20
 
 
 _day: tuple[float, float, str] = (0.0, 0.0, "")  # [start, end) of the last day asked for
@@ -99,14 +102,19 @@ class Threads(_Repo):
     async def list(
         self, *, agent_id: str | None = None, before: float | None = None, limit: int = 50
     ) -> list[Thread]:
-        rows = await self.db.fetch_all(
-            self.sql["thread_list"],
-            {
-                "agent_id": agent_id,
-                "before": before if before is not None else FAR_FUTURE,
-                "limit": limit,
-            },
-        )
+        params: dict[str, Any] = {
+            "before": before if before is not None else FAR_FUTURE,
+            "limit": limit,
+        }
+        if agent_id is None:
+            rows = await self.db.fetch_all(self.sql["thread_list"], params)
+        else:
+            params["agent_id"] = agent_id
+            rows = await self.db.fetch_all(
+                self.sql["thread_list_agent_recent"], {**params, "scan": limit * _RECENT_SCAN}
+            )
+            if len(rows) < limit:  # some may be older than the recent ones read
+                rows = await self.db.fetch_all(self.sql["thread_list_agent"], params)
         return [Thread.from_row(r) for r in rows]
 
     async def set_title(self, thread_id: str, title: str) -> bool:

@@ -17,8 +17,31 @@ ON CONFLICT (id) DO NOTHING;
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
        message_count, created_at, updated_at
 FROM threads
-WHERE (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id) AND updated_at < :before
+WHERE updated_at < :before
 ORDER BY updated_at DESC LIMIT :limit;
+
+-- name: thread_list_agent_recent
+-- One agent's threads among the :scan most recently updated of all, from threads_updated: the
+-- whole answer for an agent in use, at a bounded cost whatever the project's size.
+SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
+       message_count, created_at, updated_at
+FROM (SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
+             message_count, created_at, updated_at
+      FROM threads
+      WHERE updated_at < :before
+      ORDER BY updated_at DESC LIMIT :scan) AS recent
+WHERE agent_id = :agent_id
+ORDER BY updated_at DESC LIMIT :limit;
+
+-- name: thread_list_agent
+-- All of one agent's threads from threads_agent, sorted: for an agent with too few among the
+-- recent ones, this costs its own threads, not everyone's. (The unary plus keeps the planner
+-- off threads_updated, which would walk every other agent's threads too.)
+SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
+       message_count, created_at, updated_at
+FROM threads
+WHERE agent_id = :agent_id AND +updated_at < :before
+ORDER BY +updated_at DESC LIMIT :limit;
 
 -- name: thread_set_title
 UPDATE threads SET title = :title WHERE id = :id AND title IS NULL;

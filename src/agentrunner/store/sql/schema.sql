@@ -237,3 +237,10 @@ CREATE TABLE cost_days (
 INSERT INTO cost_days (day, agent_id, micros)
 SELECT day, agent_id, SUM(cost_micros) FROM costs
 WHERE cost_micros IS NOT NULL GROUP BY day, agent_id;
+
+-- migration: 8
+-- One agent's threads, for listings by agent: walking every thread by updated_at for the few of
+-- a rarely used agent took 20 ms at 100,000 threads. A thread's agent never changes, so this
+-- index is written once, when the thread is made; one on (agent_id, updated_at) would answer
+-- listings directly, but every run's end would move the thread in it (migration 5).
+CREATE INDEX threads_agent ON threads (agent_id);
