@@ -50,17 +50,7 @@ async def claimer(url: str, ready: Path, go: Path) -> None:
     worker = f"bench:{os.getpid()}"
     while (claimed := await store.mailbox.claim(worker, 30)) is not None:
         await store.batch(
-            [
-                store.runs.finish_op(
-                    claimed.id,
-                    status="completed",
-                    stop_reason="end_turn",
-                    model=None,
-                    usage=None,
-                    cost_micros=0,
-                    cost_known=True,
-                )
-            ]
+            [store.runs.finish_op(claimed.id, status="completed", stop_reason="end_turn")]
         )
     await store.close()
 

@@ -119,17 +119,7 @@ async def fill_runs(runner: Any, thread_id: str, runs: int) -> None:
                     run_id=run_id, agent_id="bench", thread_id=thread_id, status="running"
                 )
             )
-            ops.append(
-                store.runs.finish_op(
-                    run_id,
-                    status="completed",
-                    stop_reason="end_turn",
-                    model=None,
-                    usage=None,
-                    cost_micros=0,
-                    cost_known=True,
-                )
-            )
+            ops.append(store.runs.finish_op(run_id, status="completed", stop_reason="end_turn"))
         await store.batch(ops)
 
 

@@ -324,19 +324,7 @@ async def test_memory_notes_agent_state(store: Store) -> None:
     )
     state = await store.agent_states.get("a")
     assert (state.status, state.current_run_id) == ("working", "r1")
-    await store.batch(
-        [
-            store.runs.finish_op(
-                "r1",
-                status="failed",
-                stop_reason="error",
-                model=None,
-                usage=None,
-                cost_micros=0,
-                cost_known=True,
-            )
-        ]
-    )
+    await store.batch([store.runs.finish_op("r1", status="failed", stop_reason="error")])
     assert (await store.agent_states.get("a")).status == "error"
 
 

@@ -261,13 +261,14 @@ class Runs(_Repo):
         *,
         status: str,
         stop_reason: str | None,
-        model: str | None,
-        usage: Mapping[str, int] | None,
-        cost_micros: int,
-        cost_known: bool,
+        model: str | None = None,
+        usage: Mapping[str, int] | None = None,
+        cost_micros: int = 0,
+        cost_known: bool = True,
         error_code: str | None = None,
         error_message: str | None = None,
     ) -> Op:
+        """The run's end; the defaults describe a run that made no model request."""
         return self.op(
             "run_finish",
             id=run_id,

@@ -23,8 +23,7 @@ ORDER BY updated_at DESC LIMIT :limit;
 -- name: thread_list_agent_recent
 -- One agent's threads among the :scan most recently updated of all, from threads_updated: the
 -- whole answer for an agent in use, at a bounded cost whatever the project's size.
-SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at
+SELECT *
 FROM (SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
              message_count, created_at, updated_at
       FROM threads
