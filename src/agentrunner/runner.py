@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner.budgets import RunBudget
 from agentrunner.callbacks import AgentRunnerCallbacks, event_adapter, safely
+from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.history import missing_results, window
@@ -132,6 +133,7 @@ class AgentRunner:
         effects: PostRunEffects,
         history_window: int = 100,
         max_depth: int = 3,
+        mcp: McpServers | None = None,
     ) -> None:
         self.config = config
         self.agents = agents
@@ -142,6 +144,7 @@ class AgentRunner:
         self.effects = effects
         self.history_window = history_window
         self.max_depth = max_depth
+        self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
 
     @classmethod
@@ -155,6 +158,7 @@ class AgentRunner:
 
     async def close(self) -> None:
         await self.effects.drain(timeout_s=self.shutdown_grace_s)
+        await self.mcp.aclose()
         await self.engine.aclose()
         await self.store.close()
 
@@ -336,6 +340,12 @@ class AgentRunner:
             team=[a for a in self.agents if a.id != agent.id and a.enabled],
         )
         tools = self.capabilities.resolve(context, grant)  # 6. capabilities → tools
+        if agent.mcp_servers:  # … and the agent's MCP servers'
+            served = await self.mcp.tools(agent, taken=[t.name for t in tools])
+            if parent is not None:
+                served = [t for t in served if t.name in parent.grant]
+            tools += served
+            grant = grant | {t.name for t in served}
         tools += self._injections(overrides, context)  # 7. run-time injections
         context.ask_agent = self._ask_agent(run, context, grant, budget, overrides, abort)
         run.log.message("system_message", system)
