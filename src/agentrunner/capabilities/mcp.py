@@ -101,7 +101,7 @@ class McpServers:
                 hint=f"Check mcp_servers.{name} in the agent file: a command runs in the "
                 f"project directory; a URL must serve MCP over streamable HTTP.{output}",
                 file=_file(agent),
-                line=agent.line_of(f"mcp_servers.{name}") or agent.line_of("mcp_servers"),
+                line=_line(agent, name),
             ) from exc
         return connection
 
@@ -259,7 +259,7 @@ def _expand_env(agent: AgentSpec, server: str, env: Mapping[str, str]) -> dict[s
                     f"variable {var}, which is not set",
                     hint=f"export {var}=… before running",
                     file=_file(agent),
-                    line=agent.line_of(f"mcp_servers.{server}") or agent.line_of("mcp_servers"),
+                    line=_line(agent, server),
                 )
         out[key] = _VAR.sub(lambda m: os.environ[m.group(1)], value)
     return out
@@ -281,8 +281,6 @@ def _text(content: Sequence[Any]) -> str:
 def _reason(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
-    if isinstance(exc, AgentRunnerError):
-        return exc.message
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -293,3 +291,7 @@ def _owner(source: str) -> str:
 
 def _file(agent: AgentSpec) -> str | None:
     return str(agent.path) if agent.path else None
+
+
+def _line(agent: AgentSpec, server: str) -> int | None:
+    return agent.line_of(f"mcp_servers.{server}") or agent.line_of("mcp_servers")
