@@ -157,6 +157,20 @@ class AgentSpec:
         """The fallback chain in order: primary first."""
         return ((self.model,) if self.model else ()) + self.fallback
 
+    def summary(self) -> dict[str, Any]:
+        """What the HTTP API, stdio and MCP say of an agent (docs/http-api.md)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "model": self.model,
+            "fallback": list(self.fallback),
+            "tools": list(self.tools),
+            "capabilities": list(self.capabilities),
+            "reports_to": self.reports_to,
+            "enabled": self.enabled,
+        }
+
     def line_of(self, key: str) -> int | None:
         """File line where ``key`` (dotted, e.g. ``limits.max_turns``) was written."""
         return self.lines.get(key)

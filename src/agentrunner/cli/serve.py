@@ -9,7 +9,7 @@ import typer
 
 from agentrunner.cli.console import err
 
-__all__ = ["serve", "stdio"]
+__all__ = ["mcp", "serve", "stdio"]
 
 
 def serve(
@@ -57,3 +57,22 @@ def stdio() -> None:
     from agentrunner.stdio import serve_stdio
 
     asyncio.run(serve_stdio())
+
+
+def mcp() -> None:
+    """Serve the project's agents over MCP on stdin/stdout, for MCP clients (docs/mcp.md)."""
+    import asyncio
+
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    try:
+        from agentrunner.mcp_server import serve_mcp
+    except ModuleNotFoundError as exc:
+        if exc.name != "mcp" and not (exc.name or "").startswith("mcp."):
+            raise
+        raise AgentRunnerError(
+            ErrorCode.INTERNAL,
+            "MCP support is not installed",
+            hint='pip install "agentrunner[mcp]"',
+        ) from exc
+    asyncio.run(serve_mcp())

@@ -56,28 +56,14 @@ def _not_found(what: str, key: str) -> AgentRunnerError:
     return AgentRunnerError(ErrorCode.VALIDATION, f"no {what} '{key}'", details={"not_found": what})
 
 
-def _agent(spec: Any) -> dict[str, Any]:
-    return {
-        "id": spec.id,
-        "name": spec.name,
-        "description": spec.description,
-        "model": spec.model,
-        "fallback": list(spec.fallback),
-        "tools": list(spec.tools),
-        "capabilities": list(spec.capabilities),
-        "reports_to": spec.reports_to,
-        "enabled": spec.enabled,
-    }
-
-
 @router.get("/agents", tags=["agents"])
 async def list_agents(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    return {"data": [_agent(a) for a in ws.runner.agents]}
+    return {"data": [a.summary() for a in ws.runner.agents]}
 
 
 @router.get("/agents/{agent_id}", tags=["agents"])
 async def get_agent(agent_id: str, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    return _agent(ws.runner.agents.get(agent_id))
+    return ws.runner.agents.get(agent_id).summary()
 
 
 @router.post("/threads", status_code=201, tags=["threads"])
@@ -86,7 +72,7 @@ async def create_thread(body: ThreadCreate, ws: Workspace = Depends(workspace)) 
     thread = await ws.runner.store.threads.open(
         body.id or new_id(f"{body.agent_id}-"), body.agent_id
     )
-    return _thread(thread)
+    return thread.to_dict()
 
 
 @router.get("/threads", tags=["threads"])
@@ -98,7 +84,7 @@ async def list_threads(
 ) -> dict[str, Any]:
     threads = await ws.runner.store.threads.list(agent_id=agent_id, before=cursor, limit=limit)
     return {
-        "data": [_thread(t) for t in threads],
+        "data": [t.to_dict() for t in threads],
         "next_cursor": threads[-1].updated_at if len(threads) == limit else None,
     }
 
@@ -108,7 +94,7 @@ async def get_thread(thread_id: str, ws: Workspace = Depends(workspace)) -> dict
     thread = await ws.runner.store.threads.get(thread_id)
     if thread is None:
         raise _not_found("thread", thread_id)
-    return _thread(thread)
+    return thread.to_dict()
 
 
 @router.get("/threads/{thread_id}/messages", tags=["threads"])
@@ -158,7 +144,7 @@ async def get_run(run_id: str, ws: Workspace = Depends(workspace)) -> dict[str, 
     run = await ws.runner.store.runs.get(run_id)
     if run is None:
         raise _not_found("run", run_id)
-    return _run(run)
+    return run.to_dict()
 
 
 @router.post("/runs/{run_id}/cancel", tags=["runs"])
@@ -309,34 +295,6 @@ async def _tail_channel(
             }
         if not messages:
             await asyncio.sleep(POLL_S * 4)
-
-
-def _thread(thread: Any) -> dict[str, Any]:
-    return {
-        "id": thread.id,
-        "agent_id": thread.agent_id,
-        "title": thread.title,
-        "message_count": thread.message_count,
-        "created_at": thread.created_at,
-        "updated_at": thread.updated_at,
-    }
-
-
-def _run(run: Any) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "agent_id": run.agent_id,
-        "thread_id": run.thread_id,
-        "status": run.status,
-        "stop_reason": run.stop_reason,
-        "model": run.model,
-        "error": {"code": run.error_code, "message": run.error_message} if run.error_code else None,
-        "usage": run.token_usage,
-        "cost_usd": run.cost_micros / 1e6 if run.cost_known else None,
-        "created_at": run.created_at,
-        "started_at": run.started_at,
-        "completed_at": run.completed_at,
-    }
 
 
 def _message(message: Any) -> dict[str, Any]:

@@ -50,6 +50,17 @@ class Thread:
         row["session_state"] = from_json(row["session_state"]) or {}
         return cls(**row)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The thread as the HTTP API and MCP show it (docs/http-api.md)."""
+        return {
+            "id": self.id,
+            "agent_id": self.agent_id,
+            "title": self.title,
+            "message_count": self.message_count,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
 
 # Seed 003's run statuses: created -> running -> completed / failed / cancelled.
 RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
@@ -86,6 +97,24 @@ class RunRecord:
         row["token_usage"] = from_json(row["token_usage"])
         row["cost_known"] = bool(row["cost_known"])
         return cls(**row)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run as the HTTP API and MCP show it (docs/http-api.md)."""
+        error = self.error_code
+        return {
+            "id": self.id,
+            "agent_id": self.agent_id,
+            "thread_id": self.thread_id,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "model": self.model,
+            "error": {"code": error, "message": self.error_message} if error else None,
+            "usage": self.token_usage,
+            "cost_usd": self.cost_micros / 1e6 if self.cost_known else None,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "completed_at": self.completed_at,
+        }
 
 
 @dataclass(slots=True)
