@@ -23,7 +23,7 @@ from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.runner import AgentRunner, RunAgentOverrides
-from agentrunner.tasks import TaskRunner
+from agentrunner.tasks import TaskRunner, runner_with_tasks
 
 __all__ = ["build_mcp_server", "serve_mcp"]
 
@@ -32,9 +32,6 @@ agentrunner runs the agents of one project. list_agents says who they are; run_a
 of them a message on a thread (its current session unless you name one) and returns its answer
 with the run's id, usage and cost; execute_task runs an agent's prompt template once with
 structured input. list_threads, read_thread and get_run read what was recorded."""
-
-# Events worth a progress notification: a run's steps and tool calls, not every token.
-_PROGRESS = {"step.started", "agent.tool_call"}
 
 
 def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
@@ -206,13 +203,5 @@ def _not_found(kind: str, key: str) -> AgentRunnerError:
 
 async def serve_mcp() -> None:
     """Serve MCP on stdin/stdout for the project at or above the working directory."""
-    from agentrunner.tasks.cache import open_cache
-
-    runner = await AgentRunner.open()
-    cache = open_cache(runner.config, runner.store)
-    tasks = TaskRunner(runner.config, runner.agents, runner.engine, cache)
-    try:
+    async with runner_with_tasks() as (runner, tasks):
         await build_mcp_server(runner, tasks).run_stdio_async()
-    finally:
-        await cache.flush()
-        await runner.close()

@@ -19,7 +19,7 @@ from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.runner import AgentRunner, RunAgentOverrides
-from agentrunner.tasks import TaskRunner
+from agentrunner.tasks import TaskRunner, runner_with_tasks
 
 __all__ = ["StdioServer", "serve_stdio"]
 
@@ -189,16 +189,8 @@ def _invalid(message: str) -> AgentRunnerError:
 
 async def serve_stdio() -> None:
     """Serve stdin/stdout for the project at or above the working directory."""
-    from agentrunner.tasks.cache import open_cache
-
-    runner = await AgentRunner.open()
-    cache = open_cache(runner.config, runner.store)
-    tasks = TaskRunner(runner.config, runner.agents, runner.engine, cache)
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=16 * 1024 * 1024)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    try:
+    async with runner_with_tasks() as (runner, tasks):
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=16 * 1024 * 1024)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         await StdioServer(runner, tasks, sys.stdout.buffer).serve(reader)
-    finally:
-        await cache.flush()
-        await runner.close()

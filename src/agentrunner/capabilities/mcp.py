@@ -25,7 +25,7 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec, McpServerSpec
 
-__all__ = ["McpServers"]
+__all__ = ["McpServers", "sdk_missing"]
 
 CONNECT_TIMEOUT_S = 30.0
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -147,13 +147,7 @@ class _Connection:
         try:
             from mcp import Client
         except ImportError:
-            self._fail(
-                AgentRunnerError(
-                    ErrorCode.INTERNAL,
-                    "MCP support is not installed",
-                    hint='pip install "agentrunner[mcp]"',
-                )
-            )
+            self._fail(sdk_missing())
             return
         errlog = None
         try:
@@ -230,6 +224,13 @@ async def _list_tools(client: Any) -> list[Any]:
         cursor = page.next_cursor
         if not cursor:
             return tools
+
+
+def sdk_missing() -> AgentRunnerError:
+    """What using MCP (an agent's servers, or ``agentrunner mcp``) says without the extra."""
+    return AgentRunnerError(
+        ErrorCode.INTERNAL, "MCP support is not installed", hint='pip install "agentrunner[mcp]"'
+    )
 
 
 def _stdio(spec: McpServerSpec, env: Mapping[str, str], root: Path, errlog: TextIO | None) -> Any:

@@ -63,16 +63,12 @@ def mcp() -> None:
     """Serve the project's agents over MCP on stdin/stdout, for MCP clients (docs/mcp.md)."""
     import asyncio
 
-    from agentrunner.errors import AgentRunnerError, ErrorCode
+    from agentrunner.capabilities.mcp import sdk_missing
 
     try:
         from agentrunner.mcp_server import serve_mcp
     except ModuleNotFoundError as exc:
-        if exc.name != "mcp" and not (exc.name or "").startswith("mcp."):
+        if (exc.name or "").partition(".")[0] != "mcp":
             raise
-        raise AgentRunnerError(
-            ErrorCode.INTERNAL,
-            "MCP support is not installed",
-            hint='pip install "agentrunner[mcp]"',
-        ) from exc
+        raise sdk_missing() from exc
     asyncio.run(serve_mcp())

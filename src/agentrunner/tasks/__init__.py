@@ -8,7 +8,7 @@ from agentrunner.tasks.cache import (
     cache_key,
     canonical_json,
 )
-from agentrunner.tasks.task import Outcome, Task, TaskRunner, execute
+from agentrunner.tasks.task import Outcome, Task, TaskRunner, execute, runner_with_tasks
 
 __all__ = [
     "CacheStats",
@@ -21,4 +21,5 @@ __all__ = [
     "cache_key",
     "canonical_json",
     "execute",
+    "runner_with_tasks",
 ]

@@ -11,8 +11,9 @@ failures are outcomes with a code from the taxonomy, never exceptions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,9 +28,10 @@ if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.config import Config
     from agentrunner.engine.engine import Engine
+    from agentrunner.runner import AgentRunner
     from agentrunner.store import Store
 
-__all__ = ["Outcome", "Task", "TaskRunner", "execute"]
+__all__ = ["Outcome", "Task", "TaskRunner", "execute", "runner_with_tasks"]
 
 
 @dataclass(slots=True)
@@ -266,3 +268,24 @@ async def execute(
         return Outcome.failure(agent, exc, model)
     async with tasks:
         return await tasks.execute(agent, input, model=model, cache=cache)
+
+
+@contextlib.asynccontextmanager
+async def runner_with_tasks(
+    start: Path | None = None,
+) -> AsyncIterator[tuple[AgentRunner, TaskRunner]]:
+    """The project's runner and a task runner sharing its engine and store, as a long-lived
+    interface (stdio, MCP) serves both; on exit the result cache is flushed, then the runner
+    closed."""
+    from agentrunner.runner import AgentRunner
+    from agentrunner.tasks.cache import open_cache
+
+    runner = await AgentRunner.open(start)
+    cache = open_cache(runner.config, runner.store)
+    try:
+        yield runner, TaskRunner(runner.config, runner.agents, runner.engine, cache)
+    finally:
+        try:
+            await cache.flush()
+        finally:
+            await runner.close()
