@@ -280,7 +280,7 @@ class AgentRunner:
                 ops(
                     self._append(run, result.new_messages[run.saved :], session=True),
                     self._finish_op(run, "completed", result.stop_reason, result),
-                    held.release_op(),  # 14. other processes may take the thread once this commits
+                    held.release_ops(),  # 14. other processes may take the thread once this commits
                 )
             )
             safely(callbacks.on_response, agent_id, thread_id, result.text)  # 12. on_response
@@ -390,7 +390,7 @@ class AgentRunner:
             ops(
                 self._append(run, [*kept, marker], session=False),  # the session does not advance
                 self._finish_op(run, "cancelled" if cancelled else "failed", stop, partial, exc),
-                *([run.lock.release_op()] if run.lock else []),
+                run.lock.release_ops() if run.lock else [],
             )
         )
         if cancelled:

@@ -346,6 +346,78 @@ async def test_thread_lock_is_fifo_across_stores(store: Store, store_url: str) -
     assert order == ["a+", "a-", "b+", "b-", "c+", "c-", "d+", "d-"]
 
 
+async def test_an_uncontended_lock_writes_no_row_on_sqlite(store: Store, store_url: str) -> None:
+    """On SQLite a thread nobody waits for is held by its byte in the lock file alone; a second
+    store (another process) still has to wait for it, queued with a ticket."""
+    other = await open_store(store_url, lock_lease_s=2.0)
+    count = "SELECT COUNT(*) AS n FROM thread_locks"
+    order: list[str] = []
+
+    async def second() -> None:
+        async with other.locks.hold("t"):
+            order.append("second")
+
+    try:
+        async with store.locks.hold("t") as held:
+            rows = await store.driver.fetch_one(count, {})
+            assert rows is not None
+            assert rows["n"] == (0 if store.dialect == "sqlite" else 1)
+            assert (held.ticket is None) == (store.dialect == "sqlite")
+            waiter = asyncio.ensure_future(second())
+            await asyncio.sleep(0.1)
+            assert order == []  # excluded without a row to see
+            order.append("first")
+        await asyncio.wait_for(waiter, 5)
+    finally:
+        await other.close()
+    assert order == ["first", "second"]
+    assert (await store.driver.fetch_one(count, {}) or {}).get("n") == 0
+
+
+async def test_a_killed_process_holding_a_thread_frees_it_at_once(
+    store: Store, store_url: str
+) -> None:
+    import subprocess
+    import sys
+
+    async def take(s: Store) -> None:
+        async with s.locks.hold("t"):
+            pass
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import asyncio, sys\n"
+            "from agentrunner.store import open_store\n"
+            "async def main():\n"
+            f"    store = await open_store({store_url!r})\n"
+            "    async with store.locks.hold('t'):\n"
+            "        print('held', flush=True)\n"
+            "        await asyncio.sleep(60)\n"
+            "asyncio.run(main())\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        waiter = asyncio.ensure_future(take(store))
+        await asyncio.sleep(0.2)
+        assert not waiter.done()
+        holder.kill()
+        holder.wait()
+        start = time.monotonic()
+        await asyncio.wait_for(waiter, 5)
+        assert time.monotonic() - start < 1.5
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
 async def test_an_expired_lease_frees_the_thread(store: Store) -> None:
     # A ticket left by a process on another machine that died: only its lease can free it.
     await store.driver.execute(

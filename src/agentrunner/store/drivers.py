@@ -30,6 +30,7 @@ Op = tuple[str, Params]
 
 class Driver(Protocol):
     dialect: str
+    lock_file: str | None  # a file for thread locks' byte locks, where all users share a machine
 
     async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]: ...
 
@@ -65,6 +66,8 @@ class SQLiteDriver:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        # Thread locks' byte locks (store/locks), beside the database like its -wal and -shm.
+        self.lock_file = None if path == ":memory:" else f"{path}-locks"
         self._conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, cached_statements=512, timeout=10
         )
@@ -318,6 +321,7 @@ def _parent_rank(sql: str) -> int:
 
 class PostgresDriver:
     dialect = "postgres"
+    lock_file: str | None = None
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 16) -> None:
         try:

@@ -42,7 +42,7 @@ class Store:
         self.memory = Memory(driver, sql)
         self.notes = Notes(driver, sql)
         self.agent_states = AgentStates(driver, sql)
-        self.locks = ThreadLocks(driver, sql, lease_s=lock_lease_s)
+        self.locks = ThreadLocks(driver, sql, lease_s=lock_lease_s, lock_file=driver.lock_file)
         self.mailbox = Mailbox(driver, sql)
         self.workers = Workers(driver, sql)
         self.channels = Channels(driver, sql)
@@ -70,6 +70,7 @@ class Store:
         return await self.driver.listener("agentrunner_runs")
 
     async def close(self) -> None:
+        self.locks.close()
         await self.driver.close()
 
 
