@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -268,6 +269,72 @@ async def test_daily_spend_is_kept_per_agent_and_day(store: Store, store_url: st
         assert await migrated.costs.spent_today() == 47
     finally:
         await migrated.close()
+
+
+async def test_steps_and_run_messages_survive_their_rekeying(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Migration 9 rebuilds run_steps and run_messages (keyed by run, no step foreign key): a
+    database written before it keeps every row, and deleting a run still takes both along."""
+    from agentrunner.store.drivers import open_driver
+    from agentrunner.store.sql import SqlSet, load_sql
+
+    if store_url.startswith("sqlite"):
+        url, drop = f"sqlite:///{tmp_path / 'v8.db'}", None
+    else:
+        import psycopg
+
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            conn.execute('DROP DATABASE IF EXISTS "agentrunner_v8" WITH (FORCE)')
+            conn.execute('CREATE DATABASE "agentrunner_v8"')
+        url, drop = store_url.rsplit("/", 1)[0] + "/agentrunner_v8", store_url
+    try:
+        driver = await open_driver(url)
+        sql = load_sql("postgres" if driver.dialect == "postgres" else "sqlite")
+        await driver.migrate(SqlSet(sql.dialect, sql.queries, sql.migrations[:8]))
+        old = Store(driver, sql)
+        await old.threads.open("t", "a")
+        await old.batch(
+            [old.runs.insert_op(run_id="r1", agent_id="a", thread_id="t", status="running")]
+        )
+        log = RunLog(old, "r1", "a")
+        log.message("user_message", "Weather?")
+        log.emit("step.started", {"step": 1, "model": "x:m"})
+        await log.flush()  # the step's insert is written; its finish will be an update
+        log.emit("cost.updated", {"model": "x:m", "attempt": 1, "outcome": "ok"})
+        log.emit("agent.tool_call", {"call_id": "c1", "name": "f", "input": {}})
+        log.emit("step.started", {"step": 2, "model": "x:m"})
+        log.emit("agent.message", {"text": "Cold", "model": "x:m"})
+        await log.flush()
+        before = (await old.runs.steps("r1"), await old.runs.messages("r1"))
+        await old.close()
+
+        new = await open_store(url)
+        try:
+            steps, messages = await new.runs.steps("r1"), await new.runs.messages("r1")
+            assert (steps, messages) == before
+            assert [(s.step_number, s.status) for s in steps] == [(1, "completed"), (2, "running")]
+            assert [m.step_id for m in messages] == [None, steps[0].id, steps[1].id]
+            await new.batch(
+                [new.runs.insert_op(run_id="r2", agent_id="a", thread_id="t", status="running")]
+            )
+            log = RunLog(new, "r2", "a")  # a step finished by an update after the upgrade
+            log.emit("step.started", {"step": 1, "model": "x:m"})
+            await log.flush()
+            log.emit("cost.updated", {"model": "x:m", "attempt": 1, "outcome": "ok"})
+            await log.flush()
+            assert [s.status for s in await new.runs.steps("r2")] == ["completed"]
+            await new.driver.execute("DELETE FROM runs WHERE id = 'r1'", {})
+            assert await new.runs.steps("r1") == []
+            assert await new.runs.messages("r1") == []
+        finally:
+            await new.close()
+    finally:
+        if drop is not None:
+            import psycopg
+
+            with psycopg.connect(drop, autocommit=True) as conn:
+                conn.execute('DROP DATABASE IF EXISTS "agentrunner_v8" WITH (FORCE)')
 
 
 async def test_runs_listing(store: Store) -> None:

@@ -210,7 +210,10 @@ class RunLog:
             self._step_row.update(finish, completed_at=now)
         else:
             self._pending.append(
-                (self._step_finish_sql, {"id": self._step_id, **finish, "now": now})
+                (
+                    self._step_finish_sql,
+                    {"run_id": self.run_id, "id": self._step_id, **finish, "now": now},
+                )
             )
 
     def _cost(self, data: dict[str, Any], now: float) -> None:

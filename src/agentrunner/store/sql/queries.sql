@@ -142,12 +142,12 @@ VALUES (:id, :run_id, :step_number, :status, :model_id, :token_usage{json}, :cos
 UPDATE run_steps
 SET status = :status, model_id = :model_id, token_usage = :token_usage{json},
     cost_micros = :cost_micros, attempts = :attempts{json}, completed_at = :now
-WHERE id = :id;
+WHERE run_id = :run_id AND id = :id;
 
 -- name: step_list
 SELECT id, run_id, step_number, status, model_id, token_usage, cost_micros, attempts,
        created_at, completed_at
-FROM run_steps WHERE run_id = :run_id ORDER BY step_number;
+FROM run_steps WHERE run_id = :run_id ORDER BY step_number, id;
 
 -- name: run_message_insert
 INSERT INTO run_messages (id, run_id, step_id, message_type, content, tool_name, tool_input,

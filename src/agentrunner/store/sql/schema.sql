@@ -244,3 +244,51 @@ WHERE cost_micros IS NOT NULL GROUP BY day, agent_id;
 -- index is written once, when the thread is made; one on (agent_id, updated_at) would answer
 -- listings directly, but every run's end would move the thread in it (migration 5).
 CREATE INDEX threads_agent ON threads (agent_id);
+
+-- migration: 9
+-- A run's steps are keyed by their run (step ids are time-ordered, so the key keeps them in
+-- order), and a run message names its step without a foreign key. Both only ever go with their
+-- run, whose deletion cascades to each; the step-by-id key, the run_steps_run_step index and
+-- the run_messages_step index (there for a cascade from a single step that nothing deletes)
+-- cost every run six pages written and a lookup per run message.
+CREATE TABLE run_messages_v9 (
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    id TEXT NOT NULL,
+    step_id TEXT,
+    message_type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    tool_name TEXT,
+    tool_input {json},
+    tool_call_id TEXT,
+    is_error BOOLEAN,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, id)
+){clustered};
+INSERT INTO run_messages_v9 (run_id, id, step_id, message_type, content, tool_name, tool_input,
+                             tool_call_id, is_error, created_at)
+SELECT run_id, id, step_id, message_type, content, tool_name, tool_input, tool_call_id,
+       is_error, created_at
+FROM run_messages;
+DROP TABLE run_messages;
+ALTER TABLE run_messages_v9 RENAME TO run_messages;
+
+CREATE TABLE run_steps_v9 (
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    id TEXT NOT NULL,
+    step_number INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running',
+    model_id TEXT NOT NULL,
+    token_usage {json},
+    cost_micros BIGINT,
+    attempts {json},
+    created_at DOUBLE PRECISION NOT NULL,
+    completed_at DOUBLE PRECISION,
+    PRIMARY KEY (run_id, id)
+){clustered};
+INSERT INTO run_steps_v9 (run_id, id, step_number, status, model_id, token_usage, cost_micros,
+                          attempts, created_at, completed_at)
+SELECT run_id, id, step_number, status, model_id, token_usage, cost_micros, attempts,
+       created_at, completed_at
+FROM run_steps;
+DROP TABLE run_steps;
+ALTER TABLE run_steps_v9 RENAME TO run_steps
