@@ -9,7 +9,7 @@ not poll the database against each other.
 On SQLite (one machine) a thread is also a byte of a lock file, locked with an open-file-
 description lock (Linux): the kernel arbitrates, and drops the lock when its process dies. A
 caller that gets the byte and finds no tickets queued holds the thread without writing a row —
-the common case, and it spared a durable turn a commit of its own (~80 us, 4% of a turn). A
+the common case, and it spares a durable turn a commit of its own (30-80 us measured). A
 caller that finds the byte taken, or others queued, takes a ticket and waits its turn as above,
 then takes the byte too, so both kinds of holder exclude each other.
 """
