@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from agentrunner._paths import display_path
-from agentrunner.cli.console import err, out, print_error
+from agentrunner.cli.console import Column, err, listing, out, print_error
 
 if TYPE_CHECKING:
     from rich.tree import Tree
@@ -34,27 +34,34 @@ def _model_label(spec: AgentSpec, config: Config, *, verbose: bool = False) -> s
 @app.command("list")
 def list_agents() -> None:
     """A table of every agent: id, name, model, who it reports to, tools."""
-    from rich.table import Table
-
     from agentrunner.project import load_project
 
     project = load_project(strict=False)
-    table = Table(
-        title=f"Agents in {escape(display_path(project.config.agents_dir))}", title_justify="left"
-    )
-    for column in ("id", "name", "model", "reports to", "tools / capabilities", "description"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for spec in project.agents:
         grants = ", ".join((*spec.tools, *(f"[cyan]{c}[/]" for c in spec.capabilities)))
-        table.add_row(
-            f"[bold]{escape(spec.id)}[/]" + ("" if spec.enabled else " [dim](disabled)[/]"),
-            escape(spec.name),
-            _model_label(spec, project.config),
-            escape(spec.reports_to or "—"),
-            grants or "—",
-            escape(spec.description),
+        rows.append(
+            [
+                f"[bold]{escape(spec.id)}[/]" + ("" if spec.enabled else " [dim](disabled)[/]"),
+                escape(spec.name),
+                _model_label(spec, project.config),
+                escape(spec.reports_to or "—"),
+                grants or "—",
+                escape(spec.description),
+            ]
         )
-    out.print(table)
+    listing(
+        f"Agents in {escape(display_path(project.config.agents_dir))}",
+        [
+            Column("id", whole=True),
+            Column("name", drop=3),
+            Column("model"),
+            Column("reports to", whole=True, drop=4),
+            Column("tools / capabilities", drop=1),
+            Column("description", drop=2),
+        ],
+        rows,
+    )
     _report_problems(project.agents)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -9,7 +10,16 @@ from rich.markup import escape
 
 from agentrunner.errors import AgentRunnerError
 
-__all__ = ["err", "out", "print_error", "print_internal", "print_traceback", "state"]
+__all__ = [
+    "Column",
+    "err",
+    "listing",
+    "out",
+    "print_error",
+    "print_internal",
+    "print_traceback",
+    "state",
+]
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -40,3 +50,69 @@ def print_internal(exc: BaseException) -> None:
 
 def print_traceback() -> None:
     err.print_exception(show_locals=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column of a listing. ``whole`` cells (ids, names, times) and ``number`` cells (right
+    aligned) are never wrapped, so an id can be copied or grepped whole; the others wrap.
+    ``drop`` ranks the columns that may be left out when the terminal is too narrow for all
+    (the highest goes first; 0: always shown)."""
+
+    header: str
+    whole: bool = False
+    number: bool = False
+    drop: int = 0
+
+
+_GAP = 2  # between cells: one column of padding and the (blank) rule
+_TEXT_MIN = 12  # a wrapping column narrower than this reads badly
+
+
+def listing(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
+    """Print ``rows`` (cells in Rich markup) as a borderless table that fits the terminal:
+    whole ids, wrapped text, and the least useful columns left out, with a note, when they
+    would not fit (an 80-column terminal folded every cell of ``runs list``)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    widths = [
+        max([len(column.header), *(Text.from_markup(row[i]).cell_len for row in rows)])
+        for i, column in enumerate(columns)
+    ]
+
+    def needed(shown: list[int]) -> int:
+        return sum(
+            widths[i] if columns[i].whole or columns[i].number else min(widths[i], _TEXT_MIN)
+            for i in shown
+        ) + _GAP * (len(shown) - 1)
+
+    shown = list(range(len(columns)))
+    for i in sorted((i for i, c in enumerate(columns) if c.drop), key=lambda i: -columns[i].drop):
+        if needed(shown) <= out.width:
+            break
+        shown.remove(i)
+    hidden = [columns[i].header for i in range(len(columns)) if i not in shown]
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1, 0, 0),
+    )
+    for i in shown:
+        column = columns[i]
+        whole = column.whole or column.number
+        table.add_column(
+            column.header,
+            justify="right" if column.number else "left",
+            no_wrap=whole,
+            min_width=widths[i] if whole else None,
+            overflow="fold",
+        )
+    for row in rows:
+        table.add_row(*(row[i] for i in shown))
+    out.print(table)
+    if hidden:
+        out.print(f"[dim]not shown, to fit {out.width} columns: {', '.join(hidden)}[/]")

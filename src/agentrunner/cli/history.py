@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 from rich.markup import escape
 
-from agentrunner.cli.console import out
+from agentrunner.cli.console import Column, listing, out
 
 if TYPE_CHECKING:
     from agentrunner.store.store import Store
@@ -62,21 +62,27 @@ def threads_list(
     limit: int = typer.Option(30, "--limit", help="How many, newest first."),
 ) -> None:
     """The most recent threads."""
-    from rich.table import Table
-
     threads = _with_store(lambda s: s.threads.list(agent_id=agent, limit=limit))
-    table = Table(title="Threads", title_justify="left")
-    for column in ("id", "agent", "title", "messages", "updated"):
-        table.add_column(column, overflow="fold")
-    for t in threads:
-        table.add_row(
-            escape(t.id),
-            escape(t.agent_id),
-            escape(t.title or "—"),
-            str(t.message_count),
-            _when(t.updated_at),
-        )
-    out.print(table)
+    listing(
+        "Threads",
+        [
+            Column("id", whole=True),
+            Column("agent", whole=True, drop=2 if agent is None else 9),
+            Column("title"),
+            Column("messages", number=True, drop=1),
+            Column("updated", whole=True, drop=3),
+        ],
+        [
+            [
+                escape(t.id),
+                escape(t.agent_id),
+                escape(t.title or "—"),
+                str(t.message_count),
+                _when(t.updated_at),
+            ]
+            for t in threads
+        ],
+    )
 
 
 @threads_app.command("show")
@@ -130,48 +136,50 @@ def runs_list(
     limit: int = typer.Option(30, "--limit", help="How many, newest first."),
 ) -> None:
     """The most recent runs."""
-    from rich.table import Table
-
     runs = _with_store(lambda s: s.runs.list(agent_id=agent, thread_id=thread, limit=limit))
-    table = Table(title="Runs", title_justify="left")
-    for column in (
-        "id",
-        "agent",
-        "thread",
-        "status",
-        "stop reason",
-        "model",
-        "tokens",
-        "cost",
-        "started",
-        "seconds",
-    ):
-        table.add_column(column, overflow="fold")
+    rows = []
     for r in runs:
         usage = r.token_usage or {}
         tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
         took = f"{r.completed_at - r.started_at:.2f}" if r.completed_at and r.started_at else "—"
         color = _STATUS.get(r.status, "white")
-        table.add_row(
-            escape(r.id),
-            escape(r.agent_id),
-            escape(r.thread_id or "—"),
-            f"[{color}]{r.status}[/]",
-            r.stop_reason or "—",
-            escape(r.model or "—"),
-            f"{tokens:,}",
-            _usd(r.cost_micros, r.cost_known),
-            _when(r.started_at),
-            took,
+        rows.append(
+            [
+                escape(r.id),
+                escape(r.agent_id),
+                escape(r.thread_id or "—"),
+                f"[{color}]{r.status}[/]",
+                r.stop_reason or "—",
+                escape(r.model or "—"),
+                f"{tokens:,}",
+                _usd(r.cost_micros, r.cost_known),
+                _when(r.started_at),
+                took,
+            ]
         )
-    out.print(table)
+    # Narrow terminals lose first what a filter already says, then the thread (see `runs
+    # show`), then the details.
+    listing(
+        "Runs",
+        [
+            Column("id", whole=True),
+            Column("agent", whole=True, drop=9 if agent else 3),
+            Column("thread", whole=True, drop=9 if thread else 7),
+            Column("status", whole=True),
+            Column("stop reason", whole=True, drop=2),
+            Column("model", whole=True, drop=6),
+            Column("tokens", number=True, drop=4),
+            Column("cost", number=True, drop=1),
+            Column("started", whole=True, drop=5),
+            Column("seconds", number=True, drop=8),
+        ],
+        rows,
+    )
 
 
 @runs_app.command("show")
 def runs_show(run_id: str = typer.Argument(..., help="The run id.")) -> None:
     """One run: status, steps with their attempts and costs, messages and tool calls."""
-    from rich.table import Table
-
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
     async def load(store: Store) -> Any:
@@ -205,22 +213,30 @@ def runs_show(run_id: str = typer.Argument(..., help="The run id.")) -> None:
     )
     if run.error_code:
         out.print(f"[red]error {escape(run.error_code)}:[/] {escape(run.error_message or '')}")
-    table = Table(title="Steps", title_justify="left")
-    for column in ("#", "status", "model", "in", "out", "cost", "attempts"):
-        table.add_column(column)
-    for s in steps:
-        u = s.token_usage or {}
-        attempts = ", ".join(f"{a['model']} {a['outcome']}" for a in s.attempts or [])
-        table.add_row(
-            str(s.step_number),
-            s.status,
-            escape(s.model_id),
-            f"{u.get('input_tokens', 0):,}",
-            f"{u.get('output_tokens', 0):,}",
-            _usd(s.cost_micros),
-            escape(attempts),
-        )
-    out.print(table)
+    listing(
+        "Steps",
+        [
+            Column("#", number=True),
+            Column("status", whole=True),
+            Column("model", whole=True, drop=2),
+            Column("in", number=True),
+            Column("out", number=True),
+            Column("cost", number=True),
+            Column("attempts", drop=1),
+        ],
+        [
+            [
+                str(s.step_number),
+                s.status,
+                escape(s.model_id),
+                f"{(s.token_usage or {}).get('input_tokens', 0):,}",
+                f"{(s.token_usage or {}).get('output_tokens', 0):,}",
+                _usd(s.cost_micros),
+                escape(", ".join(f"{a['model']} {a['outcome']}" for a in s.attempts or [])),
+            ]
+            for s in steps
+        ],
+    )
     out.print("[bold]Messages[/]")
     for m in messages:
         if m.message_type == "tool_call_message":

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 from rich.markup import escape
 
-from agentrunner.cli.console import err, out
+from agentrunner.cli.console import Column, err, listing, out
 
 if TYPE_CHECKING:
     from agentrunner.compose import Workspace
@@ -58,16 +58,19 @@ def channels_create(
 @channels_app.command("list")
 def channels_list() -> None:
     """Every channel, with its kind and member count."""
-    from rich.table import Table
-
-    rows = _with_workspace(lambda ws: ws.runner.store.channels.all())
-    table = Table(title="Channels", title_justify="left")
-    for column in ("name", "kind", "members"):
-        table.add_column(column)
-    for row in rows:
-        shown = row["name"] if row["kind"] == "dm" else "#" + row["name"]
-        table.add_row(escape(shown), row["kind"], str(row["members"]))
-    out.print(table)
+    channels = _with_workspace(lambda ws: ws.runner.store.channels.all())
+    listing(
+        "Channels",
+        [Column("name", whole=True), Column("kind", whole=True), Column("members", number=True)],
+        [
+            [
+                escape(row["name"] if row["kind"] == "dm" else "#" + row["name"]),
+                row["kind"],
+                str(row["members"]),
+            ]
+            for row in channels
+        ],
+    )
 
 
 @channels_app.command("show")
@@ -160,7 +163,6 @@ def worker(
 
 def status() -> None:
     """Each agent: idle, working or error, its current run and queued runs; live workers."""
-    from rich.table import Table
 
     async def work(ws: Workspace) -> Any:
         store = ws.runner.store
@@ -168,20 +170,27 @@ def status() -> None:
         return states, await store.mailbox.depths(), await store.workers.alive()
 
     states, depths, workers = _with_workspace(work)
-    table = Table(title="Agents", title_justify="left")
-    for column in ("agent", "status", "current run", "queued", "session thread"):
-        table.add_column(column)
     colors = {"idle": "green", "working": "cyan", "error": "red"}
-    for state in states:
-        queued = depths.get(state.agent_id, {}).get("created", 0)
-        table.add_row(
-            escape(state.agent_id),
-            f"[{colors.get(state.status, 'white')}]{state.status}[/]",
-            escape(state.current_run_id or "—"),
-            str(queued),
-            escape(state.current_thread_id or "—"),
-        )
-    out.print(table)
+    listing(
+        "Agents",
+        [
+            Column("agent", whole=True),
+            Column("status", whole=True),
+            Column("current run", whole=True, drop=2),
+            Column("queued", number=True),
+            Column("session thread", whole=True, drop=1),
+        ],
+        [
+            [
+                escape(state.agent_id),
+                f"[{colors.get(state.status, 'white')}]{state.status}[/]",
+                escape(state.current_run_id or "—"),
+                str(depths.get(state.agent_id, {}).get("created", 0)),
+                escape(state.current_thread_id or "—"),
+            ]
+            for state in states
+        ],
+    )
     if workers:
         for w in workers:
             out.print(f"[green]worker[/] {escape(w['id'])} · concurrency {w['concurrency']}")
