@@ -64,6 +64,10 @@ class Column:
     number: bool = False
     drop: int = 0
 
+    @property
+    def wraps(self) -> bool:
+        return not (self.whole or self.number)
+
 
 _GAP = 2  # between cells: one column of padding and the (blank) rule
 _TEXT_MIN = 12  # a wrapping column narrower than this reads badly
@@ -84,8 +88,7 @@ def listing(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]
 
     def needed(shown: list[int]) -> int:
         return sum(
-            widths[i] if columns[i].whole or columns[i].number else min(widths[i], _TEXT_MIN)
-            for i in shown
+            min(widths[i], _TEXT_MIN) if columns[i].wraps else widths[i] for i in shown
         ) + _GAP * (len(shown) - 1)
 
     shown = list(range(len(columns)))
@@ -103,12 +106,11 @@ def listing(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]
     )
     for i in shown:
         column = columns[i]
-        whole = column.whole or column.number
         table.add_column(
             column.header,
             justify="right" if column.number else "left",
-            no_wrap=whole,
-            min_width=widths[i] if whole else None,
+            no_wrap=not column.wraps,
+            min_width=None if column.wraps else widths[i],
             overflow="fold",
         )
     for row in rows:
