@@ -23,6 +23,7 @@ from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.runner import AgentRunner, RunAgentOverrides
+from agentrunner.store.records import thread_message_dict
 from agentrunner.tasks import TaskRunner, runner_with_tasks
 
 __all__ = ["build_mcp_server", "serve_mcp"]
@@ -131,10 +132,7 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         )
         return {
             "thread": thread.to_dict(),
-            "messages": [
-                {"seq": seq, **m.to_dict(), "run_id": run_id, "created_at": at}
-                for seq, m, run_id, at in page
-            ],
+            "messages": [thread_message_dict(*entry) for entry in page],
         }
 
     @server.tool()

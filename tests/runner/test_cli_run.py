@@ -98,6 +98,65 @@ def test_runs_list_and_show_tell_the_story(
         assert fragment in out, fragment
 
 
+def test_listings_as_json(
+    agent: Agent,
+    mock: MockProvider,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    agent("helper", "capabilities: [notes]")
+    body = "word " * 80  # longer than the terminal: JSON must not be folded
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "Plan", "body": body})]),
+        Reply(text="Done."),
+    )
+    result = json.loads(cli(capsys, "run", "helper", "plan", "--json")[1])
+    monkeypatch.setattr(console.out, "width", 60)
+
+    code, out, _ = cli(capsys, "runs", "list", "--json")
+    assert code == 0
+    [listed] = json.loads(out)
+    assert listed["id"] == result["run_id"] and listed["status"] == "completed"
+
+    code, out, _ = cli(capsys, "runs", "show", result["run_id"], "--json")
+    assert code == 0
+    shown = json.loads(out)
+    assert shown["run"] == listed
+    assert [s["step"] for s in shown["steps"]] == [1, 2]
+    assert all(s["status"] == "completed" and s["attempts"] for s in shown["steps"])
+    assert [m["type"] for m in shown["messages"]] == [
+        "system_message",
+        "user_message",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
+    call = shown["messages"][2]
+    assert call["tool_name"] == "note_create" and call["tool_input"]["body"] == body
+    assert shown["messages"][4]["content"] == "Done."
+
+    code, out, _ = cli(capsys, "threads", "list", "--json")
+    assert code == 0
+    [thread] = json.loads(out)
+    assert thread["id"] == result["thread_id"] and thread["message_count"] == 4
+
+    code, out, _ = cli(capsys, "threads", "show", result["thread_id"], "--json")
+    assert code == 0
+    history = json.loads(out)
+    assert history["thread"] == thread
+    assert [(m["seq"], m["role"]) for m in history["messages"]] == [
+        (1, "user"),
+        (2, "assistant"),
+        (3, "tool"),
+        (4, "assistant"),
+    ]
+    assert history["messages"][1]["tool_calls"][0]["arguments"]["body"] == body
+    assert {m["run_id"] for m in history["messages"]} == {result["run_id"]}
+
+    code, _, err = cli(capsys, "runs", "show", "nope", "--json")
+    assert code == 1 and "no run 'nope'" in err
+
+
 def test_unknown_run_and_thread(agent: Agent, capsys: pytest.CaptureFixture[str]) -> None:
     agent("x")
     assert "no run 'nope'" in cli(capsys, "runs", "show", "nope")[2]

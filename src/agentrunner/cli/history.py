@@ -50,6 +50,13 @@ def _when(epoch: float | None) -> str:
     return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S") if epoch else "—"
 
 
+def _print_json(value: Any) -> None:
+    out.print_json(json.dumps(value, ensure_ascii=False))
+
+
+_JSON = typer.Option(False, "--json", help="Print it as JSON, for scripts.")
+
+
 def _usd(micros: int | None, known: bool = True) -> str:
     if micros is None or not known:
         return "unknown"
@@ -60,9 +67,13 @@ def _usd(micros: int | None, known: bool = True) -> str:
 def threads_list(
     agent: str | None = typer.Option(None, "--agent", help="Only this agent's threads."),
     limit: int = typer.Option(30, "--limit", help="How many, newest first."),
+    as_json: bool = _JSON,
 ) -> None:
     """The most recent threads."""
     threads = _with_store(lambda s: s.threads.list(agent_id=agent, limit=limit))
+    if as_json:
+        _print_json([t.to_dict() for t in threads])
+        return
     listing(
         "Threads",
         [
@@ -89,6 +100,7 @@ def threads_list(
 def threads_show(
     thread_id: str = typer.Argument(..., help="The thread id."),
     limit: int = typer.Option(200, "--limit", help="How many messages."),
+    as_json: bool = _JSON,
 ) -> None:
     """A thread's messages, oldest first."""
     from agentrunner.engine.messages import AssistantMessage, ToolResult, UserMessage
@@ -105,6 +117,13 @@ def threads_show(
         return thread, await store.messages.page(thread_id, limit=limit)
 
     thread, page = _with_store(load)
+    if as_json:
+        from agentrunner.store.records import thread_message_dict
+
+        _print_json(
+            {"thread": thread.to_dict(), "messages": [thread_message_dict(*e) for e in page]}
+        )
+        return
     out.print(
         f"[bold]{escape(thread.title or thread.id)}[/] "
         f"[dim]· {escape(thread.agent_id)} · {thread.message_count} messages[/]\n"
@@ -134,9 +153,13 @@ def runs_list(
     agent: str | None = typer.Option(None, "--agent", help="Only this agent's runs."),
     thread: str | None = typer.Option(None, "--thread", help="Only this thread's runs."),
     limit: int = typer.Option(30, "--limit", help="How many, newest first."),
+    as_json: bool = _JSON,
 ) -> None:
     """The most recent runs."""
     runs = _with_store(lambda s: s.runs.list(agent_id=agent, thread_id=thread, limit=limit))
+    if as_json:
+        _print_json([r.to_dict() for r in runs])
+        return
     rows = []
     for r in runs:
         usage = r.token_usage or {}
@@ -178,7 +201,7 @@ def runs_list(
 
 
 @runs_app.command("show")
-def runs_show(run_id: str = typer.Argument(..., help="The run id.")) -> None:
+def runs_show(run_id: str = typer.Argument(..., help="The run id."), as_json: bool = _JSON) -> None:
     """One run: status, steps with their attempts and costs, messages and tool calls."""
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
@@ -191,6 +214,15 @@ def runs_show(run_id: str = typer.Argument(..., help="The run id.")) -> None:
         return run, await store.runs.steps(run_id), await store.runs.messages(run_id)
 
     run, steps, messages = _with_store(load)
+    if as_json:
+        _print_json(
+            {
+                "run": run.to_dict(),
+                "steps": [s.to_dict() for s in steps],
+                "messages": [m.to_dict() for m in messages],
+            }
+        )
+        return
     color = _STATUS.get(run.status, "white")
     usage = run.token_usage or {}
     out.print(

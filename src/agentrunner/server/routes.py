@@ -21,6 +21,7 @@ from sse_starlette.sse import EventSourceResponse
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.ids import new_id
+from agentrunner.store.records import thread_message_dict
 
 __all__ = ["router"]
 
@@ -107,10 +108,7 @@ async def thread_messages(
     ws: Workspace = Depends(workspace),
 ) -> dict[str, Any]:
     page = await ws.runner.store.messages.page(thread_id, after=cursor, limit=limit)
-    data = [
-        {"seq": seq, **m.to_dict(), "run_id": run_id, "created_at": at}
-        for seq, m, run_id, at in page
-    ]
+    data = [thread_message_dict(*entry) for entry in page]
     return {"data": data, "next_cursor": page[-1][0] if len(page) == limit else None}
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from agentrunner.engine.messages import Message
 
 __all__ = [
     "RUN_STATUSES",
@@ -16,6 +19,7 @@ __all__ = [
     "RunRecord",
     "StepRecord",
     "Thread",
+    "thread_message_dict",
 ]
 
 
@@ -60,6 +64,13 @@ class Thread:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
+
+
+def thread_message_dict(
+    seq: int, message: Message, run_id: str | None, created_at: float
+) -> dict[str, Any]:
+    """A thread's message as the HTTP API, MCP and ``threads show --json`` show it."""
+    return {"seq": seq, **message.to_dict(), "run_id": run_id, "created_at": created_at}
 
 
 # Seed 003's run statuses: created -> running -> completed / failed / cancelled.
@@ -136,6 +147,20 @@ class StepRecord:
         row["attempts"] = from_json(row["attempts"])
         return cls(**row)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The step as ``runs show --json`` shows it; cost in dollars, null when unknown."""
+        return {
+            "id": self.id,
+            "step": self.step_number,
+            "status": self.status,
+            "model": self.model_id,
+            "usage": self.token_usage,
+            "cost_usd": None if self.cost_micros is None else self.cost_micros / 1e6,
+            "attempts": self.attempts or [],
+            "created_at": self.created_at,
+            "completed_at": self.completed_at,
+        }
+
 
 @dataclass(slots=True)
 class RunMessageRecord:
@@ -155,6 +180,20 @@ class RunMessageRecord:
         row["tool_input"] = from_json(row["tool_input"])
         row["is_error"] = None if row["is_error"] is None else bool(row["is_error"])
         return cls(**row)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run message as ``runs show --json`` shows it (seed 003's columns)."""
+        return {
+            "id": self.id,
+            "step_id": self.step_id,
+            "type": self.message_type,
+            "content": self.content,
+            "tool_name": self.tool_name,
+            "tool_input": self.tool_input,
+            "tool_call_id": self.tool_call_id,
+            "is_error": self.is_error,
+            "created_at": self.created_at,
+        }
 
 
 @dataclass(slots=True)
