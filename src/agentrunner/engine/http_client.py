@@ -14,12 +14,14 @@ from typing import Any, Protocol
 import httpx
 
 from agentrunner.engine.failures import FailureKind, ProviderError, parse_retry_after
+from agentrunner.engine.http_pool import provider_transport
 from agentrunner.engine.messages import ModelRequest, ModelResponse, TextDelta, ThinkingDelta
 from agentrunner.engine.sse import SSEDecoder
 
 __all__ = ["DeltaSink", "HttpModelClient", "ModelClient", "Wire"]
 
 DeltaSink = Callable[[TextDelta | ThinkingDelta], None]
+_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64)
 
 
 class ModelClient(Protocol):
@@ -77,8 +79,8 @@ class HttpModelClient:
             headers={"content-type": "application/json", **headers},
             # `read` bounds both the wait for the first byte and each idle gap in a stream.
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-            transport=transport,
+            limits=_LIMITS,  # for proxy transports from the environment
+            transport=transport or provider_transport(_LIMITS),
         )
 
     async def aclose(self) -> None:

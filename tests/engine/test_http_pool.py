@@ -1,0 +1,96 @@
+"""The providers' transport: kept-alive connections are reused while open and dropped once the
+server has closed them, through the pool's socket check (engine/http_pool)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from agentrunner.engine import http_pool
+
+
+@dataclass
+class Server:
+    url: str
+    close_after_reply: bool = False
+    connections: int = 0
+    replies: int = 0
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    """HTTP/1.1 on 127.0.0.1 that keeps connections alive, or closes each one after its reply
+    without saying so (as a server whose keep-alive timed out does)."""
+    state = Server(url="")
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        state.connections += 1
+        try:
+            while await reader.readuntil(b"\r\n\r\n"):
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+                state.replies += 1
+                if state.close_after_reply:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+        state.closed.set()
+
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    state.url = f"http://127.0.0.1:{port}"
+    yield state
+    listener.close()
+
+
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    seen: list[bool] = []
+    real = http_pool._readable
+
+    def spy(sock: socket.socket | None) -> bool:
+        seen.append(real(sock))
+        return seen[-1]
+
+    monkeypatch.setattr(http_pool, "_readable", spy)
+    return seen
+
+
+async def test_an_open_idle_connection_is_reused(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = counting(monkeypatch)
+    transport = http_pool.provider_transport(httpx.Limits(max_keepalive_connections=4))
+    async with httpx.AsyncClient(base_url=server.url, transport=transport) as client:
+        for _ in range(3):
+            assert (await client.get("/")).text == "ok"
+    assert server.connections == 1 and server.replies == 3
+    assert seen and not any(seen)  # asked, through this module, and never readable
+
+
+async def test_a_connection_the_server_closed_is_not_reused(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = counting(monkeypatch)
+    server.close_after_reply = True
+    transport = http_pool.provider_transport(httpx.Limits(max_keepalive_connections=4))
+    async with httpx.AsyncClient(base_url=server.url, transport=transport) as client:
+        assert (await client.get("/")).text == "ok"
+        await asyncio.wait_for(server.closed.wait(), 5)
+        await asyncio.sleep(0.05)  # the FIN reaches the client's socket
+        assert (await client.get("/")).text == "ok"  # a new connection, not the dead one
+    assert server.connections == 2
+    assert True in seen
+
+
+def test_a_missing_socket_counts_as_readable() -> None:
+    assert http_pool._readable(None)
+    closed = socket.socket()
+    closed.close()
+    assert http_pool._readable(closed)
