@@ -77,9 +77,19 @@ async def test_a_thousand_messages_two_workers(fleet: Path, mock: MockProvider) 
         ]
         workers = [start_worker(fleet), start_worker(fleet)]
         try:
-            posted = await asyncio.gather(
-                *(ws.channels.post(channels[i % 10], "you", f"message {i}") for i in range(1000))
-            )
+            # The ten channels at once, each one's messages one after another: two posts in
+            # flight together have no order until they commit (on PostgreSQL, on separate
+            # connections, the later id may commit first), so only posts made in turn have an
+            # arrival order to check runs against.
+            async def post_in_turn(n: int) -> list[Any]:
+                return [
+                    await ws.channels.post(channels[n], "you", f"message {i}")
+                    for i in range(n, 1000, 10)
+                ]
+
+            posted = [
+                p for part in await asyncio.gather(*map(post_in_turn, range(10))) for p in part
+            ]
             store = ws.runner.store
 
             async def all_done() -> bool:
