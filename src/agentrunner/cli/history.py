@@ -50,10 +50,6 @@ def _when(epoch: float | None) -> str:
     return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S") if epoch else "—"
 
 
-def _print_json(value: Any) -> None:
-    out.print_json(json.dumps(value, ensure_ascii=False))
-
-
 _JSON = typer.Option(False, "--json", help="Print it as JSON, for scripts.")
 
 
@@ -72,7 +68,7 @@ def threads_list(
     """The most recent threads."""
     threads = _with_store(lambda s: s.threads.list(agent_id=agent, limit=limit))
     if as_json:
-        _print_json([t.to_dict() for t in threads])
+        out.print_json(data=[t.to_dict() for t in threads])
         return
     listing(
         "Threads",
@@ -120,8 +116,8 @@ def threads_show(
     if as_json:
         from agentrunner.store.records import thread_message_dict
 
-        _print_json(
-            {"thread": thread.to_dict(), "messages": [thread_message_dict(*e) for e in page]}
+        out.print_json(
+            data={"thread": thread.to_dict(), "messages": [thread_message_dict(*e) for e in page]}
         )
         return
     out.print(
@@ -158,7 +154,7 @@ def runs_list(
     """The most recent runs."""
     runs = _with_store(lambda s: s.runs.list(agent_id=agent, thread_id=thread, limit=limit))
     if as_json:
-        _print_json([r.to_dict() for r in runs])
+        out.print_json(data=[r.to_dict() for r in runs])
         return
     rows = []
     for r in runs:
@@ -215,8 +211,8 @@ def runs_show(run_id: str = typer.Argument(..., help="The run id."), as_json: bo
 
     run, steps, messages = _with_store(load)
     if as_json:
-        _print_json(
-            {
+        out.print_json(
+            data={
                 "run": run.to_dict(),
                 "steps": [s.to_dict() for s in steps],
                 "messages": [m.to_dict() for m in messages],

@@ -80,7 +80,7 @@ async def _run_once(
             runner, agent_id, thread_id, message, model, max_turns, values, stream=not as_json
         )
         if as_json:
-            out.print_json(json.dumps(result.to_dict()))
+            out.print_json(data=result.to_dict())
         return result
     finally:
         await runner.close()

@@ -44,7 +44,7 @@ def exec_command(
     values = parse_input(input) if input is not None else {}
     outcome = asyncio.run(_one(agent_id, values, model, not no_cache))
     if as_json:
-        out.print_json(json.dumps(outcome.to_dict()))
+        out.print_json(data=outcome.to_dict())
     elif outcome.ok:
         shown = (
             outcome.output
