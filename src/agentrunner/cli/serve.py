@@ -18,8 +18,10 @@ def serve(
     no_worker: bool = typer.Option(False, "--no-worker", help="Do not serve mailboxes here."),
     cors: list[str] = typer.Option([], "--cors", help="An allowed CORS origin (repeat)."),
 ) -> None:
-    """Serve the HTTP API (REST, live event streams, OpenAI-compatible chat). Beyond loopback a
-    bearer token is required: set AGENTRUNNER_API_TOKEN."""
+    """Serve the HTTP API (REST, live event streams, OpenAI-compatible chat).
+
+    Beyond loopback a bearer token is required: set AGENTRUNNER_API_TOKEN.
+    """
     import uvicorn
 
     from agentrunner.errors import AgentRunnerError, ErrorCode

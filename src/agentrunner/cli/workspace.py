@@ -107,8 +107,10 @@ def post(
         False, "--follow", "-f", help="Show the agents' replies as they arrive."
     ),
 ) -> None:
-    """Post to a channel; the agents who should hear it reply. With no worker running, this
-    process serves the mailboxes until the conversation settles."""
+    """Post to a channel; the agents who should hear it reply.
+
+    With no worker running, this process serves the mailboxes until the conversation settles.
+    """
 
     async def work(ws: Workspace) -> None:
         target = await ws.channels.channel(channel)
