@@ -157,6 +157,31 @@ def test_listings_as_json(
     assert code == 1 and "no run 'nope'" in err
 
 
+def test_show_takes_the_beginning_of_an_id(
+    agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("helper")
+    mock.queue(Reply(text="One."), Reply(text="Two."))
+    first = json.loads(cli(capsys, "run", "helper", "one", "--new", "--json")[1])
+    second = json.loads(cli(capsys, "run", "helper", "two", "--new", "--json")[1])
+
+    for kind, key in (("runs", "run_id"), ("threads", "thread_id")):
+        a, b = first[key], second[key]
+        common = a[: next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)]
+        assert common  # the same kind of id, made a moment apart
+        code, out, err = cli(capsys, kind, "show", a[: len(common) + 1], "--json")
+        assert code == 0, err
+        shown = json.loads(out)
+        assert (shown["run"]["id"] if kind == "runs" else shown["thread"]["id"]) == a
+
+        code, _, err = cli(capsys, kind, "show", common)
+        assert code == 1 and "begins more than one" in err
+        assert a in err and b in err and "Give more of the id" in err
+
+    assert "no run 'run_zzz'" in cli(capsys, "runs", "show", "run_zzz")[2]
+    assert "no thread ''" in cli(capsys, "threads", "show", "")[2]
+
+
 def test_unknown_run_and_thread(agent: Agent, capsys: pytest.CaptureFixture[str]) -> None:
     agent("x")
     assert "no run 'nope'" in cli(capsys, "runs", "show", "nope")[2]

@@ -35,6 +35,28 @@ async def test_threads(store: Store) -> None:
     assert {t.id for t in await store.threads.list()} == {"t1", "t2"}
 
 
+async def test_ids_starting_with_a_prefix(store: Store) -> None:
+    """Prefixes are literal (no LIKE wildcards), results limited; runs the same as threads."""
+    for thread_id in ("a_b1", "a%b", "axb", "a_b2", "ab", "é_1", "b"):
+        await store.threads.open(thread_id, "ceo")
+    starting = store.threads.ids_starting
+    assert await starting("a_", 5) == ["a_b1", "a_b2"]
+    assert await starting("a%", 5) == ["a%b"]
+    assert await starting("a_b1", 5) == ["a_b1"]
+    two = await starting("a", 2)  # which two depends on the database's collation
+    assert len(two) == 2 and set(two) <= {"a_b1", "a%b", "axb", "a_b2", "ab"}
+    assert await starting("é", 5) == ["é_1"]
+    assert await starting("c", 5) == []
+    await store.batch(
+        [
+            store.runs.insert_op(run_id=run_id, agent_id="ceo", thread_id="ab", status="running")
+            for run_id in ("run_1a", "run_1b", "run_2")
+        ]
+    )
+    assert await store.runs.ids_starting("run_1", 5) == ["run_1a", "run_1b"]
+    assert await store.runs.ids_starting("run_2", 5) == ["run_2"]
+
+
 async def test_listing_an_agents_threads_finds_them_beyond_the_recent_ones(store: Store) -> None:
     """A listing by agent looks among the most recently updated threads first; an agent whose
     threads are all older than those still gets its newest, in order, page by page."""

@@ -46,6 +46,39 @@ def _with_store(work: Callable[[Store], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
+async def _find(
+    kind: str,
+    given: str,
+    get: Callable[[str], Awaitable[T | None]],
+    starting: Callable[[str, int], Awaitable[list[str]]],
+) -> T:
+    """The ``kind`` (run, thread) with id ``given``, or else the one whose id begins with it:
+    ids are long, and a unique beginning is enough, as with git's short hashes."""
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    found = await get(given)
+    if found is not None:
+        return found
+    ids = await starting(given, _SHOWN_MATCHES + 1) if given else []
+    if len(ids) == 1:
+        found = await get(ids[0])
+        if found is not None:
+            return found
+    if len(ids) > 1:
+        more = ", …" if len(ids) > _SHOWN_MATCHES else ""
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"'{given}' begins more than one {kind} id: {', '.join(ids[:_SHOWN_MATCHES])}{more}",
+            hint="Give more of the id.",
+        )
+    raise AgentRunnerError(
+        ErrorCode.VALIDATION, f"no {kind} '{given}'", hint=f"See `agentrunner {kind}s list`."
+    )
+
+
+_SHOWN_MATCHES = 5
+
+
 def _when(epoch: float | None) -> str:
     return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S") if epoch else "—"
 
@@ -94,23 +127,16 @@ def threads_list(
 
 @threads_app.command("show")
 def threads_show(
-    thread_id: str = typer.Argument(..., help="The thread id."),
+    thread_id: str = typer.Argument(..., help="The thread id, or its beginning."),
     limit: int = typer.Option(200, "--limit", help="How many messages."),
     as_json: bool = _JSON,
 ) -> None:
     """A thread's messages, oldest first."""
     from agentrunner.engine.messages import AssistantMessage, ToolResult, UserMessage
-    from agentrunner.errors import AgentRunnerError, ErrorCode
 
     async def load(store: Store) -> Any:
-        thread = await store.threads.get(thread_id)
-        if thread is None:
-            raise AgentRunnerError(
-                ErrorCode.VALIDATION,
-                f"no thread '{thread_id}'",
-                hint="See `agentrunner threads list`.",
-            )
-        return thread, await store.messages.page(thread_id, limit=limit)
+        thread = await _find("thread", thread_id, store.threads.get, store.threads.ids_starting)
+        return thread, await store.messages.page(thread.id, limit=limit)
 
     thread, page = _with_store(load)
     if as_json:
@@ -197,17 +223,15 @@ def runs_list(
 
 
 @runs_app.command("show")
-def runs_show(run_id: str = typer.Argument(..., help="The run id."), as_json: bool = _JSON) -> None:
+def runs_show(
+    run_id: str = typer.Argument(..., help="The run id, or its beginning."),
+    as_json: bool = _JSON,
+) -> None:
     """One run: status, steps with their attempts and costs, messages and tool calls."""
-    from agentrunner.errors import AgentRunnerError, ErrorCode
 
     async def load(store: Store) -> Any:
-        run = await store.runs.get(run_id)
-        if run is None:
-            raise AgentRunnerError(
-                ErrorCode.VALIDATION, f"no run '{run_id}'", hint="See `agentrunner runs list`."
-            )
-        return run, await store.runs.steps(run_id), await store.runs.messages(run_id)
+        run = await _find("run", run_id, store.runs.get, store.runs.ids_starting)
+        return run, await store.runs.steps(run.id), await store.runs.messages(run.id)
 
     run, steps, messages = _with_store(load)
     if as_json:

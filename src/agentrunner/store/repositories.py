@@ -72,10 +72,19 @@ class _Repo:
         return self.sql[query], params
 
 
+async def _ids(db: Driver, sql: str, prefix: str, limit: int) -> list[str]:
+    rows = await db.fetch_all(sql, {"prefix": prefix, "limit": limit})
+    return [str(row["id"]) for row in rows]
+
+
 class Threads(_Repo):
     async def get(self, thread_id: str) -> Thread | None:
         row = await self.db.fetch_one(self.sql["thread_get"], {"id": thread_id})
         return Thread.from_row(row) if row else None
+
+    async def ids_starting(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` thread ids that begin with ``prefix``, in order."""
+        return await _ids(self.db, self.sql["thread_ids_starting"], prefix, limit)
 
     def create_op(self, thread_id: str, agent_id: str, parent_thread_id: str | None = None) -> Op:
         return self.op(
@@ -182,6 +191,10 @@ class Runs(_Repo):
     async def get(self, run_id: str) -> RunRecord | None:
         row = await self.db.fetch_one(self.sql["run_get"], {"id": run_id})
         return RunRecord.from_row(row) if row else None
+
+    async def ids_starting(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` run ids that begin with ``prefix``, in order."""
+        return await _ids(self.db, self.sql["run_ids_starting"], prefix, limit)
 
     async def on_thread_from(
         self, thread_id: str, first_run_id: str, limit: int = 100

@@ -36,3 +36,11 @@ SET status = :status, stop_reason = :stop_reason, model = :model, error_code = :
     cost_micros = :cost_micros, cost_known = :cost_known,
     completed_at = GREATEST(:now, extract(epoch from clock_timestamp()))
 WHERE id = :id;
+
+-- name: thread_ids_starting
+-- starts_with, not a range of the key: PostgreSQL orders text by the database's collation, in
+-- which the ids beginning with a prefix need not sit together.
+SELECT id FROM threads WHERE starts_with(id, :prefix) ORDER BY id LIMIT :limit;
+
+-- name: run_ids_starting
+SELECT id FROM runs WHERE starts_with(id, :prefix) ORDER BY id LIMIT :limit;

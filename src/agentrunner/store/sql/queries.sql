@@ -7,6 +7,12 @@ SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_t
        message_count, created_at, updated_at
 FROM threads WHERE id = :id;
 
+-- name: thread_ids_starting
+-- The ids that begin with :prefix, for short ids typed at the CLI: a range of the key, which
+-- SQLite orders by code point.
+SELECT id FROM threads WHERE id >= :prefix AND id < :prefix || char(1114111)
+ORDER BY id LIMIT :limit;
+
 -- name: thread_create
 INSERT INTO threads (id, agent_id, title, session_state, parent_thread_id, message_count,
                      created_at, updated_at)
@@ -99,6 +105,10 @@ SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_mess
        token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
        worker_id, attempts
 FROM runs WHERE id = :id;
+
+-- name: run_ids_starting
+SELECT id FROM runs WHERE id >= :prefix AND id < :prefix || char(1114111)
+ORDER BY id LIMIT :limit;
 
 -- name: run_list_thread
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
