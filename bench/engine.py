@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -21,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +170,20 @@ def start_mock(port: int) -> subprocess.Popen[bytes]:
             time.sleep(0.05)
     proc.kill()
     raise RuntimeError("mock provider did not start")
+
+
+@contextlib.contextmanager
+def mock_provider() -> Iterator[str]:
+    """The mock provider on its own core, this process pinned to another; yields its base URL
+    and stops it on exit."""
+    port = free_port()
+    mock = start_mock(port)
+    pin_to_core(0)
+    try:
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        mock.terminate()
+        mock.wait(timeout=10)
 
 
 def main() -> None:

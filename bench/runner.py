@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import percentile, pin_to_core, print_table, write_results
-from engine import TOOL_SCHEMA, free_port, start_mock, weather
+from _common import percentile, print_table, write_results
+from engine import TOOL_SCHEMA, mock_provider, weather
 
 CONFIG = """\
 [defaults]
@@ -240,14 +240,8 @@ def main() -> None:
     parser.add_argument("--costs", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
-    port = free_port()
-    mock = start_mock(port)
-    pin_to_core(0)
-    try:
-        results = asyncio.run(run(args, f"http://127.0.0.1:{port}/v1"))
-    finally:
-        mock.terminate()
-        mock.wait(timeout=10)
+    with mock_provider() as url:
+        results = asyncio.run(run(args, url))
     c = args.concurrency
     latency = results["durable c=1"]["median_ms"] / results["engine c=1"]["median_ms"]
     throughput = results[f"engine c={c}"]["turns_per_s"] / results[f"durable c={c}"]["turns_per_s"]

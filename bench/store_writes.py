@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import statistics
 import struct
@@ -22,18 +23,18 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import pin_to_core, print_table, write_results
-from engine import free_port, start_mock
+from _common import print_table, write_results
+from engine import mock_provider
 from runner import QUESTION, open_bench_runner
 
 if TYPE_CHECKING:
     from agentrunner.store import Store
-    from agentrunner.store.drivers import Driver, Op
+    from agentrunner.store.drivers import Driver, Op, SQLiteDriver
 WAL_HEADER = 32
 FRAME_HEADER = 24
 
@@ -81,8 +82,9 @@ class _Recorder:
         return self.driver.submit(ops)
 
 
-async def replay_timed(snapshot: Path, transactions: list[list[Op]]) -> float:
-    """Seconds to commit ``transactions`` one by one through the store's SQLite driver."""
+@contextlib.asynccontextmanager
+async def copy_of(snapshot: Path) -> AsyncIterator[SQLiteDriver]:
+    """The store's SQLite driver on a fresh copy of ``snapshot``."""
     from agentrunner.store.drivers import SQLiteDriver
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,23 +92,24 @@ async def replay_timed(snapshot: Path, transactions: list[list[Op]]) -> float:
         shutil.copy(snapshot, path)
         driver = SQLiteDriver(str(path))
         try:
-            start = time.perf_counter()
-            for ops in transactions:
-                await driver.batch(ops)
-            return time.perf_counter() - start
+            yield driver
         finally:
             await driver.close()
 
 
-async def replay_counted(snapshot: Path, transactions: list[list[Op]]) -> tuple[int, Counter[str]]:
-    """WAL frames written by ``transactions``, and by B-tree: the driver's settings, but no
-    checkpoint, so every frame stays in the WAL to be read back."""
-    from agentrunner.store.drivers import SQLiteDriver
+async def replay_timed(snapshot: Path, transactions: list[list[Op]]) -> float:
+    """Seconds to commit ``transactions`` one by one through the store's SQLite driver."""
+    async with copy_of(snapshot) as driver:
+        start = time.perf_counter()
+        for ops in transactions:
+            await driver.batch(ops)
+        return time.perf_counter() - start
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "agentrunner.db"
-        shutil.copy(snapshot, path)
-        driver = SQLiteDriver(str(path))
+
+async def replay_counted(snapshot: Path, transactions: list[list[Op]]) -> Counter[str]:
+    """WAL frames written by ``transactions``, by B-tree: the driver's settings, but no
+    checkpoint, so every frame stays in the WAL to be read back."""
+    async with copy_of(snapshot) as driver:
         conn = driver._conn
         if driver._checkpointer is not None:  # keep the WAL whole for counting
             driver._checkpointer.stop()
@@ -116,8 +119,7 @@ async def replay_counted(snapshot: Path, transactions: list[list[Op]]) -> tuple[
             await driver.batch(ops)
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         owner = dict(conn.execute("SELECT pageno, name FROM dbstat").fetchall())
-        wal = Path(f"{path}-wal").read_bytes()
-        await driver.close()
+        wal = Path(f"{driver.path}-wal").read_bytes()
     frames: Counter[str] = Counter()
     offset = WAL_HEADER
     while offset + FRAME_HEADER + page_size <= len(wal):
@@ -125,7 +127,7 @@ async def replay_counted(snapshot: Path, transactions: list[list[Op]]) -> tuple[
         # Page 1 holds the schema and the database header (its size and free-page list).
         frames["page 1 (header)" if page == 1 else owner.get(page, "free pages")] += 1
         offset += FRAME_HEADER + page_size
-    return sum(frames.values()), frames
+    return frames
 
 
 async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
@@ -133,7 +135,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         snapshot = Path(tmp) / "before.db"
         transactions = await record(url, args.turns, snapshot)
         seconds = [await replay_timed(snapshot, transactions) for _ in range(args.rounds)]
-        total_frames, by_tree = await replay_counted(snapshot, transactions)
+        by_tree = await replay_counted(snapshot, transactions)
     turns = args.turns
     rows = sum(len(ops) for ops in transactions)
     return {
@@ -142,7 +144,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         "rows_per_turn": rows / turns,
         "us_per_turn_median": statistics.median(seconds) / turns * 1e6,
         "us_per_turn_min": min(seconds) / turns * 1e6,
-        "wal_frames_per_turn": total_frames / turns,
+        "wal_frames_per_turn": by_tree.total() / turns,
         "frames_per_turn_by_btree": {name: count / turns for name, count in by_tree.most_common()},
     }
 
@@ -152,13 +154,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    port = free_port()
-    mock = start_mock(port)
-    pin_to_core(0)
-    try:
-        results = asyncio.run(run(args, f"http://127.0.0.1:{port}/v1"))
-    finally:
-        mock.terminate()
+    with mock_provider() as url:
+        results = asyncio.run(run(args, url))
     print_table(
         f"A durable turn's writes, replayed ({args.turns} turns, {args.rounds} rounds)",
         ["measure", "per turn"],
