@@ -156,15 +156,24 @@ async def budget_checks(runner: Any, agent_id: str, count: int) -> list[float]:
     return samples
 
 
-async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
+def bench_engine(url: str) -> Any:
+    """The engine-only side: an engine with the mock as its one provider."""
     from agentrunner.config import ProviderConfig
     from agentrunner.engine import Engine, ModelRegistry
 
-    engine = Engine(ModelRegistry({"bench": ProviderConfig("bench", "openai", url)}))
+    return Engine(ModelRegistry({"bench": ProviderConfig("bench", "openai", url)}))
+
+
+async def engine_only_turn(engine: Any, tool: Any) -> None:
+    await engine.run(model="bench:gpt-bench", system=SYSTEM, message=QUESTION, tools=[tool])
+
+
+async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
+    engine = bench_engine(url)
     tool = bench_tool()
 
     async def engine_turn(n: int) -> None:
-        await engine.run(model="bench:gpt-bench", system=SYSTEM, message=QUESTION, tools=[tool])
+        await engine_only_turn(engine, tool)
 
     with tempfile.TemporaryDirectory() as tmp:
         runner = await open_bench_runner(Path(tmp), url)

@@ -8,6 +8,12 @@ B-tree (table or index) each page belongs to. Replaying leaves out the network, 
 the event loop, so it separates storage changes that bench/runner.py's turn-to-turn spread
 cannot: every committed page is a WAL frame, and frames are most of a commit's cost.
 
+A commit also slows what runs next on its core: SQLite's code and data have taken the core's
+caches, and the engine's next request refills them. So engine-only turns (bench/runner.py's)
+are timed in pairs, one alone and one right after a recorded turn's transactions are committed
+on the same thread, untimed; the difference is what a durable turn's writes cost beyond their
+own time.
+
     python bench/store_writes.py [--turns 3000] [--rounds 5]
 """
 
@@ -30,7 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table, write_results
 from engine import mock_provider
-from runner import QUESTION, open_bench_runner
+from runner import QUESTION, bench_engine, bench_tool, engine_only_turn, open_bench_runner
 
 if TYPE_CHECKING:
     from agentrunner.store import Store
@@ -39,9 +45,9 @@ WAL_HEADER = 32
 FRAME_HEADER = 24
 
 
-async def record(url: str, turns: int, snapshot: Path) -> list[list[Op]]:
-    """The transactions of ``turns`` durable turns, each on a new thread; ``snapshot`` gets the
-    database as it was before them."""
+async def record(url: str, turns: int, snapshot: Path) -> list[list[list[Op]]]:
+    """The transactions of ``turns`` durable turns, turn by turn, each turn on a new thread;
+    ``snapshot`` gets the database as it was before them."""
     with tempfile.TemporaryDirectory() as tmp:
         runner = await open_bench_runner(Path(tmp), url)
         store: Store = runner.store
@@ -56,11 +62,14 @@ async def record(url: str, turns: int, snapshot: Path) -> list[list[Op]]:
         await driver.execute(f"VACUUM INTO '{snapshot}'", {})
         recorder = _Recorder(driver)
         store.driver = cast("Driver", recorder)  # the run log writes through store.batch/submit
+        recorded = []
         for _ in range(turns):
             await runner.run_agent("bench", threads.pop(), QUESTION)
+            recorded.append([ops for ops in recorder.transactions if ops])
+            recorder.transactions = []
         store.driver = driver
         await runner.close()
-    return [ops for ops in recorder.transactions if ops]
+    return recorded
 
 
 class _Recorder:
@@ -130,12 +139,41 @@ async def replay_counted(snapshot: Path, transactions: list[list[Op]]) -> Counte
     return frames
 
 
+async def after_commits(
+    url: str, snapshot: Path, turns: list[list[list[Op]]]
+) -> tuple[float, float]:
+    """Median seconds of an engine-only turn, alone and right after one recorded turn's
+    transactions are committed: the two in turn, once per recorded turn."""
+    engine = bench_engine(url)
+    tool = bench_tool()
+
+    async def turn() -> float:
+        start = time.perf_counter()
+        await engine_only_turn(engine, tool)
+        return time.perf_counter() - start
+
+    alone: list[float] = []
+    after: list[float] = []
+    async with copy_of(snapshot) as driver:
+        for _ in range(50):  # warm up the engine and its connection
+            await turn()
+        for transactions in turns:
+            alone.append(await turn())
+            for ops in transactions:
+                await driver.batch(ops)
+            after.append(await turn())
+    await engine.aclose()
+    return statistics.median(alone), statistics.median(after)
+
+
 async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         snapshot = Path(tmp) / "before.db"
-        transactions = await record(url, args.turns, snapshot)
+        recorded = await record(url, args.turns, snapshot)
+        transactions = [ops for turn in recorded for ops in turn]
         seconds = [await replay_timed(snapshot, transactions) for _ in range(args.rounds)]
         by_tree = await replay_counted(snapshot, transactions)
+        alone, after = await after_commits(url, snapshot, recorded)
     turns = args.turns
     rows = sum(len(ops) for ops in transactions)
     return {
@@ -145,6 +183,8 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         "us_per_turn_median": statistics.median(seconds) / turns * 1e6,
         "us_per_turn_min": min(seconds) / turns * 1e6,
         "wal_frames_per_turn": by_tree.total() / turns,
+        "engine_turn_us_alone": alone * 1e6,
+        "engine_turn_us_after_commits": after * 1e6,
         "frames_per_turn_by_btree": {name: count / turns for name, count in by_tree.most_common()},
     }
 
@@ -166,6 +206,12 @@ def main() -> None:
             ["time, best round (us)", results["us_per_turn_min"]],
             ["WAL frames (pages written)", results["wal_frames_per_turn"]],
         ],
+    )
+    alone, after = results["engine_turn_us_alone"], results["engine_turn_us_after_commits"]
+    print_table(
+        "An engine-only turn, alone and right after a turn's commits (median us)",
+        ["engine-only turn", "us"],
+        [["alone", alone], ["after the commits", after], ["difference", after - alone]],
     )
     print_table(
         "WAL frames per turn by B-tree",
