@@ -32,11 +32,11 @@ def start(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen[by
 
 
 async def post_messages(url: str, total: int, concurrency: int) -> tuple[float, list[float]]:
-    import httpx
+    import httpx2
 
     latencies: list[float] = []
     left = total
-    async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=30) as client:
+    async with httpx2.AsyncClient(base_url=url, headers=AUTH, timeout=30) as client:
 
         async def worker() -> None:
             nonlocal left
@@ -125,14 +125,14 @@ def main() -> None:
 
 async def _delivery(url: str, runs: int, db_url: str) -> list[float]:
     """Per event: its arrival at the SSE client minus its own time in the run (from the store)."""
-    import httpx
+    import httpx2
 
     from agentrunner.store import open_store
 
     store = await open_store(db_url)
     delays: list[float] = []
     try:
-        async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=60) as client:
+        async with httpx2.AsyncClient(base_url=url, headers=AUTH, timeout=60) as client:
             for n in range(runs):
                 started = await client.post(
                     "/threads/bench/runs", json={"agent_id": "talker", "message": f"go {n}"}
@@ -160,14 +160,14 @@ async def _delivery(url: str, runs: int, db_url: str) -> list[float]:
 
 
 def _wait_up(url: str) -> None:
-    import httpx
+    import httpx2
 
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+            if httpx2.get(f"{url}/health", timeout=1).status_code == 200:
                 return
-        except httpx.HTTPError:
+        except httpx2.HTTPError:
             time.sleep(0.1)
     raise RuntimeError("server did not start")
 

@@ -1,4 +1,4 @@
-"""The engine against a hand-written plain-httpx loop (the floor), on one turn:
+"""The engine against a hand-written plain-httpx2 loop (the floor), on one turn:
 2 model requests + 1 tool call, against the mock provider at 0 ms in its own process.
 
 Configurations run interleaved (round-robin, several rounds), each in a fresh worker process so
@@ -51,14 +51,14 @@ async def weather(city: str) -> str:
     return f"Sunny, 22C in {city}"
 
 
-# -- the floor: what a careful person would write by hand with httpx ---------------------------
+# -- the floor: what a careful person would write by hand with httpx2 --------------------------
 
 
 def floor_factory(base_url: str) -> Any:
-    import httpx
+    import httpx2
 
-    client = httpx.AsyncClient(
-        base_url=base_url, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
+    client = httpx2.AsyncClient(
+        base_url=base_url, limits=httpx2.Limits(max_connections=256, max_keepalive_connections=64)
     )
     tools = [
         {

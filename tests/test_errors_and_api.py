@@ -186,8 +186,8 @@ def test_import_is_light() -> None:
     """`import agentrunner` must not pull in the CLI, HTTP or YAML stacks."""
     code = (
         "import sys, agentrunner; "
-        "heavy = [m for m in ('httpx', 'typer', 'rich', 'yaml', 'jsonschema', 'genai_prices') "
-        "if m in sys.modules]; print(','.join(heavy))"
+        "heavy = [m for m in ('httpx', 'httpx2', 'typer', 'rich', 'yaml', 'jsonschema', "
+        "'genai_prices') if m in sys.modules]; print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

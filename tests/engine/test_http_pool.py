@@ -8,7 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-import httpx
+import httpx2
 import pytest
 
 from agentrunner.engine import http_pool
@@ -66,8 +66,8 @@ async def test_an_open_idle_connection_is_reused(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = counting(monkeypatch)
-    transport = http_pool.provider_transport(httpx.Limits(max_keepalive_connections=4))
-    async with httpx.AsyncClient(base_url=server.url, transport=transport) as client:
+    transport = http_pool.provider_transport(httpx2.Limits(max_keepalive_connections=4))
+    async with httpx2.AsyncClient(base_url=server.url, transport=transport) as client:
         for _ in range(3):
             assert (await client.get("/")).text == "ok"
     assert server.connections == 1 and server.replies == 3
@@ -79,14 +79,30 @@ async def test_a_connection_the_server_closed_is_not_reused(
 ) -> None:
     seen = counting(monkeypatch)
     server.close_after_reply = True
-    transport = http_pool.provider_transport(httpx.Limits(max_keepalive_connections=4))
-    async with httpx.AsyncClient(base_url=server.url, transport=transport) as client:
+    transport = http_pool.provider_transport(httpx2.Limits(max_keepalive_connections=4))
+    async with httpx2.AsyncClient(base_url=server.url, transport=transport) as client:
         assert (await client.get("/")).text == "ok"
         await asyncio.wait_for(server.closed.wait(), 5)
         await asyncio.sleep(0.05)  # the FIN reaches the client's socket
         assert (await client.get("/")).text == "ok"  # a new connection, not the dead one
     assert server.connections == 2
     assert True in seen
+
+
+async def test_concurrent_requests_each_get_a_connection_then_share_them(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """32 requests at once open 32 connections; the next 32 at once reuse them, none left
+    readable (dead) behind."""
+    seen = counting(monkeypatch)
+    transport = http_pool.provider_transport(httpx2.Limits(max_keepalive_connections=64))
+    async with httpx2.AsyncClient(base_url=server.url, transport=transport) as client:
+        for _ in range(2):
+            replies = await asyncio.gather(*(client.get("/") for _ in range(32)))
+            assert [r.text for r in replies] == ["ok"] * 32
+    assert server.replies == 64
+    assert server.connections <= 32
+    assert seen and not any(seen)
 
 
 def test_a_missing_socket_counts_as_readable() -> None:

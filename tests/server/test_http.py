@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
@@ -49,7 +49,7 @@ def test_openai_client_non_streaming_and_streaming_with_a_tool_call(
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert text == "Your plan says: Ship."
     # Same `user`: the same thread, with the tool call recorded in between.
-    thread = httpx.get(f"{server.url}/threads/helper-ada/messages", headers=AUTH).json()["data"]
+    thread = httpx2.get(f"{server.url}/threads/helper-ada/messages", headers=AUTH).json()["data"]
     assert [m["role"] for m in thread] == ["user", "assistant", "tool", "assistant"] * 2
     models = client.models.list()
     assert [m.id for m in models.data] == ["helper"]
@@ -58,16 +58,16 @@ def test_openai_client_non_streaming_and_streaming_with_a_tool_call(
 def test_auth_and_json_errors(agent: Agent, server: Any) -> None:
     agent("helper")
     server = server()
-    assert httpx.get(f"{server.url}/health").status_code == 200
-    denied = httpx.get(f"{server.url}/agents")
+    assert httpx2.get(f"{server.url}/health").status_code == 200
+    denied = httpx2.get(f"{server.url}/agents")
     assert denied.status_code == 401 and denied.json()["error"]["code"] == "provider_auth"
-    missing = httpx.get(f"{server.url}/agents/ghost", headers=AUTH)
+    missing = httpx2.get(f"{server.url}/agents/ghost", headers=AUTH)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "agent_not_found"
-    bad = httpx.post(f"{server.url}/threads", headers=AUTH, json={"agent_id": ""})
+    bad = httpx2.post(f"{server.url}/threads", headers=AUTH, json={"agent_id": ""})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "validation"
-    nowhere = httpx.get(f"{server.url}/no/such/route", headers=AUTH)
+    nowhere = httpx2.get(f"{server.url}/no/such/route", headers=AUTH)
     assert nowhere.status_code == 404 and "error" in nowhere.json()
-    huge = httpx.post(
+    huge = httpx2.post(
         f"{server.url}/threads",
         headers={**AUTH, "content-type": "application/json"},
         content=b"x" * 2_000_000,
@@ -78,48 +78,49 @@ def test_auth_and_json_errors(agent: Agent, server: Any) -> None:
 def test_threads_runs_and_cancel(agent: Agent, server: Any, mock: MockProvider) -> None:
     agent("helper")
     server = server()
-    created = httpx.post(
+    created = httpx2.post(
         f"{server.url}/threads", headers=AUTH, json={"agent_id": "helper", "id": "t-1"}
     )
     assert created.status_code == 201 and created.json()["id"] == "t-1"
-    started = httpx.post(
+    started = httpx2.post(
         f"{server.url}/threads/t-1/runs", headers=AUTH, json={"agent_id": "helper", "message": "hi"}
     )
     assert started.status_code == 202
     run_id = started.json()["run_id"]
     deadline = time.monotonic() + 20
-    while httpx.get(f"{server.url}/runs/{run_id}", headers=AUTH).json()["status"] != "completed":
+    while httpx2.get(f"{server.url}/runs/{run_id}", headers=AUTH).json()["status"] != "completed":
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    run = httpx.get(f"{server.url}/runs/{run_id}", headers=AUTH).json()
+    run = httpx2.get(f"{server.url}/runs/{run_id}", headers=AUTH).json()
     assert run["stop_reason"] == "end_turn" and run["usage"]["requests"] == 1
     mock.queue(Reply(text="word " * 400, chunk_delay_s=0.02))
-    slow = httpx.post(
+    slow = httpx2.post(
         f"{server.url}/threads/t-1/runs",
         headers=AUTH,
         json={"agent_id": "helper", "message": "long"},
     ).json()
     while (
-        httpx.get(f"{server.url}/runs/{slow['run_id']}", headers=AUTH).json()["status"] != "running"
+        httpx2.get(f"{server.url}/runs/{slow['run_id']}", headers=AUTH).json()["status"]
+        != "running"
     ):
         time.sleep(0.02)
     assert (
-        httpx.post(f"{server.url}/runs/{slow['run_id']}/cancel", headers=AUTH).json()["cancel"]
+        httpx2.post(f"{server.url}/runs/{slow['run_id']}/cancel", headers=AUTH).json()["cancel"]
         == "requested"
     )
     deadline = time.monotonic() + 20
     while (
-        status := httpx.get(f"{server.url}/runs/{slow['run_id']}", headers=AUTH).json()["status"]
+        status := httpx2.get(f"{server.url}/runs/{slow['run_id']}", headers=AUTH).json()["status"]
     ) == "running":
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert status == "cancelled"
-    listed = httpx.get(f"{server.url}/threads", headers=AUTH, params={"agent_id": "helper"}).json()
+    listed = httpx2.get(f"{server.url}/threads", headers=AUTH, params={"agent_id": "helper"}).json()
     assert [t["id"] for t in listed["data"]] == ["t-1"]
-    assert httpx.get(f"{server.url}/costs", headers=AUTH).json()["data"][0]["agent_id"] == "helper"
+    assert httpx2.get(f"{server.url}/costs", headers=AUTH).json()["data"][0]["agent_id"] == "helper"
 
 
-def _read_sse(response: httpx.Response, limit: int | None = None) -> list[dict[str, Any]]:
+def _read_sse(response: httpx2.Response, limit: int | None = None) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     current: dict[str, Any] = {}
     for line in response.iter_lines():
@@ -153,15 +154,15 @@ def test_sse_resume_with_last_event_id_across_processes(
     )
     try:
         mock.queue(Reply(text=" ".join(f"w{n}" for n in range(120)), chunk_delay_s=0.01))
-        run_id = httpx.post(
+        run_id = httpx2.post(
             f"{api.url}/threads/t/runs", headers=AUTH, json={"agent_id": "talker", "message": "go"}
         ).json()["run_id"]
-        with httpx.stream(
+        with httpx2.stream(
             "GET", f"{api.url}/runs/{run_id}/events", headers=AUTH, timeout=30
         ) as first:
             head = _read_sse(first, limit=15)
         last = head[-1]["id"]
-        with httpx.stream(
+        with httpx2.stream(
             "GET",
             f"{api.url}/runs/{run_id}/events",
             headers={**AUTH, "last-event-id": last},
@@ -200,25 +201,25 @@ def test_serve_refuses_public_bind_without_token(project: Path) -> None:
 def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: MockProvider) -> None:
     agent("helper")
     srv = server(cors_origins=["https://app.example"])
-    preflight = httpx.options(
+    preflight = httpx2.options(
         f"{srv.url}/agents",
         headers={"origin": "https://app.example", "access-control-request-method": "GET"},
     )
     assert preflight.headers.get("access-control-allow-origin") == "https://app.example"
     for n in range(2):
-        started = httpx.post(
+        started = httpx2.post(
             f"{srv.url}/threads/t/runs",
             headers=AUTH,
             json={"agent_id": "helper", "message": f"m{n}"},
         )
         run_id = started.json()["run_id"]
         deadline = time.monotonic() + 20
-        while httpx.get(f"{srv.url}/runs/{run_id}", headers=AUTH).json()["status"] != "completed":
+        while httpx2.get(f"{srv.url}/runs/{run_id}", headers=AUTH).json()["status"] != "completed":
             assert time.monotonic() < deadline
             time.sleep(0.05)
-    with httpx.stream("GET", f"{srv.url}/threads/t/events", headers=AUTH, timeout=30) as stream:
+    with httpx2.stream("GET", f"{srv.url}/threads/t/events", headers=AUTH, timeout=30) as stream:
         first = _read_sse(stream, limit=3)
-    with httpx.stream(
+    with httpx2.stream(
         "GET",
         f"{srv.url}/threads/t/events",
         headers={**AUTH, "last-event-id": first[-1]["id"]},
@@ -230,7 +231,7 @@ def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: Mock
     # agent.message
     assert len(ids) == len(set(ids)) == 8
     assert ids == sorted(ids, key=lambda i: (i.split("/")[0], int(i.split("/")[1])))
-    httpx.post(
+    httpx2.post(
         f"{srv.url}/channels/general/messages", headers=AUTH, json={"text": "x"}
     )  # no such channel
     from agentrunner.compose import open_workspace
@@ -245,16 +246,16 @@ def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: Mock
     asyncio.run(make_channel())
     for text in ("one", "two", "three"):
         assert (
-            httpx.post(
+            httpx2.post(
                 f"{srv.url}/channels/lobby/messages", headers=AUTH, json={"text": text}
             ).status_code
             == 201
         )
-    with httpx.stream(
+    with httpx2.stream(
         "GET", f"{srv.url}/channels/lobby/events", headers=AUTH, timeout=30
     ) as stream:
         head = _read_sse(stream, limit=1)
-    with httpx.stream(
+    with httpx2.stream(
         "GET",
         f"{srv.url}/channels/lobby/events",
         headers={**AUTH, "last-event-id": head[0]["id"]},
@@ -262,4 +263,4 @@ def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: Mock
     ) as stream:
         tail = _read_sse(stream, limit=2)
     assert [json.loads(e["data"])["content"] for e in head + tail] == ["one", "two", "three"]
-    assert httpx.get(f"{srv.url}/channels/nope/messages", headers=AUTH).status_code == 404
+    assert httpx2.get(f"{srv.url}/channels/nope/messages", headers=AUTH).status_code == 404

@@ -1,7 +1,7 @@
 """The engine: the only part of agentrunner that talks to models.
 
 A turn core over two wire adapters (OpenAI Chat Completions, Anthropic Messages) on one pooled
-httpx client per provider, a fallback chain, error classification and pricing. Nothing above
+httpx2 client per provider, a fallback chain, error classification and pricing. Nothing above
 the engine sees wire formats.
 """
 

@@ -1,4 +1,4 @@
-"""The engine's one network seam: a pooled httpx client per provider driving a wire adapter.
+"""The engine's one network seam: a pooled httpx2 client per provider driving a wire adapter.
 
 Transport failures are classified by exception type (timeout, connection) and HTTP failures by
 status and error type (the adapter's ``error``). A stream that ends before the provider's end
@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-import httpx
+import httpx2
 
 from agentrunner.engine.failures import FailureKind, ProviderError, parse_retry_after
 from agentrunner.engine.http_pool import provider_transport
@@ -21,7 +21,7 @@ from agentrunner.engine.sse import SSEDecoder
 __all__ = ["DeltaSink", "HttpModelClient", "ModelClient", "Wire"]
 
 DeltaSink = Callable[[TextDelta | ThinkingDelta], None]
-_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+_LIMITS = httpx2.Limits(max_connections=256, max_keepalive_connections=64)
 
 
 class ModelClient(Protocol):
@@ -69,16 +69,16 @@ class HttpModelClient:
         timeout_s: float = 120.0,
         connect_timeout_s: float = 10.0,
         secret: str | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.provider = wire.provider
         self._wire = wire
         self._secret = secret
-        self._client = httpx.AsyncClient(
+        self._client = httpx2.AsyncClient(
             base_url=base_url.rstrip("/"),
             headers={"content-type": "application/json", **headers},
             # `read` bounds both the wait for the first byte and each idle gap in a stream.
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+            timeout=httpx2.Timeout(timeout_s, connect=connect_timeout_s),
             limits=_LIMITS,  # for proxy transports from the environment
             transport=transport or provider_transport(_LIMITS),
         )
@@ -105,9 +105,9 @@ class HttpModelClient:
             exc.message = self._scrub(exc.message)
             exc.args = (exc.message,)
             raise
-        except httpx.TimeoutException as exc:
+        except httpx2.TimeoutException as exc:
             raise self._transport_error(FailureKind.TIMEOUT, request, exc) from exc
-        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+        except (httpx2.NetworkError, httpx2.RemoteProtocolError) as exc:
             raise self._transport_error(FailureKind.CONNECTION, request, exc) from exc
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ProviderError(
@@ -117,7 +117,7 @@ class HttpModelClient:
                 model=request.model,
             ) from exc
 
-    async def _fold(self, response: httpx.Response, on_delta: DeltaSink | None) -> ModelResponse:
+    async def _fold(self, response: httpx2.Response, on_delta: DeltaSink | None) -> ModelResponse:
         fold = self._wire.stream()
         decoder = SSEDecoder()
         async for line in response.aiter_lines():
@@ -138,7 +138,7 @@ class HttpModelClient:
             )
         return fold.result()
 
-    def _http_error(self, response: httpx.Response) -> ProviderError:
+    def _http_error(self, response: httpx2.Response) -> ProviderError:
         try:
             body: Any = response.json()
         except ValueError:
