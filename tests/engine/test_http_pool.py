@@ -4,6 +4,8 @@ server has closed them, through the pool's socket check (engine/http_pool)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -11,7 +13,9 @@ from dataclasses import dataclass, field
 import httpx2
 import pytest
 
-from agentrunner.engine import http_pool
+from agentrunner.agents.spec import RetryPolicy
+from agentrunner.config import ProviderConfig
+from agentrunner.engine import Engine, ModelRegistry, http_pool
 
 
 @dataclass
@@ -110,3 +114,59 @@ def test_a_missing_socket_counts_as_readable() -> None:
     closed = socket.socket()
     closed.close()
     assert http_pool._readable(closed)
+
+
+async def test_provider_requests_go_through_the_environment_proxy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With HTTP_PROXY set, a provider's requests reach the proxy (absolute-form request line),
+    as they would from any httpx2 client: the pooled transport steps aside for it."""
+    answer = {
+        "id": "c1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "through the proxy"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6},
+    }
+    body = json.dumps(answer).encode()
+    request_lines: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        request_lines.append(head.split(b"\r\n", 1)[0])
+        length = re.search(rb"(?i)content-length: *(\d+)", head)
+        await reader.readexactly(int(length.group(1)) if length else 0)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    for name in ("HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
+    engine = Engine(
+        ModelRegistry({"far": ProviderConfig("far", "openai", "http://provider.invalid/v1")})
+    )
+    try:
+        result = await engine.run(
+            model="far:m", message="hi", stream=False, retry=RetryPolicy(max=1)
+        )
+    finally:
+        await engine.aclose()
+        listener.close()
+    assert result.text == "through the proxy"
+    assert request_lines == [b"POST http://provider.invalid/v1/chat/completions HTTP/1.1"]

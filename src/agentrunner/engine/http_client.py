@@ -79,7 +79,7 @@ class HttpModelClient:
             headers={"content-type": "application/json", **headers},
             # `read` bounds both the wait for the first byte and each idle gap in a stream.
             timeout=httpx2.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=_LIMITS,  # for proxy transports from the environment
+            limits=_LIMITS,  # for the transports httpx2 builds where the environment names a proxy
             transport=transport or provider_transport(_LIMITS),
         )
 

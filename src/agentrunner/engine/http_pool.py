@@ -16,17 +16,24 @@ import socket
 import ssl
 from collections.abc import Iterable
 from typing import Any
+from urllib.request import getproxies
 
 import httpcore2
 import httpx2
 
 __all__ = ["provider_transport"]
 
+_PROXIED = ("http", "https", "all")  # the proxy variables httpx2 reads: HTTP_PROXY, …, ALL_PROXY
 
-def provider_transport(limits: httpx2.Limits) -> httpx2.AsyncHTTPTransport:
-    """httpx2's transport with the connection pool's streams as below. httpx2 does not take a
-    network backend, so it is set on its pool; if a later httpx2 keeps no such pool, the
-    transport is left as it is (correct, only slower)."""
+
+def provider_transport(limits: httpx2.Limits) -> httpx2.AsyncHTTPTransport | None:
+    """httpx2's transport with the connection pool's streams as below; None where the
+    environment names a proxy (``HTTPS_PROXY`` and the like), because httpx2 routes requests
+    through those only from the transports it builds itself. httpx2 does not take a network
+    backend, so it is set on its pool; if a later httpx2 keeps no such pool, the transport is
+    left as it is (correct, only slower)."""
+    if any(scheme in _PROXIED for scheme in getproxies()):
+        return None
     transport = httpx2.AsyncHTTPTransport(limits=limits)
     pool = getattr(transport, "_pool", None)
     if isinstance(pool, httpcore2.AsyncConnectionPool) and hasattr(pool, "_network_backend"):
