@@ -159,13 +159,14 @@ async def test_silence_is_recorded_as_no_tool_call(
 
 
 async def test_a_cascade_stops_at_the_chain_depth(workspace: Workspace, mock: MockProvider) -> None:
-    # Every agent answers every message by posting back: without a limit this never ends. The
-    # mock's unscripted reply does it (the first tool offered, send_message, then an answer),
-    # whichever of the two runs in flight asks first.
+    # Every agent answers every message by posting back: without a limit this never ends. One
+    # run at a time: the script is one queue, drawn from in request order, so two runs in
+    # flight could take each other's replies (one posting twice, one never).
     channel = await workspace.channels.create("general", members=["ann", "bob", "you"])
+    for _ in range(40):
+        mock.queue(Reply(tool_calls=[("send_message", {"text": "reply"})]), Reply(text="done"))
     posted = await workspace.channels.post(channel, "you", "start")
-    await workspace.worker(concurrency=2).run(until_idle=True)
-    assert mock.requests[0].body["tools"][0]["function"]["name"] == "send_message"
+    await workspace.worker(concurrency=1).run(until_idle=True)
     messages = await workspace.runner.store.channels.after(channel.id, posted.message.id, 1000)
     depths = [m.depth for m in messages]
     assert max(depths) == workspace.channels.chain_depth + 1  # posted, but it triggers nobody
