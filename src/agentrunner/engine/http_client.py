@@ -120,6 +120,9 @@ class HttpModelClient:
     async def _fold(self, response: httpx2.Response, on_delta: DeltaSink | None) -> ModelResponse:
         fold = self._wire.stream()
         decoder = SSEDecoder()
+        # Event streams are UTF-8 whatever the headers say (the SSE spec), and naming it spares
+        # httpx2 parsing Content-Type through the email package on every response.
+        response.encoding = "utf-8"
         async for line in response.aiter_lines():
             event = decoder.feed(line)
             if event is None:
