@@ -1,8 +1,11 @@
-"""Building engines against the mock provider server."""
+"""Building engines against the mock provider server, or against a one-reply HTTP server."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from agentrunner.agents.spec import RetryPolicy
@@ -92,3 +95,32 @@ def turn(
         stream=stream,
         **kwargs,
     )
+
+
+@contextlib.asynccontextmanager
+async def one_reply_server(
+    content_type: str, body: bytes
+) -> AsyncIterator[tuple[str, list[bytes]]]:
+    """An HTTP/1.1 server on 127.0.0.1 that answers every request with ``body``, written by
+    hand (headers as given, nothing httpx2 would normalise); yields its base URL and the
+    request lines it has read, one per request."""
+    request_lines: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        request_lines.append(head.split(b"\r\n", 1)[0])
+        length = re.search(rb"(?i)content-length: *(\d+)", head)
+        await reader.readexactly(int(length.group(1)) if length else 0)
+        writer.write(
+            f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n".encode()
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(answer, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}", request_lines
+    finally:
+        listener.close()

@@ -3,11 +3,11 @@ wrong."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from agentrunner.config import ProviderConfig
 from agentrunner.engine import Engine, ModelRegistry
+from tests.engine.helpers import one_reply_server
 
 
 async def test_an_event_stream_is_utf8_whatever_its_content_type_says() -> None:
@@ -31,36 +31,18 @@ async def test_an_event_stream_is_utf8_whatever_its_content_type_says() -> None:
         + b"data: [DONE]\n\n"
     )
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(
-            int(line.split(b":", 1)[1])
-            for line in head.split(b"\r\n")
-            if line.lower().startswith(b"content-length:")
-        )
-        await reader.readexactly(length)
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=iso-8859-1\r\n"
-            + f"Content-Length: {len(stream)}\r\n\r\n".encode()
-            + stream
-        )
-        await writer.drain()
-        writer.close()
-
-    listener = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
-    engine = Engine(
-        ModelRegistry({"p": ProviderConfig("p", "openai", f"http://127.0.0.1:{port}/v1")})
-    )
-    tokens: list[str] = []
-    try:
-        result = await engine.run(
-            model="p:m",
-            message="hi",
-            emit=lambda kind, data: tokens.append(data["token"]) if kind == "agent.token" else None,
-        )
-    finally:
-        await engine.aclose()
-        listener.close()
+    async with one_reply_server("text/event-stream; charset=iso-8859-1", stream) as (url, _):
+        engine = Engine(ModelRegistry({"p": ProviderConfig("p", "openai", f"{url}/v1")}))
+        tokens: list[str] = []
+        try:
+            result = await engine.run(
+                model="p:m",
+                message="hi",
+                emit=lambda kind, data: (
+                    tokens.append(data["token"]) if kind == "agent.token" else None
+                ),
+            )
+        finally:
+            await engine.aclose()
     assert result.text == "Grüße, naïve café"
     assert "".join(tokens) == "Grüße, naïve café"

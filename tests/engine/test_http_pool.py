@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -13,9 +12,9 @@ from dataclasses import dataclass, field
 import httpx2
 import pytest
 
-from agentrunner.agents.spec import RetryPolicy
 from agentrunner.config import ProviderConfig
 from agentrunner.engine import Engine, ModelRegistry, http_pool
+from tests.engine.helpers import FAST, one_reply_server
 
 
 @dataclass
@@ -135,38 +134,19 @@ async def test_provider_requests_go_through_the_environment_proxy(
         ],
         "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6},
     }
-    body = json.dumps(answer).encode()
-    request_lines: list[bytes] = []
-
-    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        request_lines.append(head.split(b"\r\n", 1)[0])
-        length = re.search(rb"(?i)content-length: *(\d+)", head)
-        await reader.readexactly(int(length.group(1)) if length else 0)
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
-        await writer.drain()
-        writer.close()
-
-    listener = await asyncio.start_server(proxy, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
     for name in ("HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
-    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
-    engine = Engine(
-        ModelRegistry({"far": ProviderConfig("far", "openai", "http://provider.invalid/v1")})
-    )
-    try:
-        result = await engine.run(
-            model="far:m", message="hi", stream=False, retry=RetryPolicy(max=1)
+    body = json.dumps(answer).encode()
+    async with one_reply_server("application/json", body) as (proxy_url, request_lines):
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        monkeypatch.setenv("http_proxy", proxy_url)
+        engine = Engine(
+            ModelRegistry({"far": ProviderConfig("far", "openai", "http://provider.invalid/v1")})
         )
-    finally:
-        await engine.aclose()
-        listener.close()
+        try:
+            result = await engine.run(model="far:m", message="hi", stream=False, retry=FAST)
+        finally:
+            await engine.aclose()
     assert result.text == "through the proxy"
     assert request_lines == [b"POST http://provider.invalid/v1/chat/completions HTTP/1.1"]
