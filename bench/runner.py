@@ -283,6 +283,24 @@ def main() -> None:
             [f"thread with {args.runs:,} earlier runs / 10-message", runs_ratio, "<= 1.2"],
         ],
     )
+    # The ratios move with the engine's own speed (a faster engine raises them); the difference
+    # is what durability itself costs a turn.
+    extra = {
+        "time_c1": results["durable c=1"]["median_ms"] - results["engine c=1"]["median_ms"],
+        "cpu_c1": results["durable c=1"]["cpu_ms_per_turn"]
+        - results["engine c=1"]["cpu_ms_per_turn"],
+        f"cpu_c{c}": results[f"durable c={c}"]["cpu_ms_per_turn"]
+        - results[f"engine c={c}"]["cpu_ms_per_turn"],
+    }
+    print_table(
+        "Durable minus engine-only, per turn",
+        ["measure", "us"],
+        [
+            ["time at c=1 (medians)", extra["time_c1"] * 1000],
+            ["CPU at c=1", extra["cpu_c1"] * 1000],
+            [f"CPU at c={c}", extra[f"cpu_c{c}"] * 1000],
+        ],
+    )
     ratio = {"latency_c1": latency, f"throughput_c{c}": throughput}
     write_results(
         "runner",
@@ -291,6 +309,7 @@ def main() -> None:
             "rounds": args.rounds,
             "results": results,
             "durable_over_engine": ratio,
+            "durable_minus_engine_us": {k: v * 1000 for k, v in extra.items()},
             "big_over_small_thread": size_ratio,
             "many_runs_over_small_thread": runs_ratio,
         },
