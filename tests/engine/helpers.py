@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -99,11 +100,11 @@ def turn(
 
 @contextlib.asynccontextmanager
 async def one_reply_server(
-    content_type: str, body: bytes
+    content_type: str, body: bytes, tls: ssl.SSLContext | None = None
 ) -> AsyncIterator[tuple[str, list[bytes]]]:
     """An HTTP/1.1 server on 127.0.0.1 that answers every request with ``body``, written by
-    hand (headers as given, nothing httpx2 would normalise); yields its base URL and the
-    request lines it has read, one per request."""
+    hand (headers as given, nothing httpx2 would normalise), over TLS with ``tls``; yields its
+    base URL and the request lines it has read, one per request."""
     request_lines: list[bytes] = []
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -119,8 +120,9 @@ async def one_reply_server(
         await writer.drain()
         writer.close()
 
-    listener = await asyncio.start_server(answer, "127.0.0.1", 0)
+    listener = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=tls)
+    scheme = "https" if tls else "http"
     try:
-        yield f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}", request_lines
+        yield f"{scheme}://127.0.0.1:{listener.sockets[0].getsockname()[1]}", request_lines
     finally:
         listener.close()

@@ -8,6 +8,7 @@ marker is a dropped connection. The credential is scrubbed from every message it
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -156,14 +157,34 @@ class HttpModelClient:
         self, kind: FailureKind, request: ModelRequest, exc: Exception
     ) -> ProviderError:
         what = "timed out" if kind is FailureKind.TIMEOUT else "connection failed"
-        return ProviderError(
+        error = ProviderError(
             kind,
             self._scrub(f"{self.provider} {what}: {type(exc).__name__} {exc}".strip()),
             provider=self.provider,
             model=request.model,
         )
+        if _untrusted_certificate(exc):
+            error.hint = _UNTRUSTED_HINT
+        return error
 
     def _scrub(self, text: str) -> str:
         if self._secret and self._secret in text:
             return text.replace(self._secret, "[redacted]")
         return text
+
+
+# TLS is checked against the operating system's certificates (httpx2), which a slim container
+# image may not have, and which do not include a company proxy's own CA.
+_UNTRUSTED_HINT = (
+    "This machine's certificates do not vouch for the provider's: install the ca-certificates "
+    "package, or set SSL_CERT_FILE to a CA bundle that does (a company proxy's own CA, say)."
+)
+
+
+def _untrusted_certificate(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
