@@ -182,9 +182,12 @@ _UNTRUSTED_HINT = (
 
 
 def _untrusted_certificate(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError):
+    """Whether a certificate check failed somewhere down ``exc``'s chain of causes."""
+    link: BaseException | None = exc
+    for _ in range(10):  # httpx2 -> httpcore2 -> ssl is three; a chain is never this long
+        if link is None:
+            return False
+        if isinstance(link, ssl.SSLCertVerificationError):
             return True
-        seen = seen.__cause__ or seen.__context__
+        link = link.__cause__ or link.__context__
     return False
