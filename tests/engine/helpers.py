@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import ssl
 from collections.abc import AsyncIterator, Sequence
@@ -13,6 +14,7 @@ from agentrunner.agents.spec import RetryPolicy
 from agentrunner.config import PriceOverride, ProviderConfig
 from agentrunner.engine import (
     ChainEntry,
+    Engine,
     FallbackChain,
     ModelRegistry,
     PriceBook,
@@ -126,3 +128,34 @@ async def one_reply_server(
         yield f"{scheme}://127.0.0.1:{listener.sockets[0].getsockname()[1]}", request_lines
     finally:
         listener.close()
+
+
+def chat_completion(text: str) -> bytes:
+    """An OpenAI chat completion answering ``text``, as a provider's server sends it."""
+    return json.dumps(
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+        }
+    ).encode()
+
+
+async def ask_once(base_url: str) -> str:
+    """One unstreamed request, no retries, to an OpenAI-compatible provider at ``base_url``
+    (an engine of its own, closed after); the answer's text."""
+    engine = Engine(ModelRegistry({"p": ProviderConfig("p", "openai", f"{base_url}/v1")}))
+    try:
+        result = await engine.run(model="p:m", message="hi", stream=False, retry=FAST)
+    finally:
+        await engine.aclose()
+    return result.text

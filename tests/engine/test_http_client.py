@@ -13,18 +13,7 @@ import trustme
 from agentrunner.config import ProviderConfig
 from agentrunner.engine import Engine, ModelRegistry, TurnError
 from agentrunner.errors import ErrorCode
-from tests.engine.helpers import FAST, one_reply_server
-
-ANSWER = {
-    "id": "c1",
-    "object": "chat.completion",
-    "created": 0,
-    "model": "m",
-    "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}
-    ],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-}
+from tests.engine.helpers import ask_once, chat_completion, one_reply_server
 
 
 async def test_an_event_stream_is_utf8_whatever_its_content_type_says() -> None:
@@ -79,20 +68,11 @@ def _tls(ca: trustme.CA) -> ssl.SSLContext:
     return context
 
 
-async def _ask(url: str) -> str:
-    engine = Engine(ModelRegistry({"p": ProviderConfig("p", "openai", f"{url}/v1")}))
-    try:
-        result = await engine.run(model="p:m", message="hi", stream=False, retry=FAST)
-    finally:
-        await engine.aclose()
-    return result.text
-
-
 async def test_an_untrusted_certificate_says_how_to_trust_it(private_ca: trustme.CA) -> None:
-    body = json.dumps(ANSWER).encode()
+    body = chat_completion("hello")
     async with one_reply_server("application/json", body, _tls(private_ca)) as (url, lines):
         with pytest.raises(TurnError) as caught:
-            await _ask(url)
+            await ask_once(url)
     assert caught.value.code is ErrorCode.PROVIDER_UNAVAILABLE
     assert "CERTIFICATE_VERIFY_FAILED" in caught.value.message
     assert caught.value.hint is not None and "SSL_CERT_FILE" in caught.value.hint
@@ -105,7 +85,7 @@ async def test_ssl_cert_file_names_the_certificates_to_trust(
     bundle = tmp_path / "ca.pem"
     private_ca.cert_pem.write_to_path(str(bundle))
     monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    body = json.dumps(ANSWER).encode()
+    body = chat_completion("hello")
     async with one_reply_server("application/json", body, _tls(private_ca)) as (url, lines):
-        assert await _ask(url) == "hello"
+        assert await ask_once(url) == "hello"
     assert lines == [b"POST /v1/chat/completions HTTP/1.1"]

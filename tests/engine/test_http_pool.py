@@ -4,7 +4,6 @@ server has closed them, through the pool's socket check (engine/http_pool)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -12,9 +11,8 @@ from dataclasses import dataclass, field
 import httpx2
 import pytest
 
-from agentrunner.config import ProviderConfig
-from agentrunner.engine import Engine, ModelRegistry, http_pool
-from tests.engine.helpers import FAST, one_reply_server
+from agentrunner.engine import http_pool
+from tests.engine.helpers import ask_once, chat_completion, one_reply_server
 
 
 @dataclass
@@ -120,33 +118,13 @@ async def test_provider_requests_go_through_the_environment_proxy(
 ) -> None:
     """With HTTP_PROXY set, a provider's requests reach the proxy (absolute-form request line),
     as they would from any httpx2 client: the pooled transport steps aside for it."""
-    answer = {
-        "id": "c1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "through the proxy"},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6},
-    }
     for name in ("HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    body = json.dumps(answer).encode()
+    body = chat_completion("through the proxy")
     async with one_reply_server("application/json", body) as (proxy_url, request_lines):
         monkeypatch.setenv("HTTP_PROXY", proxy_url)
         monkeypatch.setenv("http_proxy", proxy_url)
-        engine = Engine(
-            ModelRegistry({"far": ProviderConfig("far", "openai", "http://provider.invalid/v1")})
-        )
-        try:
-            result = await engine.run(model="far:m", message="hi", stream=False, retry=FAST)
-        finally:
-            await engine.aclose()
-    assert result.text == "through the proxy"
+        answer = await ask_once("http://provider.invalid")
+    assert answer == "through the proxy"
     assert request_lines == [b"POST http://provider.invalid/v1/chat/completions HTTP/1.1"]
