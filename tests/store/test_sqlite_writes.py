@@ -1,5 +1,5 @@
-"""The SQLite driver's write path: batches grouped per statement, and a WAL that is rewound
-under steady writes instead of growing without end."""
+"""The SQLite driver's write path: batches grouped per statement, named parameters bound by
+number, and a WAL that is rewound under steady writes instead of growing without end."""
 
 from __future__ import annotations
 
@@ -132,5 +132,47 @@ async def test_a_failing_batch_fails_only_its_own_caller(tmp_path: Path) -> None
         with pytest.raises(sqlite3.IntegrityError):  # at once, with nothing waiting
             await driver.batch([(INSERT, {"k": 4, "v": "d"}), (INSERT, {"k": 5, "v": None})])
         assert await driver.fetch_one("SELECT k FROM t WHERE k = 4", {}) is None  # no half
+    finally:
+        await driver.close()
+
+
+async def test_named_parameters_bind_by_name_wherever_they_appear(tmp_path: Path) -> None:
+    # The driver binds numbered parameters (drivers._bind): a name used twice, one in a
+    # string literal, a quoted name or a comment, and extra keys must all mean what they
+    # would with sqlite3's own named binding.
+    driver = await _table(tmp_path)
+    try:
+        await driver.batch(
+            [
+                (
+                    "-- :v in a comment is text\n"
+                    "INSERT INTO t (k, v) VALUES (:k, :v || ':v' || \":k\" || :v)",
+                    {"k": 1, "v": "a", "unused": 9},
+                ),
+                (INSERT, {"k": 2, "v": "b"}),
+                (INSERT, {"k": 3, "v": "c"}),
+            ]
+        )
+        rows = await driver.fetch_all("SELECT k, v FROM t WHERE k >= :low ORDER BY k", {"low": 1})
+        # "…" around a name that is no column is a string in SQLite: the literal text.
+        assert rows == [{"k": 1, "v": "a:v:ka"}, {"k": 2, "v": "b"}, {"k": 3, "v": "c"}]
+        assert await driver.execute("UPDATE t SET v = :v WHERE k = :k", {"k": 2, "v": "B"}) == 1
+        assert await driver.fetch_one("SELECT v FROM t WHERE k = :k", {"k": 2}) == {"v": "B"}
+    finally:
+        await driver.close()
+
+
+async def test_a_missing_parameter_is_named_and_nothing_is_written(tmp_path: Path) -> None:
+    driver = await _table(tmp_path)
+    try:
+        for batch in (
+            [(INSERT, {"k": 1, "v": "a"}), (INSERT, {"k": 2})],  # one row of a group
+            [(INSERT, {"k": 1, "v": "a"}), ("UPDATE t SET v = :w", {})],  # a row alone
+        ):
+            with pytest.raises(sqlite3.ProgrammingError, match=r"\b[vw]\b"):
+                await driver.batch(batch)
+            assert await driver.fetch_all("SELECT k FROM t", {}) == []
+        with pytest.raises(sqlite3.ProgrammingError, match="low"):
+            await driver.fetch_all("SELECT k FROM t WHERE k >= :low", {})
     finally:
         await driver.close()
