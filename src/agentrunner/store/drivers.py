@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import operator
-import re
 import sqlite3
 import threading
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.store.sql import SqlSet
+from agentrunner.store.sql import SqlSet, replace_parameters
 from agentrunner.store.wake import SocketListener, notify_sockets
 
 __all__ = ["Driver", "PostgresDriver", "SQLiteDriver", "open_driver"]
@@ -187,13 +186,7 @@ class SQLiteDriver:
                 if len(rows) == 1:
                     conn.execute(*_bind(sql, rows[0]))
                 else:
-                    numbered, args = _numbered(sql)
-                    bound: list[Sequence[Any]] | list[Params]
-                    try:
-                        bound = [args(row) for row in rows]
-                    except KeyError:  # a row lacks a parameter: let sqlite3 name it
-                        numbered, bound = sql, rows
-                    conn.executemany(numbered, bound)
+                    conn.executemany(*_bind_many(sql, rows))
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -289,8 +282,6 @@ class _Checkpointer:
         self._thread.join(timeout=10)
 
 
-# Named parameters, outside string literals, quoted names and comments.
-_NAMED = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|:([A-Za-z_]\w*)""", re.S)
 _Args = Callable[[Params], Sequence[Any]]
 _NUMBERED: dict[str, tuple[str, _Args]] = {}
 
@@ -308,6 +299,15 @@ def _bind(sql: str, params: Params) -> tuple[str, Sequence[Any] | Params]:
         return sql, params
 
 
+def _bind_many(sql: str, rows: list[Params]) -> tuple[str, list[Sequence[Any]] | list[Params]]:
+    """``_bind`` for the rows of one ``executemany``; all bound before any runs."""
+    numbered, args = _numbered(sql)
+    try:
+        return numbered, [args(row) for row in rows]
+    except KeyError:
+        return sql, rows
+
+
 def _numbered(sql: str) -> tuple[str, _Args]:
     found = _NUMBERED.get(sql)
     if found is None:
@@ -319,14 +319,7 @@ def _numbered(sql: str) -> tuple[str, _Args]:
 
 def _number(sql: str) -> tuple[str, _Args]:
     names: dict[str, int] = {}
-
-    def number(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name is None:
-            return match.group(0)
-        return f"?{names.setdefault(name, len(names) + 1)}"
-
-    numbered = _NAMED.sub(number, sql)
+    numbered = replace_parameters(sql, lambda name: f"?{names.setdefault(name, len(names) + 1)}")
     if not names:
         return numbered, lambda params: ()
     if len(names) == 1:

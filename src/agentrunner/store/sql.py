@@ -4,17 +4,22 @@ numbered migrations in ``sql/schema.sql``, rendered for one dialect at load time
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
-__all__ = ["Dialect", "SqlSet", "load_sql"]
+__all__ = ["Dialect", "SqlSet", "load_sql", "replace_parameters"]
 
 Dialect = Literal["sqlite", "postgres"]
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.M)
 _MIGRATION = re.compile(r"^-- migration: (\d+)\s*$", re.M)
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+# A named parameter; string literals, quoted names and comments match whole first, so a colon
+# inside them is left alone, as is the second colon of PostgreSQL's ``::`` cast.
+_PARAM = re.compile(
+    r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|/\*.*?\*/|(?<![:\w]):([A-Za-z_]\w*)""", re.S
+)
 _TYPES: dict[Dialect, dict[str, str]] = {
     # No AUTOINCREMENT: it writes sqlite_sequence on every insert. A new rowid is still
     # larger than every live one, which is all the thread-lock queue needs.
@@ -55,8 +60,13 @@ def _blocks(text: str) -> dict[str, str]:
 def _render(sql: str, dialect: Dialect) -> str:
     sql = sql.replace("{json}", "::jsonb" if dialect == "postgres" else "")
     if dialect == "postgres":
-        sql = _PARAM.sub(r"%(\1)s", sql)
+        sql = replace_parameters(sql, lambda name: f"%({name})s")
     return sql
+
+
+def replace_parameters(sql: str, replace: Callable[[str], str]) -> str:
+    """``sql`` with each ``:name`` parameter replaced by ``replace(name)``."""
+    return _PARAM.sub(lambda m: m[0] if m[1] is None else replace(m[1]), sql)
 
 
 def _migrations(text: str, dialect: Dialect) -> list[tuple[int, list[str]]]:
