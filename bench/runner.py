@@ -157,11 +157,16 @@ async def budget_checks(runner: Any, agent_id: str, count: int) -> list[float]:
 
 
 def bench_engine(url: str) -> Any:
-    """The engine-only side: an engine with the mock as its one provider."""
-    from agentrunner.config import ProviderConfig
-    from agentrunner.engine import Engine, ModelRegistry
+    """The engine-only side: an engine of its own, made from the runner's config text, so both
+    sides resolve, call and price the model alike (pricing is the engine's work, not the
+    price of durability)."""
+    from agentrunner.config import load_config
+    from agentrunner.engine import Engine
 
-    return Engine(ModelRegistry({"bench": ProviderConfig("bench", "openai", url)}))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "agentrunner.toml"
+        path.write_text(CONFIG.format(url=url))
+        return Engine.from_config(load_config(Path(tmp), env={"AGENTRUNNER_CONFIG": str(path)}))
 
 
 async def engine_only_turn(engine: Any, tool: Any) -> None:
