@@ -62,9 +62,13 @@ def mock(mock_server: MockProviderServer) -> Iterator[MockProvider]:
 # -- stores: every contract test runs on SQLite and on PostgreSQL ----------------------------
 
 import uuid  # noqa: E402
+
+from tests.throwaway_postgres import ThrowawayPostgres  # noqa: E402
+
+_PG_SERVER = pytest.StashKey[ThrowawayPostgres]()
 from collections.abc import AsyncIterator  # noqa: E402
 
-PG_URL = os.environ.get("AGENTRUNNER_TEST_DATABASE_URL")
+_PG_URL_VAR = "AGENTRUNNER_TEST_DATABASE_URL"
 _TABLES = (
     "threads, messages, runs, run_steps, run_messages, events, costs, cost_days, memory_blocks, "
     "notes, "
@@ -72,12 +76,32 @@ _TABLES = (
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """No server named: start a throwaway one where PostgreSQL is installed."""
+    if os.environ.get(_PG_URL_VAR) or os.environ.get("AGENTRUNNER_TEST_POSTGRES") == "off":
+        return
+    from tests.throwaway_postgres import start_throwaway_postgres
+
+    server = start_throwaway_postgres()
+    if server is not None:
+        os.environ[_PG_URL_VAR] = server.url
+        config.stash[_PG_SERVER] = server
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    server = config.stash.get(_PG_SERVER, None)
+    if server is not None:
+        server.stop()
+        os.environ.pop(_PG_URL_VAR, None)
+
+
 def _require_pg() -> str:
-    if PG_URL:
-        return PG_URL
+    url = os.environ.get(_PG_URL_VAR)
+    if url:
+        return url
     if os.environ.get("AGENTRUNNER_REQUIRE_POSTGRES") == "1":
-        pytest.fail("AGENTRUNNER_REQUIRE_POSTGRES=1 but AGENTRUNNER_TEST_DATABASE_URL is unset")
-    pytest.skip("no PostgreSQL server (set AGENTRUNNER_TEST_DATABASE_URL)")
+        pytest.fail("AGENTRUNNER_REQUIRE_POSTGRES=1 but no PostgreSQL server could be started")
+    pytest.skip("no PostgreSQL server (none installed, and AGENTRUNNER_TEST_DATABASE_URL unset)")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Both wire adapters against every recorded real exchange in shared/fixtures/providers/.
+"""Both wire adapters against every recorded real exchange in tests/fixtures/providers/.
 
 For each exchange: the conversation in the recorded request is rebuilt in agentrunner's types and
 sent through our adapter; the request we build must carry what the recorded one carries (roles,
@@ -13,7 +13,6 @@ Not compared, on purpose: sampling and provider options agentrunner does not mod
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +35,10 @@ from agentrunner.engine.wire_anthropic import AnthropicWire
 from agentrunner.engine.wire_openai import OpenAIWire
 from agentrunner.errors import ErrorCode
 
-FIXTURES = Path(
-    os.environ.get("AGENTRUNNER_PROVIDER_FIXTURES")
-    or Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "providers"
-)
-FILES = sorted(FIXTURES.glob("*/*.json")) if FIXTURES.is_dir() else []
-if not FILES and os.environ.get("AGENTRUNNER_REQUIRE_FIXTURES") == "1":
-    raise RuntimeError(f"recorded provider exchanges not found in {FIXTURES}")
-pytestmark = pytest.mark.skipif(not FILES, reason="shared/fixtures/providers not found")
+# A copy of the project's shared recordings, kept in the repository so a fresh clone tests the
+# adapters against them (the copy's README says where each exchange comes from).
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "providers"
+FILES = sorted(FIXTURES.glob("*/*.json"))
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -467,3 +462,10 @@ def test_rate_limit_retry_after_headers() -> None:
     )
     assert error.kind is FailureKind.RATE_LIMIT and error.retry_after == 20.0
     assert "org-REDACTED" in error.message
+
+
+def test_the_recordings_ship_with_the_tests() -> None:
+    """A fresh clone tests the adapters against every recording: none may silently go missing."""
+    counts = {name: len(list((FIXTURES / name).glob("*.json"))) for name in ("openai", "anthropic")}
+    assert counts == {"openai": 13, "anthropic": 17}
+    assert (FIXTURES / "README.md").is_file()
