@@ -202,3 +202,39 @@ def test_entry_point_has_no_traceback_unless_debug(project_dir: Path) -> None:
         check=False,
     )
     assert debug.returncode == 1 and "Traceback" in debug.stderr
+
+
+OUTSIDE = [
+    ["agents", "list"],
+    ["agents", "show", "ceo"],
+    ["agents", "validate"],
+    ["render", "ceo"],
+    ["run", "ceo", "hello"],
+    ["chat", "ceo"],
+    ["exec", "ceo", "--input", "{}"],
+    ["threads", "list"],
+    ["threads", "show", "t1"],
+    ["runs", "list"],
+    ["runs", "show", "run_1"],
+    ["status"],
+    ["channels", "list"],
+    ["post", "general", "hi"],
+    ["dm", "ceo", "hi"],
+    ["cache", "stats"],
+    ["cache", "clear"],
+]
+
+
+@pytest.mark.parametrize("args", OUTSIDE, ids=lambda a: " ".join(a))
+def test_outside_a_project_every_command_says_so_and_writes_nothing(
+    args: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, *args)
+    assert code == 1
+    assert "not in an agentrunner project" in err and "agentrunner init" in err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # no .agentrunner/ made

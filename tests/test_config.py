@@ -79,8 +79,17 @@ def test_all_sections(tmp_path: Path) -> None:
     assert dict(config.unknown) == {"journal": {"enabled": True}}
 
 
-def test_no_file_gives_defaults(tmp_path: Path) -> None:
-    config = load_config(tmp_path, env={})
+def test_outside_a_project_is_an_error_naming_init(tmp_path: Path) -> None:
+    with pytest.raises(AgentRunnerError) as caught:
+        load_config(tmp_path, env={})
+    assert caught.value.code == "runner_io"
+    assert "not in an agentrunner project" in caught.value.message
+    assert str(tmp_path) in caught.value.message
+    assert caught.value.hint is not None and "agentrunner init" in caught.value.hint
+
+
+def test_no_file_gives_defaults_when_not_required(tmp_path: Path) -> None:
+    config = load_config(tmp_path, env={}, required=False)
     assert config.path is None
     assert config.agents_dir == (tmp_path / "agents").resolve()
     assert config.resolved_database_url.startswith("sqlite:///")

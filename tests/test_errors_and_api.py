@@ -37,7 +37,8 @@ SEED_004 = {
 
 
 def test_taxonomy_is_closed_and_complete() -> None:
-    expected = set(SEED_001) | set(SEED_004.values()) | {"budget_exceeded"}
+    interfaces = {"thread_not_found", "not_found", "address_in_use"}
+    expected = set(SEED_001) | set(SEED_004.values()) | {"budget_exceeded"} | interfaces
     assert {str(c) for c in ErrorCode} == expected
 
 

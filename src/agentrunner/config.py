@@ -248,15 +248,26 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     extensions: ConfigExtensionRegistry | None = None,
+    required: bool = True,
 ) -> Config:
-    """Find and load the project config; with no file, defaults rooted at ``start``.
+    """Find and load the project config.
 
-    Raises ``invalid_specification`` naming the file (and line where it can be found).
+    Raises ``runner_io`` outside a project (no ``agentrunner.toml`` at or above ``start``), so
+    no command makes state in a directory that is not one; with ``required=False`` that case
+    gives the defaults rooted at ``start``. Raises ``invalid_specification`` naming the file
+    (and line where it can be found) for a bad file.
     """
     env = os.environ if env is None else env
     explicit = env.get("AGENTRUNNER_CONFIG")
     path = Path(explicit) if explicit else find_config_file(start)
     root = path.parent.resolve() if path else (start or Path.cwd()).resolve()
+    if path is None and required:
+        raise AgentRunnerError(
+            ErrorCode.RUNNER_IO,
+            f"not in an agentrunner project: no {CONFIG_FILE} in {root} or any directory above it",
+            hint="Create a project with `agentrunner init [DIR]`, or cd into one "
+            "(AGENTRUNNER_CONFIG may name a config file elsewhere).",
+        )
     raw: dict[str, Any] = {}
     text = ""
     if path is not None:

@@ -48,6 +48,10 @@ class ErrorCode(StrEnum):
     RUNNER_IO = "runner_io"
     # Budgets (DESIGN decision 5).
     BUDGET_EXCEEDED = "budget_exceeded"
+    # Interfaces: what a person or a client asked for is not there, or cannot be had.
+    THREAD_NOT_FOUND = "thread_not_found"
+    NOT_FOUND = "not_found"
+    ADDRESS_IN_USE = "address_in_use"
 
     @property
     def info(self) -> CodeInfo:
@@ -190,6 +194,26 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         "A spending limit (per run, per agent per day, or global per day) would be exceeded "
         "by the next model request.",
         "Raise `limits.max_budget_usd` or the budgets in `agentrunner.toml`, or wait a day.",
+    ),
+    _E.THREAD_NOT_FOUND: CodeInfo(
+        False,
+        "`--thread` (or a request's thread id) names no thread of that agent: the id is "
+        "unknown, or the thread belongs to another agent.",
+        "Use an id from `agentrunner threads list --agent AGENT` (the message lists the "
+        "agent's recent threads), or leave the option out to continue the session thread.",
+        _E.VALIDATION,
+    ),
+    _E.NOT_FOUND: CodeInfo(
+        False,
+        "The HTTP API has no such route, or no such thread, run or channel.",
+        "Check the path against `docs/http-api.md` (or `/docs` on the running server).",
+        _E.VALIDATION,
+    ),
+    _E.ADDRESS_IN_USE: CodeInfo(
+        False,
+        "`agentrunner serve` could not listen: another program already uses the port.",
+        "Stop the other server, or pick another port with `--port`.",
+        _E.INTERNAL,
     ),
 }
 

@@ -66,7 +66,10 @@ def test_auth_and_json_errors(agent: Agent, server: Any) -> None:
     bad = httpx2.post(f"{server.url}/threads", headers=AUTH, json={"agent_id": ""})
     assert bad.status_code == 422 and bad.json()["error"]["code"] == "validation"
     nowhere = httpx2.get(f"{server.url}/no/such/route", headers=AUTH)
-    assert nowhere.status_code == 404 and "error" in nowhere.json()
+    assert nowhere.status_code == 404 and nowhere.json()["error"]["code"] == "not_found"
+    for path in ("/threads/ghost", "/runs/ghost", "/channels/ghost/messages"):
+        gone = httpx2.get(f"{server.url}{path}", headers=AUTH)
+        assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found", path
     huge = httpx2.post(
         f"{server.url}/threads",
         headers={**AUTH, "content-type": "application/json"},
@@ -196,6 +199,38 @@ def test_serve_refuses_public_bind_without_token(project: Path) -> None:
         check=False,
     )
     assert done.returncode == 1 and "without a bearer token" in done.stderr
+
+
+def _serve(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner", "serve", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_serve_on_a_busy_port_is_one_error_line(agent: Agent, project: Path) -> None:
+    import socket
+
+    agent("helper")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = _serve(project, "--port", str(port))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"error: address_in_use: port {port} on 127.0.0.1")
+    assert "hint:" in done.stderr and "Traceback" not in done.stderr
+    assert "agentrunner on http" not in done.stderr  # it never claimed to be serving
+
+
+def test_serve_outside_a_project_is_one_error_line(tmp_path: Path) -> None:
+    done = _serve(tmp_path, "--port", "0")
+    assert done.returncode == 1 and "not in an agentrunner project" in done.stderr
+    assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == []
 
 
 def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: MockProvider) -> None:

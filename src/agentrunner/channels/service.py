@@ -65,7 +65,7 @@ class ChannelService:
         channel = await self.store.channels.by_name(name.lstrip("#"))
         if channel is None:
             raise AgentRunnerError(
-                ErrorCode.VALIDATION,
+                ErrorCode.NOT_FOUND,
                 f"no channel '#{name.lstrip('#')}'",
                 hint="Create it with `agentrunner channels create NAME --member AGENT …`.",
                 details={"not_found": "channel"},

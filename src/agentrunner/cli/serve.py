@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import socket
 
 import typer
 
@@ -22,10 +24,9 @@ def serve(
 
     Beyond loopback a bearer token is required: set AGENTRUNNER_API_TOKEN.
     """
-    import uvicorn
+    import asyncio
 
     from agentrunner.errors import AgentRunnerError, ErrorCode
-    from agentrunner.server import create_app
 
     token = os.environ.get("AGENTRUNNER_API_TOKEN") or None
     if token is None and not _loopback(host):
@@ -35,12 +36,57 @@ def serve(
             hint="export AGENTRUNNER_API_TOKEN=… (clients send Authorization: Bearer …), "
             "or bind 127.0.0.1.",
         )
-    err.print(
-        f"[green]agentrunner[/] on http://{host}:{port} (docs at /docs)"
-        + (" · token required" if token else "")
-    )
-    app = create_app(token=token, worker=not no_worker, cors_origins=cors or None)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    asyncio.run(_serve(host, port, token, not no_worker, cors or None))
+
+
+async def _serve(
+    host: str, port: int, token: str | None, worker: bool, cors: list[str] | None
+) -> None:
+    """Open the project and the port first, so a problem with either is one error line before
+    anything claims to be serving; then hand both to uvicorn."""
+    import uvicorn
+
+    from agentrunner.compose import open_workspace
+    from agentrunner.server import create_app
+
+    workspace = await open_workspace()
+    try:
+        sock = _listen(host, port)
+        err.print(
+            f"[green]agentrunner[/] on http://{host}:{port} (docs at /docs)"
+            + (" · token required" if token else "")
+        )
+        app = create_app(token=token, worker=worker, cors_origins=cors, workspace=workspace)
+        config = uvicorn.Config(app, log_level="warning", access_log=False)
+        await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        await workspace.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise AgentRunnerError(
+                ErrorCode.ADDRESS_IN_USE,
+                f"port {port} on {host} is already in use",
+                hint=f"Stop what is listening there, or pick another port: --port {port + 1}.",
+            ) from None
+        raise AgentRunnerError(
+            ErrorCode.RUNNER_IO,
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="Check the address, and that ports below 1024 need privileges.",
+        ) from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
 
 
 def _loopback(host: str) -> bool:

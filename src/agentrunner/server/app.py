@@ -13,7 +13,7 @@ import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,12 +25,17 @@ from starlette.responses import JSONResponse, Response
 from agentrunner._version import __version__
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
+if TYPE_CHECKING:
+    from agentrunner.compose import Workspace
+
 __all__ = ["create_app"]
 
 log = logging.getLogger("agentrunner.server")
 
 _STATUS: dict[ErrorCode, int] = {
     ErrorCode.AGENT_NOT_FOUND: 404,
+    ErrorCode.THREAD_NOT_FOUND: 404,
+    ErrorCode.NOT_FOUND: 404,
     ErrorCode.MODEL_NOT_FOUND: 400,
     ErrorCode.VALIDATION: 400,
     ErrorCode.MISSING_MANDATORY_PLACEHOLDER: 400,
@@ -89,17 +94,20 @@ def create_app(
     worker: bool = True,
     cors_origins: list[str] | None = None,
     max_body_bytes: int = 1_000_000,
+    workspace: Workspace | None = None,
 ) -> FastAPI:
     """The app for the project at (or above) ``start``. With ``token``, every request needs
-    ``Authorization: Bearer <token>``; ``worker`` serves mailboxes in this process."""
+    ``Authorization: Bearer <token>``; ``worker`` serves mailboxes in this process. An open
+    ``workspace`` is used as it is (its opener closes it); otherwise the app opens and closes
+    the project's own."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from agentrunner.compose import open_workspace
 
-        workspace = await open_workspace(start)
-        app.state.workspace = workspace
-        serving = workspace.worker() if worker else None
+        opened = workspace or await open_workspace(start)
+        app.state.workspace = opened
+        serving = opened.worker() if worker else None
         task = asyncio.create_task(serving.run()) if serving else None
         try:
             yield
@@ -108,7 +116,8 @@ def create_app(
                 serving.stop()
                 with contextlib.suppress(Exception):
                     await task
-            await workspace.close()
+            if workspace is None:
+                await opened.close()
 
     app = FastAPI(
         title="agentrunner",
@@ -156,7 +165,7 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = "agent_not_found" if exc.status_code == 404 else "validation"
+        code = "not_found" if exc.status_code == 404 else "validation"
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
 
     @app.exception_handler(Exception)

@@ -54,7 +54,7 @@ class PostMessage(BaseModel):
 
 
 def _not_found(what: str, key: str) -> AgentRunnerError:
-    return AgentRunnerError(ErrorCode.VALIDATION, f"no {what} '{key}'", details={"not_found": what})
+    return AgentRunnerError(ErrorCode.NOT_FOUND, f"no {what} '{key}'", details={"not_found": what})
 
 
 @router.get("/agents", tags=["agents"])
