@@ -72,7 +72,8 @@ _PG_URL_VAR = "AGENTRUNNER_TEST_DATABASE_URL"
 _TABLES = (
     "threads, messages, runs, run_steps, run_messages, events, costs, cost_days, memory_blocks, "
     "notes, "
-    "agent_state, thread_locks, channels, channel_members, channel_messages, workers, task_cache"
+    "agent_state, thread_locks, channels, channel_members, channel_messages, workers, task_cache, "
+    "budget_holds"
 )
 
 

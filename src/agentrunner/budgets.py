@@ -1,51 +1,101 @@
-"""Budget arithmetic (DESIGN decision 5): the tightest of the limits that apply to one run."""
+"""The budgets that apply to a run (DESIGN decisions 5 and 9), named so an error can say which.
+
+A run's own limit (the agent's ``max_budget_usd``, else ``[budgets] per_run_usd``) goes on its
+cost tracker, where it also bounds the runs it starts through ``ask_agent``: their spend is
+its spend. The day's budgets (``per_agent_daily_usd``, ``global_daily_usd``) are shared with
+every other run on the store, in any process, so they are an ``ExternalBudget`` kept there:
+each request holds its worst case before it is sent, and the hold goes with the cost rows.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from agentrunner.agents.spec import AgentSpec
-from agentrunner.config import Budgets
+from agentrunner.engine.budget import Allowance
 
-__all__ = ["RunBudget", "usd_to_micros"]
+if TYPE_CHECKING:
+    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.config import Budgets
+    from agentrunner.store.drivers import Op
+    from agentrunner.store.repositories import Costs
+
+__all__ = ["DailyBudgets", "run_limit", "usd_to_micros"]
 
 
 def usd_to_micros(usd: float) -> int:
     return round(usd * 1_000_000)
 
 
-@dataclass(frozen=True, slots=True)
-class RunBudget:
-    micros: int | None
-    label: str
+def run_limit(agent: AgentSpec, budgets: Budgets) -> tuple[int, str] | None:
+    """The run's own limit in micro-dollars and its name, or None."""
+    if agent.limits.max_budget_usd is not None:
+        return usd_to_micros(agent.limits.max_budget_usd), f"max_budget_usd of agent '{agent.id}'"
+    if budgets.per_run_usd is not None:
+        return usd_to_micros(budgets.per_run_usd), "the per-run budget"
+    return None
+
+
+class DailyBudgets:
+    """Today's (UTC) budgets for one run: its agent's and everyone's, over the store.
+
+    ``write`` queues a release with the run's next write — the one that records the request's
+    cost — so spend and holds never both miss a request, even for a moment."""
+
+    def __init__(
+        self,
+        costs: Costs,
+        agent_id: str,
+        run_id: str,
+        budgets: Budgets,
+        write: Callable[[list[Op]], None],
+    ) -> None:
+        self._costs = costs
+        self._agent_id = agent_id
+        self._run_id = run_id
+        self._write = write
+        self._agent_limit = _micros(budgets.per_agent_daily_usd)
+        self._all_limit = _micros(budgets.global_daily_usd)
 
     @classmethod
-    def tightest(
+    def applying(
         cls,
-        agent: AgentSpec,
+        costs: Costs,
+        agent_id: str,
+        run_id: str,
         budgets: Budgets,
-        *,
-        agent_spent_today: int = 0,
-        all_spent_today: int = 0,
-        parent_left: int | None = None,
-    ) -> RunBudget:
-        """The smallest applicable limit, named so an error can say which one it was."""
-        options: list[tuple[int, str]] = []
-        if agent.limits.max_budget_usd is not None:
-            options.append(
-                (usd_to_micros(agent.limits.max_budget_usd), f"agent '{agent.id}''s max_budget_usd")
-            )
-        elif budgets.per_run_usd is not None:
-            options.append((usd_to_micros(budgets.per_run_usd), "the per-run budget"))
-        if budgets.per_agent_daily_usd is not None:
-            left = usd_to_micros(budgets.per_agent_daily_usd) - agent_spent_today
-            options.append((max(left, 0), f"what is left of agent '{agent.id}''s daily budget"))
-        if budgets.global_daily_usd is not None:
-            left = usd_to_micros(budgets.global_daily_usd) - all_spent_today
-            options.append((max(left, 0), "what is left of the global daily budget"))
-        if parent_left is not None:
-            options.append((max(parent_left, 0), "what is left of the calling run's budget"))
-        if not options:
-            return cls(None, "no budget")
-        micros, label = min(options, key=lambda o: o[0])
-        return cls(micros, label)
+        write: Callable[[list[Op]], None],
+    ) -> DailyBudgets | None:
+        if budgets.per_agent_daily_usd is None and budgets.global_daily_usd is None:
+            return None
+        return cls(costs, agent_id, run_id, budgets, write)
+
+    async def allowance(self) -> Allowance | None:
+        agent_spent, agent_held, all_spent, all_held = await self._costs.spent_and_held(
+            self._agent_id
+        )
+        options = []
+        if self._agent_limit is not None:
+            label = f"the daily budget of agent '{self._agent_id}'"
+            options.append(Allowance(label, self._agent_limit, agent_spent, agent_held))
+        if self._all_limit is not None:
+            label = "the global daily budget"
+            options.append(Allowance(label, self._all_limit, all_spent, all_held))
+        return min(options, key=lambda a: a.left, default=None)
+
+    async def hold(self, micros: int) -> object | None:
+        return await self._costs.hold(
+            self._agent_id,
+            self._run_id,
+            micros,
+            agent_limit=self._agent_limit,
+            all_limit=self._all_limit,
+        )
+
+    def release(self, hold: object) -> None:
+        assert isinstance(hold, tuple)
+        self._write([self._costs.release_op(hold)])
+
+
+def _micros(usd: float | None) -> int | None:
+    return None if usd is None else usd_to_micros(usd)

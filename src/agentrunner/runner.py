@@ -7,19 +7,26 @@ does). The numbered comments are seed 000's execution sequence.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.budgets import RunBudget
+from agentrunner.budgets import DailyBudgets, run_limit
 from agentrunner.callbacks import AgentRunnerCallbacks, event_adapter, safely
 from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.history import missing_results, window
-from agentrunner.engine.messages import AssistantMessage, Message, ToolResult, Usage, UserMessage
+from agentrunner.engine.messages import AssistantMessage, Message, Usage, UserMessage
 from agentrunner.engine.tools import Tool, ToolRetry
-from agentrunner.engine.turn import CostTracker, TurnError, TurnLimits, TurnResult
+from agentrunner.engine.turn import (
+    CostTracker,
+    TurnCancelled,
+    TurnError,
+    TurnLimits,
+    TurnResult,
+)
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.ids import new_id
 from agentrunner.prompt import PromptBuilder, PromptContext
@@ -45,13 +52,16 @@ __all__ = ["AgentRunner", "RunAgentOverrides", "RunResult"]
 class RunAgentOverrides:
     """How this run executes, not what the agent is (seed 000).
 
-    ``tools`` are run-time injections (step 7), e.g. a channel's ``send_message``;
-    ``channel_mode`` tells the prompt builder the agent speaks only through them; with
-    ``history=False`` the thread's earlier messages are not sent (the caller's message carries
-    the context, as a channel transcript does).
+    ``model`` replaces the agent's whole fallback chain for this run (a one-off choice means
+    that model only), unless ``fallback`` names models to fall back to. ``tools`` are run-time
+    injections (step 7), e.g. a channel's ``send_message``; ``channel_mode`` tells the prompt
+    builder the agent speaks only through them; with ``history=False`` the thread's earlier
+    messages are not sent (the caller's message carries the context, as a channel transcript
+    does).
     """
 
     model: str | None = None
+    fallback: tuple[str, ...] = ()
     max_turns: int | None = None
     background: bool = False
     channel_mode: bool = False
@@ -101,8 +111,7 @@ class _Parent:
     thread_id: str
     depth: int
     grant: frozenset[str]
-    cost: CostTracker
-    budget_left: int | None
+    cost: CostTracker  # the child's tracker adds to it, so its limit bounds the child too
 
 
 @dataclass(slots=True)
@@ -193,9 +202,14 @@ class AgentRunner:
     ) -> RunResult:
         """Run one turn of ``agent_id`` on ``thread_id`` with ``message``.
 
-        Aborted: the thread gets ``(stopped by user)``, the result's text is empty, no error
-        callback. Failed: the thread gets ``(error: …)``, ``on_error`` fires and the error is
-        raised again (an ``AgentRunnerError`` with its code); the session does not advance.
+        Aborted: the run is ``cancelled``, the result's text is empty, no error callback.
+        Failed: the run is ``failed`` with its error's code and message, ``on_error`` fires and
+        the error is raised again (an ``AgentRunnerError`` with its code). Either way the thread
+        keeps what was said before the turn stopped — tool calls with their results, streamed
+        text — ending in a message marked ``interrupted``, never the error itself, and the
+        session does not advance; what the run cost is recorded (estimated, and marked so, for
+        a request cut off before the provider reported it). Cancelling the task that awaits
+        this settles the run as cancelled too, then re-raises ``CancelledError``.
         ``run_id`` names a run already claimed from a mailbox (its row exists, ``running``).
         """
         return await self._run(
@@ -243,6 +257,9 @@ class AgentRunner:
                 parent.cost.child() if parent else CostTracker(),
                 lock=held,
             )
+            limit = run_limit(agent, self.config.budgets)
+            if limit is not None:
+                run.cost.limit, run.cost.label = limit
             user = UserMessage(message)
             # 4. append the user message (answering a crashed run's calls): written with the
             # run's first events, so a quick model's first step shares its transaction
@@ -272,6 +289,12 @@ class AgentRunner:
                 return await self._settle_failure(run, exc, exc.result)
             except AgentRunnerError as exc:
                 return await self._settle_failure(run, exc, None)
+            except asyncio.CancelledError as exc:  # the caller's task, not an abort signal
+                partial = exc.result if isinstance(exc, TurnCancelled) else None
+                stopped = AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
+                # Shielded: recording the run must not be cut short by a second cancel.
+                await asyncio.shield(self._settle_failure(run, stopped, partial))
+                raise
             except Exception as exc:
                 internal = AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
                 internal.__cause__ = exc
@@ -326,7 +349,6 @@ class AgentRunner:
         grant = self.capabilities.grant(agent)
         if parent is not None:
             grant = grant & parent.grant  # a child never gets more than its caller
-        budget = await self._budget(agent, parent)
         context = CapabilityContext(
             agent=agent,
             thread_id=run.thread.id,
@@ -347,13 +369,14 @@ class AgentRunner:
             tools += served
             grant = grant | {t.name for t in served}
         tools += self._injections(overrides, context)  # 7. run-time injections
-        context.ask_agent = self._ask_agent(run, context, grant, budget, overrides, abort)
+        context.ask_agent = self._ask_agent(run, context, grant, overrides, abort)
         run.log.message("system_message", system)
         run.log.message("user_message", user.content)
-        models = [
-            overrides.model or agent.model or self.config.default_model or "test",
-            *agent.fallback,
-        ]
+        models = (
+            [overrides.model, *overrides.fallback]
+            if overrides.model
+            else [agent.model or self.config.default_model or "test", *agent.fallback]
+        )
         limits = agent.limits
         return await self.engine.run(  # 8. the engine call
             chain=self.engine.chain(models, agent.retry),
@@ -366,8 +389,6 @@ class AgentRunner:
                 max_tool_calls=limits.max_tool_calls,
                 max_tokens=limits.max_tokens,
                 max_output_tokens=limits.max_output_tokens,
-                max_budget_micros=budget.micros,
-                budget_label=budget.label,
             ),
             emit=run.log.emit,
             abort=abort,
@@ -375,20 +396,28 @@ class AgentRunner:
             cost=run.cost,
             tool_context={"agent_id": agent.id, "thread_id": run.thread.id, "run_id": run.run_id},
             before_tools=lambda new: self._save_progress(run, new),
+            budget=DailyBudgets.applying(
+                self.store.costs, agent.id, run.run_id, self.config.budgets, run.log.write
+            ),
         )
 
     async def _settle_failure(
         self, run: _Run, exc: AgentRunnerError, partial: TurnResult | None
     ) -> RunResult:
-        """Seed 000's abort and engine-error semantics."""
+        """Seed 000's abort and engine-error semantics; the error itself goes to the run
+        record, the events and the caller, never into the conversation (DESIGN decision 11)."""
         cancelled = exc.code is ErrorCode.CANCELLED
-        kept = _sendable(partial.new_messages)[run.saved :] if partial else []
-        marker = AssistantMessage("(stopped by user)" if cancelled else f"(error: {exc.message})")
+        kept = list(partial.new_messages[run.saved :]) if partial else []
+        last = kept[-1] if kept else None
+        if not (isinstance(last, AssistantMessage) and last.interrupted):
+            kept.append(
+                AssistantMessage(model=partial.model if partial else None, interrupted=True)
+            )
         stop = partial.stop_reason if partial else ("cancelled" if cancelled else "error")
         run.log.fail_step()
         await run.log.flush_with(
             ops(
-                self._append(run, [*kept, marker], session=False),  # the session does not advance
+                self._append(run, kept, session=False),  # the session does not advance
                 self._finish_op(run, "cancelled" if cancelled else "failed", stop, partial, exc),
                 run.lock.release_ops() if run.lock else [],
             )
@@ -464,24 +493,6 @@ class AgentRunner:
             blocks.update(missing)
         return blocks
 
-    async def _budget(self, agent: AgentSpec, parent: _Parent | None) -> RunBudget:
-        budgets = self.config.budgets
-        agent_spent = (
-            await self.store.costs.spent_today(agent.id)
-            if budgets.per_agent_daily_usd is not None
-            else 0
-        )
-        all_spent = (
-            await self.store.costs.spent_today() if budgets.global_daily_usd is not None else 0
-        )
-        return RunBudget.tightest(
-            agent,
-            budgets,
-            agent_spent_today=agent_spent,
-            all_spent_today=all_spent,
-            parent_left=parent.budget_left if parent else None,
-        )
-
     def _injections(self, overrides: RunAgentOverrides, context: CapabilityContext) -> list[Tool]:
         """Tools the caller injects for this run (seed 000 step 7), e.g. a channel's tools."""
         return list(overrides.tools)
@@ -491,15 +502,13 @@ class AgentRunner:
         run: _Run,
         context: CapabilityContext,
         grant: frozenset[str],
-        budget: RunBudget,
         overrides: RunAgentOverrides,
         abort: AbortSignal | None,
     ) -> AskAgent:
         async def ask(target: str, message: str) -> str:
             if target not in self.agents:
                 raise ToolRetry(f"no agent '{target}'; agents: {', '.join(self.agents.ids())}")
-            left = None if budget.micros is None else budget.micros - run.cost.micros
-            parent = _Parent(run.run_id, run.thread.id, context.depth, grant, run.cost, left)
+            parent = _Parent(run.run_id, run.thread.id, context.depth, grant, run.cost)
             try:
                 child = await self._run(
                     target,
@@ -531,10 +540,3 @@ def _child_callbacks(
             parent_on_event(kind, {**data, "from_agent": agent_id, "depth": depth})
 
     return replace(callbacks, on_response=None, on_event=on_event)
-
-
-def _sendable(messages: list[Message]) -> list[Message]:
-    """What of a failed turn to keep in the thread: everything up to its last tool result, so
-    every kept tool call has its answer; partial text after it is dropped."""
-    last = max((i for i, m in enumerate(messages) if isinstance(m, ToolResult)), default=-1)
-    return list(messages[: last + 1])

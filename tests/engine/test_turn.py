@@ -225,7 +225,9 @@ async def test_budget_is_checked_before_each_request(
     )
     assert len(mock.requests) == 2  # a third would have overshot $0.25
     assert tracker.micros == 200_000 <= 250_000
-    assert "$0.2000 spent of the run's budget ($0.2500)" in info.value.message
+    message = info.value.message
+    assert "the run's budget of $0.2500 has $0.0500 left ($0.2000 spent" in message
+    assert "the next request needs at least $0.1" in message  # it learnt the input's true size
 
 
 async def test_child_costs_count_against_the_parent_budget() -> None:
@@ -353,10 +355,20 @@ async def test_cancel_mid_stream(
     await asyncio.sleep(0.05)
     assert info.value.code is ErrorCode.CANCELLED and info.value.stop_reason == "cancelled"
     assert latency < 0.1
-    assert len(rec.events) == seen  # nothing after the abort
+    # Nothing after the abort but what the cut-off request cost, estimated: the provider sent
+    # no usage, and the input and the streamed words were billed all the same.
+    [(kind, cost)] = rec.events[seen:]
+    assert kind == "cost.updated" and cost["estimated"] and cost["outcome"] == "cancelled"
+    streamed = "".join(e["token"] for e in rec.of("agent.token"))
+    assert cost["output_tokens"] >= len(streamed) // 4 > 0 and cost["input_tokens"] > 0
+    assert cost["cost_micros"] > 0  # mockai/mockant are priced
+    result = info.value.result
+    assert result.usage.estimated and result.usage.output_tokens == cost["output_tokens"]
+    assert result.cost_micros == cost["cost_micros"]
     assert asyncio.all_tasks() <= before | {asyncio.current_task()}
     partial = t.messages[-1]
-    assert isinstance(partial, AssistantMessage) and partial.text.startswith("word word")
+    assert isinstance(partial, AssistantMessage) and partial.text == streamed
+    assert partial.interrupted
     client = reg.client(reg.resolve(model))
     pool = client._client._transport._pool  # type: ignore[attr-defined]
     assert all(c.is_idle() or c.is_closed() for c in pool.connections)

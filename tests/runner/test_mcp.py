@@ -126,7 +126,9 @@ async def test_a_server_that_does_not_start_fails_the_run_clearly(
     assert error.file == str(path) and error.line == 3
     assert error.hint and "mcp-calc.log" in error.hint
     thread = await runner.store.messages.page("t1")
-    assert thread[-1][1].text.startswith("(error: ")  # recorded like any failed run
+    assert thread[-1][1].interrupted  # type: ignore[union-attr]  # recorded like any failed run
+    [failed] = await runner.store.runs.list(thread_id="t1")
+    assert failed.status == "failed" and failed.error_code == "tool_failed"
     # Fixed on disk, the next run connects: failures are not cached.
     (project / "gone.py").write_text(SERVER.read_text())
     mock.queue(Reply(tool_calls=[("add", {"a": 1, "b": 1})]), Reply(text="2"))

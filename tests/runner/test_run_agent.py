@@ -119,14 +119,24 @@ async def test_abort_follows_seed_000(agent: Agent, open_runner: Any, mock: Mock
     assert errors == [] and responses == []
     page = await runner.store.messages.page("t")
     last = page[-1][1]
-    assert isinstance(last, AssistantMessage) and last.text == "(stopped by user)"
+    # What was streamed and paid for is kept, marked as cut off; no "(stopped by user)" text.
+    assert isinstance(last, AssistantMessage) and last.interrupted
+    assert last.text.startswith("word word ") and "stopped" not in last.text
     after = await runner.store.threads.get("t")
     assert after is not None and before is not None
     assert after.session_run_id == first.run_id  # the session did not advance
     assert after.updated_at > before.updated_at
     run = await runner.store.runs.get(result.run_id)
     assert run is not None and (run.status, run.stop_reason) == ("cancelled", "cancelled")
+    usage = run.token_usage or {}
+    assert usage["estimated"] and usage["output_tokens"] >= len(last.text) // 4 > 0
+    assert run.cost_micros > 0 and result.cost_micros == run.cost_micros
     assert (await runner.run_agent("talker", "t", "again")).text == "Echo: again"
+    sent = mock.requests[-1].body["messages"]
+    assert sent[-3] == {"role": "user", "content": "tell me a long story"}
+    assert sent[-2]["content"].startswith("word word ")
+    assert sent[-2]["content"].endswith("[This turn was interrupted before it finished.]")
+    assert sent[-1] == {"role": "user", "content": "again"}
 
 
 async def test_engine_error_follows_seed_000(
@@ -144,12 +154,36 @@ async def test_engine_error_follows_seed_000(
     assert info.value.code is ErrorCode.VALIDATION
     assert errors == [("talker", "t", info.value.message)]
     last = (await runner.store.messages.page("t"))[-1][1]
-    assert isinstance(last, AssistantMessage) and last.text == f"(error: {info.value.message})"
+    assert isinstance(last, AssistantMessage) and last.interrupted and last.text == ""
     thread = await runner.store.threads.get("t")
     assert thread is not None and thread.session_run_id == good.run_id
     [failed] = [r for r in await runner.store.runs.list(thread_id="t") if r.status == "failed"]
     assert (failed.error_code, failed.stop_reason) == ("validation", "error")
+    assert failed.error_message == info.value.message  # the error is in the run record
     assert (await runner.store.agent_states.get("talker")).status == "error"  # type: ignore[union-attr]
+
+
+async def test_failed_turns_are_not_fed_back_to_the_model(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path
+) -> None:
+    (project / "agentrunner.toml").write_text(
+        (project / "agentrunner.toml").read_text()
+        + '\n[providers.keyless]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "NOT_SET_ANYWHERE"\n'
+    )
+    agent("broken", "model: keyless:gpt-x")
+    runner: AgentRunner = await open_runner()
+    for n in range(5):  # five failures on the same thread: the key is missing
+        with pytest.raises(AgentRunnerError) as info:
+            await runner.run_agent("broken", "t", f"try {n}")
+        assert info.value.code is ErrorCode.PROVIDER_AUTH
+    agent("broken", "model: mockai:gpt-mock")  # the key problem is fixed
+    runner = await open_runner()
+    assert (await runner.run_agent("broken", "t", "now")).text == "Echo: now"
+    sent = mock.requests[-1].body["messages"]
+    assert [m["role"] for m in sent] == ["system"] + ["user"] * 6
+    assert [m["content"] for m in sent[1:]] == [*(f"try {n}" for n in range(5)), "now"]
+    assert not any("NOT_SET_ANYWHERE" in str(m) or "error" in str(m) for m in sent)
 
 
 async def test_bad_input_is_recorded_not_half_written(agent: Agent, open_runner: Any) -> None:
@@ -187,7 +221,7 @@ async def test_budget_exceeded_stops_the_run(
     with pytest.raises(AgentRunnerError) as info:
         await runner.run_agent("spender", "t", "spend")
     assert info.value.code is ErrorCode.BUDGET_EXCEEDED
-    assert "agent 'spender''s max_budget_usd" in info.value.message
+    assert "max_budget_usd of agent 'spender' of $0.1500 has $0.0500 left" in info.value.message
     [run] = await runner.store.runs.list(thread_id="t")
     assert (run.status, run.stop_reason, run.cost_micros) == ("failed", "budget_exceeded", 100_000)
 
@@ -363,3 +397,78 @@ async def test_a_run_waiting_for_the_thread_is_not_taken_for_dead(
     await store.batch([waiting])
     await runner.run_agent("helper", "t1", "second")
     assert (await store.runs.get("run_waiting")).status == "running"  # type: ignore[union-attr]
+
+
+async def test_cancelling_the_task_settles_the_run(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("talker")
+    runner: AgentRunner = await open_runner()
+    mock.queue(Reply(text="word " * 300, chunk_delay_s=0.01))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(runner.run_agent("talker", "t", "a long story"), timeout=0.3)
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert (run.status, run.stop_reason, run.error_code) == ("cancelled", "cancelled", "cancelled")
+    assert (run.token_usage or {}).get("estimated") and run.cost_micros > 0
+    last = (await runner.store.messages.page("t"))[-1][1]
+    assert isinstance(last, AssistantMessage) and last.interrupted and last.text.startswith("word")
+    assert (await runner.store.agent_states.get("talker")).status == "idle"  # type: ignore[union-attr]
+    # The thread lock was released: the next run on the thread goes ahead at once.
+    done = await asyncio.wait_for(runner.run_agent("talker", "t", "next"), timeout=5)
+    assert done.text == "Echo: next"
+
+
+async def test_a_tool_raising_cancelled_error_settles_the_run(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    from agentrunner.engine import tool
+
+    @tool
+    async def give_up() -> str:
+        """Gives up."""
+        raise asyncio.CancelledError
+
+    agent("quitter")
+    runner: AgentRunner = await open_runner()
+    mock.queue(Reply(tool_calls=[("give_up", {})]), Reply(text="unreached"))
+    with pytest.raises(asyncio.CancelledError):
+        await runner.run_agent("quitter", "t", "go", overrides=RunAgentOverrides(tools=(give_up,)))
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
+    page = [m for _, m, _, _ in await runner.store.messages.page("t")]
+    assert isinstance(page[-2], ToolResult) and page[-2].is_error  # the call is answered
+    assert isinstance(page[-1], AssistantMessage) and page[-1].interrupted
+    assert (await runner.run_agent("quitter", "t", "again")).stop_reason == "end_turn"
+
+
+async def test_a_model_override_replaces_the_whole_chain(
+    agent: Agent, open_runner: Any, mock: MockProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The README's Researcher: an OpenAI model with an Anthropic fallback, neither key set.
+    agent("researcher", "model: openai:gpt-4.1-mini\nfallback: [anthropic:claude-haiku-4-5]")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    runner: AgentRunner = await open_runner()
+    done = await runner.run_agent(
+        "researcher", "t", "hi", overrides=RunAgentOverrides(model="test")
+    )
+    assert done.model == "test:test" and done.text.startswith("[test model]")
+    other = await runner.run_agent(
+        "researcher", "t2", "hi", overrides=RunAgentOverrides(model="mockai:gpt-mock")
+    )
+    assert other.model == "mockai:gpt-mock" and mock.requests[-1].body["model"] == "gpt-mock"
+    # A fallback is used only when asked for with the override.
+    mock.queue(Reply(fault=Fault.http(503)), Reply(fault=Fault.http(503)), model="gpt-down")
+    with pytest.raises(AgentRunnerError) as down:
+        await runner.run_agent(
+            "researcher", "t3", "hi", overrides=RunAgentOverrides(model="mockai:gpt-down")
+        )
+    assert down.value.code is ErrorCode.PROVIDER_UNAVAILABLE
+    mock.queue(Reply(fault=Fault.http(503)), Reply(fault=Fault.http(503)), model="gpt-down")
+    saved = await runner.run_agent(
+        "researcher",
+        "t4",
+        "hi",
+        overrides=RunAgentOverrides(model="mockai:gpt-down", fallback=("mockant:claude-mock",)),
+    )
+    assert saved.model == "mockant:claude-mock"

@@ -10,6 +10,7 @@ from typing import Any
 from agentrunner.agents.spec import RetryPolicy
 from agentrunner.config import Config
 from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.budget import ExternalBudget
 from agentrunner.engine.fallback import ChainEntry, FallbackChain
 from agentrunner.engine.messages import Message, UserMessage
 from agentrunner.engine.models import ModelRegistry
@@ -79,11 +80,14 @@ class Engine:
         cost: CostTracker | None = None,
         tool_context: Mapping[str, Any] | None = None,
         before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None,
+        budget: ExternalBudget | None = None,
     ) -> TurnResult:
         """Run one turn: ``history`` plus ``message`` (if given) as the new user message.
 
         Pass ``model`` (one string, or the fallback chain in order) or a prebuilt ``chain``
-        (reuse one across a run's turns to keep its cooldowns). Raises ``TurnError``.
+        (reuse one across a run's turns to keep its cooldowns). ``limits.max_budget_micros``
+        and ``cost.limit`` bound what the turn may spend; ``budget`` adds budgets shared with
+        other runs. Raises ``TurnError``.
         """
         if chain is None:
             if model is None:
@@ -106,5 +110,6 @@ class Engine:
             cost=cost or CostTracker(),
             tool_context=tool_context or {},
             before_tools=before_tools,
+            budget=budget,
         )
         return await run_turn(turn)

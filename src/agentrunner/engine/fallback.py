@@ -64,11 +64,13 @@ class FallbackChain:
 
     async def request(
         self,
-        build: Callable[[ChainEntry], ModelRequest],
+        build: Callable[[ChainEntry], Awaitable[ModelRequest]],
         on_delta: DeltaSink | None,
         on_attempt: Callable[[Attempt, ChainEntry, ModelResponse | ProviderError], None],
     ) -> tuple[ModelResponse, ChainEntry]:
-        """Try the entries in order; the response and the entry that produced it.
+        """Try the entries in order; the response and the entry that produced it. ``build``
+        makes each attempt's request (and may refuse it: whatever else it raises ends the
+        chain as it is).
 
         Raises the last ``ProviderError`` when every entry failed, or the first one that may
         not fail over.
@@ -84,9 +86,10 @@ class FallbackChain:
                         self._record(entry, "skipped", 0.0, message=f"cooling down {wait:.1f}s")
                         break
                     await self.sleep(wait)
+                request = await build(entry)
                 start = self.clock()
                 try:
-                    response = await entry.client.request(build(entry), on_delta)
+                    response = await entry.client.request(request, on_delta)
                 except ProviderError as exc:
                     last = exc
                     attempt = self._record(entry, "error", self.clock() - start, exc)

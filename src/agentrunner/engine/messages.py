@@ -34,13 +34,16 @@ FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "stop_s
 @dataclass(slots=True)
 class Usage:
     """Tokens of one response (or a sum). ``input_tokens`` includes cache reads and writes,
-    whatever the provider's own convention, so prices apply to one definition."""
+    whatever the provider's own convention, so prices apply to one definition. ``estimated``:
+    some of it is agentrunner's estimate, not the provider's count (a request cut off before
+    the provider reported its usage)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     requests: int = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -52,15 +55,19 @@ class Usage:
         self.cache_read_tokens += other.cache_read_tokens
         self.cache_write_tokens += other.cache_write_tokens
         self.requests += other.requests
+        self.estimated = self.estimated or other.estimated
 
-    def to_dict(self) -> dict[str, int]:
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "requests": self.requests,
         }
+        if self.estimated:
+            out["estimated"] = True
+        return out
 
 
 @dataclass(slots=True)
@@ -108,13 +115,18 @@ class UserMessage:
 
 @dataclass(slots=True)
 class AssistantMessage:
-    """What the model said: thinking, then text, then tool calls (the order both APIs use)."""
+    """What the model said: thinking, then text, then tool calls (the order both APIs use).
+
+    ``interrupted``: the turn stopped here before it finished (cancelled, failed, or cut off by
+    a budget); ``text`` is what was streamed until then. Models are sent such a message with a
+    short neutral note instead (``engine.history``), never the error that stopped it."""
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     thinking: list[Thinking] = field(default_factory=list)
     model: str | None = None
     provider: str | None = None
+    interrupted: bool = False
     role: Literal["assistant"] = "assistant"
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,6 +139,8 @@ class AssistantMessage:
             out["model"] = self.model
         if self.provider:
             out["provider"] = self.provider
+        if self.interrupted:
+            out["interrupted"] = True
         return out
 
 
@@ -170,6 +184,7 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
             ],
             model=data.get("model"),
             provider=data.get("provider"),
+            interrupted=bool(data.get("interrupted")),
         )
     if role == "tool":
         return ToolResult(

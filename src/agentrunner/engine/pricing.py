@@ -9,14 +9,16 @@ crash and never a silent zero. A local OpenAI-compatible server is never priced 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from agentrunner.config import PriceOverride
 from agentrunner.engine.messages import Usage
 
-__all__ = ["PriceBook"]
+__all__ = ["PriceBook", "Rates"]
 
 log = logging.getLogger("agentrunner.pricing")
 
@@ -40,6 +42,7 @@ class PriceBook:
         # was a measurable part of a turn.
         self._overrides = {ref: _Rates.of(price) for ref, price in (overrides or {}).items()}
         self._warned: set[str] = set()
+        self._rates: dict[str, Rates | None] = {}
 
     def cost_micros(
         self, provider: str, model: str, usage: Usage, reported_model: str = ""
@@ -59,6 +62,25 @@ class PriceBook:
                         return price
         self._warn(f"{provider}:{model}")
         return None
+
+    def rates(self, provider: str, model: str) -> Rates | None:
+        """The most ``provider:model`` can charge per token, by tier (a cache write priced as
+        input where that costs more), for bounding what a request may cost; None when its
+        price is unknown. Looked up once per model: genai-prices takes ~100 us a call."""
+        ref = f"{provider}:{model}"
+        if ref in self._rates:
+            return self._rates[ref]
+        override = self._overrides.get(ref)
+        found: Rates | None
+        if override is not None:
+            found = Rates.flat(max(override.input, override.cache_write), override.output)
+        elif provider in FREE_PROVIDERS:
+            found = Rates.flat(Decimal(0), Decimal(0))
+        else:
+            provider_id = GENAI_PRICES_IDS.get(provider)
+            found = _genai_rates(provider_id, model) if provider_id is not None else None
+        self._rates[ref] = found
+        return found
 
     def _warn(self, ref: str) -> None:
         if ref in self._warned:
@@ -90,6 +112,74 @@ def _genai_price(provider_id: str, model: str, usage: Usage) -> int | None:
     except LookupError:
         return None
     return int((Decimal(result.total_price) * _MICROS).to_integral_value())
+
+
+Tiers = tuple[tuple[int, Decimal], ...]  # (from this many input tokens on, $ per Mtok)
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """The most a model charges per token, by tier of input size. A price in dollars per
+    million tokens is micro-dollars per token."""
+
+    input: Tiers
+    output: Tiers
+
+    @classmethod
+    def flat(cls, input: Decimal, output: Decimal) -> Rates:
+        return cls(((0, input),), ((0, output),))
+
+    @property
+    def free(self) -> bool:
+        return not any(p for _, p in self.input) and not any(p for _, p in self.output)
+
+    def input_micros(self, input_tokens: int) -> int:
+        return math.ceil(_at(self.input, input_tokens) * input_tokens)
+
+    def output_micros(self, output_tokens: int, input_tokens: int) -> int:
+        return math.ceil(_at(self.output, input_tokens) * output_tokens)
+
+    def output_tokens_within(self, micros: int, input_tokens: int) -> int:
+        """How many output tokens ``micros`` pays for (any number when output is free)."""
+        if micros <= 0:
+            return 0
+        price = _at(self.output, input_tokens)
+        return 2**31 if not price else math.floor(micros / price)
+
+
+def _at(tiers: Tiers, input_tokens: int) -> Decimal:
+    price = tiers[0][1]
+    for start, tier_price in tiers:
+        if input_tokens >= start:
+            price = tier_price
+    return price
+
+
+def _genai_rates(provider_id: str, model: str) -> Rates | None:
+    from genai_prices import Usage as GenaiUsage
+    from genai_prices import calc_price
+
+    try:
+        found = calc_price(
+            GenaiUsage(input_tokens=1, output_tokens=1), model_ref=model, provider_id=provider_id
+        ).model_price
+    except LookupError:
+        return None
+    input_tiers, write_tiers = _tiers(found.input_mtok), _tiers(found.cache_write_mtok)
+    starts = sorted({start for start, _ in (*input_tiers, *write_tiers)})
+    # A cache write may cost more than plain input (Anthropic: 1.25x): bound input by either.
+    dearer = tuple((s, max(_at(input_tiers, s), _at(write_tiers, s))) for s in starts)
+    return Rates(dearer, _tiers(found.output_mtok))
+
+
+def _tiers(price: Any) -> Tiers:
+    """genai-prices' price (a number, tiered prices, or None: not charged) as tiers."""
+    if price is None:
+        return ((0, Decimal(0)),)
+    if isinstance(price, Decimal | int | float):
+        return ((0, Decimal(str(price))),)
+    tiers = [(int(tier.start), Decimal(str(tier.price))) for tier in price.tiers]
+    return ((0, Decimal(str(price.base))), *tiers)
 
 
 @dataclass(frozen=True, slots=True)

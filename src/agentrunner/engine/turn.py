@@ -6,10 +6,12 @@ Events, in the order they happen: ``agent.thinking``, ``agent.token`` (streamed 
 ``agent.tool_call``, ``agent.tool_result``, ``agent.message`` (the final answer).
 
 Limits are checked before every model request, so none is overshot by a request: requests
-(``max_turns`` → ``turn_limit``), tokens, tool calls, and cost (``budget_exceeded``; the check
-counts the previous request's cost as the likely cost of the next). Cancellation wins over every
+(``max_turns`` → ``turn_limit``), tokens, tool calls, and money: each request's worst case is
+reserved against the tightest budget and its output cap lowered to fit (``engine.budget``), so
+a reply cannot overshoot a budget either (``budget_exceeded``). Cancellation wins over every
 other outcome and leaves a history that can be sent again: interrupted tool calls get a
-synthetic error result.
+synthetic error result, streamed text is kept as an interrupted message, and a request cut off
+mid-way is charged at the provider's figures or, failing those, an estimate marked as such.
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.budget import (
+    DEFAULT_OUTPUT_CAP,
+    MIN_REPLY_TOKENS,
+    Allowance,
+    CostTracker,
+    ExternalBudget,
+    budget_exceeded,
+    estimate_input_tokens,
+    estimate_output_tokens,
+    fixed_request_bytes,
+)
 from agentrunner.engine.failures import ProviderError
 from agentrunner.engine.fallback import Attempt, ChainEntry, FallbackChain
 from agentrunner.engine.messages import (
@@ -49,6 +62,7 @@ __all__ = [
     "EventSink",
     "StopReason",
     "Turn",
+    "TurnCancelled",
     "TurnError",
     "TurnLimits",
     "TurnResult",
@@ -67,6 +81,9 @@ StopReason = Literal[
     "budget_exceeded",
 ]
 INTERRUPTED = "interrupted: the run stopped before this tool call finished"
+# How long a request waits for other requests' budget holds to be settled before it makes do
+# with what they leave (they hold a worst case; most of it comes back).
+HOLD_WAIT_S = 120.0
 
 
 @dataclass(slots=True)
@@ -82,36 +99,6 @@ class TurnLimits:
 
 
 @dataclass(slots=True)
-class CostTracker:
-    """One per run (seed 001); a child run started by ``ask_agent`` adds to its parent's."""
-
-    micros: int = 0
-    known: bool = True
-    usage: Usage = field(default_factory=Usage)
-    parent: CostTracker | None = None
-
-    def add(self, micros: int | None, usage: Usage) -> None:
-        tracker: CostTracker | None = self
-        while tracker is not None:
-            tracker.usage.add(usage)
-            if micros is None:
-                tracker.known = False
-            else:
-                tracker.micros += micros
-            tracker = tracker.parent
-
-    def child(self) -> CostTracker:
-        return CostTracker(parent=self)
-
-    @property
-    def root(self) -> CostTracker:
-        tracker = self
-        while tracker.parent is not None:
-            tracker = tracker.parent
-        return tracker
-
-
-@dataclass(slots=True)
 class TurnResult:
     text: str
     output: Any
@@ -123,6 +110,15 @@ class TurnResult:
     model: str | None
     attempts: list[Attempt]
     tool_calls: int = 0
+
+
+class TurnCancelled(asyncio.CancelledError):
+    """The task running the turn was cancelled (``asyncio`` cancellation, not an abort):
+    raised as cancellation, with ``result`` holding what happened before it."""
+
+    def __init__(self, result: TurnResult) -> None:
+        super().__init__()
+        self.result = result
 
 
 class TurnError(AgentRunnerError):
@@ -161,13 +157,19 @@ class Turn:
     cost: CostTracker = field(default_factory=CostTracker)
     tool_context: Mapping[str, Any] = field(default_factory=dict)
     before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None
+    budget: ExternalBudget | None = None
 
 
 async def run_turn(turn: Turn) -> TurnResult:
     """Run one turn. Raises ``TurnError`` (with the partial result) for every failure: a
     classified provider or tool failure, a limit, cancellation through ``turn.abort`` (which
     wins over any other outcome), or — as ``internal`` — a bug. Cancelling the calling task
-    itself re-raises ``CancelledError`` after repairing the history."""
+    itself raises ``TurnCancelled`` (a ``CancelledError``) after repairing the history."""
+    limits = turn.limits
+    if limits.max_budget_micros is not None:
+        tracker = turn.cost
+        if tracker.limit is None or limits.max_budget_micros < tracker.limit:
+            tracker.limit, tracker.label = limits.max_budget_micros, limits.budget_label
     run = _TurnRun(turn)
     abort = turn.abort
     if abort is None:
@@ -196,13 +198,14 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
         run.repair()
         caller_cancelled = (task := asyncio.current_task()) is not None and task.cancelling() > 0
         if abort is None or not abort.aborted or caller_cancelled:
-            raise
+            raise TurnCancelled(run.result("", None, "cancelled")) from None
         raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled") from None
     except Exception as exc:
         if abort is not None and abort.aborted:
             run.repair()
             raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled") from exc
         if isinstance(exc, TurnError):
+            run.release()
             raise
         run.repair()
         if isinstance(exc, AgentRunnerError):
@@ -210,6 +213,18 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
         raise run.error(
             ErrorCode.INTERNAL, f"internal error in the turn: {type(exc).__name__}: {exc}", "error"
         ) from exc
+
+
+@dataclass(slots=True)
+class _Reservation:
+    """A request's worst case, held against the budgets until the request is settled."""
+
+    entry: ChainEntry
+    micros: int
+    cap: int
+    lowered: bool  # the cap is lower than the agent's own: the budget set it
+    input_tokens: int  # the estimate it was made with
+    hold: object | None  # the external budget's part
 
 
 class _TurnRun:
@@ -224,13 +239,20 @@ class _TurnRun:
         self.usage = Usage()
         self.cost = 0
         self.cost_known = True
-        self.last_cost = 0
         self.model: str | None = None
         self.partial: list[str] = []
         self.current = ""
         self.finished: dict[str, ToolResult] = {}
         self.tools = {t.name: t for t in turn.tools}
         self.definitions = [t.definition for t in turn.tools]
+        self.budgeted = turn.budget is not None or turn.cost.allowance() is not None
+        self.reservation: _Reservation | None = None
+        self.inflight: tuple[ChainEntry, ModelRequest] | None = None
+        self.cut_by_budget: _Reservation | None = None  # the last response's, if it lowered
+        self.calibration: dict[str, float] = {}  # model -> billed / estimated input tokens
+        self.fixed_bytes = (
+            fixed_request_bytes(self.definitions, turn.output_schema) if self.budgeted else 0
+        )
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
         if not self.silenced and self.turn.emit is not None:
@@ -240,6 +262,9 @@ class _TurnRun:
         turn = self.turn
         while True:
             self.check_limits()
+            if self.budgeted:  # refused here, a request never becomes a step
+                primary = turn.chain.entries[0]
+                await self.reserve(primary, self.request(primary))
             self.emit(
                 "step.started",
                 {"step": self.responses + 1, "model": turn.chain.entries[0].model.ref},
@@ -265,6 +290,8 @@ class _TurnRun:
                     f"{entry.model.ref} refused to answer: {message.text[:200]}",
                     "error",
                 )
+            if response.finish_reason == "length" and self.cut_by_budget is not None:
+                self.stop_at_budget(message, self.cut_by_budget)
             if message.tool_calls:
                 if response.finish_reason == "length":
                     self.answer_calls(
@@ -301,10 +328,8 @@ class _TurnRun:
 
     # -- requests ------------------------------------------------------------------------
 
-    def build(self, entry: ChainEntry) -> ModelRequest:
+    def request(self, entry: ChainEntry) -> ModelRequest:
         turn = self.turn
-        self.partial = []
-        self.current = entry.model.ref
         native = turn.output_schema is None or takes_schema_natively(entry)
         system = turn.system if native else turn.system + schema_instructions(turn.output_schema)
         return ModelRequest(
@@ -315,6 +340,117 @@ class _TurnRun:
             max_output_tokens=turn.limits.max_output_tokens,
             output_schema=turn.output_schema if native else None,
             stream=turn.stream,
+        )
+
+    async def build(self, entry: ChainEntry) -> ModelRequest:
+        """One attempt's request, its worst case reserved against the budgets."""
+        self.partial = []
+        self.current = entry.model.ref
+        request = self.request(entry)
+        if self.budgeted:
+            held = self.reservation
+            if held is not None and held.entry is not entry:
+                self.release()  # the chain moved on to another model: its prices differ
+            if self.reservation is None:
+                await self.reserve(entry, request)
+            if self.reservation is not None:
+                request.max_output_tokens = self.reservation.cap
+        self.inflight = (entry, request)
+        return request
+
+    async def reserve(self, entry: ChainEntry, request: ModelRequest) -> None:
+        """Hold ``request``'s worst case against the tightest budget, with an output cap
+        lowered to fit what is left of it; ``budget_exceeded`` when not even a minimal reply
+        fits. Where only other requests' holds are in the way — they will mostly be given
+        back — wait for them (up to ``HOLD_WAIT_S``) rather than cut this reply short."""
+        if self.reservation is not None:
+            return
+        turn = self.turn
+        rates = turn.prices.rates(entry.model.provider.name, entry.model.name)
+        waited, pause = 0.0, 0.02
+        while True:
+            external = await turn.budget.allowance() if turn.budget is not None else None
+            # From here to the tracker's hold nothing awaits, so runs of one tree that take
+            # turns on this event loop cannot both count on the same remainder.
+            allowance = _tighter(turn.cost.allowance(), external)
+            if allowance is None:
+                return
+            if allowance.spent >= allowance.limit:
+                raise self.budget_error(allowance)
+            if rates is None or rates.free:
+                # Unknown prices cannot be bounded (PriceBook warns once); free ones need not.
+                return
+            tokens = self.estimated_input(entry, request)
+            wanted = request.max_output_tokens or DEFAULT_OUTPUT_CAP
+            input_cost = rates.input_micros(tokens)
+            cap = min(wanted, rates.output_tokens_within(allowance.left - input_cost, tokens))
+            unheld = allowance.left + allowance.held - input_cost
+            if (
+                cap < wanted
+                and allowance.held > 0
+                and waited < HOLD_WAIT_S
+                and rates.output_tokens_within(unheld, tokens) > cap
+            ):
+                await asyncio.sleep(pause)  # others' holds, not spend, are in the way
+                waited += pause
+                pause = min(pause * 2, 1.0)
+                continue
+            if cap < min(MIN_REPLY_TOKENS, wanted):
+                needed = input_cost + rates.output_micros(MIN_REPLY_TOKENS, tokens)
+                raise self.budget_error(allowance, needed)
+            worst = input_cost + rates.output_micros(cap, tokens)
+            turn.cost.hold(worst)
+            try:
+                hold = await turn.budget.hold(worst) if turn.budget is not None else None
+            except BaseException:
+                turn.cost.release(worst)
+                raise
+            if turn.budget is not None and hold is None:
+                turn.cost.release(worst)  # another run took part of it meanwhile: look again
+                continue
+            self.reservation = _Reservation(entry, worst, cap, cap < wanted, tokens, hold)
+            return
+
+    def estimated_input(self, entry: ChainEntry, request: ModelRequest) -> int:
+        tokens = estimate_input_tokens(request, self.fixed_bytes)
+        return int(tokens * self.calibration.get(entry.model.ref, 1.0)) + 1
+
+    def settle_reservation(self, usage: Usage) -> None:
+        """The request is over: learn from its billed input, give its reservation back."""
+        held = self.reservation
+        self.cut_by_budget = held if held is not None and held.lowered else None
+        if held is not None and usage.input_tokens and not usage.estimated:
+            ratio = usage.input_tokens / max(held.input_tokens, 1)
+            ref = held.entry.model.ref
+            self.calibration[ref] = max(ratio, self.calibration.get(ref, 1.0))
+        self.release()
+
+    def release(self) -> None:
+        held, self.reservation = self.reservation, None
+        if held is not None:
+            self.turn.cost.release(held.micros)
+            if held.hold is not None and self.turn.budget is not None:
+                self.turn.budget.release(held.hold)
+
+    def budget_error(self, allowance: Allowance, needed: int | None = None) -> TurnError:
+        cause = budget_exceeded(allowance, needed)
+        return self.error(cause.code, cause.message, "budget_exceeded", hint=cause.hint)
+
+    def stop_at_budget(self, message: AssistantMessage, held: _Reservation) -> None:
+        """A reply cut off at an output cap the budget lowered: the run ends there."""
+        message.interrupted = not message.tool_calls
+        if message.tool_calls:
+            self.answer_calls(
+                message.tool_calls, "not run: the call was cut off at the budget's output cap"
+            )
+        allowance = _tighter(self.turn.cost.allowance(), None)
+        label = allowance.label if allowance is not None else "the budget"
+        raise self.error(
+            ErrorCode.BUDGET_EXCEEDED,
+            f"budget exceeded: the reply was cut off at {held.cap} output tokens, all that "
+            f"{label} had left room for",
+            "budget_exceeded",
+            hint="Raise limits.max_budget_usd in the agent file or [budgets] in agentrunner.toml.",
         )
 
     def on_delta(self, delta: TextDelta | ThinkingDelta) -> None:
@@ -334,34 +470,17 @@ class _TurnRun:
     def on_attempt(
         self, attempt: Attempt, entry: ChainEntry, outcome: ModelResponse | ProviderError
     ) -> None:
-        usage = outcome.usage if isinstance(outcome, ModelResponse) else Usage(requests=1)
-        micros: int | None = 0
+        self.inflight = None
         if isinstance(outcome, ModelResponse):
+            usage = outcome.usage
             micros = self.turn.prices.cost_micros(
                 entry.model.provider.name, entry.model.name, usage, outcome.model
             )
-        self.usage.add(usage)
-        self.turn.cost.add(micros, usage)
-        if micros is None:
-            self.cost_known = False
+        elif self.partial:  # it failed mid-stream, after the provider began billing
+            usage, micros = self.estimated_usage(entry)
         else:
-            self.cost += micros
-            self.last_cost = micros
-        self.emit(
-            "cost.updated",
-            {
-                "model": entry.model.ref,
-                "attempt": attempt.number,
-                "outcome": attempt.outcome,
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "cache_read_tokens": usage.cache_read_tokens,
-                "cache_write_tokens": usage.cache_write_tokens,
-                "cost_micros": micros,
-                "cost_known": micros is not None,
-                "cumulative_cost_micros": self.turn.cost.root.micros,
-            },
-        )
+            usage, micros = Usage(requests=1), 0
+        self.charge(entry, attempt.number, attempt.outcome, usage, micros)
         if isinstance(outcome, ProviderError):
             self.emit(
                 "model.attempt_failed",
@@ -374,6 +493,62 @@ class _TurnRun:
                     "message": outcome.message,
                 },
             )
+
+    def estimated_usage(self, entry: ChainEntry) -> tuple[Usage, int | None]:
+        """What the request in flight used by estimate: its input, and the output streamed."""
+        held = self.reservation
+        request = self.inflight[1] if self.inflight is not None else self.request(entry)
+        tokens = held.input_tokens if held is not None else self.estimated_input(entry, request)
+        usage = Usage(
+            input_tokens=tokens,
+            output_tokens=estimate_output_tokens("".join(self.partial)),
+            requests=1,
+            estimated=True,
+        )
+        prices = self.turn.prices
+        return usage, prices.cost_micros(entry.model.provider.name, entry.model.name, usage)
+
+    def charge(
+        self, entry: ChainEntry, attempt: int, outcome: str, usage: Usage, micros: int | None
+    ) -> None:
+        """Record what one attempt cost; only then is its reservation given back, so what is
+        spent plus what is held never drops below what was really used."""
+        self.usage.add(usage)
+        self.turn.cost.add(micros, usage)
+        if micros is None:
+            self.cost_known = False
+        else:
+            self.cost += micros
+        if self.turn.emit is not None:  # even after an abort: money is always recorded
+            self.turn.emit(
+                "cost.updated",
+                {
+                    "model": entry.model.ref,
+                    "attempt": attempt,
+                    "outcome": outcome,
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "cache_read_tokens": usage.cache_read_tokens,
+                    "cache_write_tokens": usage.cache_write_tokens,
+                    "cost_micros": micros,
+                    "cost_known": micros is not None,
+                    "estimated": usage.estimated,
+                    "cumulative_cost_micros": self.turn.cost.root.micros,
+                },
+            )
+        self.settle_reservation(usage)
+
+    def charge_interrupted(self) -> None:
+        """A request cut off mid-way (cancelled, or the turn failed around it) was still sent:
+        charge its estimate."""
+        if self.inflight is None:
+            self.release()
+            return
+        entry, _ = self.inflight
+        usage, micros = self.estimated_usage(entry)
+        self.inflight = None
+        self.charge(entry, len(self.turn.chain.attempts) + 1, "cancelled", usage, micros)
+        self.cut_by_budget = None
 
     def check_limits(self) -> None:
         limits = self.turn.limits
@@ -390,21 +565,6 @@ class _TurnRun:
                 f"used {self.usage.total_tokens} tokens; "
                 f"the limit is max_tokens ({limits.max_tokens})",
                 "max_tokens_exceeded",
-            )
-        budget = limits.max_budget_micros
-        spent = self.turn.cost.micros  # this run and the child runs it started
-        if budget is not None and (spent >= budget or spent + self.last_cost > budget):
-            nxt = (
-                ""
-                if spent >= budget
-                else f"; the next request would cost about ${self.last_cost / 1e6:.4f}"
-            )
-            raise self.error(
-                ErrorCode.BUDGET_EXCEEDED,
-                f"budget exceeded: ${spent / 1e6:.4f} spent of {limits.budget_label} "
-                f"(${budget / 1e6:.4f}){nxt}",
-                "budget_exceeded",
-                hint="Raise limits.max_budget_usd in the agent file or [budgets] in the config.",
             )
 
     # -- tools ----------------------------------------------------------------------------
@@ -519,10 +679,16 @@ class _TurnRun:
         self.finished = {}
 
     def repair(self) -> None:
-        """After a cancellation: keep streamed text, answer calls that never finished."""
+        """After a cancellation or failure: charge the request in flight, keep its streamed
+        text as an interrupted message, answer calls that never finished."""
+        self.charge_interrupted()
         messages = self.turn.messages
         if self.partial:
-            messages.append(AssistantMessage(text="".join(self.partial), model=self.model))
+            messages.append(
+                AssistantMessage(
+                    text="".join(self.partial), model=self.current or None, interrupted=True
+                )
+            )
             self.partial = []
             return
         last = messages[-1] if len(messages) > self.start else None
@@ -557,6 +723,12 @@ class _TurnRun:
         return TurnError(
             code, message, stop_reason=stop, result=result, hint=hint, retryable=retryable
         )
+
+
+def _tighter(a: Allowance | None, b: Allowance | None) -> Allowance | None:
+    if a is None or (b is not None and b.left < a.left):
+        return b
+    return a
 
 
 class _ToolCrashed(Exception):

@@ -41,6 +41,8 @@ class Driver(Protocol):
 
     async def fetch_stamped(self, sql: str, params: Params) -> list[dict[str, Any]]: ...
 
+    async def fetch_in_transaction(self, ops: Sequence[Op]) -> list[dict[str, Any]]: ...
+
     async def batch(self, ops: Sequence[Op]) -> None: ...
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]: ...
@@ -111,6 +113,21 @@ class SQLiteDriver:
         conn.execute("BEGIN IMMEDIATE")
         try:
             rows = conn.execute(*_bind(sql, {**params, "now": time.time()})).fetchall()
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return [dict(row) for row in rows]
+
+    async def fetch_in_transaction(self, ops: Sequence[Op]) -> list[dict[str, Any]]:
+        """Run ``ops`` in one write transaction, begun holding the write lock (so every read
+        in it sees every earlier commit); the rows of the last."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            rows: list[Any] = []
+            for sql, params in ops:
+                rows = conn.execute(*_bind(sql, params)).fetchall()
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -422,6 +439,15 @@ class PostgresDriver:
             await conn.execute("SET LOCAL enable_bitmapscan = off")
             await conn.execute("SET LOCAL enable_sort = off")
             cursor = await conn.execute(sql, {**params, "now": time.time()})
+            return list(await cursor.fetchall())  # type: ignore[arg-type]
+
+    async def fetch_in_transaction(self, ops: Sequence[Op]) -> list[dict[str, Any]]:
+        async with self.pool.connection() as conn, conn.transaction():
+            cursor = None
+            for sql, params in ops:
+                cursor = await conn.execute(sql, params)
+            if cursor is None or cursor.description is None:
+                return []
             return list(await cursor.fetchall())  # type: ignore[arg-type]
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentrunner.engine.messages import Message, message_from_dict
+from agentrunner.ids import new_id
 from agentrunner.store.drivers import Driver, Op
 from agentrunner.store.records import (
     RUN_STATUSES,
@@ -40,6 +41,8 @@ __all__ = [
 ]
 
 FAR_FUTURE = 1e18
+# A budget hold outlives any request it covers; one whose process died stops counting then.
+HOLD_TTL_S = 3600.0
 # A listing by agent first looks for the agent's threads among this many times the page of
 # the most recently updated threads (one index walk), before reading all of the agent's own.
 _RECENT_SCAN = 20
@@ -334,6 +337,57 @@ class Events(_Repo):
 
 
 class Costs(_Repo):
+    async def spent_and_held(self, agent_id: str) -> tuple[int, int, int, int]:
+        """Micro-dollars spent today (UTC) and held by requests in flight: by ``agent_id``
+        (spent, held), then by every agent (spent, held)."""
+        row = await self.db.fetch_one(
+            self.sql["budget_spent"], {"day": today(), "agent_id": agent_id, "now": time.time()}
+        )
+        assert row is not None
+        return (
+            int(row["agent_spent"]),
+            int(row["agent_held"]),
+            int(row["all_spent"]),
+            int(row["all_held"]),
+        )
+
+    async def hold(
+        self,
+        agent_id: str,
+        run_id: str,
+        micros: int,
+        *,
+        agent_limit: int | None,
+        all_limit: int | None,
+        ttl_s: float = HOLD_TTL_S,
+    ) -> tuple[str, str, str] | None:
+        """Hold ``micros`` of today's budgets for a request of ``run_id``, if with them the
+        agent's spend stays within ``agent_limit`` and everyone's within ``all_limit``; the
+        hold's key, or None when they would not."""
+        day, now, hold_id = today(), time.time(), new_id()
+        rows = await self.db.fetch_in_transaction(
+            [
+                self.op("budget_lock"),
+                self.op("budget_expire", day=day, now=now),
+                self.op(
+                    "budget_hold",
+                    day=day,
+                    agent_id=agent_id,
+                    id=hold_id,
+                    run_id=run_id,
+                    micros=micros,
+                    expires_at=now + ttl_s,
+                    agent_limit=agent_limit,
+                    all_limit=all_limit,
+                ),
+            ]
+        )
+        return (day, agent_id, hold_id) if rows else None
+
+    def release_op(self, hold: tuple[str, str, str]) -> Op:
+        day, agent_id, hold_id = hold
+        return self.op("budget_release", day=day, agent_id=agent_id, id=hold_id)
+
     async def spent_today(self, agent_id: str | None = None) -> int:
         """Micro-dollars spent today (UTC) by one agent, or by all with ``agent_id=None``: one
         row per agent, kept with the cost rows, not a sum over the day's requests."""

@@ -233,6 +233,7 @@ class RunLog:
                     "model": data["model"],
                     **usage,
                     "cost_micros": cost,
+                    "estimated": bool(data.get("estimated")),
                     "day": day,
                     "now": now,
                 },

@@ -5,8 +5,10 @@ queue of ``Reply`` objects (text, tool calls, thinking, usage), optionally per m
 inject faults: an HTTP error with any status and ``retry-after``, a stalled response, a
 connection dropped mid-stream, malformed tool-call JSON, and an error event mid-stream
 (Anthropic ``overloaded_error``). Like the real APIs it rejects (400) a history holding a tool
-call without a result. With an empty queue it plays a simple agent: it calls the first offered
-tool once, then answers with text.
+call without a result, and stops a reply at the request's output cap (``max_tokens`` /
+``max_completion_tokens``: the text cut, ``length`` as the finish reason). With an empty queue it
+plays a simple agent: it calls the first offered tool once, then answers with text. With
+``count_input_tokens`` (or a reply's ``input_tokens=None``) it bills the request's real size.
 
     server = MockProviderServer().start()
     server.mock.queue(Reply(tool_calls=[("get_weather", {"city": "Paris"})]), Reply(text="Sunny"))
@@ -25,7 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from agentrunner.testing.mock_responses import (
@@ -33,6 +35,7 @@ from agentrunner.testing.mock_responses import (
     anthropic_stream,
     openai_json,
     openai_stream,
+    output_tokens,
 )
 
 __all__ = ["Fault", "MockProvider", "MockProviderServer", "RecordedRequest", "Reply"]
@@ -91,7 +94,7 @@ class Reply:
     tool_calls: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
     thinking: str | None = None
     finish: str | None = None
-    input_tokens: int = 20
+    input_tokens: int | None = 20  # None: about a token per 4 bytes of the request, as billed
     output_tokens: int | None = None
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
@@ -114,7 +117,8 @@ class RecordedRequest:
 class MockProvider:
     """The ASGI app. Thread-safe to script from a test while the server runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, count_input_tokens: bool = False) -> None:
+        self.count_input_tokens = count_input_tokens
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
         self._by_model: dict[str, deque[Reply]] = {}
@@ -129,6 +133,7 @@ class MockProvider:
 
     def reset(self) -> None:
         with self._lock:
+            self.count_input_tokens = False
             self._queue.clear()
             self._by_model.clear()
             self.requests.clear()
@@ -137,10 +142,10 @@ class MockProvider:
         with self._lock:
             specific = self._by_model.get(model)
             if specific:
-                return specific.popleft()
+                return _billed(specific.popleft(), body, False)
             if self._queue:
-                return self._queue.popleft()
-        return _auto_reply(body, flavor)
+                return _billed(self._queue.popleft(), body, False)
+        return _billed(_auto_reply(body, flavor), body, self.count_input_tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -205,6 +210,18 @@ class MockProvider:
 
 
 # -- behaviour -------------------------------------------------------------------------------
+
+
+def _billed(reply: Reply, body: dict[str, Any], count_input: bool) -> Reply:
+    """``reply`` as the provider would bill and cut it: input tokens counted from the request
+    when asked, output stopped at the request's cap."""
+    if reply.input_tokens is None or count_input:
+        size = len(json.dumps([body.get("system"), body.get("messages"), body.get("tools")]))
+        reply = replace(reply, input_tokens=size // 4 + 1)
+    cap = body.get("max_completion_tokens") or body.get("max_tokens")
+    if isinstance(cap, int) and output_tokens(reply) > cap:
+        reply = replace(reply, text=reply.text[: cap * 4], output_tokens=cap, finish="length")
+    return reply
 
 
 def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:

@@ -14,6 +14,7 @@ __all__ = [
     "anthropic_stream",
     "openai_json",
     "openai_stream",
+    "output_tokens",
 ]
 
 Events = list[tuple[str | None, dict[str, Any] | str]]
@@ -28,7 +29,7 @@ def _calls(reply: Reply, rid: int) -> list[tuple[str, str, str]]:
     return out
 
 
-def _output_tokens(reply: Reply) -> int:
+def output_tokens(reply: Reply) -> int:
     if reply.output_tokens is not None:
         return reply.output_tokens
     return max(1, len(reply.text) // 4 + 8 * len(reply.tool_calls))
@@ -39,11 +40,11 @@ def _openai_finish(reply: Reply) -> str:
 
 
 def _openai_usage(reply: Reply) -> dict[str, Any]:
-    out = _output_tokens(reply)
+    out = output_tokens(reply)
     return {
-        "prompt_tokens": reply.input_tokens,
+        "prompt_tokens": reply.input_tokens or 0,
         "completion_tokens": out,
-        "total_tokens": reply.input_tokens + out,
+        "total_tokens": (reply.input_tokens or 0) + out,
         "prompt_tokens_details": {"cached_tokens": reply.cache_read_tokens},
     }
 
@@ -124,8 +125,8 @@ def _anthropic_stop(reply: Reply) -> str:
 
 def _anthropic_usage(reply: Reply) -> dict[str, Any]:
     return {
-        "input_tokens": reply.input_tokens,
-        "output_tokens": _output_tokens(reply),
+        "input_tokens": reply.input_tokens or 0,
+        "output_tokens": output_tokens(reply),
         "cache_read_input_tokens": reply.cache_read_tokens,
         "cache_creation_input_tokens": reply.cache_write_tokens,
     }

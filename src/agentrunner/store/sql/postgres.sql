@@ -44,3 +44,9 @@ SELECT id FROM threads WHERE starts_with(id, :prefix) ORDER BY id LIMIT :limit;
 
 -- name: run_ids_starting
 SELECT id FROM runs WHERE starts_with(id, :prefix) ORDER BY id LIMIT :limit;
+
+-- name: budget_lock
+-- One hold at a time across every process: each checks sums over rows that others insert, so
+-- a row lock would not serialise them. Taken in the hold's own transaction (released at its
+-- end), before the statement whose snapshot must include every earlier hold.
+SELECT pg_advisory_xact_lock(727274002);

@@ -180,9 +180,9 @@ WHERE run_id = :run_id AND seq > :after ORDER BY seq LIMIT :limit;
 
 -- name: cost_insert
 INSERT INTO costs (day, agent_id, id, run_id, model, input_tokens, output_tokens,
-                   cache_read_tokens, cache_write_tokens, cost_micros, created_at)
+                   cache_read_tokens, cache_write_tokens, cost_micros, estimated, created_at)
 VALUES (:day, :agent_id, :id, :run_id, :model, :input_tokens, :output_tokens,
-        :cache_read_tokens, :cache_write_tokens, :cost_micros, :now);
+        :cache_read_tokens, :cache_write_tokens, :cost_micros, :estimated, :now);
 
 -- name: cost_day_add
 INSERT INTO cost_days (day, agent_id, micros) VALUES (:day, :agent_id, :micros)
@@ -191,6 +191,43 @@ ON CONFLICT (day, agent_id) DO UPDATE SET micros = cost_days.micros + excluded.m
 -- name: cost_spent
 SELECT COALESCE(SUM(micros), 0) AS micros FROM cost_days
 WHERE day = :day AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id);
+
+-- name: budget_spent
+-- The day's spend and its live holds: one agent's, and everyone's.
+SELECT
+    (SELECT COALESCE(SUM(micros), 0) FROM cost_days
+     WHERE day = :day AND agent_id = :agent_id) AS agent_spent,
+    (SELECT COALESCE(SUM(micros), 0) FROM budget_holds
+     WHERE day = :day AND agent_id = :agent_id AND expires_at > :now) AS agent_held,
+    (SELECT COALESCE(SUM(micros), 0) FROM cost_days WHERE day = :day) AS all_spent,
+    (SELECT COALESCE(SUM(micros), 0) FROM budget_holds
+     WHERE day = :day AND expires_at > :now) AS all_held;
+
+-- name: budget_lock
+-- Holds are taken one at a time (a no-op on SQLite, whose writes are serialised anyway).
+SELECT 1;
+
+-- name: budget_expire
+DELETE FROM budget_holds WHERE day < :day OR (day = :day AND expires_at <= :now);
+
+-- name: budget_hold
+-- A hold is taken only if, with it, every given limit still holds (a NULL limit: none).
+INSERT INTO budget_holds (day, agent_id, id, run_id, micros, expires_at)
+SELECT :day, :agent_id, :id, :run_id, :micros, :expires_at
+WHERE (CAST(:agent_limit AS BIGINT) IS NULL
+       OR (SELECT COALESCE(SUM(micros), 0) FROM cost_days
+           WHERE day = :day AND agent_id = :agent_id)
+          + (SELECT COALESCE(SUM(micros), 0) FROM budget_holds
+             WHERE day = :day AND agent_id = :agent_id)
+          + :micros <= :agent_limit)
+  AND (CAST(:all_limit AS BIGINT) IS NULL
+       OR (SELECT COALESCE(SUM(micros), 0) FROM cost_days WHERE day = :day)
+          + (SELECT COALESCE(SUM(micros), 0) FROM budget_holds WHERE day = :day)
+          + :micros <= :all_limit)
+RETURNING id;
+
+-- name: budget_release
+DELETE FROM budget_holds WHERE day = :day AND agent_id = :agent_id AND id = :id;
 
 -- name: cost_summary
 SELECT agent_id, model, day, COUNT(*) AS requests, SUM(input_tokens) AS input_tokens,

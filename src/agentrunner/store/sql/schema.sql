@@ -292,3 +292,21 @@ SELECT run_id, id, step_number, status, model_id, token_usage, cost_micros, atte
 FROM run_steps;
 DROP TABLE run_steps;
 ALTER TABLE run_steps_v9 RENAME TO run_steps
+;
+
+-- migration: 10
+-- Budget holds (DESIGN decision 9): before a model request is sent, its worst case is held
+-- against the day's budgets, and the hold is deleted in the transaction that records what the
+-- request really cost, so concurrent runs — in any process — never count on the same remainder.
+-- A hold whose process died is ignored once it expires. A cost recorded from agentrunner's
+-- estimate (a request cut off before the provider reported usage) is marked as such.
+CREATE TABLE budget_holds (
+    day TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    micros BIGINT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (day, agent_id, id)
+){clustered};
+ALTER TABLE costs ADD COLUMN estimated BOOLEAN NOT NULL DEFAULT FALSE

@@ -1,0 +1,200 @@
+"""Money as a hard limit (DESIGN decision 9): what a run has spent and holds, what a budget has
+left, and what a request may cost at most.
+
+Before each model request the turn reserves the request's worst case — its input (estimated
+from the request) plus its output cap, at the model's dearest prices — against the tightest
+budget, lowering the output cap to what is left; after the request it settles the reservation
+with what the provider reported. A reply therefore never spends more than a budget has left,
+and two requests in flight never both count on the same remainder.
+
+Budgets within a run and the runs it started (``ask_agent``) live on their ``CostTracker``s;
+budgets shared with other runs, in this process or others (a day's spend per agent or in all),
+are an ``ExternalBudget`` the runner provides over the store.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from agentrunner.engine.messages import AssistantMessage, ModelRequest, ToolResult, Usage
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+__all__ = [
+    "DEFAULT_OUTPUT_CAP",
+    "MIN_REPLY_TOKENS",
+    "Allowance",
+    "CostTracker",
+    "ExternalBudget",
+    "budget_exceeded",
+    "estimate_input_tokens",
+    "estimate_output_tokens",
+    "fixed_request_bytes",
+]
+
+# With a budget in force every request carries an output cap: the agent's max_output_tokens,
+# else this (Anthropic's own default here), lowered to what the budget has left.
+DEFAULT_OUTPUT_CAP = 8192
+# Below this many output tokens a reply is not worth its input: the request is refused.
+MIN_REPLY_TOKENS = 32
+# Byte-level tokenizers average 3-4 bytes of English or JSON a token, and about one token per
+# CJK character (3 bytes); three bytes a token errs high. Each message costs a few tokens of
+# framing, and a request with tools carries the provider's tool-use instructions.
+_BYTES_PER_TOKEN = 3
+_PER_MESSAGE = 8
+_PER_REQUEST = 50
+_WITH_TOOLS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class Allowance:
+    """One budget in micro-dollars: its ``limit``, what is ``spent`` of it, and what requests
+    in flight hold against it."""
+
+    label: str
+    limit: int
+    spent: int
+    held: int = 0
+
+    @property
+    def left(self) -> int:
+        return self.limit - self.spent - self.held
+
+
+class ExternalBudget(Protocol):
+    """Budgets shared with other runs (the runner's daily budgets, kept in the store)."""
+
+    async def allowance(self) -> Allowance | None:
+        """The tightest of them now, or None when none applies."""
+        ...
+
+    async def hold(self, micros: int) -> object | None:
+        """Reserve ``micros`` if every budget still has them; None when one no longer does
+        (another run took them since ``allowance``): ask again."""
+        ...
+
+    def release(self, hold: object) -> None:
+        """Give a reservation back (once the request's real cost is recorded)."""
+        ...
+
+
+@dataclass(slots=True)
+class CostTracker:
+    """One per run (seed 001); a child run started by ``ask_agent`` adds to its parent's.
+
+    ``limit`` (micro-dollars, named by ``label``) bounds this run and the runs it starts;
+    ``held`` is what requests in flight in this run and its children have reserved."""
+
+    micros: int = 0
+    known: bool = True
+    usage: Usage = field(default_factory=Usage)
+    parent: CostTracker | None = None
+    limit: int | None = None
+    label: str = "the run's budget"
+    held: int = 0
+
+    def add(self, micros: int | None, usage: Usage) -> None:
+        tracker: CostTracker | None = self
+        while tracker is not None:
+            tracker.usage.add(usage)
+            if micros is None:
+                tracker.known = False
+            else:
+                tracker.micros += micros
+            tracker = tracker.parent
+
+    def hold(self, micros: int) -> None:
+        tracker: CostTracker | None = self
+        while tracker is not None:
+            tracker.held += micros
+            tracker = tracker.parent
+
+    def release(self, micros: int) -> None:
+        self.hold(-micros)
+
+    def allowance(self) -> Allowance | None:
+        """The tightest limit on this run: its own, or that of a run that started it."""
+        best: Allowance | None = None
+        tracker: CostTracker | None = self
+        while tracker is not None:
+            if tracker.limit is not None:
+                found = Allowance(tracker.label, tracker.limit, tracker.micros, tracker.held)
+                if best is None or found.left < best.left:
+                    best = found
+            tracker = tracker.parent
+        return best
+
+    def child(self) -> CostTracker:
+        return CostTracker(parent=self)
+
+    @property
+    def root(self) -> CostTracker:
+        tracker = self
+        while tracker.parent is not None:
+            tracker = tracker.parent
+        return tracker
+
+
+def fixed_request_bytes(tools: Sequence[Any], output_schema: Mapping[str, Any] | None) -> int:
+    """The bytes every request of a turn carries besides its messages: tool definitions and
+    the output schema (measured once per turn)."""
+    size = sum(
+        len(t.name) + len(t.description) + len(orjson.dumps(dict(t.parameters))) for t in tools
+    )
+    if output_schema is not None:
+        size += len(orjson.dumps(dict(output_schema)))
+    return size
+
+
+def estimate_input_tokens(request: ModelRequest, fixed_bytes: int) -> int:
+    """An estimate, erring high, of the input tokens ``request`` will be billed for."""
+    size = len(request.system.encode()) + fixed_bytes
+    for message in request.messages:
+        if isinstance(message, AssistantMessage):
+            size += len(message.text.encode())
+            for call in message.tool_calls:
+                size += len(call.name) + len(orjson.dumps(call.arguments))
+            for thought in message.thinking:
+                size += len(thought.text.encode()) + len(thought.signature or "")
+        elif isinstance(message, ToolResult):
+            size += len(message.content.encode()) + len(message.call_id)
+        else:
+            size += len(message.content.encode())
+    overhead = _PER_REQUEST + _PER_MESSAGE * len(request.messages)
+    if request.tools:
+        overhead += _WITH_TOOLS
+    return math.ceil(size / _BYTES_PER_TOKEN) + overhead
+
+
+def estimate_output_tokens(text: str) -> int:
+    """An estimate, erring high, of the tokens of ``text`` a model wrote."""
+    return math.ceil(len(text.encode()) / _BYTES_PER_TOKEN)
+
+
+def budget_exceeded(allowance: Allowance, needed: int | None = None) -> AgentRunnerError:
+    """``budget_exceeded`` naming the budget, its limit, what is spent, and what was needed."""
+    spent = f"{_usd(allowance.spent)} spent"
+    if allowance.held > 0:
+        spent += f" and {_usd(allowance.held)} held by requests in flight"
+    if allowance.left <= 0 or needed is None:
+        detail = f"{allowance.label} of {_usd(allowance.limit)} is used up: {spent}"
+    else:
+        detail = (
+            f"{allowance.label} of {_usd(allowance.limit)} has {_usd(allowance.left)} left "
+            f"({spent}); the next request needs at least {_usd(needed)} for its input and a "
+            f"minimal reply of {MIN_REPLY_TOKENS} tokens"
+        )
+    return AgentRunnerError(
+        ErrorCode.BUDGET_EXCEEDED,
+        f"budget exceeded: {detail}",
+        hint="Raise limits.max_budget_usd in the agent file or [budgets] in agentrunner.toml, "
+        "or wait for the next day (UTC) for a daily budget.",
+    )
+
+
+def _usd(micros: int) -> str:
+    return f"${micros / 1_000_000:.4f}"

@@ -1,0 +1,198 @@
+"""Budgets are never overshot: per run, per delegation tree, per agent per day, in all per day —
+across concurrent runs in one process and in several (DESIGN decision 9).
+
+A priced mock ($100 in / $400 out per million tokens) that bills the request's real size and
+cuts replies at the requested output cap, as providers do. Spend is read back from the store
+and summed: the invariant is over every run, not one run's value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner import AgentRunner
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.testing import MockProvider, MockProviderServer, Reply
+from tests.runner.conftest import CONFIG, Agent
+
+PRICEY = """
+[prices."mockai:gpt-pricey"]
+input_per_mtok = 100.0
+output_per_mtok = 400.0
+"""
+LONG = "word " * 4000  # 5,000 output tokens: $2.00, far more than any budget here
+
+
+def configure(project: Path, mock_server: MockProviderServer, budgets: str = "") -> None:
+    extra = PRICEY + (f"\n[budgets]\n{budgets}\n" if budgets else "")
+    (project / "agentrunner.toml").write_text(
+        CONFIG.format(
+            openai=mock_server.openai_url, anthropic=mock_server.anthropic_url, extra=extra
+        )
+    )
+
+
+async def spend(runner: AgentRunner) -> dict[str, int]:
+    """Micro-dollars per agent from the cost rows (one per request), checked against the day's
+    totals and the runs' own figures; and no budget hold is left behind."""
+    rows = await runner.store.driver.fetch_all(
+        "SELECT agent_id, SUM(cost_micros) AS micros FROM costs GROUP BY agent_id", {}
+    )
+    by_agent = {r["agent_id"]: int(r["micros"]) for r in rows if r["micros"]}
+    days = await runner.store.driver.fetch_all(
+        "SELECT agent_id, SUM(micros) AS micros FROM cost_days GROUP BY agent_id", {}
+    )
+    assert {r["agent_id"]: int(r["micros"]) for r in days if r["micros"]} == by_agent
+    runs = await runner.store.runs.list(limit=1000)
+    # A run's cost includes the runs it started: the top-level runs add up to everything.
+    assert sum(r.cost_micros for r in runs if r.depth == 0) == sum(by_agent.values())
+    holds = await runner.store.driver.fetch_all("SELECT COUNT(*) AS n FROM budget_holds", {})
+    assert holds[0]["n"] == 0  # every hold was settled
+    return by_agent
+
+
+async def test_one_reply_cannot_overshoot_the_run_budget(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    configure(project, mock_server, "per_run_usd = 0.05")
+    agent("writer", "model: mockai:gpt-pricey")
+    mock.queue(Reply(text=LONG, input_tokens=None))
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as caught:
+        await runner.run_agent("writer", "t", "Write me a novel")
+    assert caught.value.code is ErrorCode.BUDGET_EXCEEDED
+    assert "the reply was cut off at" in caught.value.message
+    cap = mock.requests[-1].body["max_tokens"]
+    assert 32 <= cap < 125  # $0.05 buys at most 125 output tokens at $400/M
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert (run.status, run.stop_reason) == ("failed", "budget_exceeded")
+    assert 0 < run.cost_micros <= 50_000
+    last = (await runner.store.messages.page("t"))[-1][1]
+    assert last.interrupted and last.text.startswith("word word")  # type: ignore[union-attr]
+    assert (await spend(runner)) == {"writer": run.cost_micros}
+
+
+async def test_a_budget_too_small_for_a_minimal_reply_sends_nothing(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    configure(project, mock_server, "per_run_usd = 0.01")
+    agent("writer", "model: mockai:gpt-pricey")
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as caught:
+        await runner.run_agent("writer", "t", "x" * 2000)  # ~700 input tokens: $0.07
+    message = caught.value.message
+    assert caught.value.code is ErrorCode.BUDGET_EXCEEDED
+    assert "the per-run budget of $0.0100 has $0.0100 left ($0.0000 spent)" in message
+    assert "needs at least $0.0" in message and "minimal reply of 32 tokens" in message
+    assert not mock.requests  # refused before sending: nothing was spent
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert run.cost_micros == 0 and run.stop_reason == "budget_exceeded"
+    assert await runner.store.runs.steps(run.id) == []  # a refused request is not a step
+
+
+async def test_concurrent_runs_of_one_agent_never_spend_the_same_remainder(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    configure(project, mock_server, "per_agent_daily_usd = 0.30")
+    agent("spender", "model: mockai:gpt-pricey")
+    mock.queue(*(Reply(text="word " * 500, input_tokens=None) for _ in range(12)))
+    runner: AgentRunner = await open_runner()
+    outcomes = await asyncio.gather(
+        *(runner.run_agent("spender", f"t{n}", "spend") for n in range(12)),
+        return_exceptions=True,
+    )
+    completed = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, AgentRunnerError)]
+    assert len(completed) + len(refused) == 12 and completed and refused
+    assert {o.code for o in refused} == {ErrorCode.BUDGET_EXCEEDED}
+    assert any("the daily budget of agent 'spender'" in o.message for o in refused)
+    spent = (await spend(runner))["spender"]
+    assert spent <= 300_000 and spent >= 250_000 * len(completed)
+
+
+async def test_the_global_daily_budget_holds_across_agents(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    configure(project, mock_server, "global_daily_usd = 0.50")
+    for name in ("a", "b", "c", "d"):
+        agent(name, "model: mockai:gpt-pricey")
+    mock.count_input_tokens = True
+    mock.queue(*(Reply(text="word " * 300, input_tokens=None) for _ in range(40)))
+    runner: AgentRunner = await open_runner()
+    await asyncio.gather(
+        *(runner.run_agent(name, f"{name}{n}", "spend") for name in "abcd" for n in range(5)),
+        return_exceptions=True,
+    )
+    assert sum((await spend(runner)).values()) <= 500_000
+
+
+async def test_a_delegation_tree_stays_within_the_callers_budget(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    configure(project, mock_server)
+    agent("boss", "model: mockai:gpt-pricey\ncapabilities: [agents]\nlimits: {max_budget_usd: 0.2}")
+    for name in ("w1", "w2", "w3"):
+        agent(name, "model: mockai:gpt-pricey")
+    # The boss asks all three at once; each would answer at length ($0.40 apiece).
+    asks = [("ask_agent", {"agent": w, "message": "report"}) for w in ("w1", "w2", "w3")]
+    mock.queue(Reply(tool_calls=asks))  # type: ignore[arg-type]
+    mock.queue(*(Reply(text="word " * 1000, input_tokens=None) for _ in range(3)))
+    mock.queue(Reply(text="Summary.", input_tokens=None))
+    runner: AgentRunner = await open_runner()
+    [outcome] = await asyncio.gather(
+        runner.run_agent("boss", "t", "get reports"), return_exceptions=True
+    )
+    assert not isinstance(outcome, BaseException) or (
+        isinstance(outcome, AgentRunnerError) and outcome.code is ErrorCode.BUDGET_EXCEEDED
+    )
+    spent = await spend(runner)
+    assert sum(spent.values()) <= 200_000
+    assert sum(v for k, v in spent.items() if k != "boss") > 0  # the children did spend
+
+
+SCRIPT = """
+import asyncio, sys
+from agentrunner import AgentRunner
+from agentrunner.errors import AgentRunnerError
+
+async def main():
+    async with await AgentRunner.open() as runner:
+        async def one(n):
+            try:
+                await runner.run_agent("spender", f"{sys.argv[1]}-{n}", "spend")
+            except AgentRunnerError:
+                pass
+        await asyncio.gather(*(one(n) for n in range(4)))
+
+asyncio.run(main())
+"""
+
+
+def test_processes_sharing_a_database_share_its_daily_budget(
+    agent: Agent, project: Path, mock: MockProvider, mock_server: Any
+) -> None:
+    """Six processes, four runs each, one daily budget: the holds are in the database."""
+    configure(project, mock_server, "per_agent_daily_usd = 0.40")
+    agent("spender", "model: mockai:gpt-pricey")
+    mock.queue(*(Reply(text="word " * 400, input_tokens=None) for _ in range(24)))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, f"p{n}"], cwd=project, env=os.environ.copy()
+        )
+        for n in range(6)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 6
+
+    async def check() -> int:
+        async with await AgentRunner.open(project) as runner:
+            return (await spend(runner)).get("spender", 0)
+
+    spent = asyncio.run(check())
+    assert 0 < spent <= 400_000
