@@ -98,11 +98,12 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         agent: str,
         input: dict[str, Any] | None = None,
         model: str | None = None,
-        cache: bool = True,
+        cache: bool | None = None,
     ) -> dict[str, Any]:
         """Run ``agent``'s prompt template once with ``input``, on no thread: a one-shot task.
         Returns its status, text, structured output (when the agent declares an output
-        schema), usage, cost and whether the answer came from the result cache."""
+        schema), usage, cost and whether the answer came from the result cache (used when the
+        agent file says ``cache: true``, or ``cache`` asks for it)."""
         outcome = await tasks.execute(agent, input or {}, model=model, cache=cache)
         if outcome.error is not None:
             error = outcome.error

@@ -57,7 +57,7 @@ class RunAgentOverrides:
     injections (step 7), e.g. a channel's ``send_message``; ``channel_mode`` tells the prompt
     builder the agent speaks only through them; with ``history=False`` the thread's earlier
     messages are not sent (the caller's message carries the context, as a channel transcript
-    does).
+    does); with ``stream=False`` the model's answers arrive whole (nobody watches tokens).
     """
 
     model: str | None = None
@@ -67,13 +67,14 @@ class RunAgentOverrides:
     channel_mode: bool = False
     history: bool = True
     tools: tuple[Tool, ...] = ()
+    stream: bool = True
 
 
 @dataclass(slots=True)
 class RunResult:
     text: str
     run_id: str
-    thread_id: str
+    thread_id: str | None
     agent_id: str
     stop_reason: str
     usage: Usage
@@ -108,7 +109,7 @@ class _Parent:
     """The run that started this one through ``ask_agent``."""
 
     run_id: str
-    thread_id: str
+    thread_id: str | None
     depth: int
     grant: frozenset[str]
     cost: CostTracker  # the child's tracker adds to it, so its limit bounds the child too
@@ -119,7 +120,7 @@ class _Run:
     """One run in progress: what the settle steps need."""
 
     agent: AgentSpec
-    thread: Thread
+    thread: Thread | None  # None: a task, a run on no thread
     run_id: str
     log: RunLog
     callbacks: AgentRunnerCallbacks
@@ -224,10 +225,35 @@ class AgentRunner:
             run_id,
         )
 
+    async def run_task(
+        self,
+        agent_id: str,
+        message: str,
+        callbacks: AgentRunnerCallbacks | None = None,
+        overrides: RunAgentOverrides | None = None,
+        abort: AbortSignal | None = None,
+        *,
+        input: dict[str, Any] | None = None,
+    ) -> RunResult:
+        """Run ``agent_id`` once on ``message`` with no thread: no history before it, none kept
+        after. Everything else is as ``run_agent``: the agent's tools, capabilities, MCP servers
+        and trust, its budgets, the run recorded with its steps, events and costs (its
+        ``thread_id`` empty), and the same outcomes. What tasks (seed 004) run on."""
+        return await self._run(
+            agent_id,
+            None,
+            message,
+            callbacks or AgentRunnerCallbacks(),
+            overrides or RunAgentOverrides(),
+            abort,
+            input or {},
+            None,
+        )
+
     async def _run(
         self,
         agent_id: str,
-        thread_id: str,
+        thread_id: str | None,
         message: str,
         callbacks: AgentRunnerCallbacks,
         overrides: RunAgentOverrides,
@@ -236,92 +262,129 @@ class AgentRunner:
         parent: _Parent | None,
         claimed_run_id: str | None = None,
     ) -> RunResult:
+        if thread_id is None:  # a task: no thread, so nothing to lock
+            return await self._turn(
+                agent_id, None, message, callbacks, overrides, abort, input, parent, None
+            )
         async with self.store.locks.hold(thread_id) as held:  # 1. thread lock
-            agent = self.agents.get(agent_id)  # 2. agent config
+            return await self._turn(
+                agent_id,
+                thread_id,
+                message,
+                callbacks,
+                overrides,
+                abort,
+                input,
+                parent,
+                held,
+                claimed_run_id,
+            )
+        # 14. the lock is released when the block exits
+
+    async def _turn(
+        self,
+        agent_id: str,
+        thread_id: str | None,
+        message: str,
+        callbacks: AgentRunnerCallbacks,
+        overrides: RunAgentOverrides,
+        abort: AbortSignal | None,
+        input: dict[str, Any],
+        parent: _Parent | None,
+        held: HeldLock | None,
+        claimed_run_id: str | None = None,
+    ) -> RunResult:
+        agent = self.agents.get(agent_id)  # 2. agent config
+        thread: Thread | None = None
+        recent: list[Message] = []
+        last_seq = 0
+        if thread_id is not None:
             thread = await self.store.threads.open(  # 3. thread manifest
                 thread_id, agent_id, parent.thread_id if parent else None
             )
+            _check_owner(thread, agent_id)
             recent, last_seq = await self.store.messages.tail(thread_id, self.history_window)
-            history = window(recent)
-            repairs = missing_results(history)
-            if not overrides.history:
-                history = []
-            run_id = claimed_run_id or new_id("run_")
-            run = _Run(
-                agent,
-                thread,
-                run_id,
-                RunLog(self.store, run_id, agent_id, event_adapter(callbacks)),
-                callbacks,
-                last_seq + 1,
-                parent.cost.child() if parent else CostTracker(),
-                lock=held,
+        history = window(recent)
+        repairs = missing_results(history)
+        if not overrides.history:
+            history = []
+        run_id = claimed_run_id or new_id("run_")
+        run = _Run(
+            agent,
+            thread,
+            run_id,
+            RunLog(self.store, run_id, agent_id, event_adapter(callbacks)),
+            callbacks,
+            last_seq + 1,
+            parent.cost.child() if parent else CostTracker(),
+            lock=held,
+        )
+        limit = run_limit(agent, self.config.budgets)
+        if limit is not None:
+            run.cost.limit, run.cost.label = limit
+        user = UserMessage(message)
+        # 4. append the user message (answering a crashed run's calls): written with the
+        # run's first events, so a quick model's first step shares its transaction
+        run.log.write(
+            ops(
+                []
+                if thread is None
+                else self.store.runs.abandon_ops(  # runs that died holding this thread (now ours)
+                    thread.id, run_id, message_count=thread.message_count, last_seq=last_seq
+                ),
+                []
+                if claimed_run_id
+                else self.store.runs.insert_op(
+                    run_id=run.run_id,
+                    agent_id=agent_id,
+                    thread_id=thread_id,
+                    status="running",
+                    parent_run_id=parent.run_id if parent else None,
+                    depth=parent.depth + 1 if parent else 0,
+                ),
+                self._append(run, [*repairs, user], session=False, final=False),
             )
-            limit = run_limit(agent, self.config.budgets)
-            if limit is not None:
-                run.cost.limit, run.cost.label = limit
-            user = UserMessage(message)
-            # 4. append the user message (answering a crashed run's calls): written with the
-            # run's first events, so a quick model's first step shares its transaction
-            run.log.write(
-                ops(
-                    self.store.runs.abandon_ops(  # runs that died holding this thread (now ours)
-                        thread_id, run_id, message_count=thread.message_count, last_seq=last_seq
-                    ),
-                    []
-                    if claimed_run_id
-                    else self.store.runs.insert_op(
-                        run_id=run.run_id,
-                        agent_id=agent_id,
-                        thread_id=thread_id,
-                        status="running",
-                        parent_run_id=parent.run_id if parent else None,
-                        depth=parent.depth + 1 if parent else 0,
-                    ),
-                    self._append(run, [*repairs, user], session=False, final=False),
-                )
+        )
+        try:
+            result = await self._execute(
+                run, [*history, *repairs], user, overrides, abort, input, parent
             )
-            try:
-                result = await self._execute(
-                    run, [*history, *repairs], user, overrides, abort, input, parent
-                )
-            except TurnError as exc:
-                return await self._settle_failure(run, exc, exc.result)
-            except AgentRunnerError as exc:
-                return await self._settle_failure(run, exc, None)
-            except asyncio.CancelledError as exc:  # the caller's task, not an abort signal
-                partial = exc.result if isinstance(exc, TurnCancelled) else None
-                stopped = AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
-                # Shielded: recording the run must not be cut short by a second cancel.
-                await asyncio.shield(self._settle_failure(run, stopped, partial))
-                raise
-            except Exception as exc:
-                internal = AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-                internal.__cause__ = exc
-                return await self._settle_failure(run, internal, None)
-            await run.log.flush_with(  # 9-11. assistant messages, manifest, usage
-                ops(
-                    self._append(run, result.new_messages[run.saved :], session=True),
-                    self._finish_op(run, "completed", result.stop_reason, result),
-                    held.release_ops(),  # 14. other processes may take the thread once this commits
-                )
+        except TurnError as exc:
+            return await self._settle_failure(run, exc, exc.result)
+        except AgentRunnerError as exc:
+            return await self._settle_failure(run, exc, None)
+        except asyncio.CancelledError as exc:  # the caller's task, not an abort signal
+            partial = exc.result if isinstance(exc, TurnCancelled) else None
+            stopped = AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
+            # Shielded: recording the run must not be cut short by a second cancel.
+            await asyncio.shield(self._settle_failure(run, stopped, partial))
+            raise
+        except Exception as exc:
+            internal = AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            internal.__cause__ = exc
+            return await self._settle_failure(run, internal, None)
+        await run.log.flush_with(  # 9-11. assistant messages, manifest, usage
+            ops(
+                self._append(run, result.new_messages[run.saved :], session=True),
+                self._finish_op(run, "completed", result.stop_reason, result),
+                held.release_ops() if held else [],  # 14. others may take the thread now
             )
-            safely(callbacks.on_response, agent_id, thread_id, result.text)  # 12. on_response
-            if thread.title is None and last_seq == 0:  # 13. post-run effects
-                self.effects.dispatch_title(thread_id, result.model or "test", message, result.text)
-            return RunResult(
-                result.text,
-                run.run_id,
-                thread_id,
-                agent_id,
-                result.stop_reason,
-                result.usage,
-                run.cost.micros,
-                run.cost.known,
-                result.model,
-                result.output,
-            )
-        # 14. the lock is released when the block exits
+        )
+        safely(callbacks.on_response, agent_id, thread_id or "", result.text)  # 12.
+        if thread is not None and thread.title is None and last_seq == 0:  # 13. effects
+            self.effects.dispatch_title(thread.id, result.model or "test", message, result.text)
+        return RunResult(
+            result.text,
+            run.run_id,
+            thread_id,
+            agent_id,
+            result.stop_reason,
+            result.usage,
+            run.cost.micros,
+            run.cost.known,
+            result.model,
+            result.output,
+        )
 
     async def _execute(
         self,
@@ -334,15 +397,16 @@ class AgentRunner:
         parent: _Parent | None,
     ) -> TurnResult:
         agent = run.agent
+        thread_id = run.thread.id if run.thread else None
         memory = await self._memory(agent)
         system = await self.prompt.build(  # 5. system prompt
             PromptContext(
                 agent,
-                run.thread.id,
+                thread_id,
                 input,
                 overrides.background,
                 channel_mode=overrides.channel_mode,
-                task=run.thread.active_task,
+                task=run.thread.active_task if run.thread else None,
             ),
             memory=memory,
         )
@@ -351,7 +415,7 @@ class AgentRunner:
             grant = grant & parent.grant  # a child never gets more than its caller
         context = CapabilityContext(
             agent=agent,
-            thread_id=run.thread.id,
+            thread_id=thread_id,
             run_id=run.run_id,
             store=self.store,
             project_root=self.config.root,
@@ -392,9 +456,10 @@ class AgentRunner:
             ),
             emit=run.log.emit,
             abort=abort,
+            stream=overrides.stream,
             output_schema=agent.output_schema,
             cost=run.cost,
-            tool_context={"agent_id": agent.id, "thread_id": run.thread.id, "run_id": run.run_id},
+            tool_context={"agent_id": agent.id, "thread_id": thread_id, "run_id": run.run_id},
             before_tools=lambda new: self._save_progress(run, new),
             budget=DailyBudgets.applying(
                 self.store.costs, agent.id, run.run_id, self.config.budgets, run.log.write
@@ -426,7 +491,7 @@ class AgentRunner:
             return RunResult(
                 "",
                 run.run_id,
-                run.thread.id,
+                run.thread.id if run.thread else None,
                 run.agent.id,
                 "cancelled",
                 partial.usage if partial else Usage(),
@@ -434,7 +499,8 @@ class AgentRunner:
                 run.cost.known,
                 partial.model if partial else None,
             )
-        safely(run.callbacks.on_error, run.agent.id, run.thread.id, exc.message)
+        thread_id = run.thread.id if run.thread else ""
+        safely(run.callbacks.on_error, run.agent.id, thread_id, exc.message)
         raise exc
 
     # -- helpers --------------------------------------------------------------------------
@@ -451,6 +517,8 @@ class AgentRunner:
     ) -> list[Any]:
         """Append messages; ``final`` appends also update the manifest (step 10), and
         ``session`` advances it to this run."""
+        if run.thread is None:  # a task keeps no conversation
+            return []
         first, run.next_seq = run.next_seq, run.next_seq + len(messages)
         rows = self.store.messages.append_ops(run.thread.id, first, messages, run.run_id)
         if final:
@@ -508,11 +576,12 @@ class AgentRunner:
         async def ask(target: str, message: str) -> str:
             if target not in self.agents:
                 raise ToolRetry(f"no agent '{target}'; agents: {', '.join(self.agents.ids())}")
-            parent = _Parent(run.run_id, run.thread.id, context.depth, grant, run.cost)
+            thread_id = run.thread.id if run.thread else None
+            parent = _Parent(run.run_id, thread_id, context.depth, grant, run.cost)
             try:
                 child = await self._run(
                     target,
-                    f"{run.thread.id}.{target}",
+                    f"{thread_id}.{target}" if thread_id else None,  # a task's are tasks too
                     message,
                     _child_callbacks(run.callbacks, target, context.depth + 1),
                     RunAgentOverrides(background=overrides.background),
@@ -540,3 +609,14 @@ def _child_callbacks(
             parent_on_event(kind, {**data, "from_agent": agent_id, "depth": depth})
 
     return replace(callbacks, on_response=None, on_event=on_event)
+
+
+def _check_owner(thread: Thread, agent_id: str) -> None:
+    """A thread is one agent's conversation: another agent's run there is refused."""
+    if thread.agent_id != agent_id:
+        raise AgentRunnerError(
+            ErrorCode.THREAD_NOT_FOUND,
+            f"thread '{thread.id}' belongs to agent '{thread.agent_id}', not '{agent_id}'",
+            hint="A thread holds one agent's conversation. For several agents in one "
+            "conversation use a channel (`agentrunner channels create`), or ask_agent.",
+        )

@@ -110,8 +110,15 @@ class StdioServer:
     async def _execute(self, request_id: Any, params: dict[str, Any]) -> Any:
         agent = _required(params, "agent", str)
         values = _input(params)
+        cache = params.get("cache")
+        if cache is not None and not isinstance(cache, bool):
+            raise _invalid("`params.cache` must be true, false or absent (the agent's setting)")
         outcome = await self.tasks.execute(
-            agent, values, model=params.get("model"), cache=bool(params.get("cache", True))
+            agent,
+            values,
+            model=params.get("model"),
+            fallback=_models(params, "fallback"),
+            cache=cache,
         )
         return outcome.to_dict()
 
@@ -132,7 +139,11 @@ class StdioServer:
             str(thread),
             message,
             AgentRunnerCallbacks(on_event=on_event),
-            RunAgentOverrides(model=params.get("model"), max_turns=params.get("max_turns")),
+            RunAgentOverrides(
+                model=params.get("model"),
+                fallback=_models(params, "fallback"),
+                max_turns=params.get("max_turns"),
+            ),
             abort,
             input=values,
         )
@@ -172,6 +183,13 @@ def _required(params: dict[str, Any], name: str, kind: type) -> Any:
     if not isinstance(value, kind) or value == "":
         raise _invalid(f"`params.{name}` is required ({kind.__name__})")
     return value
+
+
+def _models(params: dict[str, Any], name: str) -> tuple[str, ...]:
+    value = params.get(name) or ()
+    if not isinstance(value, list | tuple) or not all(isinstance(m, str) for m in value):
+        raise _invalid(f"`params.{name}` must be a list of model names")
+    return tuple(value)
 
 
 def _input(params: dict[str, Any]) -> dict[str, Any]:

@@ -118,13 +118,10 @@ async def test_tools_run_agents_and_read_what_they_recorded(root: Path, mock: Mo
         assert {t["id"] for t in listed} == {ran["thread_id"], fresh["thread_id"]}
 
         mock.queue(Reply(text="Tides rise."))
-        task = data(
-            await session.call_tool("execute_task", {"agent": "helper", "input": {"topic": "t"}})
-        )
+        args = {"agent": "helper", "input": {"topic": "t"}, "cache": True}
+        task = data(await session.call_tool("execute_task", args))
         assert task["status"] == "completed" and task["output"] == "Tides rise."
-        cached = data(
-            await session.call_tool("execute_task", {"agent": "helper", "input": {"topic": "t"}})
-        )
+        cached = data(await session.call_tool("execute_task", args))
         assert cached["cached"] is True
 
 

@@ -104,12 +104,16 @@ def test_execute_run_agent_cancel_and_bad_lines(client: Client, mock: MockProvid
     assert [a["id"] for a in listed["result"]] == ["helper"]
 
     mock.queue(Reply(text="Tides rise."))
-    client.request("t1", "execute", agent="helper", input={"topic": "tides"})
+    client.request("t1", "execute", agent="helper", input={"topic": "tides"}, cache=True)
     done, _ = client.response("t1")
     assert done["result"]["status"] == "completed" and done["result"]["output"] == "Tides rise."
-    client.request("t2", "execute", agent="helper", input={"topic": "tides"})
+    client.request("t2", "execute", agent="helper", input={"topic": "tides"}, cache=True)
     again, _ = client.response("t2")
     assert again["result"]["cached"] is True and len(mock.requests) == 1
+    mock.queue(Reply(text="Tides rise again."))  # the agent file's own setting: no cache
+    client.request("t2b", "execute", agent="helper", input={"topic": "tides"})
+    uncached, _ = client.response("t2b")
+    assert uncached["result"]["cached"] is False and len(mock.requests) == 2
 
     client.request("t3", "execute", agent="nobody", input={})
     missing, _ = client.response("t3")

@@ -90,7 +90,8 @@ async def test_task_runner_with_the_store_backend(
     (tmp_path / "agentrunner.toml").write_text(
         CONFIG.format(db=store_url, url=mock_server.openai_url)
     )
-    (tmp_path / "agents" / "echo.md").write_text("---\nname: Echo\n---\nEcho {{input.word}}.\n")
+    echo = "---\nname: Echo\ncache: true\n---\nEcho {{input.word}}.\n"
+    (tmp_path / "agents" / "echo.md").write_text(echo)
     monkeypatch.setenv("MOCK_KEY", "sk-mock")
     mock.queue(Reply(text="hello"))
     outcomes: list[Any] = []

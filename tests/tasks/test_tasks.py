@@ -36,6 +36,7 @@ WRITER = """\
 name: Writer
 prompt_template: "Write about {{input.topic}} in {{ input.style? }} style."
 inputs: [company, topic, style]
+cache: true
 ---
 You write for {{input.company}}.{{input.extra.note?}}
 """
@@ -90,7 +91,8 @@ async def test_completed_outcome_and_cache_hit(tasks_project: Path, mock: MockPr
     assert (first.status, first.output, first.cached) == ("completed", "An essay.", False)
     assert first.model == "mockai:gpt-mock" and first.usage["requests"] == 1 and first.cost_usd
     request = mock.requests[0].body
-    assert request["messages"][0] == {"role": "system", "content": "You write for Acme."}
+    system = request["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("You write for Acme.\n")
     assert request["messages"][1]["content"] == "Write about tides in  style."
     again = await run("writer", {"company": "Acme", "topic": "tides", "unused": 2})  # unused value
     assert (again.cached, again.output) == (True, "An essay.")
@@ -320,7 +322,9 @@ def test_batch_of_a_thousand_in_order(tasks_project: Path, mock: MockProvider) -
     lines = [json.dumps({"company": "Acme", "topic": f"t{n}"}) for n in range(1000)]
     lines[500] = json.dumps({"topic": "no company"})  # one failing input
     (tasks_project / "inputs.jsonl").write_text("\n".join(lines) + "\n")
-    done = exec_cli(tasks_project, "writer", "--batch", "inputs.jsonl", "--concurrency", "32")
+    done = exec_cli(
+        tasks_project, "writer", "--batch", "inputs.jsonl", "--concurrency", "32", "--ordered"
+    )
     assert done.returncode == 1  # one failed …
     outcomes = [json.loads(line) for line in done.stdout.splitlines()]
     assert [o["line"] for o in outcomes] == list(range(1, 1001))  # … and the rest, in order

@@ -7,7 +7,9 @@ problems of a file before raising, so ``agents validate`` prints them in one go.
 from __future__ import annotations
 
 import difflib
+import hashlib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
@@ -65,7 +67,7 @@ def parse_agent_text(
     spec = reader.build(agent_id, data, body, body_line, path, default_model)
     AgentFileErrors.raise_if_any(reader.problems)
     assert spec is not None
-    return spec
+    return replace(spec, digest=hashlib.sha256(text.encode()).hexdigest())
 
 
 def _split_front_matter(text: str, file: str) -> tuple[str | None, str, int]:

@@ -151,6 +151,7 @@ class AgentSpec:
     prompt_template: Template | None = None
     persona: str | None = None
     lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    digest: str = field(default="", compare=False)  # of the file's text: changes with any edit
 
     @property
     def models(self) -> tuple[str, ...]:

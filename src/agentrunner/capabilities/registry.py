@@ -32,7 +32,7 @@ class CapabilityContext:
     """What a capability's tools may use during one run."""
 
     agent: AgentSpec
-    thread_id: str
+    thread_id: str | None  # None: a task, which runs on no thread
     run_id: str
     store: Store
     project_root: Path

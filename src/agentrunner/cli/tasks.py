@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,19 +31,34 @@ def exec_command(
     concurrency: int = typer.Option(
         8, "--concurrency", "-c", min=1, help="Tasks at once (--batch)."
     ),
-    model: str | None = typer.Option(None, "--model", "-m", help="Override the agent's model."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the cache."),
+    ordered: bool = typer.Option(
+        False, "--ordered", help="Write --batch outcomes in input order (else as they finish)."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Use this model only, instead of the agent's models."
+    ),
+    fallback: list[str] = typer.Option(
+        [], "--fallback", help="With --model: a model to fall back to (repeat)."
+    ),
+    cache: bool | None = typer.Option(
+        None,
+        "--cache/--no-cache",
+        help="Use the result cache, or not (default: the agent file's `cache:`).",
+        show_default=False,
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
 ) -> None:
-    """Run an agent once on an input object (a task); cached by agent, model and input."""
+    """Run an agent once on an input object (a task); with the cache on, the same request is
+    answered from it."""
     from agentrunner.cli.project import parse_input
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
+    plan = _Plan(agent_id, model, tuple(fallback), cache)
     if batch is not None:
-        failed = asyncio.run(_batch(agent_id, batch, concurrency, model, not no_cache))
+        failed = asyncio.run(_batch(plan, batch, concurrency, ordered))
         raise typer.Exit(1 if failed else 0)
     values = parse_input(input) if input is not None else {}
-    outcome = asyncio.run(_one(agent_id, values, model, not no_cache))
+    outcome = asyncio.run(_one(plan, values))
     if as_json:
         out.print_json(data=outcome.to_dict())
     elif outcome.ok:
@@ -62,63 +78,116 @@ def exec_command(
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    agent_id: str
+    model: str | None
+    fallback: tuple[str, ...]
+    cache: bool | None
+
+
 async def _open() -> TaskRunner:
     from agentrunner.tasks import TaskRunner
 
     return await TaskRunner.open()
 
 
-async def _one(agent_id: str, values: Any, model: str | None, cache: bool) -> Outcome:
+async def _one(plan: _Plan, values: Any) -> Outcome:
     async with await _open() as tasks:
-        return await tasks.execute(agent_id, values, model=model, cache=cache)
+        return await tasks.execute(
+            plan.agent_id, values, model=plan.model, fallback=plan.fallback, cache=plan.cache
+        )
 
 
-async def _batch(
-    agent_id: str, path: Path, concurrency: int, model: str | None, cache: bool
-) -> int:
-    """Outcomes as JSONL on stdout, in input order; a failing input does not stop the batch."""
+async def _batch(plan: _Plan, path: Path, concurrency: int, ordered: bool) -> int:
+    """Outcomes as JSONL on stdout, each with its input line number: written as they finish
+    (or, ``ordered``, in input order as soon as every earlier one is written). A failing input
+    does not stop the batch; on Ctrl-C every finished outcome is written before exiting."""
     from rich.progress import Progress
 
     from agentrunner.errors import AgentRunnerError, ErrorCode
     from agentrunner.tasks import Outcome
 
     try:
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise AgentRunnerError(
             ErrorCode.RUNNER_IO, f"cannot read {path}: {exc.strerror or exc}"
         ) from exc
-    results: list[Outcome | None] = [None] * len(lines)
+    writer = _OutcomeWriter(ordered)
     good: list[tuple[int, Any]] = []
-    for index, line in enumerate(lines):
+    bad: list[tuple[int, Outcome]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        writer.expect(number)
         try:
-            good.append((index, json.loads(line)))
+            good.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
-            bad = AgentRunnerError(ErrorCode.VALIDATION, f"line {index + 1} is not JSON: {exc.msg}")
-            results[index] = Outcome.failure(agent_id, bad)
+            error = AgentRunnerError(ErrorCode.VALIDATION, f"line {number} is not JSON: {exc.msg}")
+            bad.append((number, Outcome.failure(plan.agent_id, error)))
+    for number, outcome in bad:
+        writer.done(number, outcome)
     async with await _open() as tasks:
         with Progress(console=err, transient=True) as progress:
-            bar = progress.add_task(f"{agent_id}", total=len(lines))
-            progress.advance(bar, len(lines) - len(good))
-            outcomes = await tasks.execute_many(
-                agent_id,
-                [values for _, values in good],
-                concurrency=concurrency,
-                model=model,
-                cache=cache,
-                on_done=lambda _, __: progress.advance(bar),
-            )
-    for (index, _), done in zip(good, outcomes, strict=True):
-        results[index] = done
-    failed = 0
-    for index, outcome in enumerate(results):
-        assert outcome is not None
-        failed += not outcome.ok
-        sys.stdout.write(
-            json.dumps({"line": index + 1, **outcome.to_dict()}, ensure_ascii=False) + "\n"
-        )
-    err.print(f"[dim]{len(lines) - failed} completed, {failed} failed[/]")
-    return failed
+            bar = progress.add_task(plan.agent_id, total=len(writer.expected))
+            progress.advance(bar, len(writer.finished))
+
+            def finished(index: int, outcome: Outcome) -> None:
+                writer.done(good[index][0], outcome)
+                progress.advance(bar)
+
+            try:
+                await tasks.execute_many(
+                    plan.agent_id,
+                    [values for _, values in good],
+                    concurrency=concurrency,
+                    model=plan.model,
+                    fallback=plan.fallback,
+                    cache=plan.cache,
+                    on_done=finished,
+                )
+            finally:
+                writer.flush_all()  # interrupted: what finished is written all the same
+    total = len(writer.expected)
+    err.print(f"[dim]{total - writer.failed} completed, {writer.failed} failed[/]")
+    return writer.failed
+
+
+class _OutcomeWriter:
+    """Writes outcomes as JSON lines: at once, or in input order as the order allows."""
+
+    def __init__(self, ordered: bool) -> None:
+        self.ordered = ordered
+        self.expected: list[int] = []
+        self.finished: dict[int, Outcome] = {}
+        self.written: set[int] = set()
+        self.failed = 0
+        self._next = 0  # index into expected of the next line to write, when ordered
+
+    def expect(self, number: int) -> None:
+        self.expected.append(number)
+
+    def done(self, number: int, outcome: Outcome) -> None:
+        self.failed += not outcome.ok
+        self.finished[number] = outcome
+        if not self.ordered:
+            self._write(number)
+            return
+        while self._next < len(self.expected) and self.expected[self._next] in self.finished:
+            self._write(self.expected[self._next])
+            self._next += 1
+
+    def flush_all(self) -> None:
+        for number in sorted(self.finished):
+            if number not in self.written:
+                self._write(number)
+
+    def _write(self, number: int) -> None:
+        self.written.add(number)
+        line = {"line": number, **self.finished[number].to_dict()}
+        sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
 
 
 @cache_app.command("stats")

@@ -1,9 +1,13 @@
-"""The task result cache (seed 004): same agent, model and template values → same result.
+"""The task result cache (seed 004): the same request → the same result, and only then.
 
-Key: the hex SHA-256 of ``"{agent}:{model}:{canonical JSON}"``, where the canonical JSON is the
-values the templates actually used, by dotted path: keys sorted, no whitespace, non-ASCII kept
-as UTF-8, numbers as Python's JSON writes them (so ``1`` and ``1.0`` differ, and a float is its
-shortest round-trip form). Same key → same file, forever, in every process.
+Key: the hex SHA-256 of ``"{agent}:{model}:{canonical JSON}"`` (seed 004's form), where the
+canonical JSON holds everything else that decides what the model is sent (DESIGN decision 10):
+the input values that reach it — those the templates use, by dotted path, or the whole input
+when it is itself the message — the digest of the agent file (any edit misses), the whole model
+chain, the project's default tone, and the agent's memory when it may write some. Canonical JSON
+is seed 004's: keys sorted, no whitespace, non-ASCII kept as UTF-8, numbers as Python's JSON
+writes them (so ``1`` and ``1.0`` differ, and a float is its shortest round-trip form). Same key
+→ same file, forever, in every process.
 
 A cache never fails a task: a read or write problem (a corrupt file, a full disk, no permission)
 is logged and the task runs (or its result is simply not kept).

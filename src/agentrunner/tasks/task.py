@@ -1,10 +1,13 @@
 """Tasks (seed 004): run an agent once on an ``input`` object — no thread, no history — and get
-a structured outcome, served from the result cache when the same agent, model and template
-values ran before.
+a structured outcome, served from the result cache when the very same request ran before.
 
-``Task.run`` follows seed 004's ``run()``: obtain the cache, resolve the model, compute the key,
-look up; on a miss populate the templates (the system body and the user-position
-``prompt_template``), execute, store in the background, return. A task runs once. Expected
+A task is a run without a thread (``AgentRunner.run_task``): the agent's tools, capabilities,
+MCP servers, trust and budgets apply, and the run is recorded like any other. ``Task.run``
+follows seed 004's ``run()``: obtain the cache, resolve the model, compute the key, look up; on a
+miss populate the templates (the system body and the user-position ``prompt_template``),
+execute, store in the background, return. The cache is used when the agent file says
+``cache: true`` (or the caller asks); its key covers everything that reaches the model, so an
+answer is only ever served for the same request (``tasks.cache``). A task runs once. Expected
 failures are outcomes with a code from the taxonomy, never exceptions.
 """
 
@@ -17,8 +20,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentrunner.budgets import usd_to_micros
-from agentrunner.engine.turn import TurnLimits
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.tasks.cache import ResultCache, cache_key
 
@@ -26,10 +27,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agentrunner.agents.registry import AgentRegistry
+    from agentrunner.agents.spec import AgentSpec
     from agentrunner.config import Config
+    from agentrunner.engine.abort import AbortSignal
     from agentrunner.engine.engine import Engine
     from agentrunner.runner import AgentRunner
-    from agentrunner.store import Store
 
 __all__ = ["Outcome", "Task", "TaskRunner", "execute", "runner_with_tasks"]
 
@@ -37,16 +39,18 @@ __all__ = ["Outcome", "Task", "TaskRunner", "execute", "runner_with_tasks"]
 @dataclass(slots=True)
 class Outcome:
     """``completed`` with ``output`` (the validated structured value when the agent has an
-    ``output_schema``, else the text), or ``failed`` with ``error`` (code, message, hint)."""
+    ``output_schema``, else the text), or ``failed`` with ``error`` (code, message, hint).
+    ``run_id`` names the recorded run (none for a cache hit)."""
 
     status: Literal["completed", "failed"]
     agent: str
     model: str | None = None
     output: Any = None
-    usage: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
     cost_usd: float | None = 0.0
     cached: bool = False
     error: dict[str, Any] | None = None
+    run_id: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,6 +66,7 @@ class Outcome:
             "cost_usd": self.cost_usd,
             "cached": self.cached,
             "error": self.error,
+            "run_id": self.run_id,
         }
 
     @classmethod
@@ -73,53 +78,44 @@ class Outcome:
 
 
 class TaskRunner:
-    """Runs tasks for a project: its agents, its engine, its result cache.
+    """Runs tasks for a project: its agents, through its runner, with its result cache.
 
     ``async with await TaskRunner.open() as tasks: await tasks.execute("summariser", {...})``
     """
 
     def __init__(
-        self,
-        config: Config,
-        agents: AgentRegistry,
-        engine: Engine,
-        cache: ResultCache,
-        *,
-        store: Store | None = None,
+        self, runner: AgentRunner, cache: ResultCache, *, owns_runner: bool = False
     ) -> None:
-        self.config = config
-        self.agents = agents
-        self.engine = engine
+        self.runner = runner
         self.cache = cache
-        self._store = store  # opened for a store-backed cache, closed with the runner
+        self._owns_runner = owns_runner  # opened for this task runner: closed with it
 
     @classmethod
     async def open(cls, start: Path | None = None) -> TaskRunner:
-        from agentrunner.engine.engine import Engine
-        from agentrunner.project import load_project
-        from agentrunner.store import open_store
+        from agentrunner.runner import AgentRunner
         from agentrunner.tasks.cache import open_cache
 
-        project = load_project(start)
-        config = project.config
-        store = None
-        if config.cache_backend == "store":
-            store = await open_store(config.resolved_database_url)
-        return cls(
-            config,
-            project.agents,
-            Engine.from_config(config),
-            open_cache(config, store),
-            store=store,
-        )
+        runner = await AgentRunner.open(start)
+        return cls(runner, open_cache(runner.config, runner.store), owns_runner=True)
+
+    @property
+    def config(self) -> Config:
+        return self.runner.config
+
+    @property
+    def agents(self) -> AgentRegistry:
+        return self.runner.agents
+
+    @property
+    def engine(self) -> Engine:
+        return self.runner.engine
 
     async def close(self) -> None:
         try:
             await self.cache.flush()
-            await self.engine.aclose()
         finally:
-            if self._store is not None:
-                await self._store.close()
+            if self._owns_runner:
+                await self.runner.close()
 
     async def __aenter__(self) -> TaskRunner:
         return self
@@ -128,14 +124,32 @@ class TaskRunner:
         await self.close()
 
     def task(
-        self, agent: str, input: Mapping[str, Any], *, model: str | None = None, cache: bool = True
+        self,
+        agent: str,
+        input: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        fallback: Sequence[str] = (),
+        cache: bool | None = None,
+        abort: AbortSignal | None = None,
     ) -> Task:
-        return Task(self, agent, input, model=model, use_cache=cache)
+        """One task. ``model`` replaces the agent's models (``fallback`` names models to fall
+        back to); ``cache`` overrides the agent file's ``cache:``."""
+        return Task(self, agent, input, model=model, fallback=fallback, cache=cache, abort=abort)
 
     async def execute(
-        self, agent: str, input: Mapping[str, Any], *, model: str | None = None, cache: bool = True
+        self,
+        agent: str,
+        input: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        fallback: Sequence[str] = (),
+        cache: bool | None = None,
+        abort: AbortSignal | None = None,
     ) -> Outcome:
-        return await self.task(agent, input, model=model, cache=cache).run()
+        return await self.task(
+            agent, input, model=model, fallback=fallback, cache=cache, abort=abort
+        ).run()
 
     async def execute_many(
         self,
@@ -144,17 +158,20 @@ class TaskRunner:
         *,
         concurrency: int = 8,
         model: str | None = None,
-        cache: bool = True,
+        fallback: Sequence[str] = (),
+        cache: bool | None = None,
         on_done: Callable[[int, Outcome], None] | None = None,
     ) -> list[Outcome]:
         """One task per input, at most ``concurrency`` at once; outcomes in input order. A
         failing input is a failed outcome and the rest go on. ``on_done(index, outcome)`` is
-        called as each finishes (progress)."""
+        called as each finishes (progress, or outcomes written as they come)."""
         gate = asyncio.Semaphore(concurrency)
 
         async def one(index: int, values: Mapping[str, Any]) -> Outcome:
             async with gate:
-                outcome = await self.execute(agent, values, model=model, cache=cache)
+                outcome = await self.execute(
+                    agent, values, model=model, fallback=fallback, cache=cache
+                )
             if on_done is not None:
                 on_done(index, outcome)
             return outcome
@@ -172,13 +189,17 @@ class Task:
         input: Mapping[str, Any],
         *,
         model: str | None,
-        use_cache: bool,
+        fallback: Sequence[str] = (),
+        cache: bool | None = None,
+        abort: AbortSignal | None = None,
     ) -> None:
         self._runner = runner
         self._agent = agent
         self._input = input
         self._model = model
-        self._use_cache = use_cache
+        self._fallback = tuple(fallback)
+        self._cache = cache
+        self._abort = abort
         self._spent = False
 
     async def run(self) -> Outcome:
@@ -188,6 +209,10 @@ class Task:
         try:
             return await self._run()
         except AgentRunnerError as exc:
+            if exc.code is ErrorCode.INTERNAL:  # a bug in the run, in seed 004's words
+                exc = AgentRunnerError(
+                    ErrorCode.EXECUTION_FAILED, f"Agent execution failed: {exc.message}"
+                )
             return Outcome.failure(self._agent, exc, self._model)
         except Exception as exc:  # a bug, reported in the taxonomy's words
             return Outcome.failure(
@@ -199,63 +224,82 @@ class Task:
             )
 
     async def _run(self) -> Outcome:
-        runner = self._runner
-        cache = runner.cache  # 1. obtain the cache
+        from agentrunner.runner import RunAgentOverrides
+
+        runner = self._runner.runner
+        cache = self._runner.cache  # 1. obtain the cache
         spec = runner.agents.get(self._agent)
         if not isinstance(self._input, Mapping):
             raise AgentRunnerError(ErrorCode.VALIDATION, "input must be a JSON object")
-        model_ref = self._model or spec.model or runner.config.default_model or "test"
-        resolved = runner.engine.models.resolve(model_ref)  # 2. resolve the model
+        chain = (
+            [self._model, *self._fallback]
+            if self._model
+            else [spec.model or runner.config.default_model or "test", *spec.fallback]
+        )
+        models = [runner.engine.models.resolve(m).ref for m in chain]  # 2. resolve the model
         system = spec.render_system(self._input)  # templating first: its values make the key
         prompt = spec.render_prompt(self._input)
-        used = {**system.used, **(prompt.used if prompt else {})}
-        key = cache_key(spec.id, resolved.ref, used)  # 3. the key
-        if self._use_cache:
-            hit = await cache.get(spec.id, resolved.ref, key)  # 4. look up
+        message = prompt.text if prompt else json.dumps(dict(self._input), ensure_ascii=False)
+        use_cache = spec.cache if self._cache is None else self._cache
+        key = ""
+        if use_cache:  # 3. the key
+            sent = {**system.used, **prompt.used} if prompt else spec.with_defaults(self._input)
+            key = cache_key(spec.id, models[0], await self._request_facts(spec, models, sent))
+            hit = await cache.get(spec.id, models[0], key)  # 4. look up
             if hit is not None:
                 return Outcome(
                     "completed",
                     spec.id,
-                    resolved.ref,
+                    models[0],
                     hit.get("output"),
                     hit.get("usage", {}),
                     0.0,
                     cached=True,
                 )
-        message = prompt.text if prompt else json.dumps(dict(self._input), ensure_ascii=False)
-        result = await runner.engine.run(  # 5-6. populated specification, executed
-            model=[resolved.ref, *spec.fallback],
-            retry=spec.retry,
-            system=system.text,
-            message=message,
-            output_schema=spec.output_schema,
-            stream=False,
-            limits=TurnLimits(
-                max_turns=spec.limits.max_turns,
-                max_tokens=spec.limits.max_tokens,
-                max_output_tokens=spec.limits.max_output_tokens,
-                max_budget_micros=usd_to_micros(spec.limits.max_budget_usd)
-                if spec.limits.max_budget_usd is not None
-                else None,
-            ),
+        result = await runner.run_task(  # 5-6. populated specification, executed
+            spec.id,
+            message,
+            overrides=RunAgentOverrides(model=self._model, fallback=self._fallback, stream=False),
+            abort=self._abort,
+            input=dict(self._input),
         )
+        if result.stop_reason == "cancelled":
+            raise AgentRunnerError(ErrorCode.CANCELLED, f"task stopped: run {result.run_id}")
         outcome = Outcome(
             "completed",
             spec.id,
-            result.model or resolved.ref,
+            result.model or models[0],
             result.output,
             result.usage.to_dict(),
-            result.cost_micros / 1e6 if result.cost_known else None,
+            result.cost_usd if result.cost_known else None,
+            run_id=result.run_id,
         )
-        if self._use_cache:
-            cache.put(
-                spec.id, resolved.ref, key, {"output": outcome.output, "usage": outcome.usage}
-            )  # 7.
+        if use_cache:  # 7.
+            cache.put(spec.id, models[0], key, {"output": outcome.output, "usage": outcome.usage})
         return outcome
+
+    async def _request_facts(
+        self, spec: AgentSpec, models: list[str], sent: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Besides the agent's id and model, everything that decides what the model is sent:
+        the input values that reach it, the definition (any edit of the agent file), the whole
+        model chain, the project's default tone, and the memory the agent may have written."""
+        runner = self._runner.runner
+        facts: dict[str, Any] = {"input": dict(sent), "agent": spec.digest, "models": models}
+        if spec.persona is None:
+            facts["persona"] = runner.config.default_persona
+        if "memory" in spec.capabilities:
+            facts["memory"] = await runner.store.memory.blocks(spec.id)
+        return facts
 
 
 async def execute(
-    agent: str, input: Mapping[str, Any], *, model: str | None = None, cache: bool = True
+    agent: str,
+    input: Mapping[str, Any],
+    *,
+    model: str | None = None,
+    fallback: Sequence[str] = (),
+    cache: bool | None = None,
 ) -> Outcome:
     """Run ``agent`` once on ``input`` in the project at or above the working directory.
 
@@ -267,25 +311,24 @@ async def execute(
     except AgentRunnerError as exc:
         return Outcome.failure(agent, exc, model)
     async with tasks:
-        return await tasks.execute(agent, input, model=model, cache=cache)
+        return await tasks.execute(agent, input, model=model, fallback=fallback, cache=cache)
 
 
 @contextlib.asynccontextmanager
 async def runner_with_tasks(
     start: Path | None = None,
 ) -> AsyncIterator[tuple[AgentRunner, TaskRunner]]:
-    """The project's runner and a task runner sharing its engine and store, as a long-lived
-    interface (stdio, MCP) serves both; on exit the result cache is flushed, then the runner
-    closed."""
+    """The project's runner and a task runner over it, as a long-lived interface (stdio, MCP)
+    serves both; on exit the result cache is flushed, then the runner closed."""
     from agentrunner.runner import AgentRunner
     from agentrunner.tasks.cache import open_cache
 
     runner = await AgentRunner.open(start)
-    cache = open_cache(runner.config, runner.store)
+    tasks = TaskRunner(runner, open_cache(runner.config, runner.store))
     try:
-        yield runner, TaskRunner(runner.config, runner.agents, runner.engine, cache)
+        yield runner, tasks
     finally:
         try:
-            await cache.flush()
+            await tasks.close()
         finally:
             await runner.close()
