@@ -146,16 +146,63 @@ async def test_an_agent_speaks_through_send_message(
     assert run.status == "completed" and run.stop_reason == "end_turn"
 
 
-async def test_silence_is_recorded_as_no_tool_call(
+async def test_a_plain_text_answer_is_delivered_not_lost(
     workspace: Workspace, mock: MockProvider
 ) -> None:
     channel = await workspace.channels.create("general", members=["ann", "you"])
-    mock.queue(Reply(text="I would answer but I did not use send_message"))
-    posted = await workspace.channels.post(channel, "you", "hi")
+    mock.queue(Reply(text="The numbers look fine."))  # no send_message: models do this
+    posted = await workspace.channels.post(channel, "you", "ann, numbers?")
     await workspace.worker().run(until_idle=True)
+    [reply] = await workspace.runner.store.channels.after(channel.id, posted.message.id)
+    assert (reply.sender, reply.sender_kind, reply.content) == (
+        "ann",
+        "agent",
+        "The numbers look fine.",
+    )
+    assert reply.depth == 1 and reply.run_id == posted.run_ids[0]
     run = await workspace.runner.store.runs.get(posted.run_ids[0])
-    assert run is not None and (run.status, run.stop_reason) == ("completed", "no_tool_call")
-    assert await workspace.runner.store.channels.after(channel.id, posted.message.id) == []
+    assert run is not None and (run.status, run.stop_reason) == ("completed", "end_turn")
+
+
+async def test_silence_only_by_do_nothing(workspace: Workspace, mock: MockProvider) -> None:
+    channel = await workspace.channels.create("general", members=["ann", "you"])
+    mock.queue(Reply(tool_calls=[("do_nothing", {})]), Reply(text="Staying out of it."))
+    first = await workspace.channels.post(channel, "you", "not for ann")
+    await workspace.worker().run(until_idle=True)
+    assert await workspace.runner.store.channels.after(channel.id, first.message.id) == []
+    mock.queue(Reply(text=""))  # nothing said and no tool: recorded as such
+    second = await workspace.channels.post(channel, "you", "hello?")
+    await workspace.worker().run(until_idle=True)
+    assert await workspace.runner.store.channels.after(channel.id, second.message.id) == []
+    run = await workspace.runner.store.runs.get(second.run_ids[0])
+    assert run is not None and run.stop_reason == "no_tool_call"
+
+
+async def test_a_failed_reply_leaves_a_notice_for_people_only(
+    workspace: Workspace, mock: MockProvider
+) -> None:
+    from agentrunner.testing import Fault
+
+    channel = await workspace.channels.create("general", members=["ann", "bob", "you"])
+    mock.queue(Reply(fault=Fault.http(401)), model="gpt-mock")  # ann's run fails, bob's answers
+    posted = await workspace.channels.post(channel, "you", "status?")
+    await workspace.worker(concurrency=1).run(until_idle=True)
+    said = await workspace.runner.store.channels.after(channel.id, posted.message.id)
+    [notice] = [m for m in said if m.sender_kind == "notice"]
+    assert notice.sender in ("ann", "bob") and "could not reply (provider_auth)" in notice.content
+    # A notice triggers nobody and is never in an agent's transcript.
+    assert all(r.trigger_message_id != notice.id for r in await workspace.runner.store.runs.list())
+    mock.reset()
+    later = await workspace.channels.post(channel, "you", "again?")
+    await workspace.worker(concurrency=1).run(until_idle=True)
+    transcripts = [
+        r.body["messages"][-1]["content"]
+        for r in mock.requests
+        if r.body["messages"][-1]["role"] == "user"
+    ]
+    assert transcripts and all("you: status?" in t for t in transcripts)
+    assert not any("could not reply" in t for t in transcripts)
+    assert later.run_ids
 
 
 async def test_a_cascade_stops_at_the_chain_depth(workspace: Workspace, mock: MockProvider) -> None:

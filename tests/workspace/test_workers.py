@@ -260,3 +260,20 @@ async def test_channels_and_dm_from_the_cli(fleet: Path, mock: MockProvider) -> 
     assert denied.returncode == 1 and "mallory is not a member of #team" in denied.stderr
     unknown = _cli(fleet, "dm", "nobody", "hi")
     assert unknown.returncode == 1 and "agent_not_found" in unknown.stderr
+
+
+async def test_dm_prints_a_plain_reply_and_fails_with_the_agent(
+    fleet: Path, mock: MockProvider
+) -> None:
+    mock.queue(Reply(text="Plain words, no tool."))
+    replied = _cli(fleet, "dm", "a2", "hello")
+    assert replied.returncode == 0, replied.stderr
+    assert "a2: Plain words, no tool." in replied.stdout
+    from agentrunner.testing import Fault
+
+    mock.queue(Reply(fault=Fault.http(401)))
+    failed = _cli(fleet, "dm", "a2", "hello again")
+    assert failed.returncode == 1
+    assert "! a2 could not reply (provider_auth)" in failed.stdout  # in the conversation
+    assert failed.stderr.startswith("error: provider_auth:") and "hint:" in failed.stderr
+    assert "Traceback" not in failed.stderr

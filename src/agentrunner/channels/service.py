@@ -2,9 +2,13 @@
 it, queueing a run in each one's mailbox; a worker serves a queued run by running the agent with
 the channel's recent conversation and two tools — ``send_message`` and ``do_nothing``.
 
-In a channel an agent speaks only through ``send_message`` (DESIGN decision 2): its message is
-posted and routed again, one hop deeper. A cascade of agents replying to agents stops at the
-configured chain depth: a message that deep is posted, but nobody is triggered by it.
+An agent speaks in a channel through ``send_message`` — mid-run, in a thread, or more than
+once — and its final plain-text answer is posted for it when it used neither tool, since models
+do not always call one (DESIGN decision 2); silence happens only by ``do_nothing``. Whatever an
+agent says is posted and routed again, one hop deeper; a cascade of agents replying to agents
+stops at the configured chain depth. A run that fails or is cancelled leaves a notice in the
+conversation naming the agent and the error code: for people, never routed, never in a
+transcript.
 """
 
 from __future__ import annotations
@@ -180,17 +184,56 @@ class ChannelService:
         earlier = await self.store.channels.before(channel.id, trigger.id, TRANSCRIPT)
         spoke: list[str] = []
         tools = self._tools(channel, trigger, claimed.agent_id, spoke)
-        result = await self.runner.run_agent(
-            claimed.agent_id,
-            claimed.thread_id or f"{claimed.agent_id}@{channel.name}",
-            _transcript(channel, earlier, trigger),
-            overrides=RunAgentOverrides(channel_mode=True, history=False, tools=tuple(tools)),
-            abort=abort,
-            run_id=claimed.id,
-        )
-        if not spoke:
+        agent_id = claimed.agent_id
+        try:
+            result = await self.runner.run_agent(
+                agent_id,
+                claimed.thread_id or f"{agent_id}@{channel.name}",
+                _transcript(channel, earlier, trigger),
+                overrides=RunAgentOverrides(channel_mode=True, history=False, tools=tuple(tools)),
+                abort=abort,
+                run_id=claimed.id,
+            )
+        except AgentRunnerError as exc:
+            await self._notice(
+                channel,
+                trigger,
+                agent_id,
+                claimed.id,
+                f"could not reply ({exc.code}): {exc.message}",
+            )
+            raise
+        if result.stop_reason == "cancelled":
+            await self._notice(channel, trigger, agent_id, claimed.id, "stopped before replying")
+        elif not spoke and result.text.strip():  # it answered without the tool: deliver it
+            await self.post(
+                channel,
+                agent_id,
+                result.text.strip(),
+                thread_root=trigger.thread_root_id,
+                depth=trigger.depth + 1,
+                run_id=claimed.id,
+            )
+        elif not spoke:
             await self.store.runs.set_stop_reason(claimed.id, "no_tool_call")
         return result
+
+    async def _notice(
+        self, channel: Channel, trigger: ChannelMessage, agent_id: str, run_id: str, text: str
+    ) -> None:
+        """Tell the people in the conversation what became of an agent's reply."""
+        notice = ChannelMessage(
+            channel.id,
+            new_id("m_"),
+            trigger.thread_root_id,
+            agent_id,
+            "notice",
+            f"{agent_id} {text}",
+            trigger.depth + 1,
+            run_id,
+            time.time(),
+        )
+        await self.store.batch([self.store.channels.message_op(notice)])
 
     def _tools(
         self, channel: Channel, trigger: ChannelMessage, agent_id: str, spoke: list[str]

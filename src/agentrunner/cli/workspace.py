@@ -138,8 +138,23 @@ def dm(
         target = await ws.channels.dm_channel(agent_id, who)
         posted = await ws.channels.post(target, who, message)
         await _settle(ws, target, posted.message.id, True)
+        await _raise_if_failed(ws, posted.run_ids)
 
     _with_workspace(work)
+
+
+async def _raise_if_failed(ws: Workspace, run_ids: list[str]) -> None:
+    """The agent's reply failed (its notice is printed above): fail the command with its error,
+    unless a worker elsewhere is still on it."""
+    from agentrunner.errors import AgentRunnerError, ErrorCode, code_info
+
+    for run_id in run_ids:
+        run = await ws.runner.store.runs.get(run_id)
+        if run is not None and run.status in ("failed", "cancelled"):
+            code = ErrorCode(run.error_code or "cancelled")
+            raise AgentRunnerError(
+                code, run.error_message or "the reply was cancelled", hint=code_info(code).action
+            )
 
 
 def worker(
@@ -228,6 +243,9 @@ async def _busy(ws: Workspace) -> bool:
 
 
 def _print_message(message: ChannelMessage) -> None:
+    if message.sender_kind == "notice":
+        out.print(f"[yellow]! {escape(message.content)}[/]", soft_wrap=True)
+        return
     color = "green" if message.sender_kind == "agent" else "blue"
     thread = " [dim](thread)[/]" if message.thread_root_id else ""
     out.print(

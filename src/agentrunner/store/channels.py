@@ -26,7 +26,7 @@ class ChannelMessage:
     id: str
     thread_root_id: str | None
     sender: str
-    sender_kind: str  # agent | person
+    sender_kind: str  # agent | person | notice (about an agent's run, for people: never routed)
     content: str
     depth: int
     run_id: str | None

@@ -394,8 +394,10 @@ SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_
 FROM channel_messages WHERE channel_id = :channel_id AND id = :id;
 
 -- name: channel_messages_before
+-- What was said before a message, for an agent's transcript: notices (a failed reply, say) are
+-- for people, not models.
 SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
-FROM channel_messages WHERE channel_id = :channel_id AND id < :before
+FROM channel_messages WHERE channel_id = :channel_id AND id < :before AND sender_kind <> 'notice'
 ORDER BY id DESC LIMIT :limit;
 
 -- name: channel_messages_after
@@ -405,7 +407,8 @@ ORDER BY id LIMIT :limit;
 
 -- name: thread_senders
 SELECT DISTINCT sender, sender_kind FROM channel_messages
-WHERE channel_id = :channel_id AND (id = :root OR thread_root_id = :root);
+WHERE channel_id = :channel_id AND (id = :root OR thread_root_id = :root)
+  AND sender_kind <> 'notice';
 
 -- name: run_cancel_queued
 UPDATE runs SET status = 'cancelled', stop_reason = 'cancelled', completed_at = :now
