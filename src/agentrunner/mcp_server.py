@@ -65,7 +65,11 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         agent's ``{{input.x}}`` placeholders. Cancelling the call stops the run, recorded as
         cancelled."""
         try:
-            thread = thread_id or await runner.session_thread(agent, new=new_thread)
+            thread = (
+                await runner.agent_thread(agent, thread_id)
+                if thread_id
+                else await runner.session_thread(agent, new=new_thread)
+            )
             progress = _Progress(ctx)
             abort = AbortSignal()
             run = asyncio.ensure_future(

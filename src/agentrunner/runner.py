@@ -189,6 +189,32 @@ class AgentRunner:
         await self.store.agent_states.set_current_thread(agent_id, thread_id)
         return thread_id
 
+    async def agent_thread(self, agent_id: str, thread_id: str) -> str:
+        """The id of ``agent_id``'s existing thread ``thread_id`` — or the one whose id begins
+        with it, if only one does. ``thread_not_found`` (with the agent's recent threads as a
+        hint) for an unknown id or another agent's thread: a thread named by a person must
+        exist, where ``run_agent`` opens a new one under any id it is given."""
+        self.agents.get(agent_id)
+        thread = await self.store.threads.get(thread_id)
+        if thread is None:
+            starting = await self.store.threads.ids_starting(thread_id, 2)
+            if len(starting) == 1:
+                thread = await self.store.threads.get(starting[0])
+        if thread is not None and thread.agent_id == agent_id:
+            return thread.id
+        recent = [t.id for t in await self.store.threads.list(agent_id=agent_id, limit=5)]
+        hint = (
+            f"Threads of '{agent_id}', newest first: {', '.join(recent)}."
+            if recent
+            else f"'{agent_id}' has no threads yet; leave out the thread to start its session."
+        )
+        if thread is None:
+            message = f"no thread '{thread_id}' of agent '{agent_id}'"
+        else:
+            message = f"thread '{thread.id}' belongs to agent '{thread.agent_id}', not '{agent_id}'"
+            hint += " A thread holds one agent's conversation; several agents talk in a channel."
+        raise AgentRunnerError(ErrorCode.THREAD_NOT_FOUND, message, hint=hint)
+
     async def run_agent(
         self,
         agent_id: str,

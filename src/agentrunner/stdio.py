@@ -129,6 +129,8 @@ class StdioServer:
         thread = params.get("thread")
         if thread is None:
             thread = await self.runner.session_thread(agent, new=bool(params.get("new", False)))
+        else:
+            thread = await self.runner.agent_thread(agent, str(thread))
 
         def on_event(kind: str, data: dict[str, Any]) -> None:
             self.write({"id": request_id, "event": kind, "data": data})

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -244,3 +245,37 @@ def test_ctrl_c_cancels_and_is_recorded(
     assert "word word" in out
     _code, listing, _ = cli(capsys, "runs", "list", "--agent", "talker")
     assert "cancelled" in listing
+
+
+def test_thread_must_be_one_of_the_agents_own(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("ceo")
+    agent("cfo")
+    ceo_thread = json.loads(cli(capsys, "run", "ceo", "plan", "--json")[1])["thread_id"]
+    code, out, err = cli(capsys, "run", "cfo", "numbers?", "--thread", "nonexistent")
+    assert code == 1 and "thread_not_found: no thread 'nonexistent' of agent 'cfo'" in err
+    assert "has no threads yet" in err and out == ""
+    cfo_thread = json.loads(cli(capsys, "run", "cfo", "first", "--json")[1])["thread_id"]
+    code, _, err = cli(capsys, "run", "cfo", "numbers?", "--thread", "nonexistent")
+    assert code == 1 and cfo_thread in err  # the agent's recent threads, as a hint
+    code, _, err = cli(capsys, "run", "cfo", "numbers?", "--thread", ceo_thread)
+    assert code == 1 and f"thread '{ceo_thread}' belongs to agent 'ceo', not 'cfo'" in err
+    code, out, _ = cli(capsys, "run", "cfo", "again", "--json", "--thread", cfo_thread[:-3])
+    assert code == 0 and json.loads(out)["thread_id"] == cfo_thread  # a unique beginning
+
+
+async def test_run_agent_refuses_another_agents_thread(agent: Agent, open_runner: Any) -> None:
+    from agentrunner.errors import AgentRunnerError
+
+    agent("ceo")
+    agent("cfo")
+    runner = await open_runner()
+    await runner.run_agent("ceo", "board", "hello")
+    with pytest.raises(AgentRunnerError) as caught:
+        await runner.run_agent("cfo", "board", "hello")
+    assert (
+        caught.value.code == "thread_not_found" and "belongs to agent 'ceo'" in caught.value.message
+    )
+    runs = await runner.store.runs.list(thread_id="board")
+    assert [r.agent_id for r in runs] == ["ceo"]  # nothing written for the refused run

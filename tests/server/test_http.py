@@ -299,3 +299,19 @@ def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: Mock
         tail = _read_sse(stream, limit=2)
     assert [json.loads(e["data"])["content"] for e in head + tail] == ["one", "two", "three"]
     assert httpx2.get(f"{srv.url}/channels/nope/messages", headers=AUTH).status_code == 404
+
+
+def test_a_run_on_another_agents_thread_is_refused(agent: Agent, server: Any) -> None:
+    agent("ceo")
+    agent("cfo")
+    server = server()
+    made = httpx2.post(
+        f"{server.url}/threads", headers=AUTH, json={"agent_id": "ceo", "id": "board"}
+    )
+    assert made.status_code == 201
+    refused = httpx2.post(
+        f"{server.url}/threads/board/runs", headers=AUTH, json={"agent_id": "cfo", "message": "hi"}
+    )
+    assert refused.status_code == 404
+    assert refused.json()["error"]["code"] == "thread_not_found"
+    assert "belongs to agent 'ceo'" in refused.json()["error"]["message"]

@@ -58,7 +58,9 @@ async def _open(agent_id: str, new: bool, thread: str | None) -> tuple[AgentRunn
     runner = await AgentRunner.open()
     try:
         runner.agents.get(agent_id)
-        return runner, thread or await runner.session_thread(agent_id, new=new)
+        if thread is not None:
+            return runner, await runner.agent_thread(agent_id, thread)
+        return runner, await runner.session_thread(agent_id, new=new)
     except BaseException:
         await runner.close()
         raise

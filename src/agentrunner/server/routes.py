@@ -121,7 +121,8 @@ async def start_run(
     ws.runner.agents.get(body.agent_id)
     store = ws.runner.store
     run_id = new_id("run_")
-    await store.threads.open(thread_id, body.agent_id)
+    await store.threads.open(thread_id, body.agent_id)  # a new id opens a thread of the agent
+    await ws.runner.agent_thread(body.agent_id, thread_id)  # an existing one must be its own
     await store.batch(
         [
             store.mailbox.enqueue_op(
