@@ -50,15 +50,20 @@ def safely(callback: Callable[..., Any] | None, *args: Any) -> None:
 
 
 def event_adapter(
-    callbacks: AgentRunnerCallbacks,
+    callbacks: AgentRunnerCallbacks, agent_id: str = "", thread_id: str = ""
 ) -> Callable[[str, dict[str, Any]], None] | None:
-    """An event sink that drives the engine callbacks; None when no callback wants events."""
+    """An event sink that drives the callbacks — the engine's, and the capabilities' (enriched
+    with the run's agent and thread); None when no callback wants events."""
     if (
         callbacks.on_thinking is None
         and callbacks.on_tool_use is None
         and callbacks.on_tool_use_summary is None
         and callbacks.on_assistant_message is None
         and callbacks.on_event is None
+        and callbacks.on_notify_user is None
+        and callbacks.on_file_send is None
+        and callbacks.on_share_note is None
+        and callbacks.on_pin_change is None
     ):
         return None
     thinking = False
@@ -86,6 +91,28 @@ def event_adapter(
             )
         elif kind == "agent.message":
             safely(callbacks.on_assistant_message, data["text"])
+        elif kind == "agent.notify":
+            safely(callbacks.on_notify_user, agent_id, thread_id, data["message"])
+        elif kind == "agent.file":
+            safely(
+                callbacks.on_file_send,
+                agent_id,
+                thread_id,
+                data["path"],
+                data["caption"],
+                data["kind"],
+            )
+        elif kind == "agent.note_shared":
+            safely(
+                callbacks.on_share_note,
+                agent_id,
+                thread_id,
+                data["title"],
+                data["slug"],
+                data["message"],
+            )
+        elif kind == "agent.memory_updated":
+            safely(callbacks.on_pin_change, agent_id)
         safely(callbacks.on_event, kind, data)
 
     return forward

@@ -152,8 +152,9 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
 
 
 class _Progress:
-    """Forwards a run's steps and tool calls as MCP progress notifications, in order. A client
-    that sent no progress token gets none (the SDK drops them)."""
+    """Forwards a run's steps, tool calls and what its tools produce for people (notifications,
+    files, shared notes) as MCP progress notifications, in order; the result's events are the
+    full record. A client that sent no progress token gets none (the SDK drops them)."""
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
@@ -166,6 +167,12 @@ class _Progress:
             self._queue.put_nowait(f"step {data['step']} ({data['model']})")
         elif kind == "agent.tool_call":
             self._queue.put_nowait(f"calling {data['name']}")
+        elif kind == "agent.notify":
+            self._queue.put_nowait(f"notification: {data['message']}")
+        elif kind == "agent.file":
+            self._queue.put_nowait(f"file sent: {data['path']}")
+        elif kind == "agent.note_shared":
+            self._queue.put_nowait(f"note shared: {data['title']}")
 
     async def _send(self) -> None:
         while (message := await self._queue.get()) is not None:

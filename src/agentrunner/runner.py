@@ -339,7 +339,9 @@ class AgentRunner:
             agent,
             thread,
             run_id,
-            RunLog(self.store, run_id, agent_id, event_adapter(callbacks)),
+            RunLog(
+                self.store, run_id, agent_id, event_adapter(callbacks, agent_id, thread_id or "")
+            ),
             callbacks,
             last_seq + 1,
             parent.cost.child() if parent else CostTracker(),
@@ -447,6 +449,7 @@ class AgentRunner:
             project_root=self.config.root,
             state_dir=self.config.state_dir,
             callbacks=run.callbacks,
+            emit=run.log.emit,
             depth=parent.depth + 1 if parent else 0,
             max_depth=self.max_depth,
             team=[a for a in self.agents if a.id != agent.id and a.enabled],

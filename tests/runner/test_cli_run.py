@@ -279,3 +279,15 @@ async def test_run_agent_refuses_another_agents_thread(agent: Agent, open_runner
     )
     runs = await runner.store.runs.list(thread_id="board")
     assert [r.agent_id for r in runs] == ["ceo"]  # nothing written for the refused run
+
+
+def test_run_shows_what_tools_produce_for_the_person(
+    agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("pinger", "capabilities: [notify]")
+    mock.queue(
+        Reply(tool_calls=[("notify_user", {"message": "Deploy finished"})]), Reply(text="ok")
+    )
+    code, out, err = cli(capsys, "run", "pinger", "tell me when done")
+    assert code == 0, err
+    assert "🔔 Deploy finished" in err and "ok" in out

@@ -472,3 +472,37 @@ async def test_a_model_override_replaces_the_whole_chain(
         overrides=RunAgentOverrides(model="mockai:gpt-down", fallback=("mockant:claude-mock",)),
     )
     assert saved.model == "mockant:claude-mock"
+
+
+async def test_capability_outputs_are_events_stored_with_the_run(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path
+) -> None:
+    agent("clerk", "capabilities: [notify, notes, files]\ntrust: workspace")
+    (project / "report.txt").write_text("Q3 numbers")
+    mock.queue(
+        Reply(
+            tool_calls=[
+                ("notify_user", {"message": "The report is ready"}),
+                ("note_create", {"title": "Plan", "body": "Ship it"}),
+                ("send_file", {"path": "report.txt", "caption": "for you"}),
+            ]
+        ),
+        Reply(tool_calls=[("note_share", {"slug": "plan", "message": "read this"})]),
+        Reply(text="Done."),
+    )
+    runner: AgentRunner = await open_runner()  # no callbacks at all: a worker, a server
+    result = await runner.run_agent("clerk", "t", "go")
+    told = {
+        e.type: e.payload
+        for e in await runner.store.events.list(result.run_id)
+        if e.type in ("agent.notify", "agent.file", "agent.note_shared")
+    }
+    assert told["agent.notify"] == {"message": "The report is ready"}
+    assert told["agent.file"]["path"].endswith("report.txt")
+    assert told["agent.file"]["caption"] == "for you" and told["agent.file"]["kind"] == "text"
+    assert told["agent.note_shared"] == {
+        "slug": "plan",
+        "title": "Plan",
+        "body": "Ship it",
+        "message": "read this",
+    }

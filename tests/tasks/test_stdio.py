@@ -160,3 +160,26 @@ def test_execute_run_agent_cancel_and_bad_lines(client: Client, mock: MockProvid
     assert client.proc.stdin is not None
     client.proc.stdin.close()
     assert client.proc.wait(timeout=30) == 0
+
+
+def test_run_agent_events_carry_what_tools_produce(
+    tmp_path: Path, mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    root = tmp_path / "proj"
+    (root / "agents").mkdir(parents=True)
+    (root / "agentrunner.toml").write_text(CONFIG.format(url=mock_server.openai_url))
+    (root / "agents" / "pinger.md").write_text("---\nname: P\ncapabilities: [notify]\n---\nHi\n")
+    mock.queue(Reply(tool_calls=[("notify_user", {"message": "Done!"})]), Reply(text="ok"))
+    client = Client(root)
+    try:
+        client.lines.get(timeout=30)  # ready
+        client.request("r", "run_agent", agent="pinger", message="go")
+        result, events = client.response("r")
+        assert result["result"]["text"] == "ok"
+        assert {"id": "r", "event": "agent.notify", "data": {"message": "Done!"}} in events
+    finally:
+        client.proc.kill()
+        client.proc.wait(timeout=30)
+        for pipe in (client.proc.stdin, client.proc.stdout, client.proc.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()

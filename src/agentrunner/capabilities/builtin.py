@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentrunner.callbacks import safely
 from agentrunner.capabilities.files import TOOL_NAMES as FILE_TOOLS
 from agentrunner.capabilities.files import files_tools
 from agentrunner.capabilities.registry import CapabilityContext, CapabilityRegistry
@@ -23,7 +22,7 @@ def memory_tools(ctx: CapabilityContext) -> list[Tool]:
         blocks = await memory.blocks(agent_id)
         current = blocks.get(label, "")
         await memory.set(agent_id, label, f"{current}\n{text}".strip())
-        safely(ctx.callbacks.on_pin_change, agent_id)
+        ctx.tell("agent.memory_updated", {"label": label})
         return f"appended to {label}"
 
     @tool
@@ -35,7 +34,7 @@ def memory_tools(ctx: CapabilityContext) -> list[Tool]:
         if old not in blocks[label]:
             raise ToolRetry(f"'{old}' is not in block '{label}'")
         await memory.set(agent_id, label, blocks[label].replace(old, new))
-        safely(ctx.callbacks.on_pin_change, agent_id)
+        ctx.tell("agent.memory_updated", {"label": label})
         return f"updated {label}"
 
     return [memory_append, memory_replace]
@@ -70,7 +69,10 @@ def notes_tools(ctx: CapabilityContext) -> list[Tool]:
         note = await notes.get(agent_id, slug)
         if note is None:
             raise ToolRetry(f"no note '{slug}'")
-        safely(ctx.callbacks.on_share_note, agent_id, ctx.thread_id, note.title, slug, message)
+        ctx.tell(
+            "agent.note_shared",
+            {"slug": slug, "title": note.title, "body": note.body, "message": message},
+        )
         return f"shared {slug}"
 
     return [note_create, note_read, note_list, note_share]
@@ -80,7 +82,7 @@ def notify_tools(ctx: CapabilityContext) -> list[Tool]:
     @tool
     def notify_user(message: str) -> str:
         """Send the user a notification, even when no one is watching this conversation."""
-        safely(ctx.callbacks.on_notify_user, ctx.agent.id, ctx.thread_id, message)
+        ctx.tell("agent.notify", {"message": message})
         return "notified"
 
     return [notify_user]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import mimetypes
 from pathlib import Path
 
-from agentrunner.callbacks import safely
 from agentrunner.capabilities.registry import CapabilityContext
 from agentrunner.engine.tools import Tool, ToolDenied, ToolRetry, tool
 
@@ -82,7 +81,7 @@ def files_tools(ctx: CapabilityContext) -> list[Tool]:
         if not target.is_file():
             raise ToolRetry(f"no file '{path}'")
         kind = (mimetypes.guess_type(target.name)[0] or "application/octet-stream").split("/")[0]
-        safely(ctx.callbacks.on_file_send, ctx.agent.id, ctx.thread_id, str(target), caption, kind)
+        ctx.tell("agent.file", {"path": str(target), "caption": caption, "kind": kind})
         return f"sent {path}"
 
     return [read_file, write_file, list_files, send_file]

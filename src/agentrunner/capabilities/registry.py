@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.engine.tools import Tool
@@ -38,10 +38,18 @@ class CapabilityContext:
     project_root: Path
     state_dir: Path
     callbacks: AgentRunnerCallbacks = field(default_factory=AgentRunnerCallbacks)
+    # The run's event sink: what a tool produces for people (a notification, a file, a shared
+    # note) is an event, stored with the run and carried to every interface.
+    emit: Callable[[str, dict[str, Any]], None] | None = None
     depth: int = 0
     max_depth: int = 3
     ask_agent: AskAgent | None = None
     team: Sequence[AgentSpec] = ()
+
+    def tell(self, kind: str, data: dict[str, Any]) -> None:
+        """Emit an event for the people following this run."""
+        if self.emit is not None:
+            self.emit(kind, data)
 
 
 Resolver = Callable[[CapabilityContext], Sequence[Tool]]

@@ -155,6 +155,12 @@ class _Printer:
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         child = data.get("from_agent")
+        told = _told(kind, data)
+        if told is not None:  # what a tool produced for the person: always shown
+            self.end()
+            who = f"{escape(child)} › " if child else ""
+            err.print(f"[magenta]{who}{told}[/]", soft_wrap=True)
+            return
         if child is not None:  # a delegated run: show its tool use, not its tokens
             if kind in ("agent.tool_call", "agent.message"):
                 self.end()
@@ -187,6 +193,19 @@ class _Printer:
             sys.stdout.write("\n")
             sys.stdout.flush()
             self.mid_line = False
+
+
+def _told(kind: str, data: dict[str, Any]) -> str | None:
+    """A capability's output for the person, as a line of markup; None for other events."""
+    if kind == "agent.notify":
+        return f"🔔 {escape(data['message'])}"
+    if kind == "agent.file":
+        caption = f" — {escape(data['caption'])}" if data.get("caption") else ""
+        return f"📎 file sent: {escape(data['path'])}{caption}"
+    if kind == "agent.note_shared":
+        message = f" — {escape(data['message'])}" if data.get("message") else ""
+        return f"📝 note shared: {escape(data['title'])} ({escape(data['slug'])}){message}"
+    return None
 
 
 def _footer(result: RunResult, thread_id: str) -> None:
