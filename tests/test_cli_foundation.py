@@ -238,3 +238,60 @@ def test_outside_a_project_every_command_says_so_and_writes_nothing(
     assert "not in an agentrunner project" in err and "agentrunner init" in err
     assert "Traceback" not in err
     assert list(tmp_path.iterdir()) == []  # no .agentrunner/ made
+
+
+def test_validate_finds_what_run_would_reject(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str], project_dir: Path
+) -> None:
+    write_agent(
+        "bad",
+        "---\nname: Bad\nmodel: gpt-4o\nfallback: [opneai:gpt-4.1]\ntools: [raed_file]\n"
+        "capabilities: [memry]\npersona: frendly\nreports_to: nobody\n---\nHi\n",
+    )
+    write_agent("bad2", "---\nmodle: test\ntools: [nope]\n---\nHi\n")
+    write_agent("keyed", "---\nmodel: openai:gpt-4.1-mini\n---\nHi\n")
+    code, _, err = run(capsys, "agents", "validate")
+    assert code == 1
+    lines = [line for line in err.splitlines() if line.startswith("agents/")]
+    assert lines == [
+        "agents/bad.md:3: model_not_found: Model 'gpt-4o' not found: no provider given",
+        "agents/bad.md:4: model_not_found: Model 'opneai:gpt-4.1' not found: unknown provider "
+        "'opneai'",
+        "agents/bad.md:5: invalid_specification: unknown tool 'raed_file' (did you mean "
+        "'read_file'?)",
+        "agents/bad.md:6: invalid_specification: unknown capability 'memry' (did you mean "
+        "'memory'?)",
+        "agents/bad.md:7: invalid_specification: unknown persona preset 'frendly' (did you mean "
+        "'friendly'?)",
+        "agents/bad.md:8: invalid_specification: reports_to names agent 'nobody', which does not "
+        "exist",
+        "agents/bad2.md:1: invalid_specification: no model: the agent file has no 'model' and "
+        "agentrunner.toml sets no [defaults] model",
+        "agents/bad2.md:2: invalid_specification: unknown key 'modle' (did you mean 'model'?)",
+        "agents/bad2.md:3: invalid_specification: unknown tool 'nope'",
+    ]
+    assert "warning: agents/keyed.md: OPENAI_API_KEY is not set" in err
+    assert "9 problems in agents" in err
+
+
+def test_a_missing_key_alone_is_a_warning(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    write_agent("keyed", "---\nmodel: openai:gpt-4.1-mini\n---\nHi\n")
+    code, out, err = run(capsys, "agents", "validate")
+    assert code == 0 and "1 agent valid" in out and "OPENAI_API_KEY is not set" in err
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-set")
+    code, out, err = run(capsys, "agents", "validate")
+    assert code == 0 and "warning" not in err
+
+
+def test_a_load_error_names_its_code_once(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_agent("bad", "---\nmodel: test\nnmae: x\n---\nHi\n")
+    code, _, err = run(capsys, "run", "bad", "hi")
+    assert code == 1
+    assert err.splitlines()[0] == (
+        "error: agents/bad.md:3: invalid_specification: unknown key 'nmae' (did you mean 'name'?)"
+    )

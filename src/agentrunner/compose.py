@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import difflib
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentrunner._paths import display_path
+from agentrunner.agents.spec import AgentSpec
 from agentrunner.capabilities.builtin import builtin_capabilities
 from agentrunner.effects import PostRunEffects
 from agentrunner.engine.engine import Engine
-from agentrunner.project import load_project
+from agentrunner.engine.models import ModelRegistry
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.project import Project, load_project
 from agentrunner.prompt import PromptBuilder
 from agentrunner.runner import AgentRunner
 from agentrunner.store.store import open_store
 from agentrunner.worker import Worker
 
-__all__ = ["Workspace", "open_runner", "open_workspace"]
+__all__ = ["Workspace", "check_project", "open_runner", "open_workspace"]
 
 
 async def open_runner(start: Path | None = None, *, database_url: str | None = None) -> AgentRunner:
@@ -69,3 +75,56 @@ async def open_workspace(
         await workspace.close()
         raise
     return workspace
+
+
+@dataclass
+class ProjectCheck:
+    """``problems``: every problem of every agent file that a run would reject, in file and
+    line order. ``warnings``: what would fail only in this environment (a missing key)."""
+
+    problems: list[AgentRunnerError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_project(project: Project) -> ProjectCheck:
+    """Check the project's agents against what runs use: the files themselves (as loaded), the
+    tools the capabilities provide, and the models the configured providers serve."""
+    check = ProjectCheck(list(project.agents.problems))
+    tools = builtin_capabilities().tool_names
+    models = ModelRegistry.from_config(project.config)
+    for spec in [*project.agents, *project.agents.partial.values()]:
+        file = display_path(spec.path)
+        for name in spec.tools:
+            if name not in tools:
+                near = difflib.get_close_matches(name, tools, n=1)
+                check.problems.append(
+                    AgentRunnerError(
+                        ErrorCode.INVALID_SPECIFICATION,
+                        f"unknown tool '{name}'"
+                        + (f" (did you mean '{near[0]}'?)" if near else ""),
+                        hint=f"Known tools: {', '.join(tools)}.",
+                        file=file,
+                        line=spec.line_of("tools"),
+                    )
+                )
+        for key, ref in _model_refs(spec, project):
+            try:
+                resolved = models.resolve(ref)
+            except AgentRunnerError as exc:
+                exc.file, exc.line = file, spec.line_of(key) or 1
+                check.problems.append(exc)
+                continue
+            variable = resolved.provider.api_key_env
+            if variable and not models.has_credential(resolved):
+                check.warnings.append(
+                    f"{file}: {variable} is not set in this environment; runs on {ref} "
+                    "would fail (provider_auth)"
+                )
+    check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
+    return check
+
+
+def _model_refs(spec: AgentSpec, project: Project) -> list[tuple[str, str]]:
+    primary = spec.model or project.config.default_model
+    refs = [("model", primary)] if primary else []
+    return refs + [("fallback", ref) for ref in spec.fallback]

@@ -279,10 +279,13 @@ class AgentRunnerError(Exception):
 
 
 class AgentFileErrors(AgentRunnerError):
-    """Every problem found while loading a directory of agent files, reported together."""
+    """Every problem found while loading a directory of agent files, reported together, in
+    file and line order. ``partial`` is what could still be read of a single bad file (for
+    the checks that need the other files too), when anything could."""
 
-    def __init__(self, problems: Sequence[AgentRunnerError]) -> None:
-        self.problems = list(problems)
+    def __init__(self, problems: Sequence[AgentRunnerError], partial: Any = None) -> None:
+        self.problems = sorted(problems, key=lambda p: (p.file or "", p.line or 0))
+        self.partial = partial
         first = self.problems[0]
         more = len(self.problems) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
@@ -290,12 +293,14 @@ class AgentFileErrors(AgentRunnerError):
         codes = {p.code for p in self.problems}
         super().__init__(
             codes.pop() if len(codes) == 1 else ErrorCode.INVALID_SPECIFICATION,
-            first.one_line() + suffix,
+            first.message + suffix,
             hint="Run `agentrunner agents validate` to list every problem.",
+            file=first.file,
+            line=first.line,
         )
 
     @classmethod
-    def raise_if_any(cls, problems: Iterable[AgentRunnerError]) -> None:
+    def raise_if_any(cls, problems: Iterable[AgentRunnerError], partial: Any = None) -> None:
         found = list(problems)
         if found:
-            raise cls(found)
+            raise cls(found, partial)

@@ -65,7 +65,7 @@ def parse_agent_text(
     data, lines = _parse_yaml(front, file) if front is not None else ({}, {})
     reader = _Reader(file, lines)
     spec = reader.build(agent_id, data, body, body_line, path, default_model)
-    AgentFileErrors.raise_if_any(reader.problems)
+    AgentFileErrors.raise_if_any(reader.problems, spec)
     assert spec is not None
     return replace(spec, digest=hashlib.sha256(text.encode()).hexdigest())
 
@@ -367,8 +367,10 @@ class _Reader:
             "persona": persona,
             "lines": MappingProxyType(dict(self.lines)),
         }
-        if self.problems or system is None:
+        if system is None:
             return None
+        # Built even with problems (their fields at defaults): it is what the file is, for the
+        # checks across files (reports_to) and against tools and models.
         return AgentSpec(system=system, **spec_kwargs)
 
     def _retry(self, value: Mapping[str, Any]) -> RetryPolicy:

@@ -19,7 +19,8 @@ _SUFFIXES = (".md", ".markdown")
 class AgentRegistry:
     """Agents by id (the file name without ``.md``), plus ``reports_to`` as an org chart.
 
-    ``problems`` holds what a non-strict load skipped; a strict load raises them instead.
+    ``problems`` holds what a non-strict load skipped (and ``partial`` what could be read of
+    those files); a strict load raises them instead.
     """
 
     def __init__(
@@ -32,6 +33,8 @@ class AgentRegistry:
         self._agents = dict(agents)
         self.directory = directory
         self.problems = problems or []
+        # What could be read of the files left out for their problems (a non-strict load).
+        self.partial: dict[str, AgentSpec] = {}
         self._reports: dict[str, list[str]] = {}
         for spec in self._agents.values():
             if spec.reports_to in self._agents:
@@ -56,6 +59,7 @@ class AgentRegistry:
             )
         problems: list[AgentRunnerError] = []
         agents: dict[str, AgentSpec] = {}
+        partial: dict[str, AgentSpec] = {}
         seen: dict[str, Path] = {}
         for path in sorted(p for p in directory.iterdir() if p.suffix in _SUFFIXES):
             shown = display_path(path)
@@ -79,14 +83,22 @@ class AgentRegistry:
                 )
             except AgentFileErrors as exc:
                 problems.extend(exc.problems)
-        problems.extend(_org_problems(agents))
+                if isinstance(exc.partial, AgentSpec):
+                    partial[path.stem] = exc.partial
+        problems.extend(_org_problems({**agents, **partial}))
+        problems.sort(key=lambda p: (p.file or "", p.line or 0))
         if strict:
             AgentFileErrors.raise_if_any(problems)
         bad = {p.file for p in problems}
         good = (
             {k: v for k, v in agents.items() if display_path(v.path) not in bad} if bad else agents
         )
-        return cls(good, directory=directory, problems=problems)
+        loaded = cls(good, directory=directory, problems=problems)
+        loaded.partial = {
+            **partial,
+            **{k: v for k, v in agents.items() if k not in good},
+        }
+        return loaded
 
     # -- lookup ---------------------------------------------------------------------------
 

@@ -115,14 +115,19 @@ def show(agent_id: str = typer.Argument(..., help="The agent id.")) -> None:
 
 @app.command("validate")
 def validate() -> None:
-    """Check every agent file; one line per problem and a non-zero exit if any."""
+    """Check every agent file as a run would (tools, models, the org chart): one line per
+    problem and a non-zero exit if any; keys missing from the environment are warnings."""
+    from agentrunner.compose import check_project
     from agentrunner.project import load_project
 
     project = load_project(strict=False)
-    for problem in project.agents.problems:
+    check = check_project(project)
+    for problem in check.problems:
         err.print(escape(problem.one_line()), soft_wrap=True)
-    if project.agents.problems:
-        count = len(project.agents.problems)
+    for warning in check.warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    if check.problems:
+        count = len(check.problems)
         err.print(
             f"[red]{count} problem{'s' if count > 1 else ''}[/] in "
             f"{escape(display_path(project.config.agents_dir))}"

@@ -100,6 +100,11 @@ class ModelRegistry:
             return ResolvedModel(ref, self.providers[provider_name], name)
         raise self._not_found(ref, provider_name if sep else None)
 
+    def has_credential(self, model: ResolvedModel) -> bool:
+        """Whether the environment holds the key ``model``'s provider names (if it names one)."""
+        variable = model.provider.api_key_env
+        return not variable or bool(self._env.get(variable, "").strip())
+
     def client(self, model: ResolvedModel) -> ModelClient:
         """The provider's client, created on first use; ``provider_auth`` if its key is unset."""
         existing = self._clients.get(model.provider.name)
