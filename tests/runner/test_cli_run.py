@@ -243,8 +243,16 @@ def test_ctrl_c_cancels_and_is_recorded(
     assert proc.returncode == 130, err
     assert "cancelled" in err and "Traceback" not in err
     assert "word word" in out
-    _code, listing, _ = cli(capsys, "runs", "list", "--agent", "talker")
-    assert "cancelled" in listing
+    assert "tokens (estimated)" in err  # what was streamed was paid for: shown, estimated
+    _code, listing, _ = cli(capsys, "runs", "list", "--agent", "talker", "--json")
+    [run] = json.loads(listing)
+    assert run["status"] == "cancelled" and run["usage"]["estimated"]
+    assert run["usage"]["output_tokens"] > 0 and run["cost_usd"] > 0
+    _code, shown, _ = cli(capsys, "runs", "show", run["id"])
+    assert "(estimated)" in shown
+    _code, thread, _ = cli(capsys, "threads", "show", run["thread_id"])
+    assert "(interrupted)" in thread and "word word" in thread
+    assert f"run {run['id']} cancelled: cancelled" in thread
 
 
 def test_thread_must_be_one_of_the_agents_own(
@@ -291,3 +299,82 @@ def test_run_shows_what_tools_produce_for_the_person(
     code, out, err = cli(capsys, "run", "pinger", "tell me when done")
     assert code == 0, err
     assert "🔔 Deploy finished" in err and "ok" in out
+
+
+def test_chat_survives_errors_takes_input_and_quits_on_ctrl_c(
+    agent: Agent, mock: MockProvider, project: Path
+) -> None:
+    from agentrunner.testing import Fault
+
+    agent("greeter", body="You greet {{input.company}}'s visitors.")
+    no_input = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "chat", "greeter"],
+        input="hi\n",
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=60,
+        check=False,
+    )
+    assert no_input.returncode == 1 and "missing_mandatory_placeholder" in no_input.stderr
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "chat", "greeter", "--input", '{"company": "Acme"}'],
+        cwd=project,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    mock.queue(Reply(text="Welcome!"), Reply(fault=Fault.http(401)), Reply(text="Back again."))
+
+    def say(line: str) -> None:
+        proc.stdin.write(line + "\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    def wait_for(text: str) -> None:
+        seen = ""
+        deadline = time.monotonic() + 30
+        while text not in seen and time.monotonic() < deadline:
+            seen += proc.stdout.read(1)  # type: ignore[union-attr]
+        assert text in seen, seen
+
+    say("hello")
+    wait_for("Welcome!")
+    say("break please")  # the provider rejects the key: printed, and the session goes on
+    say("still there?")
+    wait_for("Back again.")
+    assert "You greet Acme's visitors." in mock.requests[0].body["messages"][0]["content"]
+    wait_for("you › ")  # idle at the prompt
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "error: provider_auth:" in err and "Traceback" not in err
+    assert err.endswith("\n") and "cancelled" not in err
+
+
+def test_a_message_from_stdin_or_a_file(
+    agent: Agent, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("echo")
+    big = "word " * 220_000  # ~1 MB: more than one command-line argument may hold
+    done = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "run", "echo", "-", "--json"],
+        input=big,
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["text"] == f"Echo: {big}"
+    (project / "question.md").write_text("# Question\nWhat is our runway?\n")
+    code, out, _ = cli(capsys, "run", "echo", "@question.md", "--json")
+    assert code == 0 and json.loads(out)["text"] == "Echo: # Question\nWhat is our runway?\n"
+    code, out, _ = cli(capsys, "run", "echo", "@@cfo", "--json")
+    assert code == 0 and json.loads(out)["text"] == "Echo: @cfo"
+    code, out, err = cli(capsys, "run", "echo", "@missing.md")
+    assert code == 1 and "runner_io: cannot read the message file missing.md" in err

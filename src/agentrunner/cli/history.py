@@ -131,14 +131,16 @@ def threads_show(
     limit: int = typer.Option(200, "--limit", help="How many messages."),
     as_json: bool = _JSON,
 ) -> None:
-    """A thread's messages, oldest first."""
+    """A thread's messages, oldest first; where a turn stopped, why."""
     from agentrunner.engine.messages import AssistantMessage, ToolResult, UserMessage
 
     async def load(store: Store) -> Any:
         thread = await _find("thread", thread_id, store.threads.get, store.threads.ids_starting)
-        return thread, await store.messages.page(thread.id, limit=limit)
+        page = await store.messages.page(thread.id, limit=limit)
+        cut = {r for _, m, r, _ in page if isinstance(m, AssistantMessage) and m.interrupted}
+        return thread, page, {r: await store.runs.get(r) for r in cut if r}
 
-    thread, page = _with_store(load)
+    thread, page, stopped = _with_store(load)
     if as_json:
         from agentrunner.store.records import thread_message_dict
 
@@ -150,13 +152,18 @@ def threads_show(
         f"[bold]{escape(thread.title or thread.id)}[/] "
         f"[dim]· {escape(thread.agent_id)} · {thread.message_count} messages[/]\n"
     )
-    for seq, message, _, _ in page:
+    for seq, message, run_id, _ in page:
         if isinstance(message, UserMessage):
             out.print(f"[bold blue]user[/] [dim]#{seq}[/]\n{escape(message.content)}\n")
         elif isinstance(message, AssistantMessage):
-            out.print(f"[bold green]assistant[/] [dim]#{seq}[/]")
+            cut = " [yellow](interrupted)[/]" if message.interrupted else ""
+            out.print(f"[bold green]assistant[/] [dim]#{seq}[/]{cut}")
             if message.text:
                 out.print(escape(message.text))
+            run = stopped.get(run_id) if message.interrupted else None
+            if run is not None:  # why it stopped: for people, never sent to the model
+                reason = f"{run.error_code}: {run.error_message}" if run.error_code else "stopped"
+                out.print(f"[red]✗ run {escape(run.id)} {run.status}: {escape(reason)}[/]")
             for call in message.tool_calls:
                 out.print(
                     f"[cyan]→ {escape(call.name)}[/] "
@@ -258,10 +265,11 @@ def runs_show(
             else ""
         )
     )
+    estimated = " (estimated)" if usage.get("estimated") else ""
     out.print(
-        f"tokens in {usage.get('input_tokens', 0):,} / out {usage.get('output_tokens', 0):,} · "
-        f"cost {_usd(run.cost_micros, run.cost_known)} · started {_when(run.started_at)} · "
-        f"ended {_when(run.completed_at)}"
+        f"tokens in {usage.get('input_tokens', 0):,} / out {usage.get('output_tokens', 0):,}"
+        f"{estimated} · cost {_usd(run.cost_micros, run.cost_known)}{estimated} · "
+        f"started {_when(run.started_at)} · ended {_when(run.completed_at)}"
     )
     if run.error_code:
         out.print(f"[red]error {escape(run.error_code)}:[/] {escape(run.error_message or '')}")

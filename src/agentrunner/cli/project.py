@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from agentrunner.cli.console import err, out
 
-__all__ = ["init", "parse_input", "render"]
+__all__ = ["init", "parse_input", "read_message", "render"]
 
 
 def init(
@@ -75,3 +75,33 @@ def parse_input(text: str) -> Any:
             f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
             hint='Pass a JSON object, e.g. --input \'{"topic": "tides"}\' or --input @input.json.',
         ) from exc
+
+
+def read_message(text: str) -> str:
+    """A message argument: ``-`` reads stdin, ``@path`` a file (a message too long for an
+    argument), ``@@…`` is a literal ``@…``; anything else is the message itself. A message that
+    is empty after all is refused: a model would be asked nothing."""
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@@"):
+        text = text[1:]
+    elif text.startswith("@") and len(text) > 1 and not any(c.isspace() for c in text):
+        path = Path(text[1:])
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+            raise AgentRunnerError(
+                ErrorCode.RUNNER_IO,
+                f"cannot read the message file {path}: {reason or exc}",
+                hint="To send text that starts with @, write @@ (e.g. @@cfo: numbers?).",
+            ) from exc
+    if not text.strip():
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            "the message is empty",
+            hint="Pass the message as an argument, - for stdin, or @file (e.g. @question.md).",
+        )
+    return text

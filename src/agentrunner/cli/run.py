@@ -6,12 +6,14 @@ import asyncio
 import json
 import signal
 import sys
+import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 
-from agentrunner.cli.console import err, out
+from agentrunner.cli.console import err, out, print_error
 
 if TYPE_CHECKING:
     from agentrunner.runner import AgentRunner, RunResult
@@ -19,12 +21,34 @@ if TYPE_CHECKING:
 __all__ = ["chat", "run"]
 
 
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """What a person chose for the turns of one command."""
+
+    agent_id: str
+    new: bool = False
+    thread: str | None = None
+    model: str | None = None
+    fallback: tuple[str, ...] = ()
+    max_turns: int | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+
 def run(
     agent_id: str = typer.Argument(..., help="The agent id."),
-    message: str = typer.Argument(..., help="Your message."),
+    message: str = typer.Argument(
+        ..., help="Your message; - reads it from stdin, @FILE from a file (@@… for a literal @)."
+    ),
     new: bool = typer.Option(False, "--new", help="Start a new session thread."),
-    thread: str | None = typer.Option(None, "--thread", help="Continue this thread."),
-    model: str | None = typer.Option(None, "--model", "-m", help="Override the agent's model."),
+    thread: str | None = typer.Option(
+        None, "--thread", help="Continue this thread of the agent (an id or its beginning)."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Use this model only, instead of the agent's models."
+    ),
+    fallback: list[str] = typer.Option(
+        [], "--fallback", help="With --model: a model to fall back to (repeat)."
+    ),
     max_turns: int | None = typer.Option(None, "--max-turns", help="Override limits.max_turns."),
     input: str | None = typer.Option(
         None, "--input", "-i", help="Template input: JSON, @file or -."
@@ -32,12 +56,20 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no streaming)."),
 ) -> None:
     """Run one turn of an agent, streaming its answer and tool calls."""
-    from agentrunner.cli.project import parse_input
+    from agentrunner.cli.project import parse_input, read_message
 
+    if message == "-" and input == "-":
+        from agentrunner.errors import AgentRunnerError, ErrorCode
+
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            "the message and --input cannot both come from stdin",
+            hint="Pass one of them as @file.",
+        )
+    text = read_message(message)
     values = parse_input(input) if input else {}
-    result = asyncio.run(
-        _run_once(agent_id, message, new, thread, model, max_turns, values, as_json)
-    )
+    session = _Session(agent_id, new, thread, model, tuple(fallback), max_turns, values)
+    result = asyncio.run(_run_once(session, text, as_json))
     if result is not None and result.stop_reason == "cancelled":
         raise typer.Exit(130)
 
@@ -45,42 +77,45 @@ def run(
 def chat(
     agent_id: str = typer.Argument(..., help="The agent id."),
     new: bool = typer.Option(False, "--new", help="Start a new session thread."),
-    thread: str | None = typer.Option(None, "--thread", help="Continue this thread."),
-    model: str | None = typer.Option(None, "--model", "-m", help="Override the agent's model."),
+    thread: str | None = typer.Option(
+        None, "--thread", help="Continue this thread of the agent (an id or its beginning)."
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Use this model only, instead of the agent's models."
+    ),
+    fallback: list[str] = typer.Option(
+        [], "--fallback", help="With --model: a model to fall back to (repeat)."
+    ),
+    input: str | None = typer.Option(
+        None, "--input", "-i", help="Template input for every turn: JSON or @file."
+    ),
 ) -> None:
-    """An interactive session: each line you type is a turn. Ctrl-C stops a turn; Ctrl-D quits."""
-    asyncio.run(_chat(agent_id, new, thread, model))
+    """An interactive session: each line you type is a turn. Ctrl-C stops a turn; Ctrl-C at
+    the prompt, Ctrl-D or /exit quits. An error is printed and the session goes on."""
+    from agentrunner.cli.project import parse_input
+
+    values = parse_input(input) if input else {}
+    asyncio.run(_chat(_Session(agent_id, new, thread, model, tuple(fallback), None, values)))
 
 
-async def _open(agent_id: str, new: bool, thread: str | None) -> tuple[AgentRunner, str]:
+async def _open(session: _Session) -> tuple[AgentRunner, str]:
     from agentrunner.runner import AgentRunner
 
     runner = await AgentRunner.open()
     try:
-        runner.agents.get(agent_id)
-        if thread is not None:
-            return runner, await runner.agent_thread(agent_id, thread)
-        return runner, await runner.session_thread(agent_id, new=new)
+        runner.agents.get(session.agent_id).render_system(session.values)  # inputs, up front
+        if session.thread is not None:
+            return runner, await runner.agent_thread(session.agent_id, session.thread)
+        return runner, await runner.session_thread(session.agent_id, new=session.new)
     except BaseException:
         await runner.close()
         raise
 
 
-async def _run_once(
-    agent_id: str,
-    message: str,
-    new: bool,
-    thread: str | None,
-    model: str | None,
-    max_turns: int | None,
-    values: dict[str, Any],
-    as_json: bool,
-) -> RunResult | None:
-    runner, thread_id = await _open(agent_id, new, thread)
+async def _run_once(session: _Session, message: str, as_json: bool) -> RunResult | None:
+    runner, thread_id = await _open(session)
     try:
-        result = await _turn(
-            runner, agent_id, thread_id, message, model, max_turns, values, stream=not as_json
-        )
+        result = await _turn(runner, session, thread_id, message, stream=not as_json)
         if as_json:
             out.print_json(data=result.to_dict())
         return result
@@ -88,37 +123,61 @@ async def _run_once(
         await runner.close()
 
 
-async def _chat(agent_id: str, new: bool, thread: str | None, model: str | None) -> None:
-    runner, thread_id = await _open(agent_id, new, thread)
+async def _chat(session: _Session) -> None:
+    from agentrunner.errors import AgentRunnerError
+
+    runner, thread_id = await _open(session)
     err.print(
-        f"[dim]chatting with [bold]{escape(agent_id)}[/bold] on thread {escape(thread_id)}"
-        " — Ctrl-D to quit[/]"
+        f"[dim]chatting with [bold]{escape(session.agent_id)}[/bold] on thread "
+        f"{escape(thread_id)} — Ctrl-D to quit[/]"
     )
     try:
         while True:
+            line = await _prompt("you › ")
+            if line is None or line.strip() in ("/exit", "/quit"):
+                return
+            if not line.strip():
+                continue
             try:
-                line = await asyncio.to_thread(input, "you › ")
-            except (EOFError, KeyboardInterrupt):
-                err.print()
-                return
-            if line.strip() in ("/exit", "/quit"):
-                return
-            if line.strip():
-                await _turn(runner, agent_id, thread_id, line, model, None, {}, stream=True)
+                await _turn(runner, session, thread_id, line, stream=True)
+            except AgentRunnerError as exc:  # recorded with the run; the session goes on
+                print_error(exc)
     finally:
         await runner.close()
 
 
+async def _prompt(text: str) -> str | None:
+    """A line from the person, or None when they quit (Ctrl-D, or Ctrl-C at the prompt).
+
+    The line is read on a daemon thread: a thread blocked in ``input()`` cannot be stopped,
+    and a pool thread would keep the process alive after Ctrl-C until Enter is pressed."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str | None] = loop.create_future()
+
+    def settle(value: str | None) -> None:
+        if not answer.done():
+            answer.set_result(value)
+
+    def read() -> None:
+        try:
+            line: str | None = input(text)
+        except (EOFError, KeyboardInterrupt):
+            line = None
+        loop.call_soon_threadsafe(settle, line)
+
+    threading.Thread(target=read, daemon=True, name="agentrunner-chat-input").start()
+    loop.add_signal_handler(signal.SIGINT, settle, None)
+    try:
+        line = await answer
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if line is None:
+        sys.stderr.write("\n")  # leave the terminal on a fresh line
+    return line
+
+
 async def _turn(
-    runner: AgentRunner,
-    agent_id: str,
-    thread_id: str,
-    message: str,
-    model: str | None,
-    max_turns: int | None,
-    values: dict[str, Any],
-    *,
-    stream: bool,
+    runner: AgentRunner, session: _Session, thread_id: str, message: str, *, stream: bool
 ) -> RunResult:
     from agentrunner.callbacks import AgentRunnerCallbacks
     from agentrunner.engine.abort import AbortSignal
@@ -128,15 +187,18 @@ async def _turn(
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
     printer = _Printer() if stream else None
+    overrides = RunAgentOverrides(
+        model=session.model, fallback=session.fallback, max_turns=session.max_turns
+    )
     try:
         result = await runner.run_agent(
-            agent_id,
+            session.agent_id,
             thread_id,
             message,
             AgentRunnerCallbacks(on_event=printer) if printer else None,
-            RunAgentOverrides(model=model, max_turns=max_turns),
+            overrides,
             abort,
-            input=values,
+            input=session.values,
         )
     finally:
         loop.remove_signal_handler(signal.SIGINT)
@@ -210,7 +272,12 @@ def _told(kind: str, data: dict[str, Any]) -> str | None:
 
 def _footer(result: RunResult, thread_id: str) -> None:
     if result.stop_reason == "cancelled":
-        err.print(f"[yellow]cancelled[/] [dim]· run {result.run_id}[/]")
+        cost = f"${result.cost_usd:.4f}" if result.cost_known else "cost unknown"
+        estimated = " (estimated)" if result.usage.estimated else ""
+        err.print(
+            f"[yellow]cancelled[/] [dim]· {result.usage.total_tokens:,} tokens{estimated} · "
+            f"{cost} · run {result.run_id}[/]"
+        )
         return
     cost = f"${result.cost_usd:.4f}" if result.cost_known else "cost unknown"
     err.print(
