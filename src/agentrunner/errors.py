@@ -291,10 +291,11 @@ class AgentFileErrors(AgentRunnerError):
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
         # One kind of problem keeps its code (an unreadable file is runner_io, not a bad spec).
         codes = {p.code for p in self.problems}
+        hint = "Run `agentrunner agents validate` to list every problem."
         super().__init__(
             codes.pop() if len(codes) == 1 else ErrorCode.INVALID_SPECIFICATION,
             first.message + suffix,
-            hint="Run `agentrunner agents validate` to list every problem.",
+            hint=first.hint or hint if not more else hint,  # one problem: its own hint
             file=first.file,
             line=first.line,
         )

@@ -3,8 +3,9 @@ desktop assistant, another agent framework — to run them and read their thread
 
 A thin interface (DESIGN layering): each tool is one call into the runner, the task runner or
 the store's repositories, and returns the same JSON shapes as the HTTP API and the stdio
-protocol. Failures come back as tool errors (``is_error``) whose text starts with the error
-taxonomy's code, so a model reading them can tell a bad argument from a provider outage. The
+protocol. Failures come back as tool errors (``is_error``) whose text, after the SDK's
+``Error executing tool <name>:``, starts with the error taxonomy's code, so a model reading them
+can tell a bad argument from a provider outage. The
 tools are in docs/mcp.md. Needs the ``mcp`` extra; ``agentrunner mcp`` says so when it is missing.
 """
 
@@ -208,7 +209,7 @@ _FINDING = {
 
 
 def _not_found(kind: str, key: str) -> AgentRunnerError:
-    return AgentRunnerError(ErrorCode.VALIDATION, f"no {kind} '{key}'", hint=_FINDING[kind])
+    return AgentRunnerError(ErrorCode.NOT_FOUND, f"no {kind} '{key}'", hint=_FINDING[kind])
 
 
 async def serve_mcp() -> None:

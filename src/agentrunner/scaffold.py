@@ -78,6 +78,18 @@ You are the {title} and report to the CEO. {focus}
 Answer the CEO's questions concretely: numbers, risks and a recommendation.
 """
 
+_ANALYST = """\
+---
+name: Analyst
+description: Writes one-paragraph briefs; run as a task (agentrunner exec analyst)
+reports_to: cfo
+cache: true
+prompt_template: "Write a brief on {{input.company}}. {{ input.question? }}"
+limits: {max_turns: 2, max_budget_usd: 0.05}
+---
+You are a financial analyst. Answer in one paragraph: the facts first, then what they mean.
+"""
+
 _OFFICE_AGENT = """\
 ---
 name: {name}
@@ -109,6 +121,7 @@ TEMPLATES: Mapping[str, Mapping[str, str]] = {
             description="Owns budget, runway and pricing",
             focus="You own the budget, runway, pricing and financial risk.",
         ),
+        "agents/analyst.md": _ANALYST,
     },
     "office": {
         "agents/manager.md": _OFFICE_AGENT.format(

@@ -132,12 +132,18 @@ async def test_bad_calls_are_tool_errors_with_codes_and_the_server_keeps_serving
         unknown = error_text(
             await session.call_tool("run_agent", {"agent": "nobody", "message": "hi"})
         )
-        assert "agent_not_found:" in unknown and "nobody" in unknown
-        assert "hint:" in unknown
+        assert unknown.startswith("Error executing tool run_agent: agent_not_found: ")
+        assert "nobody" in unknown and "hint:" in unknown  # as docs/mcp.md says
         no_run = error_text(await session.call_tool("get_run", {"run_id": "run_nope"}))
-        assert "validation: no run 'run_nope'" in no_run
+        assert no_run.startswith("Error executing tool get_run: not_found: no run 'run_nope'")
         no_thread = error_text(await session.call_tool("read_thread", {"thread_id": "t-nope"}))
-        assert "validation: no thread 't-nope'" in no_thread
+        assert "not_found: no thread 't-nope'" in no_thread
+        foreign = error_text(
+            await session.call_tool(
+                "run_agent", {"agent": "helper", "message": "hi", "thread_id": "t-nope"}
+            )
+        )
+        assert "thread_not_found: no thread 't-nope' of agent 'helper'" in foreign
         assert "list_threads" in no_thread
         no_agent = error_text(await session.call_tool("list_threads", {"agent": "nobody"}))
         assert "agent_not_found:" in no_agent

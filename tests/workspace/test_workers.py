@@ -277,3 +277,21 @@ async def test_dm_prints_a_plain_reply_and_fails_with_the_agent(
     assert "! a2 could not reply (provider_auth)" in failed.stdout  # in the conversation
     assert failed.stderr.startswith("error: provider_auth:") and "hint:" in failed.stderr
     assert "Traceback" not in failed.stderr
+
+
+async def test_workers_wake_in_a_deeply_nested_project(tmp_path: Path) -> None:
+    """A socket address holds 108 bytes: a project deep in the file system still wakes its
+    workers (the address lives in the temporary directory then)."""
+    from agentrunner.store import open_store
+
+    deep = tmp_path / ("nested-" * 12) / ("project-" * 10) / ".agentrunner"
+    store = await open_store(f"sqlite:///{deep / 'agentrunner.db'}")
+    try:
+        listener = await store.run_listener()
+        try:
+            store.notify_runs()
+            assert await listener.wait(2.0)
+        finally:
+            await listener.close()
+    finally:
+        await store.close()

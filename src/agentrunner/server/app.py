@@ -80,6 +80,16 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _report_worker_exit(task: asyncio.Task[int]) -> None:
+    """The server's own worker stopped before the server did: say so, rather than leave runs
+    queued with nobody serving them."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        log.error("the server's worker stopped: %s: %s", type(error).__name__, error)
+
+
 def error_body(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"code": code, "message": message}
     if hint:
@@ -109,6 +119,8 @@ def create_app(
         app.state.workspace = opened
         serving = opened.worker() if worker else None
         task = asyncio.create_task(serving.run()) if serving else None
+        if task is not None:
+            task.add_done_callback(_report_worker_exit)
         try:
             yield
         finally:

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import operator
+import os
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -241,7 +244,14 @@ class SQLiteDriver:
 
     @property
     def wake_dir(self) -> Path:
-        return Path(f"{self.path}.wake")
+        """Where this database's workers listen: beside it, unless that path is too long for a
+        Unix socket's address (108 bytes on Linux), then in the temporary directory under a
+        name derived from the database's path — the same for every process that opens it."""
+        beside = Path(f"{self.path}.wake")
+        if len(os.fsencode(beside.absolute())) <= _SOCKET_DIR_MAX:
+            return beside
+        digest = hashlib.sha256(os.fsencode(Path(self.path).absolute())).hexdigest()[:20]
+        return Path(tempfile.gettempdir()) / f"agentrunner-wake-{digest}"
 
     async def close(self) -> None:
         if self._checkpointer is not None:
@@ -249,6 +259,7 @@ class SQLiteDriver:
         self._conn.close()
 
 
+_SOCKET_DIR_MAX = 72  # a socket's own name ("<pid>-<id>.sock") needs the rest of 107 bytes
 _WAL_KEEP_BYTES = 64 << 20  # a rewound WAL larger than this is truncated back to it
 _RESTART_FRAMES = 16384  # rewind the WAL once it holds this many frames (32 MiB of 2 KiB pages)
 _CAUGHT_UP_FRAMES = 64  # a catch-up round that copied no more than this: hand over

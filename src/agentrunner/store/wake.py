@@ -1,9 +1,11 @@
 """Waking idle workers on SQLite, which has no LISTEN/NOTIFY.
 
-Every listening worker binds a Unix datagram socket in a directory beside the database file; a
-process that queued runs sends one byte to each socket there. Waiting workers wake at once; a
-socket whose worker is gone is removed by the next sender. Workers still re-check on a timer,
-so a lost datagram only delays, never loses, work. One machine only — as SQLite is.
+Every listening worker binds a Unix datagram socket in a directory beside the database file (or,
+where that path is too long for a socket address, one in the temporary directory named after
+the database); a process that queued runs sends one byte to each socket there. Waiting workers
+wake at once; a socket whose worker is gone is removed by the next sender. Workers still
+re-check on a timer, so a lost datagram only delays, never loses, work. One machine only — as
+SQLite is.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ __all__ = ["SocketListener", "notify_sockets"]
 
 class SocketListener:
     def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.path = directory / f"{os.getpid()}-{id(self):x}.sock"
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.bind(str(self.path))
