@@ -34,6 +34,7 @@ output_per_mtok = 0.6
 AGENT = """\
 ---
 name: Summariser
+cache: true
 prompt_template: "Summarise: {{input.text}}"
 ---
 You summarise for {{input.company}}.

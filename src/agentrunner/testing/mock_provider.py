@@ -457,8 +457,13 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description="Run the mock OpenAI/Anthropic provider.")
     parser.add_argument("--port", type=int, default=8999)
+    parser.add_argument(
+        "--count-input-tokens",
+        action="store_true",
+        help="Bill each request's real size (about a token per 4 bytes), as a provider does.",
+    )
     args = parser.parse_args()
-    mock = MockProvider()
+    mock = MockProvider(count_input_tokens=args.count_input_tokens)
     mock.record = False
     uvicorn.run(
         mock,
