@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import pin_to_core, print_table, write_results
-from engine import free_port
+from engine import free_port, start_mock
 
 LIMITS = {"per_run": 0.01, "lead_tree": 0.025, "agent_daily": 0.25, "global_daily": 0.80}
 CONFIG = """\
@@ -52,25 +51,6 @@ LEAD = (
     f"limits: {{max_budget_usd: {LIMITS['lead_tree']}}}\n---\nYou lead and delegate.\n"
 )
 WORKER = "---\nname: {name}\nreports_to: lead\n---\nYou do the work.\n"
-
-
-def start_mock(port: int) -> subprocess.Popen[bytes]:
-    import socket
-
-    command = [sys.executable, "-m", "agentrunner.testing", "--port", str(port)]
-    proc = subprocess.Popen(
-        [*command, "--count-input-tokens"],
-        preexec_fn=lambda: pin_to_core(1),
-    )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("mock provider did not start")
 
 
 def project(root: Path, url: str, budgets: str) -> Path:
@@ -161,7 +141,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     args = parser.parse_args()
     port = free_port()
-    mock = start_mock(port)
+    mock = start_mock(port, "--count-input-tokens")
     pin_to_core(0)
     url = f"http://127.0.0.1:{port}/v1"
     try:

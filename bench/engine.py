@@ -156,9 +156,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_mock(port: int) -> subprocess.Popen[bytes]:
+def start_mock(port: int, *options: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentrunner.testing", "--port", str(port)],
+        [sys.executable, "-m", "agentrunner.testing", "--port", str(port), *options],
         preexec_fn=lambda: pin_to_core(1),
     )
     deadline = time.monotonic() + 15

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["AgentRunnerCallbacks", "event_adapter", "safely"]
+__all__ = ["AgentRunnerCallbacks", "child_callbacks", "event_adapter", "safely"]
 
 log = logging.getLogger("agentrunner.callbacks")
 
@@ -116,6 +116,21 @@ def event_adapter(
         safely(callbacks.on_event, kind, data)
 
     return forward
+
+
+def child_callbacks(
+    callbacks: AgentRunnerCallbacks, agent_id: str, depth: int
+) -> AgentRunnerCallbacks:
+    """A child run's callbacks (seed 000): forwarded from the parent, except ``on_response`` —
+    the parent captures the answer. Events say which agent they come from."""
+    parent_on_event = callbacks.on_event
+    on_event = None
+    if parent_on_event is not None:
+
+        def on_event(kind: str, data: dict[str, Any]) -> None:
+            parent_on_event(kind, {**data, "from_agent": agent_id, "depth": depth})
+
+    return replace(callbacks, on_response=None, on_event=on_event)
 
 
 def _summary(name: str, arguments: dict[str, Any]) -> str:

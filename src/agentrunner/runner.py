@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.budgets import DailyBudgets, run_limit
-from agentrunner.callbacks import AgentRunnerCallbacks, event_adapter, safely
+from agentrunner.callbacks import AgentRunnerCallbacks, child_callbacks, event_adapter, safely
 from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
 from agentrunner.engine.abort import AbortSignal
@@ -30,6 +30,7 @@ from agentrunner.engine.turn import (
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.ids import new_id
 from agentrunner.prompt import PromptBuilder, PromptContext
+from agentrunner.sessions import agent_thread, check_owner, session_thread
 from agentrunner.store.repositories import ops
 from agentrunner.store.run_log import RunLog
 
@@ -115,6 +116,21 @@ class _Parent:
     cost: CostTracker  # the child's tracker adds to it, so its limit bounds the child too
 
 
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """What a run was asked to do: by ``run_agent``, ``run_task`` or ``ask_agent``."""
+
+    agent_id: str
+    thread_id: str | None  # None: a task, a run on no thread
+    message: str
+    callbacks: AgentRunnerCallbacks
+    overrides: RunAgentOverrides
+    abort: AbortSignal | None
+    input: dict[str, Any]
+    parent: _Parent | None = None
+    claimed_run_id: str | None = None  # a run already claimed from a mailbox
+
+
 @dataclass(slots=True)
 class _Run:
     """One run in progress: what the settle steps need."""
@@ -181,13 +197,7 @@ class AgentRunner:
     async def session_thread(self, agent_id: str, *, new: bool = False) -> str:
         """The agent's current session thread (DESIGN decision 6); a new one if asked or none."""
         self.agents.get(agent_id)
-        state = await self.store.agent_states.get(agent_id)
-        if state.current_thread_id and not new:
-            return state.current_thread_id
-        thread_id = new_id(f"{agent_id}-")
-        await self.store.threads.open(thread_id, agent_id)
-        await self.store.agent_states.set_current_thread(agent_id, thread_id)
-        return thread_id
+        return await session_thread(self.store, agent_id, new=new)
 
     async def agent_thread(self, agent_id: str, thread_id: str) -> str:
         """The id of ``agent_id``'s existing thread ``thread_id`` — or the one whose id begins
@@ -195,25 +205,7 @@ class AgentRunner:
         hint) for an unknown id or another agent's thread: a thread named by a person must
         exist, where ``run_agent`` opens a new one under any id it is given."""
         self.agents.get(agent_id)
-        thread = await self.store.threads.get(thread_id)
-        if thread is None:
-            starting = await self.store.threads.ids_starting(thread_id, 2)
-            if len(starting) == 1:
-                thread = await self.store.threads.get(starting[0])
-        if thread is not None and thread.agent_id == agent_id:
-            return thread.id
-        recent = [t.id for t in await self.store.threads.list(agent_id=agent_id, limit=5)]
-        hint = (
-            f"Threads of '{agent_id}', newest first: {', '.join(recent)}."
-            if recent
-            else f"'{agent_id}' has no threads yet; leave out the thread to start its session."
-        )
-        if thread is None:
-            message = f"no thread '{thread_id}' of agent '{agent_id}'"
-        else:
-            message = f"thread '{thread.id}' belongs to agent '{thread.agent_id}', not '{agent_id}'"
-            hint += " A thread holds one agent's conversation; several agents talk in a channel."
-        raise AgentRunnerError(ErrorCode.THREAD_NOT_FOUND, message, hint=hint)
+        return await agent_thread(self.store, agent_id, thread_id)
 
     async def run_agent(
         self,
@@ -240,15 +232,16 @@ class AgentRunner:
         ``run_id`` names a run already claimed from a mailbox (its row exists, ``running``).
         """
         return await self._run(
-            agent_id,
-            thread_id,
-            message,
-            callbacks or AgentRunnerCallbacks(),
-            overrides or RunAgentOverrides(),
-            abort,
-            input or {},
-            None,
-            run_id,
+            _Request(
+                agent_id,
+                thread_id,
+                message,
+                callbacks or AgentRunnerCallbacks(),
+                overrides or RunAgentOverrides(),
+                abort,
+                input or {},
+                claimed_run_id=run_id,
+            )
         )
 
     async def run_task(
@@ -266,60 +259,28 @@ class AgentRunner:
         and trust, its budgets, the run recorded with its steps, events and costs (its
         ``thread_id`` empty), and the same outcomes. What tasks (seed 004) run on."""
         return await self._run(
-            agent_id,
-            None,
-            message,
-            callbacks or AgentRunnerCallbacks(),
-            overrides or RunAgentOverrides(),
-            abort,
-            input or {},
-            None,
+            _Request(
+                agent_id,
+                None,
+                message,
+                callbacks or AgentRunnerCallbacks(),
+                overrides or RunAgentOverrides(),
+                abort,
+                input or {},
+            )
         )
 
-    async def _run(
-        self,
-        agent_id: str,
-        thread_id: str | None,
-        message: str,
-        callbacks: AgentRunnerCallbacks,
-        overrides: RunAgentOverrides,
-        abort: AbortSignal | None,
-        input: dict[str, Any],
-        parent: _Parent | None,
-        claimed_run_id: str | None = None,
-    ) -> RunResult:
-        if thread_id is None:  # a task: no thread, so nothing to lock
-            return await self._turn(
-                agent_id, None, message, callbacks, overrides, abort, input, parent, None
-            )
-        async with self.store.locks.hold(thread_id) as held:  # 1. thread lock
-            return await self._turn(
-                agent_id,
-                thread_id,
-                message,
-                callbacks,
-                overrides,
-                abort,
-                input,
-                parent,
-                held,
-                claimed_run_id,
-            )
+    async def _run(self, request: _Request) -> RunResult:
+        if request.thread_id is None:  # a task: no thread, so nothing to lock
+            return await self._turn(request, None)
+        async with self.store.locks.hold(request.thread_id) as held:  # 1. thread lock
+            return await self._turn(request, held)
         # 14. the lock is released when the block exits
 
-    async def _turn(
-        self,
-        agent_id: str,
-        thread_id: str | None,
-        message: str,
-        callbacks: AgentRunnerCallbacks,
-        overrides: RunAgentOverrides,
-        abort: AbortSignal | None,
-        input: dict[str, Any],
-        parent: _Parent | None,
-        held: HeldLock | None,
-        claimed_run_id: str | None = None,
-    ) -> RunResult:
+    async def _turn(self, request: _Request, held: HeldLock | None) -> RunResult:
+        agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
+        callbacks, overrides, abort = request.callbacks, request.overrides, request.abort
+        input, parent, claimed_run_id = request.input, request.parent, request.claimed_run_id
         agent = self.agents.get(agent_id)  # 2. agent config
         thread: Thread | None = None
         recent: list[Message] = []
@@ -328,7 +289,7 @@ class AgentRunner:
             thread = await self.store.threads.open(  # 3. thread manifest
                 thread_id, agent_id, parent.thread_id if parent else None
             )
-            _check_owner(thread, agent_id)
+            check_owner(thread, agent_id)
             recent, last_seq = await self.store.messages.tail(thread_id, self.history_window)
         history = window(recent)
         repairs = missing_results(history)
@@ -609,43 +570,19 @@ class AgentRunner:
             parent = _Parent(run.run_id, thread_id, context.depth, grant, run.cost)
             try:
                 child = await self._run(
-                    target,
-                    f"{thread_id}.{target}" if thread_id else None,  # a task's are tasks too
-                    message,
-                    _child_callbacks(run.callbacks, target, context.depth + 1),
-                    RunAgentOverrides(background=overrides.background),
-                    abort,
-                    {},
-                    parent,
+                    _Request(
+                        target,
+                        f"{thread_id}.{target}" if thread_id else None,  # a task's are tasks
+                        message,
+                        child_callbacks(run.callbacks, target, context.depth + 1),
+                        RunAgentOverrides(background=overrides.background),
+                        abort,
+                        {},
+                        parent,
+                    )
                 )
             except AgentRunnerError as exc:
                 raise ToolRetry(f"{target} could not answer ({exc.code}): {exc.message}") from exc
             return child.text
 
         return ask
-
-
-def _child_callbacks(
-    callbacks: AgentRunnerCallbacks, agent_id: str, depth: int
-) -> AgentRunnerCallbacks:
-    """A child run's callbacks (seed 000): forwarded from the parent, except ``on_response`` —
-    the parent captures the answer. Events say which agent they come from."""
-    parent_on_event = callbacks.on_event
-    on_event = None
-    if parent_on_event is not None:
-
-        def on_event(kind: str, data: dict[str, Any]) -> None:
-            parent_on_event(kind, {**data, "from_agent": agent_id, "depth": depth})
-
-    return replace(callbacks, on_response=None, on_event=on_event)
-
-
-def _check_owner(thread: Thread, agent_id: str) -> None:
-    """A thread is one agent's conversation: another agent's run there is refused."""
-    if thread.agent_id != agent_id:
-        raise AgentRunnerError(
-            ErrorCode.THREAD_NOT_FOUND,
-            f"thread '{thread.id}' belongs to agent '{thread.agent_id}', not '{agent_id}'",
-            hint="A thread holds one agent's conversation. For several agents in one "
-            "conversation use a channel (`agentrunner channels create`), or ask_agent.",
-        )

@@ -34,21 +34,24 @@ class _Session:
     values: dict[str, Any] = field(default_factory=dict)
 
 
+_THREAD = typer.Option(
+    None, "--thread", help="Continue this thread of the agent (an id or its beginning)."
+)
+_MODEL = typer.Option(
+    None, "--model", "-m", help="Use this model only, instead of the agent's models."
+)
+_FALLBACK = typer.Option([], "--fallback", help="With --model: a model to fall back to (repeat).")
+
+
 def run(
     agent_id: str = typer.Argument(..., help="The agent id."),
     message: str = typer.Argument(
         ..., help="Your message; - reads it from stdin, @FILE from a file (@@… for a literal @)."
     ),
     new: bool = typer.Option(False, "--new", help="Start a new session thread."),
-    thread: str | None = typer.Option(
-        None, "--thread", help="Continue this thread of the agent (an id or its beginning)."
-    ),
-    model: str | None = typer.Option(
-        None, "--model", "-m", help="Use this model only, instead of the agent's models."
-    ),
-    fallback: list[str] = typer.Option(
-        [], "--fallback", help="With --model: a model to fall back to (repeat)."
-    ),
+    thread: str | None = _THREAD,
+    model: str | None = _MODEL,
+    fallback: list[str] = _FALLBACK,
     max_turns: int | None = typer.Option(None, "--max-turns", help="Override limits.max_turns."),
     input: str | None = typer.Option(
         None, "--input", "-i", help="Template input: JSON, @file or -."
@@ -77,15 +80,9 @@ def run(
 def chat(
     agent_id: str = typer.Argument(..., help="The agent id."),
     new: bool = typer.Option(False, "--new", help="Start a new session thread."),
-    thread: str | None = typer.Option(
-        None, "--thread", help="Continue this thread of the agent (an id or its beginning)."
-    ),
-    model: str | None = typer.Option(
-        None, "--model", "-m", help="Use this model only, instead of the agent's models."
-    ),
-    fallback: list[str] = typer.Option(
-        [], "--fallback", help="With --model: a model to fall back to (repeat)."
-    ),
+    thread: str | None = _THREAD,
+    model: str | None = _MODEL,
+    fallback: list[str] = _FALLBACK,
     input: str | None = typer.Option(
         None, "--input", "-i", help="Template input for every turn: JSON or @file."
     ),

@@ -14,22 +14,30 @@ are an ``ExternalBudget`` the runner provides over the store.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from agentrunner.engine.messages import AssistantMessage, ModelRequest, ToolResult, Usage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
+if TYPE_CHECKING:
+    from agentrunner.engine.models import ResolvedModel
+    from agentrunner.engine.pricing import PriceBook
+
 __all__ = [
     "DEFAULT_OUTPUT_CAP",
+    "HOLD_WAIT_S",
     "MIN_REPLY_TOKENS",
     "Allowance",
+    "BudgetGate",
     "CostTracker",
     "ExternalBudget",
+    "Reservation",
     "budget_exceeded",
     "estimate_input_tokens",
     "estimate_output_tokens",
@@ -44,6 +52,9 @@ MIN_REPLY_TOKENS = 32
 # Byte-level tokenizers average 3-4 bytes of English or JSON a token, and about one token per
 # CJK character (3 bytes); three bytes a token errs high. Each message costs a few tokens of
 # framing, and a request with tools carries the provider's tool-use instructions.
+# How long a request waits for other requests' holds to be settled before it makes do with what
+# they leave (they hold a worst case; most of it comes back).
+HOLD_WAIT_S = 120.0
 _BYTES_PER_TOKEN = 3
 _PER_MESSAGE = 8
 _PER_REQUEST = 50
@@ -137,6 +148,127 @@ class CostTracker:
         while tracker.parent is not None:
             tracker = tracker.parent
         return tracker
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A request's worst case, held against the budgets until the request is settled."""
+
+    model: str  # provider:model it was made for: another model's prices differ
+    micros: int
+    cap: int  # the request's output cap
+    lowered: bool  # the cap is lower than the agent's own: the budget set it
+    input_tokens: int  # the estimate it was made with
+    hold: object | None  # the external budget's part
+
+
+class BudgetGate:
+    """A turn's side of its budgets: each request's worst case reserved before it is sent, its
+    output cap lowered to fit, the reservation settled with what the request really cost, and
+    the estimate of a request's input corrected by what each response was billed."""
+
+    def __init__(
+        self,
+        tracker: CostTracker,
+        external: ExternalBudget | None,
+        prices: PriceBook,
+        tools: Sequence[Any],
+        output_schema: Mapping[str, Any] | None,
+    ) -> None:
+        self.tracker = tracker
+        self.external = external
+        self.prices = prices
+        self.active = external is not None or tracker.allowance() is not None
+        self.held: Reservation | None = None
+        self._calibration: dict[str, float] = {}  # model -> billed / estimated input tokens
+        self._fixed_bytes = fixed_request_bytes(tools, output_schema) if self.active else 0
+
+    async def reserve(self, model: ResolvedModel, request: ModelRequest) -> None:
+        """Hold ``request``'s worst case against the tightest budget, and cap its output to fit
+        what is left; ``budget_exceeded`` when not even a minimal reply fits. Where only other
+        requests' holds are in the way — they will mostly be given back — wait for them (up to
+        ``HOLD_WAIT_S``) rather than cut this reply short. A reservation for another model is
+        given back first."""
+        if self.held is not None and self.held.model != model.ref:
+            self.release()
+        if self.held is None:
+            self.held = await self._reserve(model, request)
+        if self.held is not None:
+            request.max_output_tokens = self.held.cap
+
+    async def _reserve(self, model: ResolvedModel, request: ModelRequest) -> Reservation | None:
+        rates = self.prices.rates(model.provider.name, model.name)
+        waited, pause = 0.0, 0.02
+        while True:
+            external = await self.external.allowance() if self.external is not None else None
+            # From here to the tracker's hold nothing awaits, so runs of one tree that take
+            # turns on this event loop cannot both count on the same remainder.
+            allowance = self.tightest(external)
+            if allowance is None:
+                return None
+            if allowance.spent >= allowance.limit:
+                raise budget_exceeded(allowance)
+            if rates is None or rates.free:
+                # Unknown prices cannot be bounded (PriceBook warns once); free ones need not.
+                return None
+            tokens = self.input_tokens(model.ref, request)
+            wanted = request.max_output_tokens or DEFAULT_OUTPUT_CAP
+            input_cost = rates.input_micros(tokens)
+            cap = min(wanted, rates.output_tokens_within(allowance.left - input_cost, tokens))
+            unheld = allowance.left + allowance.held - input_cost
+            if (
+                cap < wanted
+                and allowance.held > 0
+                and waited < HOLD_WAIT_S
+                and rates.output_tokens_within(unheld, tokens) > cap
+            ):
+                await asyncio.sleep(pause)  # others' holds, not spend, are in the way
+                waited += pause
+                pause = min(pause * 2, 1.0)
+                continue
+            if cap < min(MIN_REPLY_TOKENS, wanted):
+                needed = input_cost + rates.output_micros(MIN_REPLY_TOKENS, tokens)
+                raise budget_exceeded(allowance, needed)
+            worst = input_cost + rates.output_micros(cap, tokens)
+            self.tracker.hold(worst)
+            try:
+                hold = await self.external.hold(worst) if self.external is not None else None
+            except BaseException:
+                self.tracker.release(worst)
+                raise
+            if self.external is not None and hold is None:
+                self.tracker.release(worst)  # another run took part of it meanwhile: look again
+                continue
+            return Reservation(model.ref, worst, cap, cap < wanted, tokens, hold)
+
+    def tightest(self, external: Allowance | None = None) -> Allowance | None:
+        """The budget with the least left: the run's (or a caller's), or ``external``."""
+        own = self.tracker.allowance()
+        if own is None or (external is not None and external.left < own.left):
+            return external
+        return own
+
+    def input_tokens(self, model: str, request: ModelRequest) -> int:
+        """``request``'s input in tokens, estimated high and corrected by what was billed."""
+        tokens = estimate_input_tokens(request, self._fixed_bytes)
+        return int(tokens * self._calibration.get(model, 1.0)) + 1
+
+    def settle(self, usage: Usage) -> Reservation | None:
+        """The request is over and its cost recorded: learn from its billed input, give its
+        reservation back; the reservation it had, if any."""
+        held = self.held
+        if held is not None and usage.input_tokens and not usage.estimated:
+            ratio = usage.input_tokens / max(held.input_tokens, 1)
+            self._calibration[held.model] = max(ratio, self._calibration.get(held.model, 1.0))
+        self.release()
+        return held
+
+    def release(self) -> None:
+        held, self.held = self.held, None
+        if held is not None:
+            self.tracker.release(held.micros)
+            if held.hold is not None and self.external is not None:
+                self.external.release(held.hold)
 
 
 def fixed_request_bytes(tools: Sequence[Any], output_schema: Mapping[str, Any] | None) -> int:

@@ -23,15 +23,11 @@ from typing import Any, Literal
 
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.budget import (
-    DEFAULT_OUTPUT_CAP,
-    MIN_REPLY_TOKENS,
-    Allowance,
+    BudgetGate,
     CostTracker,
     ExternalBudget,
-    budget_exceeded,
-    estimate_input_tokens,
+    Reservation,
     estimate_output_tokens,
-    fixed_request_bytes,
 )
 from agentrunner.engine.failures import ProviderError
 from agentrunner.engine.fallback import Attempt, ChainEntry, FallbackChain
@@ -81,9 +77,6 @@ StopReason = Literal[
     "budget_exceeded",
 ]
 INTERRUPTED = "interrupted: the run stopped before this tool call finished"
-# How long a request waits for other requests' budget holds to be settled before it makes do
-# with what they leave (they hold a worst case; most of it comes back).
-HOLD_WAIT_S = 120.0
 
 
 @dataclass(slots=True)
@@ -205,26 +198,17 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
             run.repair()
             raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled") from exc
         if isinstance(exc, TurnError):
-            run.release()
+            run.gate.release()
             raise
         run.repair()
         if isinstance(exc, AgentRunnerError):
-            raise run.error(exc.code, exc.message, "error", hint=exc.hint) from exc
+            stop: StopReason = (
+                "budget_exceeded" if exc.code is ErrorCode.BUDGET_EXCEEDED else "error"
+            )
+            raise run.error(exc.code, exc.message, stop, hint=exc.hint) from exc
         raise run.error(
             ErrorCode.INTERNAL, f"internal error in the turn: {type(exc).__name__}: {exc}", "error"
         ) from exc
-
-
-@dataclass(slots=True)
-class _Reservation:
-    """A request's worst case, held against the budgets until the request is settled."""
-
-    entry: ChainEntry
-    micros: int
-    cap: int
-    lowered: bool  # the cap is lower than the agent's own: the budget set it
-    input_tokens: int  # the estimate it was made with
-    hold: object | None  # the external budget's part
 
 
 class _TurnRun:
@@ -245,14 +229,11 @@ class _TurnRun:
         self.finished: dict[str, ToolResult] = {}
         self.tools = {t.name: t for t in turn.tools}
         self.definitions = [t.definition for t in turn.tools]
-        self.budgeted = turn.budget is not None or turn.cost.allowance() is not None
-        self.reservation: _Reservation | None = None
-        self.inflight: tuple[ChainEntry, ModelRequest] | None = None
-        self.cut_by_budget: _Reservation | None = None  # the last response's, if it lowered
-        self.calibration: dict[str, float] = {}  # model -> billed / estimated input tokens
-        self.fixed_bytes = (
-            fixed_request_bytes(self.definitions, turn.output_schema) if self.budgeted else 0
+        self.gate = BudgetGate(
+            turn.cost, turn.budget, turn.prices, self.definitions, turn.output_schema
         )
+        self.inflight: tuple[ChainEntry, ModelRequest] | None = None
+        self.cut_by_budget: Reservation | None = None  # the last response's, if it lowered
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
         if not self.silenced and self.turn.emit is not None:
@@ -262,9 +243,9 @@ class _TurnRun:
         turn = self.turn
         while True:
             self.check_limits()
-            if self.budgeted:  # refused here, a request never becomes a step
+            if self.gate.active:  # refused here, a request never becomes a step
                 primary = turn.chain.entries[0]
-                await self.reserve(primary, self.request(primary))
+                await self.gate.reserve(primary.model, self.request(primary))
             self.emit(
                 "step.started",
                 {"step": self.responses + 1, "model": turn.chain.entries[0].model.ref},
@@ -347,103 +328,19 @@ class _TurnRun:
         self.partial = []
         self.current = entry.model.ref
         request = self.request(entry)
-        if self.budgeted:
-            held = self.reservation
-            if held is not None and held.entry is not entry:
-                self.release()  # the chain moved on to another model: its prices differ
-            if self.reservation is None:
-                await self.reserve(entry, request)
-            if self.reservation is not None:
-                request.max_output_tokens = self.reservation.cap
+        if self.gate.active:
+            await self.gate.reserve(entry.model, request)
         self.inflight = (entry, request)
         return request
 
-    async def reserve(self, entry: ChainEntry, request: ModelRequest) -> None:
-        """Hold ``request``'s worst case against the tightest budget, with an output cap
-        lowered to fit what is left of it; ``budget_exceeded`` when not even a minimal reply
-        fits. Where only other requests' holds are in the way — they will mostly be given
-        back — wait for them (up to ``HOLD_WAIT_S``) rather than cut this reply short."""
-        if self.reservation is not None:
-            return
-        turn = self.turn
-        rates = turn.prices.rates(entry.model.provider.name, entry.model.name)
-        waited, pause = 0.0, 0.02
-        while True:
-            external = await turn.budget.allowance() if turn.budget is not None else None
-            # From here to the tracker's hold nothing awaits, so runs of one tree that take
-            # turns on this event loop cannot both count on the same remainder.
-            allowance = _tighter(turn.cost.allowance(), external)
-            if allowance is None:
-                return
-            if allowance.spent >= allowance.limit:
-                raise self.budget_error(allowance)
-            if rates is None or rates.free:
-                # Unknown prices cannot be bounded (PriceBook warns once); free ones need not.
-                return
-            tokens = self.estimated_input(entry, request)
-            wanted = request.max_output_tokens or DEFAULT_OUTPUT_CAP
-            input_cost = rates.input_micros(tokens)
-            cap = min(wanted, rates.output_tokens_within(allowance.left - input_cost, tokens))
-            unheld = allowance.left + allowance.held - input_cost
-            if (
-                cap < wanted
-                and allowance.held > 0
-                and waited < HOLD_WAIT_S
-                and rates.output_tokens_within(unheld, tokens) > cap
-            ):
-                await asyncio.sleep(pause)  # others' holds, not spend, are in the way
-                waited += pause
-                pause = min(pause * 2, 1.0)
-                continue
-            if cap < min(MIN_REPLY_TOKENS, wanted):
-                needed = input_cost + rates.output_micros(MIN_REPLY_TOKENS, tokens)
-                raise self.budget_error(allowance, needed)
-            worst = input_cost + rates.output_micros(cap, tokens)
-            turn.cost.hold(worst)
-            try:
-                hold = await turn.budget.hold(worst) if turn.budget is not None else None
-            except BaseException:
-                turn.cost.release(worst)
-                raise
-            if turn.budget is not None and hold is None:
-                turn.cost.release(worst)  # another run took part of it meanwhile: look again
-                continue
-            self.reservation = _Reservation(entry, worst, cap, cap < wanted, tokens, hold)
-            return
-
-    def estimated_input(self, entry: ChainEntry, request: ModelRequest) -> int:
-        tokens = estimate_input_tokens(request, self.fixed_bytes)
-        return int(tokens * self.calibration.get(entry.model.ref, 1.0)) + 1
-
-    def settle_reservation(self, usage: Usage) -> None:
-        """The request is over: learn from its billed input, give its reservation back."""
-        held = self.reservation
-        self.cut_by_budget = held if held is not None and held.lowered else None
-        if held is not None and usage.input_tokens and not usage.estimated:
-            ratio = usage.input_tokens / max(held.input_tokens, 1)
-            ref = held.entry.model.ref
-            self.calibration[ref] = max(ratio, self.calibration.get(ref, 1.0))
-        self.release()
-
-    def release(self) -> None:
-        held, self.reservation = self.reservation, None
-        if held is not None:
-            self.turn.cost.release(held.micros)
-            if held.hold is not None and self.turn.budget is not None:
-                self.turn.budget.release(held.hold)
-
-    def budget_error(self, allowance: Allowance, needed: int | None = None) -> TurnError:
-        cause = budget_exceeded(allowance, needed)
-        return self.error(cause.code, cause.message, "budget_exceeded", hint=cause.hint)
-
-    def stop_at_budget(self, message: AssistantMessage, held: _Reservation) -> None:
+    def stop_at_budget(self, message: AssistantMessage, held: Reservation) -> None:
         """A reply cut off at an output cap the budget lowered: the run ends there."""
         message.interrupted = not message.tool_calls
         if message.tool_calls:
             self.answer_calls(
                 message.tool_calls, "not run: the call was cut off at the budget's output cap"
             )
-        allowance = _tighter(self.turn.cost.allowance(), None)
+        allowance = self.gate.tightest()
         label = allowance.label if allowance is not None else "the budget"
         raise self.error(
             ErrorCode.BUDGET_EXCEEDED,
@@ -496,9 +393,9 @@ class _TurnRun:
 
     def estimated_usage(self, entry: ChainEntry) -> tuple[Usage, int | None]:
         """What the request in flight used by estimate: its input, and the output streamed."""
-        held = self.reservation
+        held = self.gate.held
         request = self.inflight[1] if self.inflight is not None else self.request(entry)
-        tokens = held.input_tokens if held is not None else self.estimated_input(entry, request)
+        tokens = held.input_tokens if held else self.gate.input_tokens(entry.model.ref, request)
         usage = Usage(
             input_tokens=tokens,
             output_tokens=estimate_output_tokens("".join(self.partial)),
@@ -536,13 +433,14 @@ class _TurnRun:
                     "cumulative_cost_micros": self.turn.cost.root.micros,
                 },
             )
-        self.settle_reservation(usage)
+        settled = self.gate.settle(usage)
+        self.cut_by_budget = settled if settled is not None and settled.lowered else None
 
     def charge_interrupted(self) -> None:
         """A request cut off mid-way (cancelled, or the turn failed around it) was still sent:
         charge its estimate."""
         if self.inflight is None:
-            self.release()
+            self.gate.release()
             return
         entry, _ = self.inflight
         usage, micros = self.estimated_usage(entry)
@@ -723,12 +621,6 @@ class _TurnRun:
         return TurnError(
             code, message, stop_reason=stop, result=result, hint=hint, retryable=retryable
         )
-
-
-def _tighter(a: Allowance | None, b: Allowance | None) -> Allowance | None:
-    if a is None or (b is not None and b.left < a.left):
-        return b
-    return a
 
 
 class _ToolCrashed(Exception):
