@@ -424,3 +424,22 @@ async def test_internal_bug_is_internal() -> None:
     with pytest.raises(TurnError) as info:
         await run_turn(scripted_turn(FunctionModel(broken)))
     assert info.value.code is ErrorCode.INTERNAL
+
+
+async def test_one_of_several_tools_raising_cancelled_error_cancels_the_turn() -> None:
+    @tool
+    async def quits() -> str:
+        """Gives up."""
+        raise asyncio.CancelledError
+
+    @tool
+    async def works() -> str:
+        """Works."""
+        return "done"
+
+    model = ScriptedModel([[call("quits"), call("works")], "unreached"])
+    t = scripted_turn(model, tools=[quits, works])
+    with pytest.raises(asyncio.CancelledError):
+        await run_turn(t)
+    answered = {m.call_id for m in t.messages if isinstance(m, ToolResult)}
+    assert len(answered) == 2  # both calls answered: the history can be sent again

@@ -367,7 +367,6 @@ class _TurnRun:
     def on_attempt(
         self, attempt: Attempt, entry: ChainEntry, outcome: ModelResponse | ProviderError
     ) -> None:
-        self.inflight = None
         if isinstance(outcome, ModelResponse):
             usage = outcome.usage
             micros = self.turn.prices.cost_micros(
@@ -377,6 +376,7 @@ class _TurnRun:
             usage, micros = self.estimated_usage(entry)
         else:
             usage, micros = Usage(requests=1), 0
+        self.inflight = None
         self.charge(entry, attempt.number, attempt.outcome, usage, micros)
         if isinstance(outcome, ProviderError):
             self.emit(
@@ -514,6 +514,11 @@ class _TurnRun:
             raise self.error(
                 ErrorCode.TOOL_FAILED, f"tool '{crash.name}' failed: {crash.cause}", "error"
             ) from crash.__cause__
+        if any(c.id not in self.finished for c in calls):
+            # A tool of several raised CancelledError, which a task group takes for that task
+            # being cancelled: the turn is cancelled, as with a single tool.
+            self.answer_calls(calls, INTERRUPTED)
+            raise asyncio.CancelledError
         errors = sum(1 for c in calls if self.finished[c.id].is_error)
         self.turn.messages.extend(self.finished[c.id] for c in calls)
         self.finished = {}
