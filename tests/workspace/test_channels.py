@@ -220,3 +220,19 @@ async def test_a_cascade_stops_at_the_chain_depth(workspace: Workspace, mock: Mo
     runs = await workspace.runner.store.runs.list(limit=1000)
     assert max(r.depth for r in runs) == workspace.channels.chain_depth
     assert all(r.status == "completed" for r in runs)
+
+
+async def test_a_reply_needs_a_message_to_reply_to(workspace: Workspace) -> None:
+    channel = await workspace.channels.create("general", members=["ann", "bob", "you"])
+    store = workspace.runner.store
+    with pytest.raises(AgentRunnerError) as info:
+        await workspace.channels.post(channel, "you", "hello?", thread_root="m_nope")
+    assert info.value.code is ErrorCode.NOT_FOUND and "m_nope" in info.value.message
+    assert await store.channels.after(channel.id, "", 10) == []  # nothing half-written
+    assert await store.runs.list() == []
+    root = await workspace.channels.post(channel, "you", "first")
+    reply = await workspace.channels.post(channel, "you", "second", thread_root=root.message.id)
+    again = await workspace.channels.post(
+        channel, "you", "third", thread_root=reply.message.id
+    )  # a reply to a reply stays in the one thread
+    assert reply.message.thread_root_id == again.message.thread_root_id == root.message.id

@@ -295,3 +295,25 @@ async def test_workers_wake_in_a_deeply_nested_project(tmp_path: Path) -> None:
             await listener.close()
     finally:
         await store.close()
+
+
+async def test_replies_go_to_messages_that_exist_and_show_lists_their_ids(
+    fleet: Path, mock: MockProvider
+) -> None:
+    assert _cli(fleet, "channels", "create", "team", "--member", "a2").returncode == 0
+    refused = _cli(fleet, "post", "team", "hello", "--thread", "m_nope")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: not_found: #team has no message 'm_nope'")
+    for n in range(3):
+        mock.queue(Reply(text=f"reply {n}"))
+        assert _cli(fleet, "post", "team", f"note {n}").returncode == 0
+    shown = _cli(fleet, "channels", "show", "team", "--limit", "2")
+    lines = shown.stdout.splitlines()
+    assert "4 earlier message(s)" in shown.stdout
+    last = [line for line in lines if line.startswith("m_")]
+    assert len(last) == 2 and last[0].endswith("you: note 2") and last[-1].endswith("reply 2")
+    root = last[0].split()[0]
+    mock.queue(Reply(text="threaded answer"))
+    replied = _cli(fleet, "post", "team", "and then?", "--thread", root)
+    assert replied.returncode == 0, replied.stderr
+    assert f"(in thread {root})" in _cli(fleet, "channels", "show", "team").stdout

@@ -96,6 +96,18 @@ class ChannelService:
 
     # -- posting ------------------------------------------------------------------------------
 
+    async def _thread_root(self, channel: Channel, message_id: str) -> str:
+        """The root of the thread that ``message_id`` is in: a reply to a reply joins the
+        same thread. ``not_found`` when the channel has no such message."""
+        replied_to = await self.store.channels.message(channel.id, message_id)
+        if replied_to is None:
+            raise AgentRunnerError(
+                ErrorCode.NOT_FOUND,
+                f"#{channel.name} has no message '{message_id}' to reply to",
+                hint=f"See its message ids with `agentrunner channels show {channel.name}`.",
+            )
+        return replied_to.thread_root_id or replied_to.id
+
     async def post(
         self,
         channel: Channel,
@@ -110,6 +122,8 @@ class ChannelService:
         transaction (nothing half-written); wakes idle workers."""
         members = await self.store.channels.members(channel.id)
         sender_kind = self._kind_of(sender)
+        if thread_root is not None:
+            thread_root = await self._thread_root(channel, thread_root)
         if channel.kind != "public" and sender not in {m for m, _ in members}:
             raise AgentRunnerError(
                 ErrorCode.TOOL_DENIED if sender_kind == "agent" else ErrorCode.VALIDATION,

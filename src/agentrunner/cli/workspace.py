@@ -84,21 +84,23 @@ def channels_show(
         channel = await ws.channels.channel(name)
         store = ws.runner.store
         messages = await store.channels.after(channel.id, "", 10_000)
-        return channel, await store.channels.members(channel.id), messages[-limit:]
+        return channel, await store.channels.members(channel.id), messages
 
     channel, members, messages = _with_workspace(work)
     people = ", ".join(f"{m}{'' if k == 'agent' else ' (person)'}" for m, k in members)
     heading = f"[bold]#{escape(channel.name)}[/] [dim]· {channel.kind}"
     out.print(f"{heading} · {escape(people) or 'no members'}[/]\n")
-    for message in messages:
-        _print_message(message)
+    if len(messages) > limit:
+        out.print(f"[dim]… {len(messages) - limit} earlier message(s); --limit shows more[/]")
+    for message in messages[-limit:] if limit > 0 else []:
+        _print_message(message, channel)
 
 
 def post(
     channel: str = typer.Argument(..., help="Channel name."),
     message: str = typer.Argument(..., help="What to say."),
     sender: str | None = typer.Option(
-        None, "--as", help="Who is speaking (default: [defaults] person)."
+        None, "--as", help="Who is speaking (default: `person` in agentrunner.toml)."
     ),
     thread: str | None = typer.Option(
         None, "--thread", help="Reply in the thread of this message id."
@@ -128,7 +130,7 @@ def dm(
     agent_id: str = typer.Argument(..., help="The agent to message."),
     message: str = typer.Argument(..., help="What to say."),
     sender: str | None = typer.Option(
-        None, "--as", help="Who is speaking (default: [defaults] person)."
+        None, "--as", help="Who is speaking (default: `person` in agentrunner.toml)."
     ),
 ) -> None:
     """A direct message to an agent; its reply is printed."""
@@ -231,7 +233,7 @@ async def _settle(ws: Workspace, channel: Channel, after: str, follow: bool) -> 
             done = True
         for message in await store.channels.after(channel.id, seen, 100):
             seen = message.id
-            _print_message(message)
+            _print_message(message, channel)
         if done:
             return
         await asyncio.sleep(0.1)
@@ -242,13 +244,17 @@ async def _busy(ws: Workspace) -> bool:
     return any(d.get("created") or d.get("running") for d in depths.values())
 
 
-def _print_message(message: ChannelMessage) -> None:
+def _print_message(message: ChannelMessage, channel: Channel) -> None:
+    """One message; its id first, the one ``post --thread`` replies to."""
+    ident = f"[dim]{message.id}[/] "
     if message.sender_kind == "notice":
-        out.print(f"[yellow]! {escape(message.content)}[/]", soft_wrap=True)
+        out.print(f"{ident}[yellow]! {escape(message.content)}[/]", soft_wrap=True)
         return
     color = "green" if message.sender_kind == "agent" else "blue"
-    thread = " [dim](thread)[/]" if message.thread_root_id else ""
+    # a DM is one conversation: its replies being threaded under the message says nothing
+    in_thread = message.thread_root_id and channel.kind != "dm"
+    thread = f" [dim](in thread {message.thread_root_id})[/]" if in_thread else ""
     out.print(
-        f"[bold {color}]{escape(message.sender)}[/]{thread}: {escape(message.content)}",
+        f"{ident}[bold {color}]{escape(message.sender)}[/]{thread}: {escape(message.content)}",
         soft_wrap=True,
     )
