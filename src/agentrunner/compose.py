@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrunner._paths import display_path
-from agentrunner.agents.spec import AgentSpec
 from agentrunner.capabilities.builtin import builtin_capabilities
 from agentrunner.effects import PostRunEffects
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.models import ModelRegistry
-from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.errors import AgentRunnerError
 from agentrunner.project import Project, load_project
 from agentrunner.prompt import PromptBuilder
 from agentrunner.runner import AgentRunner
@@ -90,24 +88,14 @@ def check_project(project: Project) -> ProjectCheck:
     """Check the project's agents against what runs use: the files themselves (as loaded), the
     tools the capabilities provide, and the models the configured providers serve."""
     check = ProjectCheck(list(project.agents.problems))
-    tools = builtin_capabilities().tool_names
+    capabilities = builtin_capabilities()
     models = ModelRegistry.from_config(project.config)
     for spec in [*project.agents, *project.agents.partial.values()]:
         file = display_path(spec.path)
-        for name in spec.tools:
-            if name not in tools:
-                near = difflib.get_close_matches(name, tools, n=1)
-                check.problems.append(
-                    AgentRunnerError(
-                        ErrorCode.INVALID_SPECIFICATION,
-                        f"unknown tool '{name}'"
-                        + (f" (did you mean '{near[0]}'?)" if near else ""),
-                        hint=f"Known tools: {', '.join(tools)}.",
-                        file=file,
-                        line=spec.line_of("tools"),
-                    )
-                )
-        for key, ref in _model_refs(spec, project):
+        # the loader already refused capabilities it does not know: each problem once
+        seen = {problem.one_line() for problem in check.problems}
+        check.problems.extend(p for p in capabilities.problems(spec) if p.one_line() not in seen)
+        for key, ref in spec.model_refs(project.config.default_model):
             try:
                 resolved = models.resolve(ref)
             except AgentRunnerError as exc:
@@ -122,9 +110,3 @@ def check_project(project: Project) -> ProjectCheck:
                 )
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
-
-
-def _model_refs(spec: AgentSpec, project: Project) -> list[tuple[str, str]]:
-    primary = spec.model or project.config.default_model
-    refs = [("model", primary)] if primary else []
-    return refs + [("fallback", ref) for ref in spec.fallback]

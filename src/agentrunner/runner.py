@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentrunner._paths import display_path
 from agentrunner.budgets import DailyBudgets, run_limit
 from agentrunner.callbacks import AgentRunnerCallbacks, child_callbacks, event_adapter, safely
 from agentrunner.capabilities.mcp import McpServers
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from agentrunner.config import Config
     from agentrunner.effects import PostRunEffects
     from agentrunner.engine.engine import Engine
+    from agentrunner.engine.fallback import FallbackChain
     from agentrunner.store.locks import HeldLock
     from agentrunner.store.records import Thread
     from agentrunner.store.store import Store
@@ -69,6 +71,15 @@ class RunAgentOverrides:
     history: bool = True
     tools: tuple[Tool, ...] = ()
     stream: bool = True
+
+    def __post_init__(self) -> None:
+        if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                "fallback models need a model to fall back from",
+                hint="Name the model too (--model with --fallback); the agent's own chain "
+                "is in its file's fallback:.",
+            )
 
 
 @dataclass(slots=True)
@@ -426,14 +437,9 @@ class AgentRunner:
         context.ask_agent = self._ask_agent(run, context, grant, overrides, abort)
         run.log.message("system_message", system)
         run.log.message("user_message", user.content)
-        models = (
-            [overrides.model, *overrides.fallback]
-            if overrides.model
-            else [agent.model or self.config.default_model or "test", *agent.fallback]
-        )
         limits = agent.limits
         return await self.engine.run(  # 8. the engine call
-            chain=self.engine.chain(models, agent.retry),
+            chain=self._chain(agent, overrides),
             system=system,
             history=history,
             message=user.content,
@@ -540,6 +546,19 @@ class AgentRunner:
             error_code=str(error.code) if error else None,
             error_message=error.message if error else None,
         )
+
+    def _chain(self, agent: AgentSpec, overrides: RunAgentOverrides) -> FallbackChain:
+        if overrides.model:
+            return self.engine.chain([overrides.model, *overrides.fallback], agent.retry)
+        refs = agent.model_refs(self.config.default_model or "test")
+        try:
+            return self.engine.chain([ref for _, ref in refs], agent.retry)
+        except AgentRunnerError as exc:  # point at the line of the file that names the model
+            if exc.code is ErrorCode.MODEL_NOT_FOUND and agent.path and exc.file is None:
+                key = next(key for key, ref in refs if not self.engine.models.knows(ref))
+                if key == "fallback" or agent.model is not None:  # else agentrunner.toml's
+                    exc.file, exc.line = display_path(agent.path), agent.line_of(key)
+            raise
 
     async def _memory(self, agent: AgentSpec) -> dict[str, str]:
         if not agent.memory and "memory" not in agent.capabilities:

@@ -378,3 +378,49 @@ def test_a_message_from_stdin_or_a_file(
     assert code == 0 and json.loads(out)["text"] == "Echo: @cfo"
     code, out, err = cli(capsys, "run", "echo", "@missing.md")
     assert code == 1 and "runner_io: cannot read the message file missing.md" in err
+
+
+def test_contradictory_or_incomplete_options_are_refused(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("echo")
+    code, out, _ = cli(capsys, "run", "echo", "one", "--json")
+    thread = json.loads(out)["thread_id"]
+    code, out, err = cli(capsys, "run", "echo", "two", "--new", "--thread", thread)
+    assert code == 1 and "--new and --thread" in err and out == ""
+    code, _, err = cli(capsys, "run", "echo", "two", "--fallback", "test")
+    assert code == 1 and "validation:" in err and "fallback" in err
+    code, _, err = cli(capsys, "exec", "echo", "--fallback", "test")
+    assert code == 1 and "validation:" in err and "fallback" in err
+    # nothing ran: the thread still holds one turn
+    code, out, _ = cli(capsys, "runs", "list", "--json")
+    assert len(json.loads(out)) == 1
+
+
+def test_chat_checks_its_model_before_the_first_turn(
+    agent: Agent, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("echo")
+    code, _, err = cli(capsys, "chat", "echo", "--model", "gpt-4o")
+    assert code == 1 and "model_not_found" in err
+    assert "openai:gpt-4o" in err and "anthropic:gpt-4o" not in err  # a sensible guess
+    code, _, err = cli(capsys, "chat", "echo", "--model", "claude-sonnet-4")
+    assert "anthropic:claude-sonnet-4" in err and "openai:claude" not in err
+
+
+def test_a_bad_agent_file_fails_a_run_as_validate_reports_it(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("typo", "tools: [raed_file]")
+    agent("wrongmodel", "model: mockia:gpt-mock")
+    agent("tmpl", "prompt_template: 'About {{input.company}}'")
+    code, _, ran = cli(capsys, "run", "typo", "hi")
+    validated = "".join(cli(capsys, "agents", "validate")[1:])
+    line = "agents/typo.md:2: invalid_specification: unknown tool 'raed_file'"
+    assert code == 1 and ran.startswith(f"error: {line}") and line in validated
+    code, _, ran = cli(capsys, "run", "wrongmodel", "hi")
+    assert code == 1 and ran.startswith("error: agents/wrongmodel.md:2: model_not_found")
+    assert "Did you mean 'mockai' or 'mockant'?" in ran
+    code, _, ran = cli(capsys, "exec", "tmpl", "--input", "{}")
+    assert code == 1
+    assert ran.startswith("error: agents/tmpl.md:2: missing_mandatory_placeholder"), ran

@@ -158,6 +158,13 @@ class AgentSpec:
         """The fallback chain in order: primary first."""
         return ((self.model,) if self.model else ()) + self.fallback
 
+    def model_refs(self, default: str | None) -> list[tuple[str, str]]:
+        """The chain a run tries, primary first, each model with the key of the file that
+        names it (``model`` or ``fallback``); ``default`` stands in for a missing ``model``."""
+        primary = self.model or default
+        refs = [("model", primary)] if primary else []
+        return refs + [("fallback", ref) for ref in self.fallback]
+
     def summary(self) -> dict[str, Any]:
         """What the HTTP API, stdio and MCP say of an agent (docs/http-api.md)."""
         return {

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentrunner._paths import display_path
 from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.engine.tools import Tool
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -81,27 +82,40 @@ class CapabilityRegistry:
         return sorted(self._provides)
 
     def grant(self, agent: AgentSpec) -> frozenset[str]:
-        """Every tool name the agent may use; unknown names are ``validation`` errors."""
+        """Every tool name the agent may use. Raises the first of ``problems(agent)``."""
+        problems = self.problems(agent)
+        if problems:
+            raise problems[0]
         names = set(agent.tools)
         for capability in agent.capabilities:
-            if capability not in self._resolvers:
-                raise AgentRunnerError(
-                    ErrorCode.VALIDATION,
-                    f"agent '{agent.id}' uses unknown capability '{capability}'",
-                )
             names.update(t for t, c in self._provides.items() if c == capability)
-        unknown = sorted(n for n in names if n not in self._provides)
-        if unknown:
-            near = difflib.get_close_matches(unknown[0], self.tool_names, n=1)
-            raise AgentRunnerError(
-                ErrorCode.VALIDATION,
-                f"agent '{agent.id}' names unknown tool '{unknown[0]}'"
-                + (f" (did you mean '{near[0]}'?)" if near else ""),
-                hint=f"Known tools: {', '.join(self.tool_names)}.",
-                file=str(agent.path) if agent.path else None,
-                line=agent.line_of("tools"),
-            )
         return frozenset(names)
+
+    def problems(self, agent: AgentSpec) -> list[AgentRunnerError]:
+        """Every capability and tool the agent names that no capability provides, as
+        ``invalid_specification`` errors at their file and line (what ``agents validate``
+        lists, and what a run refuses)."""
+        file = display_path(agent.path) if agent.path else None
+        found = []
+        for key, kind, names, known in (
+            ("capabilities", "capability", agent.capabilities, sorted(self._resolvers)),
+            ("tools", "tool", agent.tools, self.tool_names),
+        ):
+            for name in names:
+                if name in known:
+                    continue
+                near = difflib.get_close_matches(name, known, n=1)
+                found.append(
+                    AgentRunnerError(
+                        ErrorCode.INVALID_SPECIFICATION,
+                        f"unknown {kind} '{name}'"
+                        + (f" (did you mean '{near[0]}'?)" if near else ""),
+                        hint=f"Known {key}: {', '.join(known)}.",
+                        file=file,
+                        line=agent.line_of(key),
+                    )
+                )
+        return found
 
     def resolve(self, ctx: CapabilityContext, grant: frozenset[str]) -> list[Tool]:
         """Build the granted tools for one run, in a stable order."""

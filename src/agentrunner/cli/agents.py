@@ -51,7 +51,7 @@ def list_agents() -> None:
             ]
         )
     listing(
-        f"Agents in {escape(display_path(project.config.agents_dir))}",
+        f"Agents in {escape(display_path(project.config.agents_dir))}/",
         [
             Column("id", whole=True),
             Column("name", drop=3),

@@ -25,8 +25,10 @@ def init(
     from agentrunner.scaffold import create_project
 
     written = create_project(directory, template)
+    article = "an" if template[0] in "aeiou" else "a"
     out.print(
-        f"[green]Created[/] a [bold]{template}[/] project in [bold]{escape(str(directory))}[/]:"
+        f"[green]Created[/] {article} [bold]{template}[/] project in "
+        f"[bold]{escape(str(directory))}[/]:"
     )
     for path in written:
         out.print(f"  {escape(str(path))}")

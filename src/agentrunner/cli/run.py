@@ -33,6 +33,16 @@ class _Session:
     max_turns: int | None = None
     values: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        from agentrunner.errors import AgentRunnerError, ErrorCode
+
+        if self.new and self.thread is not None:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                "--new and --thread ask for different threads",
+                hint="Use --new for a fresh session thread, or --thread ID to continue one.",
+            )
+
 
 _THREAD = typer.Option(
     None, "--thread", help="Continue this thread of the agent (an id or its beginning)."
@@ -101,6 +111,8 @@ async def _open(session: _Session) -> tuple[AgentRunner, str]:
     runner = await AgentRunner.open()
     try:
         runner.agents.get(session.agent_id).render_system(session.values)  # inputs, up front
+        if session.model is not None:  # a typo fails before the first turn, not after it
+            runner.engine.chain([session.model, *session.fallback])
         if session.thread is not None:
             return runner, await runner.agent_thread(session.agent_id, session.thread)
         return runner, await runner.session_thread(session.agent_id, new=session.new)

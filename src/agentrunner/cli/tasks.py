@@ -75,6 +75,8 @@ def exec_command(
             ErrorCode(error.get("code", "internal")),
             error.get("message", ""),
             hint=error.get("hint"),
+            file=error.get("file"),
+            line=error.get("line"),
         )
 
 
@@ -84,6 +86,11 @@ class _Plan:
     model: str | None
     fallback: tuple[str, ...]
     cache: bool | None
+
+    def __post_init__(self) -> None:
+        from agentrunner.runner import RunAgentOverrides
+
+        RunAgentOverrides(model=self.model, fallback=self.fallback)  # its checks, up front
 
 
 async def _open() -> TaskRunner:

@@ -100,6 +100,14 @@ class ModelRegistry:
             return ResolvedModel(ref, self.providers[provider_name], name)
         raise self._not_found(ref, provider_name if sep else None)
 
+    def knows(self, ref: str) -> bool:
+        """Whether ``resolve(ref)`` would find the model."""
+        try:
+            self.resolve(ref)
+        except AgentRunnerError:
+            return False
+        return True
+
     def has_credential(self, model: ResolvedModel) -> bool:
         """Whether the environment holds the key ``model``'s provider names (if it names one)."""
         variable = model.provider.api_key_env
@@ -178,7 +186,7 @@ class ModelRegistry:
 
     def _not_found(self, ref: str, provider_name: str | None) -> AgentRunnerError:
         if provider_name is None:
-            guesses = [f"{p}:{ref}" for p in ("openai", "anthropic")]
+            guesses = [f"{p}:{ref}" for p in _providers_for(ref)]
             close = difflib.get_close_matches(ref, list(self.aliases), n=2, cutoff=0.6)
             hint = f"Write models as provider:model, e.g. {' or '.join(guesses)}" + (
                 f"; close aliases: {', '.join(close)}" if close else ""
@@ -188,7 +196,7 @@ class ModelRegistry:
             )
         close = difflib.get_close_matches(provider_name, list(self.providers), n=3, cutoff=0.5)
         hint = (
-            f"Did you mean {', '.join(repr(c) for c in close)}?"
+            f"Did you mean {' or '.join(repr(c) for c in close)}?"
             if close
             else f"Known providers: {', '.join(sorted(self.providers))}."
         )
@@ -197,3 +205,12 @@ class ModelRegistry:
             f"Model '{ref}' not found: unknown provider '{provider_name}'",
             hint=hint + " Add [providers.NAME] to agentrunner.toml for another endpoint.",
         )
+
+
+def _providers_for(name: str) -> tuple[str, ...]:
+    """The built-in providers that serve a model named like ``name``, for a hint."""
+    if name.startswith("claude"):
+        return ("anthropic",)
+    if name.startswith(("gpt", "chatgpt", "o1", "o3", "o4")):
+        return ("openai",)
+    return ("openai", "anthropic")

@@ -74,6 +74,10 @@ class Outcome:
         error: dict[str, Any] = {"code": str(exc.code), "message": exc.message}
         if exc.hint:
             error["hint"] = exc.hint
+        if exc.file:  # which file, and line, of the agent is at fault
+            error["file"] = exc.file
+            if exc.line is not None:
+                error["line"] = exc.line
         return cls("failed", agent, model, error=error)
 
 
