@@ -61,6 +61,13 @@ class Worker:
         self._stopping.set()
         self._wake.set()
 
+    def cancel(self, reason: str) -> None:
+        """Stop claiming and abort the in-flight runs now: each settles as cancelled (how a
+        ``post`` serving in-process answers Ctrl-C). Queued runs stay queued."""
+        self.stop()
+        for _, abort in self._inflight.values():
+            abort.abort(reason)
+
     async def run(self, *, until_idle: bool = False) -> int:
         """Serve mailboxes until ``stop()`` — or, with ``until_idle``, until nothing is queued
         or running (how ``post`` serves a laptop with no worker). Returns runs served."""

@@ -317,3 +317,47 @@ async def test_replies_go_to_messages_that_exist_and_show_lists_their_ids(
     replied = _cli(fleet, "post", "team", "and then?", "--thread", root)
     assert replied.returncode == 0, replied.stderr
     assert f"(in thread {root})" in _cli(fleet, "channels", "show", "team").stdout
+
+
+def _interrupted(project: Path, mock: MockProvider, *args: str) -> tuple[int, str, str]:
+    """Run a CLI command, press Ctrl-C once the agent's reply is streaming, and wait."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", *args],
+        cwd=project,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not mock.requests:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("command", ["post", "dm"])
+async def test_ctrl_c_while_serving_a_reply_cancels_it_with_a_notice(
+    fleet: Path, mock: MockProvider, command: str
+) -> None:
+    assert _cli(fleet, "channels", "create", "team", "--member", "a3").returncode == 0
+    mock.queue(Reply(text="word " * 400, chunk_delay_s=0.02))
+    args = ["post", "team", "tell me everything", "--follow"] if command == "post" else []
+    code, out, err = _interrupted(fleet, mock, *(args or ["dm", "a3", "tell me everything"]))
+    assert code == 130, err
+    assert "Traceback" not in err and "closed database" not in err
+    assert "! a3 stopped before replying" in out  # the person is told, in the conversation
+    ws = await open_workspace(fleet)
+    try:
+        runs = await ws.runner.store.runs.list()
+        assert [r.status for r in runs] == ["cancelled"]  # settled now, not by a lease later
+        assert await ws.runner.store.workers.alive() == []
+        state = await ws.runner.store.agent_states.get("a3")
+        assert state.status != "working"
+    finally:
+        await ws.close()
+    mock.queue(Reply(text="back again"))
+    again = _cli(fleet, *(args[:3] if command == "post" else ["dm", "a3", "still there?"]))
+    assert again.returncode == 0, again.stderr

@@ -121,7 +121,8 @@ def post(
         err.print(
             f"[dim]posted {posted.message.id} · {len(posted.run_ids)} agent(s) will read it[/]"
         )
-        await _settle(ws, target, posted.message.id, follow)
+        if await _settle(ws, target, posted.message.id, follow):
+            raise typer.Exit(130)
 
     _with_workspace(work)
 
@@ -139,7 +140,8 @@ def dm(
         who = sender or ws.runner.config.person
         target = await ws.channels.dm_channel(agent_id, who)
         posted = await ws.channels.post(target, who, message)
-        await _settle(ws, target, posted.message.id, True)
+        if await _settle(ws, target, posted.message.id, True):
+            raise typer.Exit(130)
         await _raise_if_failed(ws, posted.run_ids)
 
     _with_workspace(work)
@@ -217,31 +219,55 @@ def status() -> None:
         out.print("[dim]no live workers (post and dm serve the mailboxes themselves)[/]")
 
 
-async def _settle(ws: Workspace, channel: Channel, after: str, follow: bool) -> None:
-    """Serve in-process when no worker is alive; print replies while the cascade settles."""
+async def _settle(ws: Workspace, channel: Channel, after: str, follow: bool) -> bool:
+    """Serve in-process when no worker is alive; print replies while the cascade settles.
+
+    Ctrl-C cancels the runs this process is serving (each leaves its notice, printed here) or,
+    with a worker elsewhere, stops following. Returns whether the person pressed it."""
     store = ws.runner.store
     serving = None
     if not await store.workers.alive():
-        serving = asyncio.ensure_future(ws.worker(concurrency=4).run(until_idle=True))
+        serving = ws.worker(concurrency=4)
+        served = asyncio.ensure_future(serving.run(until_idle=True))
     elif not follow:
-        return
-    seen = after
-    while True:
-        done = serving is None and not await _busy(ws)
-        if serving is not None and serving.done():
-            serving.result()
-            done = True
-        for message in await store.channels.after(channel.id, seen, 100):
-            seen = message.id
-            _print_message(message, channel)
-        if done:
-            return
-        await asyncio.sleep(0.1)
+        return False
+    interrupted = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, interrupted.set)
+    try:
+        seen = after
+        while True:
+            if interrupted.is_set() and serving is not None:
+                serving.cancel("Ctrl-C")
+            done = serving is None and (interrupted.is_set() or not await _busy(ws))
+            if serving is not None and served.done():
+                served.result()
+                done = True
+            for message in await store.channels.after(channel.id, seen, 100):
+                seen = message.id
+                _print_message(message, channel)
+            if done:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if interrupted.is_set() and serving is None:
+        err.print("[yellow]stopped following[/] [dim]· a worker is still serving the replies[/]")
+    elif interrupted.is_set():
+        queued = await _queued(ws)
+        left = f" · {queued} queued run(s) wait for the next post or a worker" if queued else ""
+        err.print(f"[yellow]cancelled[/][dim]{left}[/]")
+    return interrupted.is_set()
 
 
 async def _busy(ws: Workspace) -> bool:
     depths = await ws.runner.store.mailbox.depths()
     return any(d.get("created") or d.get("running") for d in depths.values())
+
+
+async def _queued(ws: Workspace) -> int:
+    depths = await ws.runner.store.mailbox.depths()
+    return sum(d.get("created", 0) for d in depths.values())
 
 
 def _print_message(message: ChannelMessage, channel: Channel) -> None:
