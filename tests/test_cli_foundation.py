@@ -274,6 +274,32 @@ def test_validate_finds_what_run_would_reject(
     assert "9 problems in agents" in err
 
 
+def test_validate_reads_on_past_a_broken_template_or_a_duplicate_key(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_agent(
+        "ceo",
+        "---\nmodel: opneai:gpt-4.1\ntools: [web_serch]\nreports_to: nobody\n---\n{{ env.HOME }}\n",
+    )
+    write_agent("cfo", "---\nmodel: test\nreports_to: cto\n---\n{{input.a?.b}}\n")
+    write_agent("cto", "---\nmodel: test\nreports_to: cfo\n---\nHi\n")
+    write_agent(
+        "dup",
+        "---\nname: A\nname: B\nmodel: nosuchprov:x\nmcp_servers:\n"
+        "  x: {command: nothing, env: {K: '${UNSET_VAR_XYZ}'}}\n---\nHi\n",
+    )
+    code, _, err = run(capsys, "agents", "validate")
+    assert code == 1
+    problems = [line.split(": ", 2)[:2] for line in err.splitlines() if line.startswith("agents/")]
+    assert ["agents/ceo.md:2", "model_not_found"] in problems  # past the template error
+    assert ["agents/ceo.md:3", "invalid_specification"] in problems  # the tool
+    assert ["agents/ceo.md:4", "invalid_specification"] in problems  # reports_to nobody
+    assert ["agents/dup.md:4", "model_not_found"] in problems  # past the duplicate key
+    assert "which does not exist" not in err.replace("'nobody', which does not exist", "")
+    assert "reports_to cycle" in err or "cycle" in err  # cfo -> cto -> cfo, with cfo broken
+    assert "UNSET_VAR_XYZ" in err  # a warning: runs of dup would fail here
+
+
 def test_a_missing_key_alone_is_a_warning(
     write_agent: WriteAgent, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from agentrunner._paths import display_path
 from agentrunner.capabilities.builtin import builtin_capabilities
+from agentrunner.capabilities.mcp import unset_variables
 from agentrunner.effects import PostRunEffects
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.models import ModelRegistry
@@ -108,5 +109,10 @@ def check_project(project: Project) -> ProjectCheck:
                     f"{file}: {variable} is not set in this environment; runs on {ref} "
                     "would fail (provider_auth)"
                 )
+        for key, variable in unset_variables(spec):
+            check.warnings.append(
+                f"{file}: {key} needs {variable}, which is not set in this environment; runs "
+                "would fail (validation)"
+            )
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check

@@ -62,11 +62,11 @@ def parse_agent_text(
     default_model: str | None = None,
 ) -> AgentSpec:
     front, body, body_line = _split_front_matter(text, file)
-    data, lines = _parse_yaml(front, file) if front is not None else ({}, {})
+    data, lines, duplicates = _parse_yaml(front, file) if front is not None else ({}, {}, [])
     reader = _Reader(file, lines)
+    reader.problems.extend(duplicates)  # read on: the file's other problems are listed too
     spec = reader.build(agent_id, data, body, body_line, path, default_model)
     AgentFileErrors.raise_if_any(reader.problems, spec)
-    assert spec is not None
     return replace(spec, digest=hashlib.sha256(text.encode()).hexdigest())
 
 
@@ -92,8 +92,11 @@ def _split_front_matter(text: str, file: str) -> tuple[str | None, str, int]:
     )
 
 
-def _parse_yaml(front: str, file: str) -> tuple[dict[str, Any], dict[str, int]]:
-    """Parse frontmatter; return the data and a map of dotted key → file line."""
+def _parse_yaml(
+    front: str, file: str
+) -> tuple[dict[str, Any], dict[str, int], list[AgentRunnerError]]:
+    """Parse frontmatter; return the data, a map of dotted key → file line, and the keys
+    written twice (the data holds the last of each, as YAML reads it)."""
     offset = 2  # the frontmatter's first line is line 2 of the file
     loader = _Loader(front)
     try:
@@ -135,8 +138,7 @@ def _parse_yaml(front: str, file: str) -> tuple[dict[str, Any], dict[str, int]]:
     lines: dict[str, int] = {}
     duplicates: list[AgentRunnerError] = []
     _collect_lines(node, "", offset, lines, duplicates, file)
-    AgentFileErrors.raise_if_any(duplicates)
-    return data, lines
+    return data, lines, duplicates
 
 
 def _collect_lines(
@@ -303,7 +305,7 @@ class _Reader:
         body_line: int,
         path: Path | None,
         default_model: str | None,
-    ) -> AgentSpec | None:
+    ) -> AgentSpec:
         self.check_keys(data, TOP_LEVEL_KEYS)
         name = self.typed(data, "name", str, agent_id, "a string")
         description = self.typed(data, "description", str, "", "a string")
@@ -367,11 +369,9 @@ class _Reader:
             "persona": persona,
             "lines": MappingProxyType(dict(self.lines)),
         }
-        if system is None:
-            return None
-        # Built even with problems (their fields at defaults): it is what the file is, for the
-        # checks across files (reports_to) and against tools and models.
-        return AgentSpec(system=system, **spec_kwargs)
+        # Built even with problems (their fields at defaults, a broken body as empty): it is
+        # what the file is, for the checks across files (reports_to) and against tools and models.
+        return AgentSpec(system=system or Template.parse(""), **spec_kwargs)
 
     def _retry(self, value: Mapping[str, Any]) -> RetryPolicy:
         d = RetryPolicy()

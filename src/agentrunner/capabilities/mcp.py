@@ -25,7 +25,7 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec, McpServerSpec
 
-__all__ = ["McpServers", "sdk_missing"]
+__all__ = ["McpServers", "sdk_missing", "unset_variables"]
 
 CONNECT_TIMEOUT_S = 30.0
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -245,6 +245,18 @@ def _stdio(spec: McpServerSpec, env: Mapping[str, str], root: Path, errlog: Text
         cwd=root,
     )
     return stdio_client(params, errlog=errlog or sys.stderr)
+
+
+def unset_variables(agent: AgentSpec) -> list[tuple[str, str]]:
+    """``(mcp_servers.NAME.env.KEY, VARIABLE)`` for each ``${VARIABLE}`` the agent's MCP
+    servers need that this environment does not set (a run of the agent would fail)."""
+    return [
+        (f"mcp_servers.{server}.env.{key}", var)
+        for server, spec in agent.mcp_servers.items()
+        for key, value in spec.env.items()
+        for var in _VAR.findall(value)
+        if var not in os.environ
+    ]
 
 
 def _expand_env(agent: AgentSpec, server: str, env: Mapping[str, str]) -> dict[str, str]:
