@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from agentrunner.engine.budget import Allowance
+from agentrunner.engine.budget import DAILY_BUDGET_HINT, Allowance
 
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
@@ -77,10 +77,14 @@ class DailyBudgets:
         options = []
         if self._agent_limit is not None:
             label = f"the daily budget of agent '{self._agent_id}'"
-            options.append(Allowance(label, self._agent_limit, agent_spent, agent_held))
+            options.append(
+                Allowance(label, self._agent_limit, agent_spent, agent_held, DAILY_BUDGET_HINT)
+            )
         if self._all_limit is not None:
             label = "the global daily budget"
-            options.append(Allowance(label, self._all_limit, all_spent, all_held))
+            options.append(
+                Allowance(label, self._all_limit, all_spent, all_held, DAILY_BUDGET_HINT)
+            )
         return min(options, key=lambda a: a.left, default=None)
 
     async def hold(self, micros: int) -> object | None:

@@ -79,6 +79,41 @@ async def test_one_reply_cannot_overshoot_the_run_budget(
     assert (await spend(runner)) == {"writer": run.cost_micros}
 
 
+@pytest.mark.parametrize(
+    ("budgets", "named", "hint"),
+    [
+        ("per_run_usd = 0.05", "the per-run budget of $0.0500", "max_budget_usd"),
+        (
+            "per_run_usd = 1.0\nper_agent_daily_usd = 0.03",
+            "the daily budget of agent 'writer' of $0.0300",
+            "next day",
+        ),
+    ],
+)
+async def test_a_reply_cut_off_names_the_budget_that_cut_it(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    mock_server: Any,
+    budgets: str,
+    named: str,
+    hint: str,
+) -> None:
+    configure(project, mock_server, budgets)
+    agent("writer", "model: mockai:gpt-pricey")
+    mock.queue(Reply(text=LONG, input_tokens=None))
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as caught:
+        await runner.run_agent("writer", "t", "Write me a novel")
+    message = caught.value.message
+    assert "the reply was cut off at" in message and named in message, message
+    assert "spent" in message  # what was spent of it before this reply
+    assert hint in (caught.value.hint or "")
+    other = "next day" if hint == "max_budget_usd" else "max_budget_usd"
+    assert other not in (caught.value.hint or "")  # the hint fits the budget that cut it
+
+
 async def test_a_budget_too_small_for_a_minimal_reply_sends_nothing(
     agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
 ) -> None:

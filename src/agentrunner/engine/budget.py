@@ -30,14 +30,17 @@ if TYPE_CHECKING:
     from agentrunner.engine.pricing import PriceBook
 
 __all__ = [
+    "DAILY_BUDGET_HINT",
     "DEFAULT_OUTPUT_CAP",
     "HOLD_WAIT_S",
     "MIN_REPLY_TOKENS",
+    "RUN_BUDGET_HINT",
     "Allowance",
     "BudgetGate",
     "CostTracker",
     "ExternalBudget",
     "Reservation",
+    "budget_cut_off",
     "budget_exceeded",
     "estimate_input_tokens",
     "estimate_output_tokens",
@@ -49,16 +52,25 @@ __all__ = [
 DEFAULT_OUTPUT_CAP = 8192
 # Below this many output tokens a reply is not worth its input: the request is refused.
 MIN_REPLY_TOKENS = 32
-# Byte-level tokenizers average 3-4 bytes of English or JSON a token, and about one token per
-# CJK character (3 bytes); three bytes a token errs high. Each message costs a few tokens of
-# framing, and a request with tools carries the provider's tool-use instructions.
 # How long a request waits for other requests' holds to be settled before it makes do with what
 # they leave (they hold a worst case; most of it comes back).
 HOLD_WAIT_S = 120.0
+# Byte-level tokenizers average 3-4 bytes of English or JSON a token, and about one token per
+# CJK character (3 bytes); three bytes a token errs high. Each message costs a few tokens of
+# framing, and a request with tools carries the provider's tool-use instructions.
 _BYTES_PER_TOKEN = 3
 _PER_MESSAGE = 8
 _PER_REQUEST = 50
 _WITH_TOOLS = 400
+
+
+RUN_BUDGET_HINT = (
+    "Raise limits.max_budget_usd in the agent file, or [budgets] per_run_usd in agentrunner.toml."
+)
+DAILY_BUDGET_HINT = (
+    "Raise [budgets] per_agent_daily_usd / global_daily_usd in agentrunner.toml, or wait for "
+    "the next day (UTC)."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +82,7 @@ class Allowance:
     limit: int
     spent: int
     held: int = 0
+    hint: str = RUN_BUDGET_HINT
 
     @property
     def left(self) -> int:
@@ -160,6 +173,7 @@ class Reservation:
     lowered: bool  # the cap is lower than the agent's own: the budget set it
     input_tokens: int  # the estimate it was made with
     hold: object | None  # the external budget's part
+    budget: Allowance  # the tightest budget when it was made: the one that set the cap
 
 
 class BudgetGate:
@@ -239,7 +253,7 @@ class BudgetGate:
             if self.external is not None and hold is None:
                 self.tracker.release(worst)  # another run took part of it meanwhile: look again
                 continue
-            return Reservation(model.ref, worst, cap, cap < wanted, tokens, hold)
+            return Reservation(model.ref, worst, cap, cap < wanted, tokens, hold, allowance)
 
     def tightest(self, external: Allowance | None = None) -> Allowance | None:
         """The budget with the least left: the run's (or a caller's), or ``external``."""
@@ -321,10 +335,17 @@ def budget_exceeded(allowance: Allowance, needed: int | None = None) -> AgentRun
             f"minimal reply of {MIN_REPLY_TOKENS} tokens"
         )
     return AgentRunnerError(
-        ErrorCode.BUDGET_EXCEEDED,
-        f"budget exceeded: {detail}",
-        hint="Raise limits.max_budget_usd in the agent file or [budgets] in agentrunner.toml, "
-        "or wait for the next day (UTC) for a daily budget.",
+        ErrorCode.BUDGET_EXCEEDED, f"budget exceeded: {detail}", hint=allowance.hint
+    )
+
+
+def budget_cut_off(held: Reservation) -> str:
+    """Why a reply stopped at the output cap its budget set: the budget, its limit, its spend."""
+    budget = held.budget
+    return (
+        f"budget exceeded: the reply was cut off at {held.cap} output tokens, all that "
+        f"{budget.label} of {_usd(budget.limit)} had left room for ({_usd(budget.spent)} "
+        "spent before it)"
     )
 
 

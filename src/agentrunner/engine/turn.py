@@ -27,6 +27,7 @@ from agentrunner.engine.budget import (
     CostTracker,
     ExternalBudget,
     Reservation,
+    budget_cut_off,
     estimate_output_tokens,
 )
 from agentrunner.engine.failures import ProviderError
@@ -340,14 +341,11 @@ class _TurnRun:
             self.answer_calls(
                 message.tool_calls, "not run: the call was cut off at the budget's output cap"
             )
-        allowance = self.gate.tightest()
-        label = allowance.label if allowance is not None else "the budget"
         raise self.error(
             ErrorCode.BUDGET_EXCEEDED,
-            f"budget exceeded: the reply was cut off at {held.cap} output tokens, all that "
-            f"{label} had left room for",
+            budget_cut_off(held),
             "budget_exceeded",
-            hint="Raise limits.max_budget_usd in the agent file or [budgets] in agentrunner.toml.",
+            hint=held.budget.hint,
         )
 
     def on_delta(self, delta: TextDelta | ThinkingDelta) -> None:
