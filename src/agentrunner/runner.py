@@ -474,6 +474,8 @@ class AgentRunner:
             kept.append(
                 AssistantMessage(model=partial.model if partial else None, interrupted=True)
             )
+        elif last.text:  # cut off mid-reply: what it said so far is part of the run's record
+            run.log.message("assistant_message", last.text)
         stop = partial.stop_reason if partial else ("cancelled" if cancelled else "error")
         run.log.fail_step()
         await run.log.flush_with(

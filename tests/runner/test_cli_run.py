@@ -250,6 +250,7 @@ def test_ctrl_c_cancels_and_is_recorded(
     assert run["usage"]["output_tokens"] > 0 and run["cost_usd"] > 0
     _code, shown, _ = cli(capsys, "runs", "show", run["id"])
     assert "(estimated)" in shown
+    assert "model mockai:gpt-mock" in shown and "assistant: word word" in shown  # what it said
     _code, thread, _ = cli(capsys, "threads", "show", run["thread_id"])
     assert "(interrupted)" in thread and "word word" in thread
     assert f"run {run['id']} cancelled: cancelled" in thread

@@ -418,6 +418,28 @@ async def test_cancelling_the_task_settles_the_run(
     assert done.text == "Echo: next"
 
 
+@pytest.mark.parametrize("words", ["word", "other"])
+async def test_a_cancelled_run_records_what_it_said_and_on_which_model(
+    agent: Agent, open_runner: Any, mock: MockProvider, words: str
+) -> None:
+    agent("talker")
+    runner: AgentRunner = await open_runner()
+    mock.queue(Reply(text=f"{words} " * 300, chunk_delay_s=0.01))
+    abort = AbortSignal()
+    running = asyncio.ensure_future(runner.run_agent("talker", "t", "a long story", abort=abort))
+    await asyncio.sleep(0.3)
+    abort.abort("Ctrl-C")
+    result = await running
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert run.status == "cancelled" and run.model == result.model == "mockai:gpt-mock"
+    said = [
+        m for m in await runner.store.runs.messages(run.id) if m.message_type == "assistant_message"
+    ]
+    assert len(said) == 1 and said[0].content.startswith(f"{words} {words}")
+    thread = (await runner.store.messages.page("t"))[-1][1]
+    assert isinstance(thread, AssistantMessage) and thread.text == said[0].content
+
+
 async def test_a_tool_raising_cancelled_error_settles_the_run(
     agent: Agent, open_runner: Any, mock: MockProvider
 ) -> None:

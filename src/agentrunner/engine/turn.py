@@ -585,6 +585,7 @@ class _TurnRun:
         self.charge_interrupted()
         messages = self.turn.messages
         if self.partial:
+            self.model = self.model or self.current  # the model that said it, for the record
             messages.append(
                 AssistantMessage(
                     text="".join(self.partial), model=self.current or None, interrupted=True
