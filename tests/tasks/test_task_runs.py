@@ -229,3 +229,35 @@ def test_an_interrupted_batch_keeps_every_finished_outcome(
     statuses = asyncio.run(runs())
     assert statuses.count("completed") == 2 and statuses.count("cancelled") >= 1
     assert "running" not in statuses  # nothing left behind as running
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_ctrl_c_during_one_task_says_so_and_keeps_its_cost(
+    project: Any, mock: MockProvider, as_json: bool
+) -> None:
+    root = project({"writer": "---\nname: Writer\n---\nYou write.\n"})
+    mock.queue(Reply(text="slow", delay_s=30))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "exec", "writer", "--input", '{"n": 1}']
+        + (["--json"] if as_json else []),
+        cwd=root,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not mock.requests:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    if as_json:
+        outcome = json.loads(out)
+        assert outcome["status"] == "failed" and outcome["error"]["code"] == "cancelled"
+        assert outcome["run_id"] and outcome["usage"]["input_tokens"] > 0  # the request was sent
+        assert outcome["usage"]["estimated"]
+    else:
+        assert out == "" and "cancelled" in err and "run_" in err  # which run, what it cost

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,7 @@ def exec_command(
         raise typer.Exit(1 if failed else 0)
     values = parse_input(input) if input is not None else {}
     outcome = asyncio.run(_one(plan, values))
+    error = outcome.error or {}
     if as_json:
         out.print_json(data=outcome.to_dict())
     elif outcome.ok:
@@ -69,8 +71,16 @@ def exec_command(
         )
         sys.stdout.write(f"{shown}\n")
         err.print(f"[dim]{outcome.model} · {'cache hit' if outcome.cached else 'ran'}[/]")
+    if error.get("code") == "cancelled":
+        cost = "cost unknown" if outcome.cost_usd is None else f"${outcome.cost_usd:.4f}"
+        tokens = sum(outcome.usage.get(k, 0) for k in ("input_tokens", "output_tokens"))
+        estimated = " (estimated)" if outcome.usage.get("estimated") else ""
+        err.print(
+            f"[yellow]cancelled[/] [dim]· {tokens:,} tokens{estimated} · {cost} · "
+            f"run {outcome.run_id}[/]"
+        )
+        raise typer.Exit(130)
     if not outcome.ok:
-        error = outcome.error or {}
         raise AgentRunnerError(
             ErrorCode(error.get("code", "internal")),
             error.get("message", ""),
@@ -100,10 +110,24 @@ async def _open() -> TaskRunner:
 
 
 async def _one(plan: _Plan, values: Any) -> Outcome:
+    """One task; Ctrl-C stops its run, which is recorded, and the outcome says so."""
+    from agentrunner.engine.abort import AbortSignal
+
+    abort = AbortSignal()
+    loop = asyncio.get_running_loop()
     async with await _open() as tasks:
-        return await tasks.execute(
-            plan.agent_id, values, model=plan.model, fallback=plan.fallback, cache=plan.cache
-        )
+        loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
+        try:
+            return await tasks.execute(
+                plan.agent_id,
+                values,
+                model=plan.model,
+                fallback=plan.fallback,
+                cache=plan.cache,
+                abort=abort,
+            )
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
 
 
 async def _batch(plan: _Plan, path: Path, concurrency: int, ordered: bool) -> int:

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -267,8 +267,14 @@ class Task:
             abort=self._abort,
             input=dict(self._input),
         )
-        if result.stop_reason == "cancelled":
-            raise AgentRunnerError(ErrorCode.CANCELLED, f"task stopped: run {result.run_id}")
+        if result.stop_reason == "cancelled":  # what the run spent before it stopped, kept
+            stopped = AgentRunnerError(ErrorCode.CANCELLED, f"task stopped: run {result.run_id}")
+            return replace(
+                Outcome.failure(spec.id, stopped, result.model or models[0]),
+                usage=result.usage.to_dict(),
+                cost_usd=result.cost_usd if result.cost_known else None,
+                run_id=result.run_id,
+            )
         outcome = Outcome(
             "completed",
             spec.id,
