@@ -77,7 +77,8 @@ def exec_command(
         estimated = " (estimated)" if outcome.usage.get("estimated") else ""
         err.print(
             f"[yellow]cancelled[/] [dim]· {tokens:,} tokens{estimated} · {cost} · "
-            f"run {outcome.run_id}[/]"
+            f"run {outcome.run_id}[/]",
+            soft_wrap=True,
         )
         raise typer.Exit(130)
     if not outcome.ok:
