@@ -253,7 +253,7 @@ def test_ctrl_c_cancels_and_is_recorded(
     assert "model mockai:gpt-mock" in shown and "assistant: word word" in shown  # what it said
     _code, thread, _ = cli(capsys, "threads", "show", run["thread_id"])
     assert "(interrupted)" in thread and "word word" in thread
-    assert f"run {run['id']} cancelled: cancelled" in thread
+    assert f"run {run['id']} cancelled: Ctrl-C" in thread  # said once, with its reason
 
 
 def test_thread_must_be_one_of_the_agents_own(

@@ -316,6 +316,15 @@ def test_exec_twice_hits_the_cache_across_processes(
         check=True,
     )
     assert "removed 2" in cleared.stdout
+    unknown = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "cache", "clear", "--agent", "writr"],
+        cwd=tasks_project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert unknown.returncode == 1 and "agent_not_found" in unknown.stderr
+    assert "Did you mean 'writer'?" in unknown.stderr
 
 
 def test_batch_of_a_thousand_in_order(tasks_project: Path, mock: MockProvider) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agentrunner.compose import Workspace, open_workspace
-from agentrunner.testing import MockProvider, Reply
+from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
 
 AGENTS = [f"a{n}" for n in range(10)]
@@ -269,8 +269,6 @@ async def test_dm_prints_a_plain_reply_and_fails_with_the_agent(
     replied = _cli(fleet, "dm", "a2", "hello")
     assert replied.returncode == 0, replied.stderr
     assert "a2: Plain words, no tool." in replied.stdout
-    from agentrunner.testing import Fault
-
     mock.queue(Reply(fault=Fault.http(401)))
     failed = _cli(fleet, "dm", "a2", "hello again")
     assert failed.returncode == 1
@@ -361,3 +359,31 @@ async def test_ctrl_c_while_serving_a_reply_cancels_it_with_a_notice(
     mock.queue(Reply(text="back again"))
     again = _cli(fleet, *(args[:3] if command == "post" else ["dm", "a3", "still there?"]))
     assert again.returncode == 0, again.stderr
+
+
+async def test_what_a_person_mistypes_in_a_conversation_is_caught(
+    fleet: Path, mock: MockProvider
+) -> None:
+    assert (
+        _cli(fleet, "channels", "create", "team", "--member", "a2", "--member", "a3").returncode
+        == 0
+    )
+    added = _cli(fleet, "channels", "create", "team", "--member", "a4")
+    assert "#team (public) with a2, a3, a4" in added.stdout  # every member, not the new one alone
+    for args in (["post", "team", "  "], ["dm", "a2", ""]):
+        empty = _cli(fleet, *args)
+        assert empty.returncode == 1 and "validation: the message is empty" in empty.stderr
+    typo = _cli(fleet, "post", "taem", "hi")
+    assert typo.returncode == 1 and "Did you mean '#team'?" in typo.stderr
+    ws = await open_workspace(fleet)
+    try:
+        assert await ws.runner.store.runs.list() == []  # nothing was queued for any of them
+    finally:
+        await ws.close()
+    mock.queue(Reply(fault=Fault.http(503)))
+    mock.queue(Reply(text="fine"))
+    (fleet / "agents" / "a5.md").write_text(
+        "---\nmodel: mockai:x\nfallback: [mockai:gpt-mock]\n---\nHi\n"
+    )
+    served = _cli(fleet, "run", "a5", "hello")
+    assert "mockai:x" in served.stderr and "❌" not in served.stderr  # a model, not an emoji

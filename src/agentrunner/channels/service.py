@@ -13,6 +13,7 @@ transcript.
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,10 +69,14 @@ class ChannelService:
     async def channel(self, name: str) -> Channel:
         channel = await self.store.channels.by_name(name.lstrip("#"))
         if channel is None:
+            names = [c["name"] for c in await self.store.channels.all() if c["kind"] != "dm"]
+            close = difflib.get_close_matches(name.lstrip("#"), names, n=1, cutoff=0.6)
             raise AgentRunnerError(
                 ErrorCode.NOT_FOUND,
                 f"no channel '#{name.lstrip('#')}'",
-                hint="Create it with `agentrunner channels create NAME --member AGENT …`.",
+                hint=f"Did you mean '#{close[0]}'?"
+                if close
+                else "Create it with `agentrunner channels create NAME --member AGENT …`.",
                 details={"not_found": "channel"},
             )
         return channel
@@ -120,6 +125,12 @@ class ChannelService:
     ) -> Posted:
         """Post ``text`` and queue a run for every agent that should hear it, in one
         transaction (nothing half-written); wakes idle workers."""
+        if not text.strip():
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                "the message is empty",
+                hint="Say something: the agents who hear it will reply.",
+            )
         members = await self.store.channels.members(channel.id)
         sender_kind = self._kind_of(sender)
         if thread_root is not None:

@@ -21,8 +21,9 @@ __all__ = [
     "state",
 ]
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# No emoji codes: a model named "provider:x" would print as "provider❌".
+out = Console(highlight=False, emoji=False)
+err = Console(stderr=True, highlight=False, emoji=False)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from rich.markup import escape
 from agentrunner.cli.console import Column, listing, out
 
 if TYPE_CHECKING:
+    from agentrunner.store.records import RunRecord
     from agentrunner.store.store import Store
 
 __all__ = ["runs_app", "threads_app"]
@@ -162,8 +163,7 @@ def threads_show(
                 out.print(escape(message.text))
             run = stopped.get(run_id) if message.interrupted else None
             if run is not None:  # why it stopped: for people, never sent to the model
-                reason = f"{run.error_code}: {run.error_message}" if run.error_code else "stopped"
-                out.print(f"[red]✗ run {escape(run.id)} {run.status}: {escape(reason)}[/]")
+                out.print(f"[red]✗ run {escape(run.id)} {run.status}: {escape(_why(run))}[/]")
             for call in message.tool_calls:
                 out.print(
                     f"[cyan]→ {escape(call.name)}[/] "
@@ -315,3 +315,10 @@ def runs_show(
                 else m.content[:160] + ("…" if len(m.content) > 160 else "")
             )
             out.print(f"  [bold]{label}[/]: {escape(text)}")
+
+
+def _why(run: RunRecord) -> str:
+    """Why a run stopped, said once: a cancelled run's message is already "cancelled: <why>"."""
+    if run.status == "cancelled":
+        return (run.error_message or "stopped").removeprefix("cancelled: ")
+    return f"{run.error_code}: {run.error_message}" if run.error_code else "stopped"

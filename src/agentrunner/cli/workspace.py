@@ -47,12 +47,13 @@ def channels_create(
 ) -> None:
     """Create a channel (or add members to it)."""
 
-    async def work(ws: Workspace) -> Channel:
-        return await ws.channels.create(name, private=private, members=member)
+    async def work(ws: Workspace) -> tuple[Channel, list[str]]:
+        channel = await ws.channels.create(name, private=private, members=member)
+        return channel, [m for m, _ in await ws.runner.store.channels.members(channel.id)]
 
-    channel = _with_workspace(work)
-    added = ", ".join(member) or "no new members"
-    out.print(f"[green]#{escape(channel.name)}[/] ({channel.kind}) with {escape(added)}")
+    channel, members = _with_workspace(work)
+    everyone = ", ".join(members) or "no members"
+    out.print(f"[green]#{escape(channel.name)}[/] ({channel.kind}) with {escape(everyone)}")
 
 
 @channels_app.command("list")
