@@ -17,6 +17,7 @@ from agentrunner.budgets import DailyBudgets, run_limit
 from agentrunner.callbacks import AgentRunnerCallbacks, child_callbacks, event_adapter, safely
 from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
+from agentrunner.capabilities.scope import RuntimeFiles
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.history import missing_results, window
 from agentrunner.engine.messages import AssistantMessage, Message, Usage, UserMessage
@@ -182,6 +183,7 @@ class AgentRunner:
         self.history_window = history_window
         self.max_depth = max_depth
         self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
+        self.runtime_files = RuntimeFiles.of(config)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
 
     @classmethod
@@ -420,6 +422,8 @@ class AgentRunner:
             store=self.store,
             project_root=self.config.root,
             state_dir=self.config.state_dir,
+            trust=agent.trust,
+            runtime_files=self.runtime_files,
             callbacks=run.callbacks,
             emit=run.log.emit,
             depth=parent.depth + 1 if parent else 0,

@@ -20,7 +20,8 @@ from agentrunner.engine.tools import Tool
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
-    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.agents.spec import AgentSpec, Trust
+    from agentrunner.capabilities.scope import RuntimeFiles
     from agentrunner.store.store import Store
 
 __all__ = ["AskAgent", "CapabilityContext", "CapabilityRegistry", "Resolver"]
@@ -38,6 +39,9 @@ class CapabilityContext:
     store: Store
     project_root: Path
     state_dir: Path
+    # The run's trust: the agent's own, lowered to its caller's for a delegated run.
+    trust: Trust
+    runtime_files: RuntimeFiles  # outside every file scope below full trust
     callbacks: AgentRunnerCallbacks = field(default_factory=AgentRunnerCallbacks)
     # The run's event sink: what a tool produces for people (a notification, a file, a shared
     # note) is an event, stored with the run and carried to every interface.

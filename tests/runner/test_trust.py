@@ -1,0 +1,263 @@
+"""Trust cannot be raised from inside: the runtime's own files are outside every file scope below
+``full``, however a path is spelled. Through the real runner path, against the mock provider, on
+SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner import AgentRunner
+from agentrunner.engine import ToolResult
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.testing import MockProvider, Reply
+from tests.runner.conftest import Agent
+
+SECRET = "RUNTIME-SECRET-7f3a"  # in every protected file, so a leak is visible wherever it lands
+
+
+@pytest.fixture
+def runtime_files(project: Path) -> Path:
+    """The runtime's own files, each holding SECRET, plus a few ways to reach them from inside
+    the project: a symlink to the agents directory and hard links to protected files."""
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write(f"# {SECRET}\n")
+    state = project / ".agentrunner"
+    (state / "cache").mkdir(parents=True)
+    (state / "secret.db").write_text(SECRET)
+    (state / "cache" / "entry.json").write_text(SECRET)
+    (state / "workspaces" / "other").mkdir(parents=True)
+    (state / "workspaces" / "other" / "private.txt").write_text(SECRET)
+    (project / "personas").mkdir()
+    (project / "personas" / "boss.md").write_text(SECRET)
+    (project / "notes.txt").write_text("ordinary project notes")
+    (project / "lnk").symlink_to(project / "agents")
+    (project / "toml-link").symlink_to(project / "agentrunner.toml")
+    return project
+
+
+def _hard_links(project: Path, where: Path) -> None:
+    """Hard links to protected files, placed inside an agent's scope (as another process, or a
+    ``full`` agent, might): same inode, so no path comparison can catch them."""
+    where.mkdir(parents=True, exist_ok=True)
+    os.link(project / "agents" / "filer.md", where / "hard-agent.md")
+    os.link(project / ".agentrunner" / "secret.db", where / "hard.db")
+
+
+def _leaked(mock: MockProvider, runner_pages: list[Any]) -> bool:
+    bodies = json.dumps([r.body for r in mock.requests])
+    return SECRET in bodies or any(SECRET in str(page) for page in runner_pages)
+
+
+async def _call(
+    runner: AgentRunner, mock: MockProvider, tool: str, args: dict[str, Any]
+) -> tuple[AgentRunnerError | None, str | None]:
+    """Run ``filer`` once making one tool call: the run's error (if it failed) and the tool's
+    result as the thread kept it."""
+    mock.queue(Reply(tool_calls=[(tool, args)]), Reply(text="done"))
+    error = None
+    try:
+        await runner.run_agent("filer", "t", "go")
+    except AgentRunnerError as exc:
+        error = exc
+    results = [
+        m for _, m, _, _ in await runner.store.messages.page("t") if isinstance(m, ToolResult)
+    ]
+    return error, results[-1].content if results else None
+
+
+PROTECTED_READS = [
+    "agentrunner.toml",
+    "./agentrunner.toml",
+    "agents/../agentrunner.toml",
+    "AgentRunner.TOML",  # case: the same file on a case-insensitive filesystem
+    "toml-link",
+    "agents/filer.md",
+    "./agents//filer.md",
+    "Agents/filer.md",
+    "lnk/filer.md",
+    "notes/../agents/filer.md",
+    ".agentrunner/secret.db",
+    ".AgentRunner/secret.db",
+    "./.agentrunner/cache/entry.json",
+    ".agentrunner/workspaces/other/private.txt",
+    "personas/boss.md",
+    "PERSONAS/boss.md",
+    "hard-agent.md",
+    "hard.db",
+]
+
+
+@pytest.mark.parametrize("path", PROTECTED_READS)
+async def test_a_workspace_agent_cannot_read_the_runtime_files(
+    agent: Agent, open_runner: Any, mock: MockProvider, runtime_files: Path, path: str
+) -> None:
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    _hard_links(runtime_files, runtime_files)
+    runner: AgentRunner = await open_runner()
+    error, result = await _call(runner, mock, "read_file", {"path": path})
+    assert error is not None and error.code is ErrorCode.TOOL_DENIED, (error, result)
+    assert "runtime" in error.message and path in error.message
+    assert not _leaked(mock, [await runner.store.messages.page("t")])
+
+
+async def test_a_workspace_agent_still_reads_its_project(
+    agent: Agent, open_runner: Any, mock: MockProvider, runtime_files: Path
+) -> None:
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    runner: AgentRunner = await open_runner()
+    for path in ("notes.txt", "./notes.txt", "lnk/../notes.txt"):
+        error, result = await _call(runner, mock, "read_file", {"path": path})
+        assert error is None and result == "ordinary project notes"
+    (runtime_files / ".agentrunner" / "workspaces" / "filer").mkdir(parents=True)
+    (runtime_files / ".agentrunner" / "workspaces" / "filer" / "mine.txt").write_text("its own")
+    error, result = await _call(
+        runner, mock, "read_file", {"path": ".agentrunner/workspaces/filer/mine.txt"}
+    )
+    assert error is None and result == "its own"  # its own workspace stays its own
+
+
+@pytest.mark.parametrize(
+    ("path", "protected"),
+    [
+        ("agents/filer.md", "agents/filer.md"),
+        ("Agents/filer.md", "agents/filer.md"),
+        ("lnk/filer.md", "agents/filer.md"),
+        ("hard-agent.md", "agents/filer.md"),
+        ("agentrunner.toml", "agentrunner.toml"),
+        ("./AGENTRUNNER.toml", "agentrunner.toml"),
+        ("toml-link", "agentrunner.toml"),
+        ("hard.db", ".agentrunner/secret.db"),
+        (".agentrunner/secret.db", ".agentrunner/secret.db"),
+        ("agents/new.md", None),
+        ("personas/new.md", None),
+        (".agentrunner/cache/new.json", None),
+    ],
+)
+async def test_a_workspace_agent_cannot_write_the_runtime_files(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    runtime_files: Path,
+    path: str,
+    protected: str | None,
+) -> None:
+    """The attack of issue 23: an agent rewriting its own file with ``trust: full`` (or the
+    config's provider ``base_url``) to have more on its next run."""
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    _hard_links(runtime_files, runtime_files)
+    before = {p: p.read_bytes() for p in runtime_files.rglob("*") if p.is_file()}
+    runner: AgentRunner = await open_runner()
+    error, _ = await _call(
+        runner, mock, "write_file", {"path": path, "content": "---\ntrust: full\n---\nowned"}
+    )
+    assert error is not None and error.code is ErrorCode.TOOL_DENIED
+    after = {p: p.read_bytes() for p in runtime_files.rglob("*") if p.is_file()}
+    assert after == before  # nothing written, nothing created
+    if protected is not None:
+        assert b"owned" not in (runtime_files / protected).read_bytes()
+    reloaded: AgentRunner = await open_runner()
+    assert reloaded.agents.get("filer").trust == "workspace"
+
+
+@pytest.mark.parametrize("path", ["agents", "./Agents", "lnk", ".agentrunner", "personas"])
+async def test_a_workspace_agent_cannot_list_the_runtime_files(
+    agent: Agent, open_runner: Any, mock: MockProvider, runtime_files: Path, path: str
+) -> None:
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    runner: AgentRunner = await open_runner()
+    error, result = await _call(runner, mock, "list_files", {"path": path})
+    assert error is not None and error.code is ErrorCode.TOOL_DENIED, result
+    assert "filer.md" not in json.dumps([r.body for r in mock.requests])
+
+
+async def test_a_listing_leaves_the_runtime_files_out(
+    agent: Agent, open_runner: Any, mock: MockProvider, runtime_files: Path
+) -> None:
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    _hard_links(runtime_files, runtime_files / "sub")
+    (runtime_files / "sub" / "plain.txt").write_text("x")
+    runner: AgentRunner = await open_runner()
+    error, result = await _call(runner, mock, "list_files", {"path": "."})
+    assert error is None and result is not None
+    listed = json.loads(result)
+    assert "notes.txt" in listed and "sub/" in listed
+    for hidden in ("agents/", "agentrunner.toml", ".agentrunner/", "personas/", "lnk/"):
+        assert hidden not in listed and hidden.rstrip("/") not in listed
+    error, result = await _call(runner, mock, "list_files", {"path": "sub"})
+    assert error is None and json.loads(result or "") == ["plain.txt"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/proc/self/environ",
+        "//proc/self/environ",
+        "../../../../../../../../../../proc/self/environ",
+        "~/../../../../../../../proc/self/environ",
+        "proc/environ",  # a symlink inside the project to /proc/self
+        "agents/../../../../../../../../../proc/self/environ",
+    ],
+)
+async def test_no_spelling_reaches_the_environment(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, path: str
+) -> None:
+    (project / "proc").symlink_to("/proc/self")
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    runner: AgentRunner = await open_runner()
+    error, result = await _call(runner, mock, "read_file", {"path": path})
+    assert error is not None and error.code is ErrorCode.TOOL_DENIED, result
+    assert "sk-mock-key" not in json.dumps([r.body for r in mock.requests])
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("notes.txt", True),
+        ("./sub/../notes.txt", True),
+        ("../../secret.txt", False),
+        ("/etc/hostname", False),
+        ("link/secret.txt", False),
+        ("hard-agent.md", False),  # a hard link to an agent file inside its own workspace
+        ("hard.db", False),
+        ("../filer/notes.txt", True),  # its own workspace, spelled the long way
+        ("../other/private.txt", False),
+        ("../../agentrunner.db", False),
+    ],
+)
+async def test_a_sandboxed_agent_stays_in_its_workspace(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    runtime_files: Path,
+    path: str,
+    allowed: bool,
+) -> None:
+    (runtime_files.parent / "secret.txt").write_text(SECRET)
+    workspace = runtime_files / ".agentrunner" / "workspaces" / "filer"
+    (workspace / "sub").mkdir(parents=True)
+    (workspace / "notes.txt").write_text("my notes")
+    (workspace / "link").symlink_to(runtime_files.parent)
+    agent("filer", "capabilities: [files]\ntrust: sandboxed")
+    _hard_links(runtime_files, workspace)
+    runner: AgentRunner = await open_runner()
+    error, result = await _call(runner, mock, "read_file", {"path": path})
+    if allowed:
+        assert error is None and result == "my notes"
+        return
+    assert error is not None and error.code is ErrorCode.TOOL_DENIED, result
+    assert not _leaked(mock, [await runner.store.messages.page("t")])
+
+
+async def test_a_full_agent_reaches_everything(
+    agent: Agent, open_runner: Any, mock: MockProvider, runtime_files: Path
+) -> None:
+    agent("filer", "capabilities: [files]\ntrust: full")
+    runner: AgentRunner = await open_runner()
+    for path in ("agentrunner.toml", str(runtime_files / ".agentrunner" / "secret.db")):
+        error, result = await _call(runner, mock, "read_file", {"path": path})
+        assert error is None and result is not None and SECRET in result
