@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agentrunner.agents.registry import AgentRegistry
-    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.agents.spec import AgentSpec, Trust
     from agentrunner.config import Config
     from agentrunner.effects import PostRunEffects
     from agentrunner.engine.engine import Engine
@@ -125,6 +125,7 @@ class _Parent:
     thread_id: str | None
     depth: int
     grant: frozenset[str]
+    trust: Trust  # the child's is no higher
     cost: CostTracker  # the child's tracker adds to it, so its limit bounds the child too
 
 
@@ -422,7 +423,7 @@ class AgentRunner:
             store=self.store,
             project_root=self.config.root,
             state_dir=self.config.state_dir,
-            trust=agent.trust,
+            trust=agent.narrow_trust(parent.trust if parent else None),
             runtime_files=self.runtime_files,
             callbacks=run.callbacks,
             emit=run.log.emit,
@@ -590,7 +591,7 @@ class AgentRunner:
             if target not in self.agents:
                 raise ToolRetry(f"no agent '{target}'; agents: {', '.join(self.agents.ids())}")
             thread_id = run.thread.id if run.thread else None
-            parent = _Parent(run.run_id, thread_id, context.depth, grant, run.cost)
+            parent = _Parent(run.run_id, thread_id, context.depth, grant, context.trust, run.cost)
             try:
                 child = await self._run(
                     _Request(

@@ -1,6 +1,6 @@
 """Trust cannot be raised from inside: the runtime's own files are outside every file scope below
-``full``, however a path is spelled. Through the real runner path, against the mock provider, on
-SQLite and PostgreSQL."""
+``full``, however a path is spelled, and a delegated run never has more trust than its caller.
+Through the real runner path, against the mock provider, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner
+from agentrunner.agents.spec import AgentSpec, Trust
+from agentrunner.agents.templating import Template
 from agentrunner.engine import ToolResult
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, Reply
@@ -261,3 +263,86 @@ async def test_a_full_agent_reaches_everything(
     for path in ("agentrunner.toml", str(runtime_files / ".agentrunner" / "secret.db")):
         error, result = await _call(runner, mock, "read_file", {"path": path})
         assert error is None and result is not None and SECRET in result
+
+
+# -- delegation narrows trust -----------------------------------------------------------------
+
+
+def test_narrow_trust_is_the_lower_of_the_two() -> None:
+    levels: tuple[Trust, ...] = ("sandboxed", "workspace", "full")
+    for own in levels:
+        spec = AgentSpec(id="a", name="a", system=Template.parse("x"), trust=own)
+        assert spec.narrow_trust(None) == own
+        for caller in levels:
+            expected = levels[min(levels.index(own), levels.index(caller))]
+            assert spec.narrow_trust(caller) == expected
+
+
+@pytest.mark.parametrize(
+    ("boss", "worker", "seen"),
+    [
+        ("sandboxed", "workspace", "SANDBOX PLAN"),  # issue 23: the child had workspace access
+        ("workspace", "workspace", "PROJECT PLAN"),
+        ("full", "workspace", "PROJECT PLAN"),  # never raised above its own either
+        ("workspace", "sandboxed", "SANDBOX PLAN"),
+        ("full", "sandboxed", "SANDBOX PLAN"),
+    ],
+)
+async def test_a_delegated_run_has_the_lower_trust(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    boss: str,
+    worker: str,
+    seen: str,
+) -> None:
+    """The same relative path is the project's file at workspace trust and the worker's own
+    workspace file when sandboxed: which one the worker's read_file returns shows its trust."""
+    (project / "plan.txt").write_text("PROJECT PLAN")
+    own = project / ".agentrunner" / "workspaces" / "worker"
+    own.mkdir(parents=True)
+    (own / "plan.txt").write_text("SANDBOX PLAN")
+    agent("boss", f"capabilities: [agents, files]\ntrust: {boss}")
+    agent("worker", f"capabilities: [files]\ntrust: {worker}")
+    mock.queue(
+        Reply(tool_calls=[("ask_agent", {"agent": "worker", "message": "read the plan"})]),
+        Reply(tool_calls=[("read_file", {"path": "plan.txt"})]),
+        Reply(text="the plan is read"),
+        Reply(text="boss done"),
+    )
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("boss", "t", "delegate")
+    child_thread = await runner.store.messages.page("t.worker")
+    [read] = [m for _, m, _, _ in child_thread if isinstance(m, ToolResult)]
+    assert (read.content, read.is_error) == (seen, False)
+
+
+async def test_a_narrowed_child_is_refused_what_its_caller_may_not_touch(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path
+) -> None:
+    (project / "plan.txt").write_text("PROJECT PLAN")
+    agent("boss", "capabilities: [agents, files]\ntrust: sandboxed")
+    agent("worker", "capabilities: [files]\ntrust: full")
+    mock.queue(
+        Reply(tool_calls=[("ask_agent", {"agent": "worker", "message": "read it"})]),
+        Reply(tool_calls=[("read_file", {"path": str(project / "plan.txt")})]),
+        Reply(text="boss done"),
+    )
+    runner: AgentRunner = await open_runner()
+    result = await runner.run_agent("boss", "t", "delegate")
+    assert result.text == "boss done"
+    runs = {r.agent_id: r for r in await runner.store.runs.list(limit=10)}
+    child = runs["worker"]
+    assert (child.status, child.error_code) == ("failed", "tool_denied")
+    assert "sandboxed trust, its caller's; its own is full" in (child.error_message or "")
+    assert "PROJECT PLAN" not in json.dumps([r.body for r in mock.requests])
+    # Asked directly, the same agent has its own (full) trust.
+    mock.queue(
+        Reply(tool_calls=[("read_file", {"path": str(project / "plan.txt")})]), Reply(text="ok")
+    )
+    await runner.run_agent("worker", "w", "read it")
+    [read] = [
+        m for _, m, _, _ in await runner.store.messages.page("w") if isinstance(m, ToolResult)
+    ]
+    assert read.content == "PROJECT PLAN"

@@ -3,7 +3,8 @@
 A capability is a named bundle of tools, built for one run from a ``CapabilityContext``. An
 agent gets the tools of its ``capabilities`` plus the tools it names in ``tools`` (looked up in
 every capability's bundle). A run may be granted fewer tools — never more: a child run started
-by ``ask_agent`` gets at most the intersection of its own grant and its caller's.
+by ``ask_agent`` gets at most the intersection of its own grant and its caller's, and the lower
+of its own trust and its caller's (``CapabilityContext.trust``).
 """
 
 from __future__ import annotations
