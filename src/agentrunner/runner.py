@@ -31,7 +31,7 @@ from agentrunner.engine.turn import (
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.ids import new_id
-from agentrunner.prompt import PromptBuilder, PromptContext
+from agentrunner.prompt import PromptBuilder, PromptContext, agent_notes, notes_message
 from agentrunner.sessions import agent_thread, check_owner, session_thread
 from agentrunner.store.repositories import ops
 from agentrunner.store.run_log import RunLog
@@ -401,8 +401,7 @@ class AgentRunner:
     ) -> TurnResult:
         agent = run.agent
         thread_id = run.thread.id if run.thread else None
-        memory = await self._memory(agent)
-        system = await self.prompt.build(  # 5. system prompt
+        system = await self.prompt.build(  # 5. system prompt: the seeded memory only
             PromptContext(
                 agent,
                 thread_id,
@@ -411,8 +410,10 @@ class AgentRunner:
                 channel_mode=overrides.channel_mode,
                 task=run.thread.active_task if run.thread else None,
             ),
-            memory=memory,
+            memory=agent.memory,
         )
+        # What the agent wrote into its memory is untrusted: its notes, in the user position
+        notes = notes_message(await self._notes(agent))
         grant = self.capabilities.grant(agent)
         if parent is not None:
             grant = grant & parent.grant  # a child never gets more than its caller
@@ -441,12 +442,14 @@ class AgentRunner:
         tools += self._injections(overrides, context)  # 7. run-time injections
         context.ask_agent = self._ask_agent(run, context, grant, overrides, abort)
         run.log.message("system_message", system)
+        if notes:
+            run.log.message("context_message", notes)
         run.log.message("user_message", user.content)
         limits = agent.limits
         return await self.engine.run(  # 8. the engine call
             chain=self._chain(agent, overrides),
             system=system,
-            history=history,
+            history=[UserMessage(notes), *history] if notes else history,
             message=user.content,
             tools=tools,
             limits=TurnLimits(
@@ -565,7 +568,9 @@ class AgentRunner:
                     exc.file, exc.line = display_path(agent.path), agent.line_of(key)
             raise
 
-    async def _memory(self, agent: AgentSpec) -> dict[str, str]:
+    async def _notes(self, agent: AgentSpec) -> dict[str, str]:
+        """The memory blocks the agent wrote (its file's seeds are stored first, as the start of
+        the blocks its memory tools change)."""
         if not agent.memory and "memory" not in agent.capabilities:
             return {}
         blocks = await self.store.memory.blocks(agent.id)
@@ -573,7 +578,7 @@ class AgentRunner:
         if missing:
             await self.store.memory.seed(agent.id, missing)
             blocks.update(missing)
-        return blocks
+        return agent_notes(agent.memory, blocks)
 
     def _injections(self, overrides: RunAgentOverrides, context: CapabilityContext) -> list[Tool]:
         """Tools the caller injects for this run (seed 000 step 7), e.g. a channel's tools."""
