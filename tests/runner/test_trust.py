@@ -201,6 +201,7 @@ async def test_a_listing_leaves_the_runtime_files_out(
         "//proc/self/environ",
         "../../../../../../../../../../proc/self/environ",
         "~/../../../../../../../proc/self/environ",
+        "~nosuchuser4e1/../../../../../../proc/self/environ",
         "proc/environ",  # a symlink inside the project to /proc/self
         "agents/../../../../../../../../../proc/self/environ",
     ],
@@ -214,6 +215,25 @@ async def test_no_spelling_reaches_the_environment(
     error, result = await _call(runner, mock, "read_file", {"path": path})
     assert error is not None and error.code is ErrorCode.TOOL_DENIED, result
     assert "sk-mock-key" not in json.dumps([r.body for r in mock.requests])
+
+
+@pytest.mark.parametrize("trust", ["workspace", "full"])
+async def test_a_path_that_cannot_be_resolved_is_an_error_the_model_can_act_on(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, trust: str
+) -> None:
+    (project / "loop-a").symlink_to("loop-b")
+    (project / "loop-b").symlink_to("loop-a")
+    agent("filer", f"capabilities: [files]\ntrust: {trust}")
+    runner: AgentRunner = await open_runner()
+    for path in ("loop-a", "loop-b/x"):
+        error, result = await _call(runner, mock, "read_file", {"path": path})
+        assert error is None and result is not None and "cannot" in result and path in result
+    error, result = await _call(runner, mock, "read_file", {"path": "bad\x00name"})
+    assert error is None and result is not None and "not a valid path" in result
+    error, result = await _call(runner, mock, "list_files", {"path": "."})
+    assert error is None and result is not None
+    shown = {"loop-a", "loop-b"} & set(json.loads(result))
+    assert shown == ({"loop-a", "loop-b"} if trust == "full" else set())  # nothing to open
 
 
 @pytest.mark.parametrize(

@@ -109,18 +109,17 @@ class FileScope:
         """The file ``path`` names, if this scope holds it."""
         if "\0" in path:
             raise ToolRetry(f"{path!r} is not a valid path")
-        raw = Path(path).expanduser()
         if self.root is None:
-            return (raw if raw.is_absolute() else self.project_root / raw).resolve()
+            return _resolved(path, self.project_root, home=True)
         if self.own.parent != self.runtime.workspaces:  # an id like '..' names no workspace
             raise ToolDenied(f"agent '{self.agent_id}' has no workspace of its own")
         if self.root == self.own:
             self.own.mkdir(parents=True, exist_ok=True)
-        if raw.is_absolute():
+        if Path(path).is_absolute() or path.startswith("~"):  # '~' would be a home directory
             raise ToolDenied(
                 f"'{path}' is an absolute path; {self.who} may only use paths inside its scope"
             )
-        resolved = (self.root / raw).resolve()  # follows symlinks: a link out of scope is caught
+        resolved = _resolved(path, self.root)  # symlinks followed: a link leading out is caught
         if not resolved.is_relative_to(self.root):
             raise ToolDenied(f"'{path}' leads outside the scope of {self.who}")
         if _Protected(self).holds(resolved):
@@ -135,12 +134,19 @@ class FileScope:
         protected = None if self.root is None else _Protected(self)
         names = []
         for entry in sorted(folder.iterdir()):
-            if protected is not None and protected.holds(entry.resolve()):
+            if protected is not None and not self._shown(entry, protected):
                 continue  # what the agent may not open, it is not shown either
             names.append(entry.name + ("/" if entry.is_dir() else ""))
             if len(names) == 500:
                 break
         return names
+
+    @staticmethod
+    def _shown(entry: Path, protected: _Protected) -> bool:
+        try:
+            return not protected.holds(entry.resolve())
+        except (RuntimeError, OSError):  # a symlink loop: nothing to open
+            return False
 
 
 class _Protected:
@@ -208,6 +214,16 @@ class _Protected:
                     inode = _inode(Path(folder, name))
                     if inode is not None:
                         yield inode
+
+
+def _resolved(path: str, base: Path, *, home: bool = False) -> Path:
+    """``path`` made absolute from ``base`` (``~`` a home directory if ``home``), symlinks
+    followed; an unknown home directory or a symlink loop is an error the model can act on."""
+    try:
+        raw = Path(path).expanduser() if home else Path(path)
+        return (raw if raw.is_absolute() else base / raw).resolve()
+    except (RuntimeError, OSError) as exc:
+        raise ToolRetry(f"cannot resolve '{path}': {exc}") from exc
 
 
 def _fold(path: Path) -> str:
