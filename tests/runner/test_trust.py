@@ -166,6 +166,25 @@ async def test_a_workspace_agent_cannot_write_the_runtime_files(
     assert reloaded.agents.get("filer").trust == "workspace"
 
 
+async def test_the_database_is_refused_wherever_it_is(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, store_url: str
+) -> None:
+    """The SQLite database the project uses (here outside the project, named by
+    AGENTRUNNER_DATABASE_URL) is the runtime's own: a hard link to it inside the scope is
+    refused, and so is every thread it holds."""
+    if not store_url.startswith("sqlite:///"):
+        pytest.skip("a PostgreSQL database is no file")
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    runner: AgentRunner = await open_runner()
+    mock.queue(Reply(text="noted"))
+    await runner.run_agent("filer", "private", f"a private thread: {SECRET}")
+    os.link(store_url.removeprefix("sqlite:///"), project / "threads.db")
+    before = len(mock.requests)
+    error, result = await _call(runner, mock, "read_file", {"path": "threads.db"})
+    assert error is not None and error.code is ErrorCode.TOOL_DENIED, result
+    assert SECRET not in json.dumps([r.body for r in mock.requests[before:]])
+
+
 @pytest.mark.parametrize("path", ["agents", "./Agents", "lnk", ".agentrunner", "personas"])
 async def test_a_workspace_agent_cannot_list_the_runtime_files(
     agent: Agent, open_runner: Any, mock: MockProvider, runtime_files: Path, path: str
