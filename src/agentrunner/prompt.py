@@ -128,14 +128,18 @@ class PromptBuilder:
 def agent_notes(seeded: Mapping[str, str], stored: Mapping[str, str]) -> dict[str, str]:
     """What the agent wrote itself: the stored blocks that are not as its agent file seeds them
     (a seeded block it changed, whole, and the blocks it made)."""
-    return {label: text for label, text in stored.items() if text and seeded.get(label) != text}
+    return {
+        label: text
+        for label, text in stored.items()
+        if seeded.get(label) != text and (text or label in seeded)  # a seed it emptied counts
+    }
 
 
 def notes_message(notes: Mapping[str, str]) -> str | None:
     """The user-position context message holding the agent's own notes; None without any."""
     if not notes:
         return None
-    blocks = "\n\n".join(f"### {label}\n{content}" for label, content in notes.items())
+    blocks = "\n\n".join(f"### {label}\n{content or '(empty)'}" for label, content in notes.items())
     return f"{_NOTES_INTRO}\n\n{blocks}"
 
 

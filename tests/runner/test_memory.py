@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner
+from agentrunner.prompt import agent_notes, notes_message
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 
@@ -131,3 +132,13 @@ async def test_the_notes_a_run_was_sent_are_recorded_with_it(
     recorded = {m.message_type: m.content for m in await runner.store.runs.messages(run.id)}
     assert "likes tea" in recorded["context_message"]
     assert "likes tea" not in recorded["system_message"]
+
+
+def test_notes_are_the_blocks_not_as_seeded() -> None:
+    seeded = {"persona": "calm", "human": "unknown"}
+    stored = {"persona": "calm", "human": "", "todo": "ship", "scratch": ""}
+    notes = agent_notes(seeded, stored)
+    assert notes == {"human": "", "todo": "ship"}  # an emptied seed is the agent's too
+    assert "### human\n(empty)" in (notes_message(notes) or "")
+    assert notes_message(agent_notes(seeded, seeded)) is None
+    assert notes_message({"todo": "a"}) != notes_message({"todo": "b"})
