@@ -157,7 +157,6 @@ class _Protected:
         self.scope = scope
         self.folded = [_fold(p) for p in scope.runtime.paths]
         self.own = _fold(scope.own)
-        self._inodes: dict[_Inode, Path] | None = None
         self._linked: set[_Inode] | None = None
 
     def holds(self, path: Path) -> bool:
@@ -177,15 +176,10 @@ class _Protected:
                 return True
         return self._hard_link(path)
 
-    @property
-    def inodes(self) -> dict[_Inode, Path]:
-        if self._inodes is None:
-            self._inodes = {}
-            for path in self.scope.runtime.paths:
-                inode = _inode(path)
-                if inode is not None:
-                    self._inodes[inode] = path
-        return self._inodes
+    @cached_property
+    def inodes(self) -> set[_Inode]:
+        """The runtime's files and folders themselves (their contents: ``_hard_link``)."""
+        return {inode for inode in map(_inode, self.scope.runtime.paths) if inode is not None}
 
     def _hard_link(self, path: Path) -> bool:
         """A file with several names may be a link to a runtime file from inside the scope; only
@@ -210,8 +204,8 @@ class _Protected:
             for folder, dirs, files in os.walk(top):
                 if Path(folder) == self.scope.runtime.workspaces:
                     dirs[:] = [d for d in dirs if Path(folder, d) != self.scope.own]
-                for name in files:
-                    inode = _inode(Path(folder, name))
+                for name in files:  # a symlink here is a name of its own, not its target's
+                    inode = _inode(Path(folder, name), follow=False)
                     if inode is not None:
                         yield inode
 
@@ -234,9 +228,9 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _inode(path: Path) -> _Inode | None:
+def _inode(path: Path, *, follow: bool = True) -> _Inode | None:
     try:
-        stat = path.stat()
+        stat = path.stat() if follow else path.lstat()
     except OSError:
         return None
     return stat.st_dev, stat.st_ino
