@@ -17,6 +17,7 @@ from agentrunner.budgets import DailyBudgets, run_limit
 from agentrunner.callbacks import AgentRunnerCallbacks, child_callbacks, event_adapter, safely
 from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
+from agentrunner.capabilities.scope import RuntimeFiles
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.history import missing_results, window
 from agentrunner.engine.messages import AssistantMessage, Message, Usage, UserMessage
@@ -30,7 +31,7 @@ from agentrunner.engine.turn import (
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.ids import new_id
-from agentrunner.prompt import PromptBuilder, PromptContext
+from agentrunner.prompt import PromptBuilder, PromptContext, agent_notes, notes_message
 from agentrunner.sessions import agent_thread, check_owner, session_thread
 from agentrunner.store.repositories import ops
 from agentrunner.store.run_log import RunLog
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agentrunner.agents.registry import AgentRegistry
-    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.agents.spec import AgentSpec, Trust
     from agentrunner.config import Config
     from agentrunner.effects import PostRunEffects
     from agentrunner.engine.engine import Engine
@@ -124,6 +125,7 @@ class _Parent:
     thread_id: str | None
     depth: int
     grant: frozenset[str]
+    trust: Trust  # the child's is no higher
     cost: CostTracker  # the child's tracker adds to it, so its limit bounds the child too
 
 
@@ -182,6 +184,7 @@ class AgentRunner:
         self.history_window = history_window
         self.max_depth = max_depth
         self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
+        self.runtime_files = RuntimeFiles.of(config)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
 
     @classmethod
@@ -398,8 +401,7 @@ class AgentRunner:
     ) -> TurnResult:
         agent = run.agent
         thread_id = run.thread.id if run.thread else None
-        memory = await self._memory(agent)
-        system = await self.prompt.build(  # 5. system prompt
+        system = await self.prompt.build(  # 5. system prompt: the seeded memory only
             PromptContext(
                 agent,
                 thread_id,
@@ -408,8 +410,10 @@ class AgentRunner:
                 channel_mode=overrides.channel_mode,
                 task=run.thread.active_task if run.thread else None,
             ),
-            memory=memory,
+            memory=agent.memory,
         )
+        # What the agent wrote into its memory is untrusted: its notes, in the user position
+        notes = notes_message(await self._notes(agent))
         grant = self.capabilities.grant(agent)
         if parent is not None:
             grant = grant & parent.grant  # a child never gets more than its caller
@@ -420,6 +424,8 @@ class AgentRunner:
             store=self.store,
             project_root=self.config.root,
             state_dir=self.config.state_dir,
+            trust=agent.narrow_trust(parent.trust if parent else None),
+            runtime_files=self.runtime_files,
             callbacks=run.callbacks,
             emit=run.log.emit,
             depth=parent.depth + 1 if parent else 0,
@@ -436,12 +442,14 @@ class AgentRunner:
         tools += self._injections(overrides, context)  # 7. run-time injections
         context.ask_agent = self._ask_agent(run, context, grant, overrides, abort)
         run.log.message("system_message", system)
+        if notes:
+            run.log.message("context_message", notes)
         run.log.message("user_message", user.content)
         limits = agent.limits
         return await self.engine.run(  # 8. the engine call
             chain=self._chain(agent, overrides),
             system=system,
-            history=history,
+            history=[UserMessage(notes), *history] if notes else history,
             message=user.content,
             tools=tools,
             limits=TurnLimits(
@@ -562,7 +570,9 @@ class AgentRunner:
                     exc.file, exc.line = display_path(agent.path), agent.line_of(key)
             raise
 
-    async def _memory(self, agent: AgentSpec) -> dict[str, str]:
+    async def _notes(self, agent: AgentSpec) -> dict[str, str]:
+        """The memory blocks the agent wrote (its file's seeds are stored first, as the start of
+        the blocks its memory tools change)."""
         if not agent.memory and "memory" not in agent.capabilities:
             return {}
         blocks = await self.store.memory.blocks(agent.id)
@@ -570,7 +580,7 @@ class AgentRunner:
         if missing:
             await self.store.memory.seed(agent.id, missing)
             blocks.update(missing)
-        return blocks
+        return agent_notes(agent.memory, blocks)
 
     def _injections(self, overrides: RunAgentOverrides, context: CapabilityContext) -> list[Tool]:
         """Tools the caller injects for this run (seed 000 step 7), e.g. a channel's tools."""
@@ -588,7 +598,7 @@ class AgentRunner:
             if target not in self.agents:
                 raise ToolRetry(f"no agent '{target}'; agents: {', '.join(self.agents.ids())}")
             thread_id = run.thread.id if run.thread else None
-            parent = _Parent(run.run_id, thread_id, context.depth, grant, run.cost)
+            parent = _Parent(run.run_id, thread_id, context.depth, grant, context.trust, run.cost)
             try:
                 child = await self._run(
                     _Request(

@@ -318,7 +318,8 @@ async def test_child_grant_is_the_intersection(
         ("sandboxed", "../../secret.txt", False),
         ("sandboxed", "/etc/hostname", False),
         ("sandboxed", "link/secret.txt", False),
-        ("workspace", "agentrunner.toml", True),
+        ("workspace", "agentrunner.toml", False),  # the runtime's own (tests/runner/test_trust)
+        ("workspace", "notes.md", True),
         ("workspace", "../secret.txt", False),
         ("full", "SECRET_ABS", True),
     ],
@@ -334,6 +335,7 @@ async def test_files_stay_in_scope(
 ) -> None:
     secret = project.parent / "secret.txt"
     secret.write_text("top secret")
+    (project / "notes.md").write_text("project notes")
     workspace = project / ".agentrunner" / "workspaces" / "filer"
     workspace.mkdir(parents=True)
     (workspace / "notes.txt").write_text("my notes")

@@ -1,7 +1,7 @@
 """``AgentSpec``: the typed, immutable form of an agent file.
 
 Pure data plus the two rules that belong to the definition itself: which keys exist (for the
-loader's "did you mean" hints) and that a tool grant can only be narrowed.
+loader's "did you mean" hints) and that a tool grant and a trust level can only be narrowed.
 """
 
 from __future__ import annotations
@@ -218,3 +218,10 @@ class AgentSpec:
                 hint=f"Agent '{self.id}' may use: {', '.join(self.tools) or '(no tools)'}.",
             )
         return wanted
+
+    def narrow_trust(self, caller: Trust | None) -> Trust:
+        """The trust of a run of this agent started by a run with ``caller``'s trust: the lower
+        of the two (sandboxed < workspace < full), as its tool grant is the intersection."""
+        if caller is None or TRUST_LEVELS.index(self.trust) <= TRUST_LEVELS.index(caller):
+            return self.trust
+        return caller

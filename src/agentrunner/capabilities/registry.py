@@ -3,7 +3,8 @@
 A capability is a named bundle of tools, built for one run from a ``CapabilityContext``. An
 agent gets the tools of its ``capabilities`` plus the tools it names in ``tools`` (looked up in
 every capability's bundle). A run may be granted fewer tools — never more: a child run started
-by ``ask_agent`` gets at most the intersection of its own grant and its caller's.
+by ``ask_agent`` gets at most the intersection of its own grant and its caller's, and the lower
+of its own trust and its caller's (``CapabilityContext.trust``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from agentrunner.engine.tools import Tool
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
-    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.agents.spec import AgentSpec, Trust
+    from agentrunner.capabilities.scope import RuntimeFiles
     from agentrunner.store.store import Store
 
 __all__ = ["AskAgent", "CapabilityContext", "CapabilityRegistry", "Resolver"]
@@ -38,6 +40,9 @@ class CapabilityContext:
     store: Store
     project_root: Path
     state_dir: Path
+    # The run's trust: the agent's own, lowered to its caller's for a delegated run.
+    trust: Trust
+    runtime_files: RuntimeFiles  # outside every file scope below full trust
     callbacks: AgentRunnerCallbacks = field(default_factory=AgentRunnerCallbacks)
     # The run's event sink: what a tool produces for people (a notification, a file, a shared
     # note) is an event, stored with the run and carried to every interface.

@@ -1,0 +1,236 @@
+"""An agent's file scope: which paths its trust lets the file tools read, write and list.
+
+``sandboxed``: its own workspace (``<state dir>/workspaces/<agent>``); ``workspace``: the
+project directory; ``full``: anywhere. Below ``full`` two rules hold however a path is spelled:
+
+* it stays inside the scope — absolute paths, ``~``, ``..`` and symlinks leading out are refused;
+* the runtime's own files (``RuntimeFiles``) are outside every scope, the agent's own workspace
+  excepted. An agent that could write them could raise its own trust (its agent file) or send a
+  provider's key to a server of its choosing (``agentrunner.toml``); one that could read them
+  could read every thread (the database).
+
+Paths are compared after symlinks are resolved, ignoring case and Unicode normalisation (a
+case-insensitive filesystem has other spellings of the same file), and by device and inode: the
+target and each folder above it up to the scope's root must not be a protected file or folder,
+and a file with more than one hard link must not be a link to one.
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentrunner.config import CONFIG_FILE
+from agentrunner.engine.tools import ToolDenied, ToolRetry
+
+if TYPE_CHECKING:
+    from agentrunner.agents.spec import Trust
+    from agentrunner.config import Config
+
+__all__ = ["FileScope", "RuntimeFiles"]
+
+_Inode = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeFiles:
+    """The runtime's own files and folders (resolved); a folder protects everything below it."""
+
+    paths: tuple[Path, ...]
+    workspaces: Path  # where agents' own workspaces live (inside the state directory)
+
+    @classmethod
+    def of(cls, config: Config) -> RuntimeFiles:
+        """The agent files, ``agentrunner.toml``, the state directory (database, cache, logs,
+        agents' workspaces), ``personas/`` and a SQLite database wherever it is."""
+        paths = [
+            config.path or config.root / CONFIG_FILE,
+            config.agents_dir,
+            config.state_dir,
+            config.root / "personas",
+        ]
+        database = _sqlite_file(config.resolved_database_url)
+        if database is not None:
+            paths += [database, *(Path(f"{database}{end}") for end in _SQLITE_SIDE_FILES)]
+        return cls(tuple(p.resolve() for p in paths), (config.state_dir / "workspaces").resolve())
+
+
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal", "-locks")
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL, read as ``store.drivers.open_driver`` reads it."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return None
+    for prefix in ("sqlite:///", "sqlite://"):
+        if url.startswith(prefix):
+            url = url[len(prefix) :]
+            break
+    return None if url == ":memory:" else Path(url)
+
+
+class FileScope:
+    """Where one run's file tools may go. ``resolve`` raises ``ToolDenied`` for a path outside."""
+
+    def __init__(
+        self,
+        agent_id: str,
+        trust: Trust,
+        project_root: Path,
+        runtime: RuntimeFiles,
+        *,
+        declared: Trust | None = None,
+    ) -> None:
+        self.agent_id, self.trust, self.runtime = agent_id, trust, runtime
+        self.project_root = project_root
+        narrowed = declared is not None and declared != trust
+        self.who = f"agent '{agent_id}' ({trust} trust" + (
+            f", its caller's; its own is {declared})" if narrowed else ")"
+        )
+
+    @cached_property
+    def own(self) -> Path:
+        """The agent's own workspace: its whole scope when sandboxed."""
+        return (self.runtime.workspaces / self.agent_id).resolve()
+
+    @cached_property
+    def root(self) -> Path | None:
+        """The folder every path must stay in; None for ``full`` trust."""
+        if self.trust == "full":
+            return None
+        return self.project_root.resolve() if self.trust == "workspace" else self.own
+
+    def resolve(self, path: str) -> Path:
+        """The file ``path`` names, if this scope holds it."""
+        if "\0" in path:
+            raise ToolRetry(f"{path!r} is not a valid path")
+        if self.root is None:
+            return _resolved(path, self.project_root, home=True)
+        if self.own.parent != self.runtime.workspaces:  # an id like '..' names no workspace
+            raise ToolDenied(f"agent '{self.agent_id}' has no workspace of its own")
+        if self.root == self.own:
+            self.own.mkdir(parents=True, exist_ok=True)
+        if Path(path).is_absolute() or path.startswith("~"):  # '~' would be a home directory
+            raise ToolDenied(
+                f"'{path}' is an absolute path; {self.who} may only use paths inside its scope"
+            )
+        resolved = _resolved(path, self.root)  # symlinks followed: a link leading out is caught
+        if not resolved.is_relative_to(self.root):
+            raise ToolDenied(f"'{path}' leads outside the scope of {self.who}")
+        if _Protected(self).holds(resolved):
+            raise ToolDenied(
+                f"'{path}' is one of the runtime's own files (agent files, agentrunner.toml, "
+                f"the state directory, personas/, the database), outside the scope of {self.who}"
+            )
+        return resolved
+
+    def listing(self, folder: Path) -> list[str]:
+        """The names in ``folder`` (one ``resolve`` gave) this scope holds, folders with '/'."""
+        protected = None if self.root is None else _Protected(self)
+        names = []
+        for entry in sorted(folder.iterdir()):
+            if protected is not None and not self._shown(entry, protected):
+                continue  # what the agent may not open, it is not shown either
+            names.append(entry.name + ("/" if entry.is_dir() else ""))
+            if len(names) == 500:
+                break
+        return names
+
+    @staticmethod
+    def _shown(entry: Path, protected: _Protected) -> bool:
+        try:
+            return not protected.holds(entry.resolve())
+        except (RuntimeError, OSError):  # a symlink loop: nothing to open
+            return False
+
+
+class _Protected:
+    """One call's view of the runtime's files: their inodes are read when first needed, since
+    files come and go between calls."""
+
+    def __init__(self, scope: FileScope) -> None:
+        self.scope = scope
+        self.folded = [_fold(p) for p in scope.runtime.paths]
+        self.own = _fold(scope.own)
+        self._linked: set[_Inode] | None = None
+
+    def holds(self, path: Path) -> bool:
+        """Whether ``path`` (resolved) is a runtime file, under any name."""
+        folded, root = _fold(path), self.scope.root
+        assert root is not None  # nothing is out of a full scope
+        if _within(folded, self.own):
+            top = self.scope.own  # the agent's own, though inside the state directory
+        elif any(_within(folded, p) for p in self.folded):
+            return True
+        else:
+            top = root
+        for at in (path, *path.parents):  # a protected file or folder under another name
+            if at == top or not at.is_relative_to(top):
+                break
+            if _inode(at) in self.inodes:
+                return True
+        return self._hard_link(path)
+
+    @cached_property
+    def inodes(self) -> set[_Inode]:
+        """The runtime's files and folders themselves (their contents: ``_hard_link``)."""
+        return {inode for inode in map(_inode, self.scope.runtime.paths) if inode is not None}
+
+    def _hard_link(self, path: Path) -> bool:
+        """A file with several names may be a link to a runtime file from inside the scope; only
+        then are the protected folders walked (once per call)."""
+        try:
+            stat = path.stat()
+        except OSError:
+            return False
+        if stat.st_nlink < 2 or not path.is_file():
+            return False
+        if self._linked is None:
+            self._linked = set(self._runtime_files())
+        return (stat.st_dev, stat.st_ino) in self._linked
+
+    def _runtime_files(self) -> Iterator[_Inode]:
+        for top in self.scope.runtime.paths:
+            if top.is_file():
+                inode = _inode(top)
+                if inode is not None:
+                    yield inode
+                continue
+            for folder, dirs, files in os.walk(top):
+                if Path(folder) == self.scope.runtime.workspaces:
+                    dirs[:] = [d for d in dirs if Path(folder, d) != self.scope.own]
+                for name in files:  # a symlink here is a name of its own, not its target's
+                    inode = _inode(Path(folder, name), follow=False)
+                    if inode is not None:
+                        yield inode
+
+
+def _resolved(path: str, base: Path, *, home: bool = False) -> Path:
+    """``path`` made absolute from ``base`` (``~`` a home directory if ``home``), symlinks
+    followed; an unknown home directory or a symlink loop is an error the model can act on."""
+    try:
+        raw = Path(path).expanduser() if home else Path(path)
+        return (raw if raw.is_absolute() else base / raw).resolve()
+    except (RuntimeError, OSError) as exc:
+        raise ToolRetry(f"cannot resolve '{path}': {exc}") from exc
+
+
+def _fold(path: Path) -> str:
+    return unicodedata.normalize("NFC", str(path)).casefold()
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _inode(path: Path, *, follow: bool = True) -> _Inode | None:
+    try:
+        stat = path.stat() if follow else path.lstat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
