@@ -7,6 +7,10 @@ runs whose worker stopped renewing its lease (killed, machine lost) — they are
 their tools may already have had effects — and frees their threads. ``stop()`` (SIGTERM) drains:
 no new claims; in-flight runs get ``drain_s`` to finish, then are cancelled, so nothing is left
 ``running``.
+
+A worker renews only the leases of the runs it is serving, one by one: a run it lost is not kept
+alive by it, and one whose renewal finds it settled (failed by the lease rules while the worker
+was paused) is stopped.
 """
 
 from __future__ import annotations
@@ -150,7 +154,7 @@ class Worker:
             await asyncio.sleep(self.lease_s / 3)
             try:
                 await self.store.workers.heartbeat(self.id, self.concurrency)
-                await self.store.mailbox.renew(self.id, self.lease_s)
+                await self._renew_leases()
                 failed = await self.store.mailbox.fail_expired()
                 if failed:
                     log.warning(
@@ -159,6 +163,16 @@ class Worker:
                     self._wake.set()
             except Exception:
                 log.exception("worker upkeep failed; retrying")
+
+    async def _renew_leases(self) -> None:
+        """Renew the runs in flight; stop those that are no longer this worker's to finish."""
+        for run_id, (task, abort) in list(self._inflight.items()):
+            if await self.store.mailbox.renew(run_id, self.id, self.lease_s) or task.done():
+                continue
+            # Settled meanwhile — most likely failed by the lease rules while this worker was
+            # paused: whatever it does now would not be recorded (its settle is refused).
+            log.warning("run %s was settled elsewhere (its lease ran out); stopping it", run_id)
+            abort.abort("the run was settled elsewhere: its lease ran out")
 
     async def _drain(self) -> None:
         if not self._inflight:

@@ -317,3 +317,55 @@ async def test_replies_go_to_messages_that_exist_and_show_lists_their_ids(
     replied = _cli(fleet, "post", "team", "and then?", "--thread", root)
     assert replied.returncode == 0, replied.stderr
     assert f"(in thread {root})" in _cli(fleet, "channels", "show", "team").stdout
+
+
+async def test_a_worker_paused_past_its_lease_cannot_settle_its_run_later(
+    fleet: Path, mock: MockProvider
+) -> None:
+    """A worker stopped (SIGSTOP) mid-run until its lease ran out and another worker failed the
+    run: resumed, its settle is refused. The run stays failed with the lease's reason, the late
+    reply reaches neither the channel nor the thread, and the worker serves on."""
+    ws = await open_workspace(fleet)
+    try:
+        channel = await ws.channels.create("ops", members=["a0", "you"])
+        mock.queue(Reply(text="a late reply", delay_s=0.5), model="gpt-mock")
+        first = await ws.channels.post(channel, "you", "this run's worker will pause")
+        store = ws.runner.store
+        worker = start_worker(fleet, concurrency=1)
+        try:
+
+            async def in_model_call() -> bool:
+                run = await store.runs.get(first.run_ids[0])
+                return run is not None and run.status == "running" and len(mock.requests) >= 1
+
+            await wait_for(in_model_call, 30)
+            worker.send_signal(signal.SIGSTOP)
+            try:
+
+                async def failed_by_the_lease_rules() -> bool:  # as another worker's upkeep
+                    return first.run_ids[0] in await store.mailbox.fail_expired()
+
+                await wait_for(failed_by_the_lease_rules, 30)
+            finally:
+                worker.send_signal(signal.SIGCONT)
+            second = await ws.channels.post(channel, "you", "and this one is answered")
+
+            async def answered() -> bool:
+                run = await store.runs.get(second.run_ids[0])
+                return run is not None and run.status == "completed"
+
+            await wait_for(answered, 30)
+        finally:
+            assert stop(worker) == 0
+        late = await store.runs.get(first.run_ids[0])
+        assert late is not None and late.status == "failed", late
+        assert "stopped renewing its lease" in (late.error_message or "")
+        said = [(m.sender, m.content) for m in await store.channels.after(channel.id)]
+        assert ("a0", "a late reply") not in said
+        assert any(c.startswith("a0 could not reply (run_settled)") for s, c in said if s == "a0")
+        served = await store.runs.get(second.run_ids[0])
+        assert served is not None and served.worker_id == late.worker_id  # the same worker
+        thread = [m for _, m, _, _ in await store.messages.page("a0@ops")]
+        assert not any("a late reply" in str(m.to_dict()) for m in thread)
+    finally:
+        await ws.close()

@@ -5,6 +5,9 @@ of statements in one transaction, apply migrations. The SQLite driver runs state
 the event loop's thread — an append costs tens of microseconds, less than a hop to a worker
 thread would — in WAL mode, with ``synchronous=NORMAL`` (durable across a process crash; a power
 loss may drop the last transactions) and a busy timeout for other processes' writes.
+
+Both refuse a batch in which a guarded statement (``SqlSet.guarded``) changes no row: the batch
+is rolled back and ``GuardRefused`` raised.
 """
 
 from __future__ import annotations
@@ -26,15 +29,26 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.sql import SqlSet, replace_parameters
 from agentrunner.store.wake import SocketListener, notify_sockets
 
-__all__ = ["Driver", "PostgresDriver", "SQLiteDriver", "open_driver"]
+__all__ = ["Driver", "GuardRefused", "PostgresDriver", "SQLiteDriver", "open_driver"]
 
 Params = Mapping[str, Any]
 Op = tuple[str, Params]
 
 
+class GuardRefused(Exception):
+    """A guarded statement changed no row (a run settled twice, say): its batch was rolled
+    back. ``query`` names the statement's block, ``params`` are its parameters."""
+
+    def __init__(self, query: str, params: Params) -> None:
+        super().__init__(f"{query} changed no row")
+        self.query = query
+        self.params = params
+
+
 class Driver(Protocol):
     dialect: str
     lock_file: str | None  # a file for thread locks' byte locks, where all users share a machine
+    guarded: Mapping[str, str]  # statements a batch must see change a row (SqlSet.guarded)
 
     async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]: ...
 
@@ -72,6 +86,7 @@ class SQLiteDriver:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.guarded: Mapping[str, str] = {}
         # Thread locks' byte locks (store/locks), beside the database like its -wal and -shm.
         self.lock_file = None if path == ":memory:" else f"{path}-locks"
         self._conn = sqlite3.connect(
@@ -199,11 +214,16 @@ class SQLiteDriver:
 
     def _transaction(self, ops: Sequence[Op]) -> None:
         conn = self._conn
+        guarded = self.guarded
         conn.execute("BEGIN IMMEDIATE")
         try:
             # Each statement's rows go through one executemany (a burst of events is one call).
             for sql, rows in _grouped(ops):
-                if len(rows) == 1:
+                if sql in guarded:  # row by row, so a refusal names its row
+                    for row in rows:
+                        if conn.execute(*_bind(sql, row)).rowcount == 0:
+                            raise GuardRefused(guarded[sql], row)
+                elif len(rows) == 1:
                     conn.execute(*_bind(sql, rows[0]))
                 else:
                     conn.executemany(*_bind_many(sql, rows))
@@ -409,6 +429,7 @@ class PostgresDriver:
                 hint='pip install "agentrunner[postgres]"',
             ) from exc
         self.url = url
+        self.guarded: Mapping[str, str] = {}
         self.pool = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -468,9 +489,12 @@ class PostgresDriver:
     async def batch(self, ops: Sequence[Op]) -> None:
         if not ops:
             return
+        guarded = self.guarded
         async with self.pool.connection() as conn, conn.transaction():
             for sql, params in ops:
-                await conn.execute(sql, params)
+                cursor = await conn.execute(sql, params)
+                if sql in guarded and cursor.rowcount == 0:
+                    raise GuardRefused(guarded[sql], params)
 
     async def migrate(self, sql: SqlSet) -> list[int]:
         async with self.pool.connection() as conn, conn.transaction():
