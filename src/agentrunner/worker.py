@@ -8,9 +8,10 @@ their tools may already have had effects — and frees their threads. ``stop()``
 no new claims; in-flight runs get ``drain_s`` to finish, then are cancelled, so nothing is left
 ``running``.
 
-A worker renews only the leases of the runs it is serving, one by one: a run it lost is not kept
-alive by it, and one whose renewal finds it settled (failed by the lease rules while the worker
-was paused) is stopped.
+A worker renews only the leases of the runs it is serving, one by one: a run it lost (failed by
+the lease rules while it was paused, or left unsettled because the database went away) is not
+kept alive by it, and one whose renewal finds it settled is stopped. A database that goes away
+— a restart — is waited for: the store reconnects, and the worker keeps claiming once it can.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError
+from agentrunner.store.drivers import is_unavailable
 
 if TYPE_CHECKING:
     from agentrunner.channels.service import ChannelService
@@ -33,6 +35,11 @@ if TYPE_CHECKING:
 __all__ = ["Worker"]
 
 log = logging.getLogger("agentrunner.worker")
+
+# While the database is unavailable (past the store's own retries), the claim loop pauses this
+# long, doubling up to the most.
+_OUTAGE_PAUSE_S = 0.5
+_OUTAGE_PAUSE_MAX_S = 10.0
 
 
 class Worker:
@@ -72,18 +79,27 @@ class Worker:
         await self.store.workers.heartbeat(self.id, self.concurrency)
         upkeep = asyncio.create_task(self._upkeep())
         cancels = asyncio.create_task(self._watch_cancels())
-        delay = 0.01
+        delay, outage = 0.01, _OUTAGE_PAUSE_S
         try:
             await self.store.mailbox.fail_expired()
             while not self._stopping.is_set():
-                if len(self._inflight) < self.concurrency:
-                    claimed = await self.store.mailbox.claim(self.id, self.lease_s)
-                    if claimed is not None:
-                        self._start(claimed)
-                        delay = 0.01
-                        continue
-                if until_idle and not self._inflight and not await self._queued():
-                    break
+                try:
+                    if len(self._inflight) < self.concurrency:
+                        claimed = await self.store.mailbox.claim(self.id, self.lease_s)
+                        if claimed is not None:
+                            self._start(claimed)
+                            delay = 0.01
+                            continue
+                    if until_idle and not self._inflight and not await self._queued():
+                        break
+                except Exception as exc:
+                    if not is_unavailable(exc):
+                        raise
+                    log.warning("database unavailable (%s); trying again in %g s", exc, outage)
+                    await self._pause(outage)
+                    outage = min(outage * 2, _OUTAGE_PAUSE_MAX_S)
+                    continue
+                outage = _OUTAGE_PAUSE_S
                 self._wake.clear()
                 waits: list[asyncio.Future[bool]] = [asyncio.ensure_future(self._wake.wait())]
                 if len(self._inflight) < self.concurrency:
@@ -101,6 +117,11 @@ class Worker:
             await listener.close()
             await self.store.workers.remove(self.id)
         return self.served
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, unless ``stop()`` comes first."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _start(self, claimed: ClaimedRun) -> None:
         abort = AbortSignal()

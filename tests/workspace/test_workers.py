@@ -369,3 +369,51 @@ async def test_a_worker_paused_past_its_lease_cannot_settle_its_run_later(
         assert not any("a late reply" in str(m.to_dict()) for m in thread)
     finally:
         await ws.close()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_a_worker_waits_out_a_database_locked_past_its_busy_timeout(
+    fleet: Path, mock: MockProvider, store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite's ``database is locked`` (another process writing for longer than the busy
+    timeout) is waited out by a worker, as a PostgreSQL restart is: it keeps serving after."""
+    import logging
+    import sqlite3
+
+    caplog.set_level(logging.WARNING, logger="agentrunner.worker")
+    ws = await open_workspace(fleet)
+    store = ws.runner.store
+    await store.driver.execute("PRAGMA busy_timeout = 50", {})  # give up on a lock quickly
+    serving: asyncio.Future[int] | None = None
+    try:
+        channel = await ws.channels.create("ops", members=["a0", "you"])
+        worker = ws.worker(concurrency=1)
+        serving = asyncio.ensure_future(worker.run())
+
+        async def completed(run_id: str) -> bool:
+            run = await store.runs.get(run_id)
+            return run is not None and run.status == "completed"
+
+        first = await ws.channels.post(channel, "you", "before the lock")
+        await wait_for(lambda: completed(first.run_ids[0]), 30)
+        locker = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")  # another process's long write
+        try:
+            store.notify_runs()  # the worker looks for work and finds the database locked
+
+            async def waited_or_died() -> bool:
+                return "database unavailable" in caplog.text or serving.done()
+
+            await wait_for(waited_or_died, 30)
+            assert not serving.done(), serving.exception()
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        second = await ws.channels.post(channel, "you", "after the lock")
+        await wait_for(lambda: completed(second.run_ids[0]), 30)
+        worker.stop()
+        assert await serving == 2
+    finally:
+        if serving is not None and not serving.done():
+            serving.cancel()
+        await ws.close()
