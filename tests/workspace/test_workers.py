@@ -371,6 +371,111 @@ async def test_a_worker_paused_past_its_lease_cannot_settle_its_run_later(
         await ws.close()
 
 
+# A worker whose notes tool never returns: killed (kill -9) while the tool call is in flight.
+HANGING_WORKER = """
+import asyncio
+from agentrunner.capabilities import builtin
+from agentrunner.compose import open_workspace
+
+real = builtin.notes_tools
+
+def slow_notes(ctx):
+    tools = real(ctx)
+    for t in tools:
+        if t.name == "note_create":
+            async def hang(args, call):
+                print("TOOL-STARTED", flush=True)
+                await asyncio.sleep(3600)
+            t.fn = hang
+    return tools
+
+builtin.notes_tools = slow_notes
+
+async def main():
+    ws = await open_workspace()
+    await ws.worker(concurrency=1).run()
+
+asyncio.run(main())
+"""
+
+
+def _unanswered_calls(body: dict[str, Any]) -> list[str]:
+    """The ids of tool calls in an OpenAI-style request that no tool message answers."""
+    calls = [
+        call["id"]
+        for message in body.get("messages", [])
+        for call in message.get("tool_calls") or []
+    ]
+    answered = {m.get("tool_call_id") for m in body.get("messages", []) if m["role"] == "tool"}
+    return [c for c in calls if c not in answered]
+
+
+async def test_a_worker_killed_mid_tool_call_is_recovered_and_no_dangling_call_is_sent(
+    fleet: Path, agent: Agent, mock: MockProvider
+) -> None:
+    """kill -9 of a worker while a tool call runs: the lease rules fail the run, the agent's
+    next queued run is served on the same thread by another worker, and no request the provider
+    gets from then on carries a tool call without its result."""
+    agent("a0", "model: mockai:gpt-mock\ncapabilities: [notes]")
+    ws = await open_workspace(fleet)
+    store = ws.runner.store
+    try:
+
+        async def queue(run_id: str, message: str) -> None:
+            await store.batch(
+                [
+                    store.mailbox.enqueue_op(
+                        run_id=run_id,
+                        agent_id="a0",
+                        thread_id="a0-desk",
+                        request={"kind": "direct", "message": message},
+                    ),
+                    *store.mailbox.notify_ops("a0"),
+                ]
+            )
+            store.notify_runs()
+
+        mock.queue(Reply(tool_calls=[("note_create", {"title": "x", "body": "y"})]))
+        await queue("run_doomed", "write it down")
+        with subprocess.Popen(
+            [sys.executable, "-c", HANGING_WORKER],
+            cwd=fleet,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=os.environ.copy(),
+        ) as doomed:
+            try:
+                assert doomed.stdout is not None
+                line = await asyncio.wait_for(asyncio.to_thread(doomed.stdout.readline), 60)
+                assert b"TOOL-STARTED" in line
+            finally:
+                doomed.send_signal(signal.SIGKILL)
+                doomed.wait()
+        sent_before = len(mock.requests)
+        await queue("run_next", "are you there?")
+        rescuer = start_worker(fleet, concurrency=1, tag="rescuer")
+        try:
+
+            async def served() -> bool:
+                run = await store.runs.get("run_next")
+                return run is not None and run.status in ("completed", "failed")
+
+            await wait_for(served, 60)
+        finally:
+            assert stop(rescuer) == 0
+        dead, after = await store.runs.get("run_doomed"), await store.runs.get("run_next")
+        assert dead is not None and dead.status == "failed"
+        assert "stopped renewing its lease" in (dead.error_message or "")
+        assert after is not None and after.status == "completed", after
+        later = mock.requests[sent_before:]
+        assert later and all(_unanswered_calls(r.body) == [] for r in later)
+        assert "not run again" in str(later[-1].body)  # the dangling call was answered
+        history = [m for _, m, _, _ in await store.messages.page("a0-desk")]
+        assert getattr(history[-1], "text", None) == "Echo: are you there?"
+    finally:
+        await ws.close()
+
+
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 async def test_a_worker_waits_out_a_database_locked_past_its_busy_timeout(
     fleet: Path, mock: MockProvider, store_url: str, caplog: pytest.LogCaptureFixture
