@@ -34,4 +34,7 @@ trap 'as_pg "$pg_bin/pg_ctl" -D "$pg_data/data" -m immediate stop >/dev/null 2>&
 as_pg "$pg_bin/createdb" -h 127.0.0.1 -p "$pg_port" -U postgres agentrunner_test
 
 export AGENTRUNNER_TEST_DATABASE_URL="postgresql://postgres@127.0.0.1:$pg_port/agentrunner_test"
+# What the tests that restart the server under a worker need (tests/throwaway_postgres.py).
+export AGENTRUNNER_TEST_POSTGRES_DIR="$pg_data"
+export AGENTRUNNER_TEST_POSTGRES_BIN="$pg_bin"
 echo "ci: PostgreSQL $("$pg_bin/postgres" --version | awk '{print $3}') on port $pg_port" >&2

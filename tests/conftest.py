@@ -11,7 +11,12 @@ os.environ["COLUMNS"] = "200"
 os.environ.pop("AGENTRUNNER_DEBUG", None)
 
 WriteAgent = Callable[[str, str], Path]
-_KEEP = {"AGENTRUNNER_TEST_DATABASE_URL", "AGENTRUNNER_REQUIRE_POSTGRES"}
+_KEEP = {
+    "AGENTRUNNER_TEST_DATABASE_URL",
+    "AGENTRUNNER_REQUIRE_POSTGRES",
+    "AGENTRUNNER_TEST_POSTGRES_DIR",
+    "AGENTRUNNER_TEST_POSTGRES_BIN",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -118,6 +123,25 @@ def pg_database() -> Iterator[str]:
     yield url
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def restart_postgres(request: pytest.FixtureRequest) -> Callable[[], None]:
+    """Restart the test PostgreSQL (``pg_ctl restart -m fast``): the one pytest started, or one
+    started outside whose directories the environment names (``.ci/postgres.sh`` does)."""
+    from tests.throwaway_postgres import postgres_from_environment
+
+    url = _require_pg()
+    server = request.config.stash.get(_PG_SERVER, None) or postgres_from_environment(url)
+    if server is None:
+        reason = (
+            "cannot restart the test PostgreSQL: set AGENTRUNNER_TEST_POSTGRES_DIR and "
+            "AGENTRUNNER_TEST_POSTGRES_BIN (as .ci/postgres.sh does)"
+        )
+        if os.environ.get("AGENTRUNNER_REQUIRE_POSTGRES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return server.restart
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -6,6 +6,10 @@ command runs the PostgreSQL tests on any machine that has PostgreSQL, not only i
 lives in a temporary directory, listens on a spare loopback port, and is removed at the end.
 ``initdb`` refuses to run as root, so as root the cluster belongs to the ``postgres`` user.
 Set ``AGENTRUNNER_TEST_POSTGRES=off`` to skip the PostgreSQL tests instead.
+
+A server started from outside (``.ci/postgres.sh``) can still be restarted by the tests that
+need it when ``AGENTRUNNER_TEST_POSTGRES_DIR`` (the directory holding ``data/`` and ``log``) and
+``AGENTRUNNER_TEST_POSTGRES_BIN`` (its ``pg_ctl``'s directory) name it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ThrowawayPostgres", "start_throwaway_postgres"]
+__all__ = ["ThrowawayPostgres", "postgres_from_environment", "start_throwaway_postgres"]
+
+DIR_VAR = "AGENTRUNNER_TEST_POSTGRES_DIR"
+BIN_VAR = "AGENTRUNNER_TEST_POSTGRES_BIN"
 
 
 @dataclass
@@ -28,6 +35,18 @@ class ThrowawayPostgres:
     bin_dir: Path
     data_dir: Path
     as_user: list[str]
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``: every session is cut; the server is back when this
+        returns (``-w``), with the options it was started with."""
+        pg_ctl = str(self.bin_dir / "pg_ctl")
+        data, log = str(self.data_dir / "data"), str(self.data_dir / "log")
+        subprocess.run(
+            [*self.as_user, pg_ctl, "-D", data, "-l", log, "-m", "fast", "-w", "restart"],
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
 
     def stop(self) -> None:
         pg_ctl = str(self.bin_dir / "pg_ctl")
@@ -38,6 +57,16 @@ class ThrowawayPostgres:
             timeout=60,
         )
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def postgres_from_environment(url: str) -> ThrowawayPostgres | None:
+    """The server at ``url`` as the environment describes it (for restarts only: never
+    stopped), or None where it does not."""
+    data_dir, bin_dir = os.environ.get(DIR_VAR), os.environ.get(BIN_VAR)
+    if not data_dir or not bin_dir:
+        return None
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    return ThrowawayPostgres(url, Path(bin_dir), Path(data_dir), as_user)
 
 
 def _bin_dir() -> Path | None:

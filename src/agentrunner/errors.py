@@ -52,6 +52,8 @@ class ErrorCode(StrEnum):
     THREAD_NOT_FOUND = "thread_not_found"
     NOT_FOUND = "not_found"
     ADDRESS_IN_USE = "address_in_use"
+    # Workers: a run is settled once.
+    RUN_SETTLED = "run_settled"
 
     @property
     def info(self) -> CodeInfo:
@@ -183,9 +185,10 @@ _INFO: dict[ErrorCode, CodeInfo] = {
     _E.RUNNER_IO: CodeInfo(
         False,
         "agentrunner could not read or write something it needs: a file, the stdio protocol "
-        "stream, or the project directory (an agents directory whose only problems are "
-        "unreadable files reports this code).",
-        "Check the path and permissions named in the message.",
+        "stream, the project directory (an agents directory whose only problems are "
+        "unreadable files reports this code), or the database (unreachable for longer than "
+        "the store waits for it).",
+        "Check the path and permissions, or the database, named in the message.",
         _E.INTERNAL,
         "PYTHON_RUNNER_ERROR",
     ),
@@ -213,6 +216,15 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         False,
         "`agentrunner serve` could not listen: another program already uses the port.",
         "Stop the other server, or pick another port with `--port`.",
+        _E.INTERNAL,
+    ),
+    _E.RUN_SETTLED: CodeInfo(
+        False,
+        "A worker finished a run that had been settled meanwhile: it was paused or cut off "
+        "from the database past its lease, and the lease rules failed the run. Its late "
+        "result was not recorded (what it spent was); the run keeps the lease's reason.",
+        "Nothing to redo by hand; if workers are expected to stall that long, raise "
+        "`[workers] lease_s`.",
         _E.INTERNAL,
     ),
 }

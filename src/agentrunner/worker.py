@@ -7,6 +7,11 @@ runs whose worker stopped renewing its lease (killed, machine lost) — they are
 their tools may already have had effects — and frees their threads. ``stop()`` (SIGTERM) drains:
 no new claims; in-flight runs get ``drain_s`` to finish, then are cancelled, so nothing is left
 ``running``.
+
+A worker renews only the leases of the runs it is serving, one by one: a run it lost (failed by
+the lease rules while it was paused, or left unsettled because the database went away) is not
+kept alive by it, and one whose renewal finds it settled is stopped. A database that goes away
+— a restart — is waited for: the store reconnects, and the worker keeps claiming once it can.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError
+from agentrunner.store.drivers import is_unavailable
 
 if TYPE_CHECKING:
     from agentrunner.channels.service import ChannelService
@@ -29,6 +35,11 @@ if TYPE_CHECKING:
 __all__ = ["Worker"]
 
 log = logging.getLogger("agentrunner.worker")
+
+# While the database is unavailable (past the store's own retries), the claim loop pauses this
+# long, doubling up to the most.
+_OUTAGE_PAUSE_S = 0.5
+_OUTAGE_PAUSE_MAX_S = 10.0
 
 
 class Worker:
@@ -75,18 +86,27 @@ class Worker:
         await self.store.workers.heartbeat(self.id, self.concurrency)
         upkeep = asyncio.create_task(self._upkeep())
         cancels = asyncio.create_task(self._watch_cancels())
-        delay = 0.01
+        delay, outage = 0.01, _OUTAGE_PAUSE_S
         try:
             await self.store.mailbox.fail_expired()
             while not self._stopping.is_set():
-                if len(self._inflight) < self.concurrency:
-                    claimed = await self.store.mailbox.claim(self.id, self.lease_s)
-                    if claimed is not None:
-                        self._start(claimed)
-                        delay = 0.01
-                        continue
-                if until_idle and not self._inflight and not await self._queued():
-                    break
+                try:
+                    if len(self._inflight) < self.concurrency:
+                        claimed = await self.store.mailbox.claim(self.id, self.lease_s)
+                        if claimed is not None:
+                            self._start(claimed)
+                            delay = 0.01
+                            continue
+                    if until_idle and not self._inflight and not await self._queued():
+                        break
+                except Exception as exc:
+                    if not is_unavailable(exc):
+                        raise
+                    log.warning("database unavailable (%s); trying again in %g s", exc, outage)
+                    await self._pause(outage)
+                    outage = min(outage * 2, _OUTAGE_PAUSE_MAX_S)
+                    continue
+                outage = _OUTAGE_PAUSE_S
                 self._wake.clear()
                 waits: list[asyncio.Future[bool]] = [asyncio.ensure_future(self._wake.wait())]
                 if len(self._inflight) < self.concurrency:
@@ -104,6 +124,11 @@ class Worker:
             await listener.close()
             await self.store.workers.remove(self.id)
         return self.served
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, unless ``stop()`` comes first."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _start(self, claimed: ClaimedRun) -> None:
         abort = AbortSignal()
@@ -157,7 +182,7 @@ class Worker:
             await asyncio.sleep(self.lease_s / 3)
             try:
                 await self.store.workers.heartbeat(self.id, self.concurrency)
-                await self.store.mailbox.renew(self.id, self.lease_s)
+                await self._renew_leases()
                 failed = await self.store.mailbox.fail_expired()
                 if failed:
                     log.warning(
@@ -166,6 +191,16 @@ class Worker:
                     self._wake.set()
             except Exception:
                 log.exception("worker upkeep failed; retrying")
+
+    async def _renew_leases(self) -> None:
+        """Renew the runs in flight; stop those that are no longer this worker's to finish."""
+        for run_id, (task, abort) in list(self._inflight.items()):
+            if await self.store.mailbox.renew(run_id, self.id, self.lease_s) or task.done():
+                continue
+            # Settled meanwhile — most likely failed by the lease rules while this worker was
+            # paused: whatever it does now would not be recorded (its settle is refused).
+            log.warning("run %s was settled elsewhere (its lease ran out); stopping it", run_id)
+            abort.abort("the run was settled elsewhere: its lease ran out")
 
     async def _drain(self) -> None:
         if not self._inflight:

@@ -565,3 +565,104 @@ async def test_a_run_start_does_not_walk_the_threads_earlier_runs(store: Store) 
     details = [row["detail"] for row in plan]
     assert "SEARCH messages USING PRIMARY KEY (thread_id=? AND seq>?)" in details, details
     assert not any("SCAN" in d or "runs_thread_created" in d for d in details), details
+
+
+async def test_a_run_failed_by_the_lease_rules_stays_failed(store: Store) -> None:
+    """A worker that paused past its lease (its run failed meanwhile by another worker) cannot
+    settle the run when it resumes: its settle is refused with ``run_settled``, the batch that
+    carried it leaves the thread as it was, and what the run spent is still counted."""
+    from agentrunner.errors import AgentRunnerError
+
+    for thread_id, agent_id in (("t-late", "ceo"), ("t-live", "cfo")):
+        await store.threads.open(thread_id, agent_id)
+    await store.batch(
+        [
+            store.mailbox.enqueue_op(
+                run_id=run_id, agent_id=agent_id, thread_id=thread_id, request={"kind": "x"}
+            )
+            for run_id, agent_id, thread_id in (
+                ("run_late", "ceo", "t-late"),
+                ("run_live", "cfo", "t-live"),
+            )
+        ]
+    )
+    late = await store.mailbox.claim("paused:1", lease_s=-1.0)  # its lease is already over
+    live = await store.mailbox.claim("alive:2", lease_s=60.0)
+    assert (late and late.id, live and live.id) == ("run_late", "run_live")
+    assert await store.mailbox.fail_expired() == ["run_late"]  # another worker's upkeep
+    failed = await store.runs.get("run_late")
+    assert failed is not None and failed.status == "failed"
+    assert "paused:1 stopped renewing its lease" in (failed.error_message or "")
+
+    def settle(run_id: str, thread_id: str, status: str = "completed") -> RunLog:
+        log = RunLog(store, run_id, "ceo")
+        log.emit("cost.updated", _cost("x:m", 40))
+        log.emit("agent.message", {"text": f"{run_id} done", "model": "x:m"})
+        return log
+
+    late_log = settle("run_late", "t-late")
+    with pytest.raises(AgentRunnerError) as refused:
+        await late_log.flush_with(
+            [
+                *store.messages.append_ops(
+                    "t-late", 1, [AssistantMessage(text="too late")], "run_late"
+                ),
+                store.runs.finish_op("run_late", status="completed", stop_reason="end_turn"),
+            ]
+        )
+    assert refused.value.code == "run_settled"
+    assert "run_late" in refused.value.message and "failed" in refused.value.message
+    after = await store.runs.get("run_late")
+    assert after is not None
+    assert (after.status, after.stop_reason, after.error_message) == (
+        "failed",
+        "error",
+        failed.error_message,
+    )
+    assert await store.messages.page("t-late") == []  # the late answer is not in the thread
+    assert [e.type for e in await store.events.list("run_late")] == []
+    assert await store.costs.spent_today("ceo") == 40  # but what it spent is counted
+
+    # The same settle of a run still running lands; once settled, it stays settled.
+    live_log = settle("run_live", "t-live")
+    await live_log.flush_with(
+        [store.runs.finish_op("run_live", status="completed", stop_reason="end_turn")]
+    )
+    done = await store.runs.get("run_live")
+    assert done is not None and done.status == "completed"
+    assert [e.type for e in await store.events.list("run_live")] == [
+        "cost.updated",
+        "agent.message",
+    ]
+    for status in ("failed", "cancelled", "completed"):
+        with pytest.raises(AgentRunnerError) as again:
+            await store.batch([store.runs.finish_op("run_live", status=status, stop_reason="x")])
+        assert again.value.code == "run_settled" and "completed" in again.value.message
+    kept = await store.runs.get("run_live")
+    assert kept is not None and (kept.status, kept.stop_reason) == ("completed", "end_turn")
+    assert await store.costs.spent_today() == 80
+
+
+async def test_only_a_queued_run_is_claimed_and_only_a_running_one_is_failed(
+    store: Store,
+) -> None:
+    """``created → running`` only from ``created``, ``running → failed`` by the lease rules
+    only from ``running``: a cancelled queued run is never claimed, a settled run never failed."""
+    await store.threads.open("t", "ceo")
+    await store.batch(
+        [
+            store.mailbox.enqueue_op(
+                run_id=run_id, agent_id="ceo", thread_id="t", request={"kind": "x"}
+            )
+            for run_id in ("run_a", "run_b")
+        ]
+    )
+    assert await store.mailbox.cancel("run_a") == "cancelled"
+    claimed = await store.mailbox.claim("w:1", lease_s=-1.0)
+    assert claimed is not None and claimed.id == "run_b"  # not the cancelled one
+    await store.batch([store.runs.finish_op("run_b", status="completed", stop_reason="end_turn")])
+    assert await store.mailbox.claim("w:1", lease_s=60.0) is None
+    assert await store.mailbox.fail_expired() == []  # its lease is over, but it is settled
+    statuses = {r.id: r.status for r in await store.runs.list(thread_id="t")}
+    assert statuses == {"run_a": "cancelled", "run_b": "completed"}
+    assert await store.mailbox.cancel("run_b") == "not_cancellable"

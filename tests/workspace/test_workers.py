@@ -387,3 +387,208 @@ async def test_what_a_person_mistypes_in_a_conversation_is_caught(
     )
     served = _cli(fleet, "run", "a5", "hello")
     assert "mockai:x" in served.stderr and "❌" not in served.stderr  # a model, not an emoji
+
+
+async def test_a_worker_paused_past_its_lease_cannot_settle_its_run_later(
+    fleet: Path, mock: MockProvider
+) -> None:
+    """A worker stopped (SIGSTOP) mid-run until its lease ran out and another worker failed the
+    run: resumed, its settle is refused. The run stays failed with the lease's reason, the late
+    reply reaches neither the channel nor the thread, and the worker serves on."""
+    ws = await open_workspace(fleet)
+    try:
+        channel = await ws.channels.create("ops", members=["a0", "you"])
+        mock.queue(Reply(text="a late reply", delay_s=0.5), model="gpt-mock")
+        first = await ws.channels.post(channel, "you", "this run's worker will pause")
+        store = ws.runner.store
+        worker = start_worker(fleet, concurrency=1)
+        try:
+
+            async def in_model_call() -> bool:
+                run = await store.runs.get(first.run_ids[0])
+                return run is not None and run.status == "running" and len(mock.requests) >= 1
+
+            await wait_for(in_model_call, 30)
+            worker.send_signal(signal.SIGSTOP)
+            try:
+
+                async def failed_by_the_lease_rules() -> bool:  # as another worker's upkeep
+                    return first.run_ids[0] in await store.mailbox.fail_expired()
+
+                await wait_for(failed_by_the_lease_rules, 30)
+            finally:
+                worker.send_signal(signal.SIGCONT)
+            second = await ws.channels.post(channel, "you", "and this one is answered")
+
+            async def answered() -> bool:
+                run = await store.runs.get(second.run_ids[0])
+                return run is not None and run.status == "completed"
+
+            await wait_for(answered, 30)
+        finally:
+            assert stop(worker) == 0
+        late = await store.runs.get(first.run_ids[0])
+        assert late is not None and late.status == "failed", late
+        assert "stopped renewing its lease" in (late.error_message or "")
+        said = [(m.sender, m.content) for m in await store.channels.after(channel.id)]
+        assert ("a0", "a late reply") not in said
+        assert any(c.startswith("a0 could not reply (run_settled)") for s, c in said if s == "a0")
+        served = await store.runs.get(second.run_ids[0])
+        assert served is not None and served.worker_id == late.worker_id  # the same worker
+        thread = [m for _, m, _, _ in await store.messages.page("a0@ops")]
+        assert not any("a late reply" in str(m.to_dict()) for m in thread)
+    finally:
+        await ws.close()
+
+
+# A worker whose notes tool never returns: killed (kill -9) while the tool call is in flight.
+HANGING_WORKER = """
+import asyncio
+from agentrunner.capabilities import builtin
+from agentrunner.compose import open_workspace
+
+real = builtin.notes_tools
+
+def slow_notes(ctx):
+    tools = real(ctx)
+    for t in tools:
+        if t.name == "note_create":
+            async def hang(args, call):
+                print("TOOL-STARTED", flush=True)
+                await asyncio.sleep(3600)
+            t.fn = hang
+    return tools
+
+builtin.notes_tools = slow_notes
+
+async def main():
+    ws = await open_workspace()
+    await ws.worker(concurrency=1).run()
+
+asyncio.run(main())
+"""
+
+
+def _unanswered_calls(body: dict[str, Any]) -> list[str]:
+    """The ids of tool calls in an OpenAI-style request that no tool message answers."""
+    calls = [
+        call["id"]
+        for message in body.get("messages", [])
+        for call in message.get("tool_calls") or []
+    ]
+    answered = {m.get("tool_call_id") for m in body.get("messages", []) if m["role"] == "tool"}
+    return [c for c in calls if c not in answered]
+
+
+async def test_a_worker_killed_mid_tool_call_is_recovered_and_no_dangling_call_is_sent(
+    fleet: Path, agent: Agent, mock: MockProvider
+) -> None:
+    """kill -9 of a worker while a tool call runs: the lease rules fail the run, the agent's
+    next queued run is served on the same thread by another worker, and no request the provider
+    gets from then on carries a tool call without its result."""
+    agent("a0", "model: mockai:gpt-mock\ncapabilities: [notes]")
+    ws = await open_workspace(fleet)
+    store = ws.runner.store
+    try:
+
+        async def queue(run_id: str, message: str) -> None:
+            await store.batch(
+                [
+                    store.mailbox.enqueue_op(
+                        run_id=run_id,
+                        agent_id="a0",
+                        thread_id="a0-desk",
+                        request={"kind": "direct", "message": message},
+                    ),
+                    *store.mailbox.notify_ops("a0"),
+                ]
+            )
+            store.notify_runs()
+
+        mock.queue(Reply(tool_calls=[("note_create", {"title": "x", "body": "y"})]))
+        await queue("run_doomed", "write it down")
+        with subprocess.Popen(
+            [sys.executable, "-c", HANGING_WORKER],
+            cwd=fleet,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=os.environ.copy(),
+        ) as doomed:
+            try:
+                assert doomed.stdout is not None
+                line = await asyncio.wait_for(asyncio.to_thread(doomed.stdout.readline), 60)
+                assert b"TOOL-STARTED" in line
+            finally:
+                doomed.send_signal(signal.SIGKILL)
+                doomed.wait()
+        sent_before = len(mock.requests)
+        await queue("run_next", "are you there?")
+        rescuer = start_worker(fleet, concurrency=1, tag="rescuer")
+        try:
+
+            async def served() -> bool:
+                run = await store.runs.get("run_next")
+                return run is not None and run.status in ("completed", "failed")
+
+            await wait_for(served, 60)
+        finally:
+            assert stop(rescuer) == 0
+        dead, after = await store.runs.get("run_doomed"), await store.runs.get("run_next")
+        assert dead is not None and dead.status == "failed"
+        assert "stopped renewing its lease" in (dead.error_message or "")
+        assert after is not None and after.status == "completed", after
+        later = mock.requests[sent_before:]
+        assert later and all(_unanswered_calls(r.body) == [] for r in later)
+        assert "not run again" in str(later[-1].body)  # the dangling call was answered
+        history = [m for _, m, _, _ in await store.messages.page("a0-desk")]
+        assert getattr(history[-1], "text", None) == "Echo: are you there?"
+    finally:
+        await ws.close()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_a_worker_waits_out_a_database_locked_past_its_busy_timeout(
+    fleet: Path, mock: MockProvider, store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite's ``database is locked`` (another process writing for longer than the busy
+    timeout) is waited out by a worker, as a PostgreSQL restart is: it keeps serving after."""
+    import logging
+    import sqlite3
+
+    caplog.set_level(logging.WARNING, logger="agentrunner.worker")
+    ws = await open_workspace(fleet)
+    store = ws.runner.store
+    await store.driver.execute("PRAGMA busy_timeout = 50", {})  # give up on a lock quickly
+    serving: asyncio.Future[int] | None = None
+    try:
+        channel = await ws.channels.create("ops", members=["a0", "you"])
+        worker = ws.worker(concurrency=1)
+        serving = asyncio.ensure_future(worker.run())
+
+        async def completed(run_id: str) -> bool:
+            run = await store.runs.get(run_id)
+            return run is not None and run.status == "completed"
+
+        first = await ws.channels.post(channel, "you", "before the lock")
+        await wait_for(lambda: completed(first.run_ids[0]), 30)
+        locker = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")  # another process's long write
+        try:
+            store.notify_runs()  # the worker looks for work and finds the database locked
+
+            async def waited_or_died() -> bool:
+                return "database unavailable" in caplog.text or serving.done()
+
+            await wait_for(waited_or_died, 30)
+            assert not serving.done(), serving.exception()
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        second = await ws.channels.post(channel, "you", "after the lock")
+        await wait_for(lambda: completed(second.run_ids[0]), 30)
+        worker.stop()
+        assert await serving == 2
+    finally:
+        if serving is not None and not serving.done():
+            serving.cancel()
+        await ws.close()

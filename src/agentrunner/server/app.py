@@ -75,7 +75,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         422: "the request does not match the schema",
         500: "internal error",
         502: "the model provider rejected the credentials",
-        503: "the model provider is rate limiting or unavailable",
+        503: "the model provider is rate limiting or unavailable, or the database is",
     }.items()
 }
 
@@ -163,8 +163,11 @@ def create_app(
 
     @app.exception_handler(AgentRunnerError)
     async def runner_error(request: Request, exc: AgentRunnerError) -> JSONResponse:
+        body = error_body(str(exc.code), exc.message, exc.hint)
+        if exc.details.get("unavailable"):  # the database stayed away past the store's retries
+            return JSONResponse(body, status_code=503, headers={"Retry-After": "5"})
         status = 404 if exc.details.get("not_found") else _STATUS.get(exc.code, 500)
-        return JSONResponse(error_body(str(exc.code), exc.message, exc.hint), status_code=status)
+        return JSONResponse(body, status_code=status)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -5,6 +5,11 @@ of statements in one transaction, apply migrations. The SQLite driver runs state
 the event loop's thread — an append costs tens of microseconds, less than a hop to a worker
 thread would — in WAL mode, with ``synchronous=NORMAL`` (durable across a process crash; a power
 loss may drop the last transactions) and a busy timeout for other processes' writes.
+
+Both refuse a batch in which a guarded statement (``SqlSet.guarded``) changes no row: the batch
+is rolled back and ``GuardRefused`` raised. The PostgreSQL driver outlives its server's restarts:
+an operation whose connection was lost before anything of it could have committed is run again
+on a new connection, with backoff, for up to ``reconnect_s``; then ``DatabaseUnavailable``.
 """
 
 from __future__ import annotations
@@ -14,27 +19,81 @@ import contextlib
 import hashlib
 import operator
 import os
+import select
 import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.sql import SqlSet, replace_parameters
 from agentrunner.store.wake import SocketListener, notify_sockets
 
-__all__ = ["Driver", "PostgresDriver", "SQLiteDriver", "open_driver"]
+__all__ = [
+    "DatabaseUnavailable",
+    "Driver",
+    "GuardRefused",
+    "PostgresDriver",
+    "SQLiteDriver",
+    "is_unavailable",
+    "open_driver",
+]
 
 Params = Mapping[str, Any]
 Op = tuple[str, Params]
+T = TypeVar("T")
+
+
+class GuardRefused(Exception):
+    """A guarded statement changed no row (a run settled twice, say): its batch was rolled
+    back. ``query`` names the statement's block, ``params`` are its parameters."""
+
+    def __init__(self, query: str, params: Params) -> None:
+        super().__init__(f"{query} changed no row")
+        self.query = query
+        self.params = params
+
+
+class DatabaseUnavailable(AgentRunnerError):
+    """The database could not be reached for longer than the store waits for it. Workers wait
+    and try again; the HTTP API answers 503."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            ErrorCode.RUNNER_IO,
+            message,
+            hint="Check that the database server is running and reachable; agentrunner "
+            "reconnects by itself once it is.",
+            retryable=True,
+            details={"unavailable": True},
+        )
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be had for now — worth waiting for — rather
+    than that an operation is wrong: PostgreSQL unreachable past the driver's retries, or
+    SQLite locked by another process past its busy timeout."""
+    if isinstance(exc, DatabaseUnavailable):
+        return True
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.OperationalError)
+        and code is not None
+        and (code & 0xFF)
+        in (
+            sqlite3.SQLITE_BUSY,
+            sqlite3.SQLITE_LOCKED,
+        )
+    )
 
 
 class Driver(Protocol):
     dialect: str
     lock_file: str | None  # a file for thread locks' byte locks, where all users share a machine
+    guarded: Mapping[str, str]  # statements a batch must see change a row (SqlSet.guarded)
 
     async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]: ...
 
@@ -72,6 +131,7 @@ class SQLiteDriver:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.guarded: Mapping[str, str] = {}
         # Thread locks' byte locks (store/locks), beside the database like its -wal and -shm.
         self.lock_file = None if path == ":memory:" else f"{path}-locks"
         self._conn = sqlite3.connect(
@@ -199,11 +259,16 @@ class SQLiteDriver:
 
     def _transaction(self, ops: Sequence[Op]) -> None:
         conn = self._conn
+        guarded = self.guarded
         conn.execute("BEGIN IMMEDIATE")
         try:
             # Each statement's rows go through one executemany (a burst of events is one call).
             for sql, rows in _grouped(ops):
-                if len(rows) == 1:
+                if sql in guarded:  # row by row, so a refusal names its row
+                    for row in rows:
+                        if conn.execute(*_bind(sql, row)).rowcount == 0:
+                            raise GuardRefused(guarded[sql], row)
+                elif len(rows) == 1:
                     conn.execute(*_bind(sql, rows[0]))
                 else:
                     conn.executemany(*_bind_many(sql, rows))
@@ -398,7 +463,9 @@ class PostgresDriver:
     dialect = "postgres"
     lock_file: str | None = None
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 16) -> None:
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 16, reconnect_s: float = 30.0
+    ) -> None:
         try:
             from psycopg.rows import dict_row
             from psycopg_pool import AsyncConnectionPool
@@ -409,11 +476,15 @@ class PostgresDriver:
                 hint='pip install "agentrunner[postgres]"',
             ) from exc
         self.url = url
+        self.reconnect_s = reconnect_s
+        self.guarded: Mapping[str, str] = {}
         self.pool = AsyncConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
             open=False,
+            # A wait for a connection is one round of _run's retries, not all of them.
+            timeout=min(10.0, reconnect_s),
             kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 2},
         )
 
@@ -426,40 +497,84 @@ class PostgresDriver:
         await probe.close()
         await self.pool.open(wait=True, timeout=15)
 
+    async def _run(self, operation: Callable[[Any], Awaitable[T]]) -> T:
+        """``operation`` on a pooled connection. When the connection turns out lost (the
+        server restarted or went away) before anything of the operation can have committed,
+        it runs again on a new one — at once for an idle connection the server had closed,
+        else after a growing pause — until ``reconnect_s`` have passed since the first loss.
+
+        Every single statement the store runs alone is idempotent (reads, upserts, updates to
+        a value, guarded transitions), so one lost in flight is run again too; a transaction
+        is, unless its COMMIT was in flight (``_CommitInDoubt``: it may have committed)."""
+        give_up: float | None = None
+        pause = 0.05
+        while True:
+            try:
+                async with self.pool.connection() as conn:
+                    if _closed_by_server(conn):
+                        await conn.close()  # the pool discards it and connects anew
+                        raise _StaleConnection
+                    return await operation(conn)
+            except Exception as exc:
+                if not _connection_lost(exc):
+                    raise
+                now = time.monotonic()
+                if give_up is None:
+                    give_up = now + self.reconnect_s
+                if now >= give_up:  # the error's name only: its text may name the server
+                    raise DatabaseUnavailable(
+                        f"PostgreSQL could not be reached for {self.reconnect_s:g} s "
+                        f"(last error: {type(exc).__name__})"
+                    ) from exc
+                if not isinstance(exc, _StaleConnection):
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 1.0)
+
     async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
-        async with self.pool.connection() as conn:
+        async def fetch(conn: Any) -> list[dict[str, Any]]:
             cursor = await conn.execute(sql, params)
-            return list(await cursor.fetchall())  # type: ignore[arg-type]
+            return list(await cursor.fetchall())
+
+        return await self._run(fetch)
 
     async def fetch_one(self, sql: str, params: Params) -> dict[str, Any] | None:
-        async with self.pool.connection() as conn:
+        async def fetch(conn: Any) -> dict[str, Any] | None:
             cursor = await conn.execute(sql, params)
-            return await cursor.fetchone()  # type: ignore[return-value]
+            return cast(dict[str, Any] | None, await cursor.fetchone())
+
+        return await self._run(fetch)
 
     async def execute(self, sql: str, params: Params) -> int:
-        async with self.pool.connection() as conn:
+        async def run(conn: Any) -> int:
             cursor = await conn.execute(sql, params)
-            return cursor.rowcount
+            return int(cursor.rowcount)
+
+        return await self._run(run)
 
     async def fetch_stamped(self, sql: str, params: Params) -> list[dict[str, Any]]:
         """A mailbox claim. Right after a burst of enqueues the planner's statistics say the
         queue is nearly empty, and it would sort every queued run (tens of ms per claim); with
         bitmap scans and sorts off for this one statement it walks the ordered index and stops
         at the first claimable run."""
-        async with self.pool.connection() as conn, conn.transaction():
+
+        async def claim(conn: Any) -> list[dict[str, Any]]:
             await conn.execute("SET LOCAL enable_bitmapscan = off")
             await conn.execute("SET LOCAL enable_sort = off")
             cursor = await conn.execute(sql, {**params, "now": time.time()})
-            return list(await cursor.fetchall())  # type: ignore[arg-type]
+            return list(await cursor.fetchall())
+
+        return await self._run(lambda conn: _in_transaction(conn, claim))
 
     async def fetch_in_transaction(self, ops: Sequence[Op]) -> list[dict[str, Any]]:
-        async with self.pool.connection() as conn, conn.transaction():
+        async def run(conn: Any) -> list[dict[str, Any]]:
             cursor = None
             for sql, params in ops:
                 cursor = await conn.execute(sql, params)
             if cursor is None or cursor.description is None:
                 return []
-            return list(await cursor.fetchall())  # type: ignore[arg-type]
+            return list(await cursor.fetchall())
+
+        return await self._run(lambda conn: _in_transaction(conn, run))
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
         """Start committing ``ops`` and return at once (callers order their own batches)."""
@@ -468,12 +583,18 @@ class PostgresDriver:
     async def batch(self, ops: Sequence[Op]) -> None:
         if not ops:
             return
-        async with self.pool.connection() as conn, conn.transaction():
+        guarded = self.guarded
+
+        async def run(conn: Any) -> None:
             for sql, params in ops:
-                await conn.execute(sql, params)
+                cursor = await conn.execute(sql, params)
+                if sql in guarded and cursor.rowcount == 0:
+                    raise GuardRefused(guarded[sql], params)
+
+        await self._run(lambda conn: _in_transaction(conn, run))
 
     async def migrate(self, sql: SqlSet) -> list[int]:
-        async with self.pool.connection() as conn, conn.transaction():
+        async def run(conn: Any) -> list[int]:
             # One migrator at a time, whichever process gets there first.
             await conn.execute("SELECT pg_advisory_xact_lock(727274001)")
             await conn.execute(_MIGRATIONS_TABLE)
@@ -492,16 +613,16 @@ class PostgresDriver:
                 applied.append(version)
             return applied
 
+        return await self._run(lambda conn: _in_transaction(conn, run))
+
     def notify(self) -> None:
         """Nothing to do: the NOTIFY went out with the transaction that queued the runs."""
 
     async def listener(self, channel: str) -> Listener:
         """A connection LISTENing on ``channel``; ``wait`` returns when a NOTIFY arrives."""
-        import psycopg
-
-        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-        await conn.execute(f"LISTEN {channel}")
-        return _PgListener(conn)
+        listener = _PgListener(self.url, channel)
+        await listener.connect()
+        return listener
 
     async def close(self) -> None:
         await self.pool.close()
@@ -514,16 +635,103 @@ class Listener(Protocol):
 
 
 class _PgListener:
-    def __init__(self, conn: Any) -> None:
+    """LISTEN on its own connection. A lost connection is made again on the next ``wait``,
+    which then returns True: NOTIFYs sent meanwhile were lost, so the waiter looks for itself."""
+
+    def __init__(self, url: str, channel: str) -> None:
+        self._url = url
+        self._channel = channel
+        self._conn: Any = None
+
+    async def connect(self) -> None:
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        try:
+            await conn.execute(f"LISTEN {self._channel}")
+        except BaseException:
+            await conn.close()
+            raise
         self._conn = conn
 
     async def wait(self, timeout: float) -> bool:
-        async for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+        import psycopg
+
+        if self._conn is None:
+            try:
+                await self.connect()
+            except psycopg.Error:
+                await asyncio.sleep(timeout)  # still down: the caller polls meanwhile
+                return False
+            return True
+        try:
+            async for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                return True
+        except psycopg.Error:  # the server went away (a restart): listen again next time
+            await self._drop()
             return True
         return False
 
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        with contextlib.suppress(Exception):
+            await conn.close()
+
     async def close(self) -> None:
-        await self._conn.close()
+        if self._conn is not None:
+            await self._drop()
+
+
+class _StaleConnection(Exception):
+    """A pooled connection the server had closed while it sat idle."""
+
+
+class _CommitInDoubt(DatabaseUnavailable):
+    """The connection was lost while COMMIT was in flight: the transaction may have committed,
+    so it is not run again. (A claim in doubt is a run nobody renews: the lease rules fail it.)"""
+
+
+async def _in_transaction(conn: Any, body: Callable[[Any], Awaitable[T]]) -> T:
+    committing = False
+    try:
+        async with conn.transaction():
+            result = await body(conn)
+            committing = True  # what fails from here on failed in COMMIT
+    except Exception as exc:
+        if committing and _connection_lost(exc):
+            raise _CommitInDoubt(
+                "the connection to PostgreSQL was lost while a transaction committed; it may "
+                f"or may not have been written ({type(exc).__name__})"
+            ) from exc
+        raise
+    return result
+
+
+def _closed_by_server(conn: Any) -> bool:
+    """Whether an idle pooled connection has anything to read — the server's goodbye on a
+    restart (a FATAL, then EOF) — so it is not used: one poll, no round trip (psycopg-pool's
+    ``check_connection`` is an empty query to the server on every checkout)."""
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+# SQLSTATEs of a server that is going away or not yet there: admin_shutdown, crash_shutdown,
+# cannot_connect_now (class 08, connection exceptions, is matched whole).
+_GONE = frozenset({"57P01", "57P02", "57P03"})
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is the connection failing, not the statement: worth another go."""
+    import psycopg
+    import psycopg_pool
+
+    if isinstance(exc, _StaleConnection | psycopg_pool.PoolTimeout):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _GONE
 
 
 async def open_driver(url: str) -> Driver:

@@ -80,6 +80,14 @@ class ThreadLocks:
                     )
                 try:
                     yield held
+                except BaseException:
+                    # The batch that carried the release may be what failed (a settle refused,
+                    # the database lost): release again, as the ticket is gone if it committed.
+                    if held.ticket is not None:
+                        with contextlib.suppress(Exception):  # else its lease frees it
+                            for op in held.release_ops():
+                                await self.db.execute(*op)
+                    raise
                 finally:
                     if held.timer is not None:
                         held.timer.cancel()

@@ -83,11 +83,14 @@ class Mailbox(_Repo):
             int(row["depth"]),
         )
 
-    async def renew(self, worker_id: str, lease_s: float) -> None:
-        await self.db.execute(
-            self.sql["runs_lease_renew"],
-            {"worker_id": worker_id, "lease_until": time.time() + lease_s},
+    async def renew(self, run_id: str, worker_id: str, lease_s: float) -> bool:
+        """Extend the lease of a run ``worker_id`` is serving; False when the run is no longer
+        its to finish (settled meanwhile, by the lease rules or a cancel)."""
+        changed = await self.db.execute(
+            self.sql["run_lease_renew"],
+            {"id": run_id, "worker_id": worker_id, "lease_until": time.time() + lease_s},
         )
+        return changed > 0
 
     async def release(self, run_id: str) -> None:
         """Put a claimed run back in its mailbox (a worker stopping before it started it)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Literal
 
@@ -15,6 +15,7 @@ Dialect = Literal["sqlite", "postgres"]
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.M)
 _MIGRATION = re.compile(r"^-- migration: (\d+)\s*$", re.M)
+_GUARDED = re.compile(r"^-- guarded:", re.M)
 # A named parameter; string literals, quoted names and comments match whole first, so a colon
 # inside them is left alone, as is the second colon of PostgreSQL's ``::`` cast.
 _PARAM = re.compile(
@@ -37,6 +38,9 @@ class SqlSet:
     dialect: Dialect
     queries: dict[str, str]
     migrations: list[tuple[int, list[str]]]
+    # Statements marked ``-- guarded:``, by their text: a batch in which one changes no row is
+    # refused and rolled back (drivers' ``GuardRefused``); the value is the block's name.
+    guarded: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> str:
         return self.queries[name]
@@ -49,7 +53,9 @@ def load_sql(dialect: Dialect) -> SqlSet:
     if override.is_file():
         queries.update(_blocks(override.read_text()))
     rendered = {name: _render(sql, dialect) for name, sql in queries.items()}
-    return SqlSet(dialect, rendered, _migrations((files / "schema.sql").read_text(), dialect))
+    guarded = {rendered[name]: name for name, sql in queries.items() if _GUARDED.search(sql)}
+    migrations = _migrations((files / "schema.sql").read_text(), dialect)
+    return SqlSet(dialect, rendered, migrations, guarded)
 
 
 def _blocks(text: str) -> dict[str, str]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.channels import Channels
-from agentrunner.store.drivers import Driver, Listener, Op, open_driver
+from agentrunner.store.drivers import Driver, GuardRefused, Listener, Op, open_driver
 from agentrunner.store.locks import ThreadLocks
 from agentrunner.store.mailbox import Mailbox, Workers
 from agentrunner.store.repositories import (
@@ -34,6 +35,9 @@ class Store:
     def __init__(self, driver: Driver, sql: SqlSet, *, lock_lease_s: float = 30.0) -> None:
         self.driver = driver
         self.sql = sql
+        driver.guarded = sql.guarded
+        # What a refused batch still commits: money spent is spent, settled or not.
+        self._spent = frozenset(sql[q] for q in ("cost_insert", "cost_day_add", "budget_release"))
         self.threads = Threads(driver, sql)
         self.messages = Messages(driver, sql)
         self.runs = Runs(driver, sql)
@@ -53,12 +57,38 @@ class Store:
         return self.driver.dialect
 
     async def batch(self, ops: Sequence[Op]) -> None:
-        """Run the operations (from repositories' ``*_op`` methods) in one transaction."""
-        await self.driver.batch(ops)
+        """Run the operations (from repositories' ``*_op`` methods) in one transaction.
+
+        A batch that would settle a run already settled (``run_finish`` of a run no longer
+        ``running``: the lease rules failed it while its worker was paused) is refused whole
+        — the thread and the run stay as they were — but for its cost rows, which are written
+        on their own; then ``run_settled`` is raised."""
+        try:
+            await self.driver.batch(ops)
+        except GuardRefused as refused:
+            spent = [op for op in ops if op[0] in self._spent]
+            if spent:
+                await self.driver.batch(spent)
+            raise await self._refusal(refused) from None
+
+    async def _refusal(self, refused: GuardRefused) -> AgentRunnerError:
+        if refused.query != "run_finish":
+            return AgentRunnerError(ErrorCode.INTERNAL, f"refused: {refused}")
+        run_id = str(refused.params["id"])
+        run = await self.runs.get(run_id)
+        if run is None:
+            return AgentRunnerError(ErrorCode.INTERNAL, f"run {run_id} does not exist")
+        why = f": {run.error_message}" if run.error_message else ""
+        return AgentRunnerError(
+            ErrorCode.RUN_SETTLED,
+            f"run {run_id} was already {run.status} when its worker finished it{why}; "
+            "the late result was not recorded",
+            details={"run_id": run_id, "status": run.status},
+        )
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
         """Start committing ``ops`` in one transaction without waiting (see ``RunLog.submit``
-        for ordering)."""
+        for ordering). A run's settle goes through ``batch``, never here."""
         return self.driver.submit(ops)
 
     def notify_runs(self) -> None:

@@ -28,14 +28,14 @@ RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channe
 SELECT pg_notify('agentrunner_runs', :agent_id);
 
 -- name: run_finish
--- The database's clock, as for claims, so a run's end and the next claim compare truthfully
--- even when workers' clocks differ.
+-- guarded: as in queries.sql, a run settles once, from `running`. The database's clock, as for
+-- claims, so a run's end and the next claim compare truthfully even when workers' clocks differ.
 UPDATE runs
 SET status = :status, stop_reason = :stop_reason, model = :model, error_code = :error_code,
     error_message = :error_message, token_usage = :token_usage{json},
     cost_micros = :cost_micros, cost_known = :cost_known,
     completed_at = GREATEST(:now, extract(epoch from clock_timestamp()))
-WHERE id = :id;
+WHERE id = :id AND status = 'running';
 
 -- name: thread_ids_starting
 -- starts_with, not a range of the key: PostgreSQL orders text by the database's collation, in

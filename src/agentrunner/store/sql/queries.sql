@@ -78,11 +78,14 @@ VALUES (:id, :agent_id, :thread_id, :parent_run_id, :status, :trigger_message_id
         :channel_id, :dm_conversation_id, :request{json}, :depth, :now, :started_at);
 
 -- name: run_finish
+-- guarded: a run settles once, from `running`. A run the lease rules failed while its worker
+-- was paused stays failed: the late worker's settle changes no row, and the driver refuses
+-- the batch that carried it (the guard is this WHERE clause, not another statement).
 UPDATE runs
 SET status = :status, stop_reason = :stop_reason, model = :model, error_code = :error_code,
     error_message = :error_message, token_usage = :token_usage{json},
     cost_micros = :cost_micros, cost_known = :cost_known, completed_at = :now
-WHERE id = :id;
+WHERE id = :id AND status = 'running';
 
 -- name: run_abandon
 -- The runs that died holding the thread: each wrote messages past the count its thread's last
@@ -322,10 +325,14 @@ WHERE id = (
           LIMIT 1)
     ORDER BY r.created_at, r.id
     LIMIT 1)
+  AND status = 'created'
 RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth;
 
--- name: runs_lease_renew
-UPDATE runs SET lease_until = :lease_until WHERE worker_id = :worker_id AND status = 'running';
+-- name: run_lease_renew
+-- One run its worker still serves: no row changed says the run is no longer the worker's to
+-- finish (the lease rules failed it while the worker was paused or cut off), so it stops it.
+UPDATE runs SET lease_until = :lease_until
+WHERE id = :id AND worker_id = :worker_id AND status = 'running';
 
 -- name: runs_lease_expired
 SELECT id, agent_id, thread_id, worker_id FROM runs

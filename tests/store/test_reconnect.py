@@ -1,0 +1,95 @@
+"""The store outlives a database restart: PostgreSQL's ``pg_ctl restart -m fast`` cuts every
+connection, and the store's reads, writes and LISTEN carry on once the server is back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from agentrunner.store import Store
+from agentrunner.store.drivers import DatabaseUnavailable, PostgresDriver, is_unavailable
+
+postgres_only = pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+
+
+@postgres_only
+async def test_reads_writes_and_listening_go_on_after_a_restart(
+    store: Store, restart_postgres: Callable[[], None]
+) -> None:
+    await store.threads.open("t", "ceo")
+    await store.batch(
+        [
+            store.mailbox.enqueue_op(
+                run_id=f"run_{n}", agent_id="ceo", thread_id="t", request={"kind": "x"}
+            )
+            for n in range(3)
+        ]
+    )
+    listener = await store.run_listener()
+    try:
+        await asyncio.to_thread(restart_postgres)  # every connection the store held is cut
+        thread = await store.threads.get("t")  # a read
+        assert thread is not None and thread.agent_id == "ceo"
+        claimed = await store.mailbox.claim("w:1", lease_s=30.0)  # a write transaction
+        assert claimed is not None and claimed.id == "run_0"
+        assert await store.mailbox.renew("run_0", "w:1", 30.0)  # a single statement
+        await store.batch([store.runs.finish_op("run_0", status="completed", stop_reason="x")])
+        run = await store.runs.get("run_0")
+        assert run is not None and run.status == "completed"
+        # LISTEN again: the first wait after the loss wakes the waiter (what was sent while it
+        # was gone is lost), the next one hears a NOTIFY sent now.
+        for _ in range(5):
+            if not await listener.wait(0.5):
+                break
+        else:
+            raise AssertionError("the listener kept waking with nothing sent")
+        await store.batch(store.mailbox.notify_ops("ceo"))
+        assert await listener.wait(10)
+    finally:
+        await listener.close()
+
+
+@postgres_only
+async def test_what_is_asked_while_the_server_restarts_waits_for_it(
+    store: Store, restart_postgres: Callable[[], None]
+) -> None:
+    """Reads and writes issued while the server is going down and coming back are answered
+    when it is back, none of them failing."""
+    await store.threads.open("t", "ceo")
+    restarting = asyncio.ensure_future(asyncio.to_thread(restart_postgres))
+    answered = 0
+    while not restarting.done() or answered < 5:
+        thread = await store.threads.get("t")
+        assert thread is not None and thread.agent_id == "ceo"
+        await store.memory.set("ceo", "count", str(answered))
+        answered += 1
+        await asyncio.sleep(0.01)
+    await restarting
+    assert await store.memory.blocks("ceo") == {"count": str(answered - 1)}
+
+
+async def test_a_server_that_stays_away_is_reported_unavailable(pg_database: str) -> None:
+    """Past ``reconnect_s`` the store gives up with a clear, retryable error that names no
+    address; workers recognise it as the database being away (and wait), as they do SQLite's
+    ``database is locked``."""
+    import sqlite3
+
+    port = pg_database.rsplit(":", 1)[1].split("/", 1)[0]
+    driver = PostgresDriver(pg_database.replace(f":{port}/", ":1/"), reconnect_s=0.5)
+    await driver.pool.open()  # without waiting for a first connection, which never comes
+    try:
+        with pytest.raises(DatabaseUnavailable) as info:
+            await driver.fetch_all("SELECT 1", {})
+    finally:
+        await driver.close()
+    error = info.value
+    assert error.code == "runner_io" and error.retryable
+    assert "could not be reached for 0.5 s" in error.message and "127.0.0.1" not in error.message
+    assert is_unavailable(error)
+    conn = sqlite3.connect(":memory:")
+    with pytest.raises(sqlite3.OperationalError) as wrong:
+        conn.execute("SELECT * FROM nowhere")
+    conn.close()
+    assert not is_unavailable(wrong.value)  # a wrong statement is not an outage
