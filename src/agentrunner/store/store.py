@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from agentrunner.store.channels import Channels
 from agentrunner.store.drivers import Driver, Listener, Op, open_driver
+from agentrunner.store.idempotency import IdempotencyKeys
 from agentrunner.store.locks import ThreadLocks
 from agentrunner.store.mailbox import Mailbox, Workers
 from agentrunner.store.repositories import (
@@ -47,6 +48,7 @@ class Store:
         self.workers = Workers(driver, sql)
         self.channels = Channels(driver, sql)
         self.task_cache = TaskCacheRows(driver, sql)
+        self.idempotency = IdempotencyKeys(driver, sql)
 
     @property
     def dialect(self) -> str:
