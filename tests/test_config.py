@@ -129,6 +129,12 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ('[prices."m"]\ninput = 1\n', "unknown key 'prices.m.input'"),
         ("[cache]\nttl_s = 0\n", "cache.ttl_s must be a positive number of seconds"),
         ('[cache]\nmax_mb = "lots"\n', "cache.max_mb must be a positive number of megabytes"),
+        ("[workers]\nmax_queue = 0\n", "workers.max_queue must be at least 1"),
+        ('[workers]\nmax_queue = "many"\n', "workers.max_queue must be a whole number"),
+        ('[server]\nallowed_hosts = "a.b"\n', "must be a list of host names"),
+        ('[server]\nallowed_hosts = ["http://a.b"]\n', "'http://a.b' is not a host name"),
+        ('[server]\nallowed_hosts = ["a.b:8080"]\n', "'a.b:8080' is not a host name"),
+        ('[server]\nallow_hosts = ["a.b"]\n', "did you mean 'server.allowed_hosts'"),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
@@ -140,6 +146,16 @@ def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
     assert fragment in err.message
     assert err.file and err.file.endswith("agentrunner.toml")
     assert "sk-123" not in err.message and "hunter2" not in err.message
+
+
+def test_queue_bound_and_allowed_hosts(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "[project]\n").parent, env={})
+    assert (config.max_queue, config.allowed_hosts) == (1000, ())
+    write(
+        tmp_path, '[workers]\nmax_queue = 5\n[server]\nallowed_hosts = ["Box.Local", "[FD00::1]"]\n'
+    )
+    config = load_config(tmp_path, env={})
+    assert (config.max_queue, config.allowed_hosts) == (5, ("box.local", "[fd00::1]"))
 
 
 def test_cache_limits(tmp_path: Path) -> None:

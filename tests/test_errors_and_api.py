@@ -37,7 +37,7 @@ SEED_004 = {
 
 
 def test_taxonomy_is_closed_and_complete() -> None:
-    interfaces = {"thread_not_found", "not_found", "address_in_use"}
+    interfaces = {"thread_not_found", "not_found", "address_in_use", "unauthorized", "queue_full"}
     workers = {"run_settled"}
     expected = set(SEED_001) | set(SEED_004.values()) | {"budget_exceeded"} | interfaces | workers
     assert {str(c) for c in ErrorCode} == expected

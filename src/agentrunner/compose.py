@@ -43,9 +43,14 @@ class Workspace:
 
     def __init__(self, runner: AgentRunner) -> None:
         from agentrunner.channels import ChannelService
+        from agentrunner.queueing import RunQueue
 
+        config = runner.config
         self.runner = runner
-        self.channels = ChannelService(runner, chain_depth=runner.config.chain_depth)
+        self.channels = ChannelService(
+            runner, chain_depth=config.chain_depth, max_queue=config.max_queue
+        )
+        self.runs = RunQueue(runner, max_queue=config.max_queue)
 
     def worker(self, *, concurrency: int | None = None) -> Worker:
         config = self.runner.config

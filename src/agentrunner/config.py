@@ -46,7 +46,8 @@ PROVIDER_KINDS = ("openai", "anthropic", "test")
 _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "project": ("agents_dir", "state_dir"),
     "defaults": ("model", "persona", "title_model", "person", "chain_depth"),
-    "workers": ("lease_s", "concurrency"),
+    "workers": ("lease_s", "concurrency", "max_queue"),
+    "server": ("allowed_hosts",),
     "cache": ("backend", "ttl_s", "max_mb"),
     "channels": (),
     "database": ("url",),
@@ -68,6 +69,9 @@ _PROVIDER_KEYS = (
 _PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok", "cache_write_per_mtok")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password")
 _PASSWORD_IN_URL = re.compile(r"://[^/@:]+:[^/@]+@")
+# A host name, an IPv4 address, or an IPv6 address in brackets (as a Host header writes it).
+_HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\]")
+DEFAULT_MAX_QUEUE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +198,8 @@ class Config:
     chain_depth: int = 3
     lease_s: float = 30.0
     worker_concurrency: int = 4
+    max_queue: int = DEFAULT_MAX_QUEUE
+    allowed_hosts: tuple[str, ...] = ()
     cache_ttl_s: float | None = None
     cache_max_bytes: int | None = None
     cache_backend: str = "file"
@@ -354,6 +360,10 @@ def _build(
         worker_concurrency=_count(
             raw.get("workers", {}).get("concurrency", 4), "workers.concurrency", err
         ),
+        max_queue=_positive(
+            raw.get("workers", {}).get("max_queue", DEFAULT_MAX_QUEUE), "workers.max_queue", err
+        ),
+        allowed_hosts=_hosts(raw.get("server", {}).get("allowed_hosts", []), err),
         cache_ttl_s=cache_ttl_s,
         cache_backend=cache_backend,
         cache_max_bytes=None if cache_max_mb is None else int(cache_max_mb * 1024 * 1024),
@@ -429,6 +439,26 @@ def _count(value: Any, name: str, err: _Err) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise err(f"{name} must be a whole number, got {value!r}", name.rsplit(".", 1)[-1])
     return value
+
+
+def _positive(value: Any, name: str, err: _Err) -> int:
+    if _count(value, name, err) == 0:
+        raise err(f"{name} must be at least 1, got 0", name.rsplit(".", 1)[-1])
+    return int(value)
+
+
+def _hosts(value: Any, err: _Err) -> tuple[str, ...]:
+    """``[server] allowed_hosts``: names a server without a token answers as ``Host``."""
+    if not isinstance(value, list) or not all(isinstance(h, str) for h in value):
+        raise err("server.allowed_hosts must be a list of host names", "allowed_hosts")
+    for host in value:
+        if not _HOST_NAME.fullmatch(host.lower()):
+            raise err(
+                f"server.allowed_hosts: {host!r} is not a host name",
+                "allowed_hosts",
+                'Write names alone, e.g. "agents.internal" or "[fd00::1]": any port is accepted.',
+            )
+    return tuple(h.lower() for h in value)
 
 
 def _choice(value: Any, choices: tuple[str, ...], name: str, err: _Err) -> str:

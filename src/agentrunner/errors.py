@@ -52,6 +52,8 @@ class ErrorCode(StrEnum):
     THREAD_NOT_FOUND = "thread_not_found"
     NOT_FOUND = "not_found"
     ADDRESS_IN_USE = "address_in_use"
+    UNAUTHORIZED = "unauthorized"
+    QUEUE_FULL = "queue_full"
     # Workers: a run is settled once.
     RUN_SETTLED = "run_settled"
 
@@ -217,6 +219,23 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         "`agentrunner serve` could not listen: another program already uses the port.",
         "Stop the other server, or pick another port with `--port`.",
         _E.INTERNAL,
+    ),
+    _E.UNAUTHORIZED: CodeInfo(
+        False,
+        "The HTTP API refused the request: the bearer token is missing or wrong (401), or, "
+        "on a server with no token, the `Host` header names neither loopback nor a name in "
+        "`[server] allowed_hosts` (403) — as a web page reaching the server through DNS "
+        "rebinding would.",
+        "Send `Authorization: Bearer <token>`; for a server without a token, call it as "
+        "`localhost`/`127.0.0.1`/`[::1]` or add its name to `[server] allowed_hosts`.",
+        _E.VALIDATION,
+    ),
+    _E.QUEUE_FULL: CodeInfo(
+        True,
+        "The agent's mailbox already holds `[workers] max_queue` queued runs, so the request "
+        "would queue another (HTTP 429, with `Retry-After`). Nothing was written.",
+        "Retry after the time given; add workers, or raise `[workers] max_queue`.",
+        _E.PROVIDER_RATE_LIMIT,
     ),
     _E.RUN_SETTLED: CodeInfo(
         False,

@@ -31,6 +31,7 @@ from agentrunner.engine.turn import (
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.ids import new_id
+from agentrunner.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, check_text
 from agentrunner.prompt import PromptBuilder, PromptContext, agent_notes, notes_message
 from agentrunner.sessions import agent_thread, check_owner, session_thread
 from agentrunner.store.repositories import ops
@@ -244,7 +245,14 @@ class AgentRunner:
         a request cut off before the provider reported it). Cancelling the task that awaits
         this settles the run as cancelled too, then re-raises ``CancelledError``.
         ``run_id`` names a run already claimed from a mailbox (its row exists, ``running``).
+        A thread id, message or input that cannot be stored (``agentrunner.inputs``) is
+        ``validation``, before anything is written (a claimed run's thread was named by the
+        library when it was queued).
         """
+        if run_id is None:
+            check_id(thread_id, "thread_id", MAX_THREAD_ID_CHARS)
+        check_text(message, "message", max_chars=None)
+        input = check_input(input, max_bytes=None)
         return await self._run(
             _Request(
                 agent_id,
@@ -272,6 +280,8 @@ class AgentRunner:
         after. Everything else is as ``run_agent``: the agent's tools, capabilities, MCP servers
         and trust, its budgets, the run recorded with its steps, events and costs (its
         ``thread_id`` empty), and the same outcomes. What tasks (seed 004) run on."""
+        check_text(message, "message", max_chars=None)
+        input = check_input(input, max_bytes=None)
         return await self._run(
             _Request(
                 agent_id,

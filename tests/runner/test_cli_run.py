@@ -425,3 +425,21 @@ def test_a_bad_agent_file_fails_a_run_as_validate_reports_it(
     code, _, ran = cli(capsys, "exec", "tmpl", "--input", "{}")
     assert code == 1
     assert ran.startswith("error: agents/tmpl.md:2: missing_mandatory_placeholder"), ran
+
+
+def test_only_a_failure_that_is_tried_again_says_so(
+    agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentrunner.testing import Fault
+
+    agent("helper")
+    for status, expected in ((400, "validation"), (401, "provider_auth")):
+        mock.queue(Reply(fault=Fault.http(status)))
+        code, _, err = cli(capsys, "run", "helper", "hi")
+        assert code == 1, err
+        assert "retrying" not in err and "failing over" not in err, err
+        assert f"! mockai:gpt-mock: {expected} (HTTP {status})" in err  # the attempt is shown
+    mock.queue(Reply(fault=Fault.http(503)), Reply(text="Back."))
+    code, out, err = cli(capsys, "run", "helper", "hi")
+    assert code == 0 and "Back." in out
+    assert "provider_unavailable" in err and "retrying or failing over" in err

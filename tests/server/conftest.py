@@ -50,7 +50,8 @@ def server(project: Path) -> Iterator[Any]:
     started: list[ServerThread] = []
 
     def start(**options: Any) -> ServerThread:
-        running = ServerThread(create_app(project, token="secret-token", **options))
+        options.setdefault("token", "secret-token")
+        running = ServerThread(create_app(project, **options))
         started.append(running)
         return running
 

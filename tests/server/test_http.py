@@ -60,7 +60,7 @@ def test_auth_and_json_errors(agent: Agent, server: Any) -> None:
     server = server()
     assert httpx2.get(f"{server.url}/health").status_code == 200
     denied = httpx2.get(f"{server.url}/agents")
-    assert denied.status_code == 401 and denied.json()["error"]["code"] == "provider_auth"
+    assert denied.status_code == 401 and denied.json()["error"]["code"] == "unauthorized"
     missing = httpx2.get(f"{server.url}/agents/ghost", headers=AUTH)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "agent_not_found"
     bad = httpx2.post(f"{server.url}/threads", headers=AUTH, json={"agent_id": ""})

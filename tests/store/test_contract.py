@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -666,3 +667,83 @@ async def test_only_a_queued_run_is_claimed_and_only_a_running_one_is_failed(
     statuses = {r.id: r.status for r in await store.runs.list(thread_id="t")}
     assert statuses == {"run_a": "cancelled", "run_b": "completed"}
     assert await store.mailbox.cancel("run_b") == "not_cancellable"
+
+
+async def test_an_idempotency_key_is_recorded_with_its_work_once(store: Store) -> None:
+    keys = store.idempotency
+    assert await keys.find("POST /threads/t/runs", "k1") is None
+
+    def work(run_id: str, fingerprint: str = "f1") -> list[Any]:
+        return [
+            store.mailbox.enqueue_op(
+                run_id=run_id, agent_id="ceo", thread_id=None, request={"kind": "direct"}
+            ),
+            keys.record_op("POST /threads/t/runs", "k1", fingerprint, {"run_id": run_id}, 60),
+        ]
+
+    await store.batch(work("run_a"))
+    found = await keys.find("POST /threads/t/runs", "k1")
+    assert found is not None and (found.fingerprint, found.result) == ("f1", {"run_id": "run_a"})
+    # A second record of the live key fails its whole transaction: the work is not written.
+    import sqlite3
+
+    import psycopg
+
+    with pytest.raises((sqlite3.IntegrityError, psycopg.IntegrityError)):
+        await store.batch(work("run_b", "f2"))
+    assert await store.runs.get("run_b") is None
+    assert (await keys.find("POST /threads/t/runs", "k1")).result == {"run_id": "run_a"}  # type: ignore[union-attr]
+    # Keys are per scope, and other keys are other keys.
+    assert await keys.find("POST /threads/u/runs", "k1") is None
+    assert await keys.find("POST /threads/t/runs", "k2") is None
+    await store.batch([keys.record_op("POST /threads/u/runs", "k1", "f1", {"run_id": "run_c"}, 60)])
+    assert (await keys.find("POST /threads/u/runs", "k1")).result == {"run_id": "run_c"}  # type: ignore[union-attr]
+
+
+async def test_an_idempotency_claim_is_held_completed_released_and_expires(store: Store) -> None:
+    keys = store.idempotency
+    assert await keys.claim("chat", "k", "f1", 60)
+    assert not await keys.claim("chat", "k", "f1", 60)  # held: nobody else gets it
+    pending = await keys.find("chat", "k")
+    assert pending is not None and pending.result is None
+    assert await keys.renew("chat", "k", "f1", 120)
+    assert not await keys.renew("chat", "k", "other", 120)  # only the claim's own request
+    assert (await keys.find("chat", "k")).expires_at > pending.expires_at  # type: ignore[union-attr]
+    assert await keys.complete("chat", "k", "f1", {"text": "hi"}, 60)
+    assert not await keys.complete("chat", "k", "f1", {"text": "again"}, 60)  # once
+    assert not await keys.release("chat", "k", "f1")  # a completed key stays
+    assert (await keys.find("chat", "k")).result == {"text": "hi"}  # type: ignore[union-attr]
+    # Released: the key is free again.
+    assert await keys.claim("chat", "r", "f1", 60)
+    assert await keys.release("chat", "r", "f1")
+    assert await keys.find("chat", "r") is None
+    assert await keys.claim("chat", "r", "f2", 60)
+    # Expired: absent, taken over by a new claim or a new record, and swept.
+    assert await keys.claim("chat", "old", "f1", -1)
+    assert await keys.find("chat", "old") is None
+    assert await keys.claim("chat", "gone", "f1", -1)
+    assert await keys.claim("chat", "gone", "f2", 60)
+    assert (await keys.find("chat", "gone")).fingerprint == "f2"  # type: ignore[union-attr]
+    await store.batch([keys.record_op("chat", "stale", "f1", {"x": 1}, -1)])
+    assert await keys.find("chat", "stale") is None
+    await store.batch([keys.record_op("chat", "stale", "f2", {"x": 2}, 60)])
+    assert (await keys.find("chat", "stale")).result == {"x": 2}  # type: ignore[union-attr]
+    await store.batch([keys.record_op("chat", "swept", "f1", {"x": 1}, -1)])
+    assert await keys.sweep() == 1
+    assert (await keys.find("chat", "k")).result == {"text": "hi"}  # type: ignore[union-attr]
+
+
+async def test_a_mailbox_counts_its_queued_runs_up_to_a_bound(store: Store) -> None:
+    await store.batch(
+        [
+            store.mailbox.enqueue_op(
+                run_id=f"run_{n}", agent_id="ceo", thread_id=None, request={"kind": "direct"}
+            )
+            for n in range(5)
+        ]
+    )
+    assert await store.mailbox.queued("ceo", 100) == 5
+    assert await store.mailbox.queued("ceo", 3) == 3
+    assert await store.mailbox.queued("cfo", 100) == 0
+    assert await store.mailbox.claim("w1", 30) is not None
+    assert await store.mailbox.queued("ceo", 100) == 4

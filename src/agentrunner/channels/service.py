@@ -20,9 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.channels.resolver import resolve_targets
+from agentrunner.config import DEFAULT_MAX_QUEUE
 from agentrunner.engine.tools import Tool, ToolContext, ToolRetry
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.idempotency import IdempotencyKey, commit_once, first_result
 from agentrunner.ids import new_id
+from agentrunner.inputs import check_id, check_text
+from agentrunner.queueing import ensure_room
 from agentrunner.store.channels import Channel, ChannelMessage
 
 if TYPE_CHECKING:
@@ -39,13 +43,21 @@ DEFAULT_CHAIN_DEPTH = 3
 class Posted:
     message: ChannelMessage
     run_ids: list[str]
+    repeated: bool = False  # a repeat of an idempotent post: nothing new was written
 
 
 class ChannelService:
-    def __init__(self, runner: AgentRunner, *, chain_depth: int = DEFAULT_CHAIN_DEPTH) -> None:
+    def __init__(
+        self,
+        runner: AgentRunner,
+        *,
+        chain_depth: int = DEFAULT_CHAIN_DEPTH,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+    ) -> None:
         self.runner = runner
         self.store = runner.store
         self.chain_depth = chain_depth
+        self.max_queue = max_queue
 
     # -- channels -----------------------------------------------------------------------------
 
@@ -67,6 +79,7 @@ class ChannelService:
         return channel
 
     async def channel(self, name: str) -> Channel:
+        check_id(name, "channel")
         channel = await self.store.channels.by_name(name.lstrip("#"))
         if channel is None:
             names = [c["name"] for c in await self.store.channels.all() if c["kind"] != "dm"]
@@ -82,6 +95,7 @@ class ChannelService:
         return channel
 
     async def dm_channel(self, agent_id: str, person: str) -> Channel:
+        check_id(person, "sender")
         self.runner.agents.get(agent_id)
         a, b = sorted((agent_id, person))
         return await self._ensure(
@@ -122,15 +136,26 @@ class ChannelService:
         thread_root: str | None = None,
         depth: int = 0,
         run_id: str | None = None,
+        idempotency: IdempotencyKey | None = None,
     ) -> Posted:
         """Post ``text`` and queue a run for every agent that should hear it, in one
-        transaction (nothing half-written); wakes idle workers."""
+        transaction (nothing half-written); wakes idle workers. ``validation`` for a bad
+        sender, text or reply id; ``queue_full`` when a post from outside a run would queue a
+        run past an agent's bound (agents' replies are bounded by the chain depth instead); a
+        repeat of ``idempotency`` returns the first post."""
+        check_id(sender, "sender")
+        check_text(text, "text")
         if not text.strip():
             raise AgentRunnerError(
                 ErrorCode.VALIDATION,
                 "the message is empty",
                 hint="Say something: the agents who hear it will reply.",
             )
+        if thread_root is not None:
+            check_id(thread_root, "thread")
+        first = await first_result(self.store, idempotency)
+        if first is not None:
+            return await self._posted(channel, first)
         members = await self.store.channels.members(channel.id)
         sender_kind = self._kind_of(sender)
         if thread_root is not None:
@@ -165,6 +190,8 @@ class ChannelService:
         ]
         ops: list[Any] = [self.store.channels.message_op(message)]
         run_ids: list[str] = []
+        if depth == 0:
+            await ensure_room(self.store, targets, self.max_queue)
         if depth <= self.chain_depth:
             for agent_id in targets:
                 queued = new_id("run_")
@@ -186,10 +213,24 @@ class ChannelService:
                     )
                 )
                 ops.extend(self.store.mailbox.notify_ops(agent_id))
-        await self.store.batch(ops)
+        result = {"message_id": message.id, "run_ids": run_ids}
+        first = await commit_once(self.store, idempotency, ops, result)
+        if first is not None:
+            return await self._posted(channel, first)
         if run_ids:
             self.store.notify_runs()
         return Posted(message, run_ids)
+
+    async def _posted(self, channel: Channel, first: dict[str, Any]) -> Posted:
+        """The answer to a repeat of an idempotent post: the first post, as it was stored."""
+        message = await self.store.channels.message(channel.id, first["message_id"])
+        if message is None:
+            raise AgentRunnerError(
+                ErrorCode.NOT_FOUND,
+                f"#{channel.name} no longer has message '{first['message_id']}'",
+                hint="The Idempotency-Key names a post to another channel: use a new key.",
+            )
+        return Posted(message, list(first["run_ids"]), repeated=True)
 
     # -- serving a queued run -----------------------------------------------------------------
 

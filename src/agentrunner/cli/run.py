@@ -254,10 +254,12 @@ class _Printer:
             err.print(f"{mark} [dim]{escape(data['output_summary'][:160])}[/]", soft_wrap=True)
         elif kind == "model.attempt_failed":
             self.end()
-            err.print(
-                f"[yellow]! {escape(data['model'])}: {escape(str(data['error_code']))} — "
-                "retrying or failing over[/]"
-            )
+            failed = f"! {escape(data['model'])}: {escape(str(data['error_code']))}"
+            if data.get("failover"):
+                err.print(f"[yellow]{failed} — retrying or failing over[/]")
+            else:  # a bad request or rejected key: the run ends with it, tried nowhere else
+                status = f" (HTTP {data['status']})" if data.get("status") else ""
+                err.print(f"[yellow]{failed}{status}[/]")
 
     def end(self) -> None:
         if self.mid_line:

@@ -48,6 +48,7 @@ async def _serve(
 
     from agentrunner.compose import open_workspace
     from agentrunner.server import create_app
+    from agentrunner.server.protocol import uvicorn_config
 
     workspace = await open_workspace()
     try:
@@ -57,7 +58,7 @@ async def _serve(
             + (" · token required" if token else "")
         )
         app = create_app(token=token, worker=worker, cors_origins=cors, workspace=workspace)
-        config = uvicorn.Config(app, log_level="warning", access_log=False)
+        config = uvicorn_config(app, log_level="warning", access_log=False)
         await uvicorn.Server(config).serve(sockets=[sock])
     finally:
         await workspace.close()

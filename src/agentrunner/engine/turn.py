@@ -386,6 +386,7 @@ class _TurnRun:
                     "status": outcome.status,
                     "duration_ms": attempt.duration_ms,
                     "message": outcome.message,
+                    "failover": outcome.failover,
                 },
             )
 

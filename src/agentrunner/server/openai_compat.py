@@ -13,32 +13,45 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Depends, Header, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import StreamingResponse
 
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.idempotency import IdempotencyKey, run_once
 from agentrunner.ids import new_id
-from agentrunner.server.routes import workspace
+from agentrunner.inputs import check_text
+from agentrunner.server.fields import Id, Text, idempotency, mark_replayed
+from agentrunner.server.routes import IDEMPOTENCY, workspace
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
 
+class ContentPart(BaseModel):
+    """A part of a message's content: only ``text`` parts reach the agent (the fields of
+    others are accepted and left out)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = Field(max_length=50)
+    text: Text | None = None
+
+
 class ChatMessage(BaseModel):
     role: str = Field(max_length=20)
-    content: str | list[dict[str, Any]] | None = None
+    content: Text | Annotated[list[ContentPart], Field(max_length=100)] | None = None
 
 
 class ChatRequest(BaseModel):
-    model: str = Field(min_length=1, max_length=200)
+    model: Id
     messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
     stream: bool = False
-    user: str | None = Field(default=None, max_length=200)
+    user: Id | None = None
 
 
 @router.get("/models")
@@ -55,60 +68,108 @@ async def models(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
 @router.post("/chat/completions", response_model=None)
 async def chat_completions(
     body: ChatRequest,
+    request: Request,
+    response: Response,
     ws: Workspace = Depends(workspace),
-    x_agentrunner_thread: str | None = Header(default=None),
+    x_agentrunner_thread: Id | None = Header(default=None),
+    idempotency_key: str | None = IDEMPOTENCY,
 ) -> dict[str, Any] | StreamingResponse:
     agent = ws.runner.agents.get(body.model)
-    text = _last_user_text(body.messages)
+    text = check_text(_last_user_text(body.messages), "messages: the last user message")
     thread = x_agentrunner_thread or (
         f"{agent.id}-{body.user}" if body.user else new_id(f"{agent.id}-")
     )
-    completion_id = new_id("chatcmpl-")
+    key = idempotency(request, idempotency_key, body, thread=x_agentrunner_thread)
+    chat = _Chat(ws, agent.id, thread, text)
     if not body.stream:
-        result = await ws.runner.run_agent(agent.id, thread, text)
-        return {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": agent.id,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": result.text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": _usage(result.usage),
-        }
+        completion, repeated = await chat.complete(key)
+        mark_replayed(response.headers, repeated)
+        return _completion_json(completion)
     return StreamingResponse(
-        _stream(ws, agent.id, thread, text, completion_id),
+        chat.stream(key),
         media_type="text/event-stream",
         headers={"x-agentrunner-thread": thread},
     )
 
 
-async def _stream(
-    ws: Workspace, agent_id: str, thread: str, text: str, completion_id: str
-) -> AsyncIterator[bytes]:
-    from agentrunner.callbacks import AgentRunnerCallbacks
+class _Chat:
+    """One chat completion: the agent's run, once per idempotency key; what a repeat is
+    answered from is the completion's JSON (``_completion``), streamed or not."""
 
-    queue: asyncio.Queue[str | None] = asyncio.Queue()
-    created = int(time.time())
+    def __init__(self, ws: Workspace, agent_id: str, thread: str, text: str) -> None:
+        self.ws = ws
+        self.agent_id = agent_id
+        self.thread = thread
+        self.text = text
+        self.id = new_id("chatcmpl-")
+        self.created = int(time.time())
+        self.tokens: asyncio.Queue[str | None] = asyncio.Queue()
 
-    def on_event(kind: str, data: dict[str, Any]) -> None:
-        if kind == "agent.token" and "from_agent" not in data:
-            queue.put_nowait(data["token"])
-        elif kind == "model.attempt_failed":
-            pass  # a retry streams its own tokens; OpenAI's format has no way to take text back
+    async def run(self) -> dict[str, Any]:
+        from agentrunner.callbacks import AgentRunnerCallbacks
 
-    def chunk(
-        delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None
+        def on_event(kind: str, data: dict[str, Any]) -> None:
+            if kind == "agent.token" and "from_agent" not in data:
+                self.tokens.put_nowait(data["token"])
+            # model.attempt_failed: a retry streams its own tokens; OpenAI's format has no way
+            # to take text back
+
+        result = await self.ws.runner.run_agent(
+            self.agent_id, self.thread, self.text, AgentRunnerCallbacks(on_event=on_event)
+        )
+        return {
+            "id": self.id,
+            "created": self.created,
+            "model": self.agent_id,
+            "text": result.text,
+            "usage": _usage(result.usage),
+        }
+
+    async def complete(self, key: IdempotencyKey | None) -> tuple[dict[str, Any], bool]:
+        if key is None:
+            return await self.run(), False
+        return await run_once(self.ws.runner.store, key, self.run)
+
+    async def stream(self, key: IdempotencyKey | None) -> AsyncIterator[bytes]:
+        async def finish() -> tuple[dict[str, Any], bool]:
+            try:
+                return await self.complete(key)
+            finally:
+                self.tokens.put_nowait(None)
+
+        # Not tied to this generator: a client that goes away mid-stream leaves the run (and
+        # its idempotency key) to finish, so its retry gets the answer.
+        task = asyncio.ensure_future(finish())
+        yield self._chunk(self.id, self.created, {"role": "assistant", "content": ""})
+        while (token := await self.tokens.get()) is not None:
+            yield self._chunk(self.id, self.created, {"content": token})
+        try:
+            completion, repeated = await task
+        except AgentRunnerError as exc:
+            error = {"error": {"code": str(exc.code), "message": exc.message}}
+            yield f"data: {json.dumps(error)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+            return
+        cid, created = completion["id"], completion["created"]
+        if repeated:  # nothing was streamed live: the first answer, whole
+            yield self._chunk(cid, created, {"content": completion["text"]})
+        yield self._chunk(cid, created, {}, "stop")
+        yield self._chunk(cid, created, {}, usage=completion["usage"])
+        yield b"data: [DONE]\n\n"
+
+    def _chunk(
+        self,
+        cid: str,
+        created: int,
+        delta: dict[str, Any],
+        finish: str | None = None,
+        usage: dict[str, int] | None = None,
     ) -> bytes:
         payload: dict[str, Any] = {
-            "id": completion_id,
+            "id": cid,
             "object": "chat.completion.chunk",
             "created": created,
-            "model": agent_id,
+            "model": self.agent_id,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
             if usage is None
             else [],
@@ -117,28 +178,22 @@ async def _stream(
             payload["usage"] = usage
         return f"data: {json.dumps(payload)}\n\n".encode()
 
-    async def run() -> Any:
-        try:
-            return await ws.runner.run_agent(
-                agent_id, thread, text, AgentRunnerCallbacks(on_event=on_event)
-            )
-        finally:
-            queue.put_nowait(None)
 
-    task = asyncio.ensure_future(run())
-    yield chunk({"role": "assistant", "content": ""})
-    while (token := await queue.get()) is not None:
-        yield chunk({"content": token})
-    try:
-        result = await task
-    except AgentRunnerError as exc:
-        error = {"error": {"code": str(exc.code), "message": exc.message}}
-        yield f"data: {json.dumps(error)}\n\n".encode()
-        yield b"data: [DONE]\n\n"
-        return
-    yield chunk({}, "stop")
-    yield chunk({}, usage=_usage(result.usage))
-    yield b"data: [DONE]\n\n"
+def _completion_json(completion: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": completion["id"],
+        "object": "chat.completion",
+        "created": completion["created"],
+        "model": completion["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": completion["text"]},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": completion["usage"],
+    }
 
 
 def _last_user_text(messages: list[ChatMessage]) -> str:
@@ -147,7 +202,7 @@ def _last_user_text(messages: list[ChatMessage]) -> str:
             continue
         if isinstance(message.content, str):
             return message.content
-        parts = [p.get("text", "") for p in message.content or () if p.get("type") == "text"]
+        parts = [p.text or "" for p in message.content or () if p.type == "text"]
         if parts:
             return "".join(parts)
     raise AgentRunnerError(ErrorCode.VALIDATION, "messages has no user message with text")

@@ -14,13 +14,15 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.idempotency import MAX_KEY_CHARS
 from agentrunner.ids import new_id
+from agentrunner.server.fields import Id, Input, Text, idempotency, mark_replayed
 from agentrunner.store.records import thread_message_dict
 
 __all__ = ["router"]
@@ -37,20 +39,35 @@ def workspace(request: Request) -> Workspace:
 
 
 class ThreadCreate(BaseModel):
-    agent_id: str = Field(min_length=1, max_length=200)
+    agent_id: Id
     id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[\w.@:-]+$")
 
 
 class RunCreate(BaseModel):
-    agent_id: str = Field(min_length=1, max_length=200)
-    message: str = Field(min_length=1, max_length=200_000)
-    input: dict[str, Any] = Field(default_factory=dict)
+    agent_id: Id
+    message: Text = Field(min_length=1)
+    input: Input = Field(
+        default_factory=dict,
+        description="values for the agent's {{input.x}} placeholders: at most 32 levels deep "
+        "and 200,000 bytes as JSON",
+    )
 
 
 class PostMessage(BaseModel):
-    text: str = Field(min_length=1, max_length=200_000)
-    sender: str | None = Field(default=None, min_length=1, max_length=200)
-    thread: str | None = Field(default=None, max_length=200)
+    text: Text = Field(min_length=1)
+    sender: Id | None = None
+    thread: Id | None = Field(default=None, description="reply in the thread of this message")
+
+
+IDEMPOTENCY = Header(
+    default=None,
+    alias="Idempotency-Key",
+    min_length=1,
+    max_length=MAX_KEY_CHARS,
+    pattern=r"^[ -~]+$",
+    description="a retry with the same key (1 to 255 printable ASCII characters) gets the "
+    "first response and starts nothing",
+)
 
 
 def _not_found(what: str, key: str) -> AgentRunnerError:
@@ -63,7 +80,7 @@ async def list_agents(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
 
 
 @router.get("/agents/{agent_id}", tags=["agents"])
-async def get_agent(agent_id: str, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+async def get_agent(agent_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     return ws.runner.agents.get(agent_id).summary()
 
 
@@ -78,7 +95,7 @@ async def create_thread(body: ThreadCreate, ws: Workspace = Depends(workspace)) 
 
 @router.get("/threads", tags=["threads"])
 async def list_threads(
-    agent_id: str | None = None,
+    agent_id: Id | None = None,
     cursor: float | None = Query(default=None, description="updated_at of the last item seen"),
     limit: int = Query(default=50, ge=1, le=500),
     ws: Workspace = Depends(workspace),
@@ -91,7 +108,7 @@ async def list_threads(
 
 
 @router.get("/threads/{thread_id}", tags=["threads"])
-async def get_thread(thread_id: str, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+async def get_thread(thread_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     thread = await ws.runner.store.threads.get(thread_id)
     if thread is None:
         raise _not_found("thread", thread_id)
@@ -100,7 +117,7 @@ async def get_thread(thread_id: str, ws: Workspace = Depends(workspace)) -> dict
 
 @router.get("/threads/{thread_id}/messages", tags=["threads"])
 async def thread_messages(
-    thread_id: str,
+    thread_id: Id,
     cursor: int = Query(
         default=0, ge=0, le=MAX_INT, description="the seq of the last message seen"
     ),
@@ -114,32 +131,29 @@ async def thread_messages(
 
 @router.post("/threads/{thread_id}/runs", status_code=202, tags=["runs"])
 async def start_run(
-    thread_id: str, body: RunCreate, ws: Workspace = Depends(workspace)
+    thread_id: Id,
+    body: RunCreate,
+    request: Request,
+    response: Response,
+    idempotency_key: str | None = IDEMPOTENCY,
+    ws: Workspace = Depends(workspace),
 ) -> dict[str, Any]:
-    """Queue a run of ``agent_id`` on the thread; a worker starts it. Follow it on
-    ``/runs/{run_id}/events``."""
-    ws.runner.agents.get(body.agent_id)
-    store = ws.runner.store
-    run_id = new_id("run_")
-    await store.threads.open(thread_id, body.agent_id)  # a new id opens a thread of the agent
-    await ws.runner.agent_thread(body.agent_id, thread_id)  # an existing one must be its own
-    await store.batch(
-        [
-            store.mailbox.enqueue_op(
-                run_id=run_id,
-                agent_id=body.agent_id,
-                thread_id=thread_id,
-                request={"kind": "direct", "message": body.message, "input": body.input},
-            ),
-            *store.mailbox.notify_ops(body.agent_id),
-        ]
+    """Queue a run of ``agent_id`` on the thread (a new id opens a thread of the agent); a
+    worker starts it. Follow it on ``/runs/{run_id}/events``. 429 when the agent's queue is
+    full."""
+    queued = await ws.runs.queue(
+        body.agent_id,
+        thread_id,
+        body.message,
+        input=body.input,
+        idempotency=idempotency(request, idempotency_key, body),
     )
-    store.notify_runs()
-    return {"run_id": run_id, "thread_id": thread_id, "status": "created"}
+    mark_replayed(response.headers, queued.repeated)
+    return {"run_id": queued.run_id, "thread_id": queued.thread_id, "status": "created"}
 
 
 @router.get("/runs/{run_id}", tags=["runs"])
-async def get_run(run_id: str, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+async def get_run(run_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     run = await ws.runner.store.runs.get(run_id)
     if run is None:
         raise _not_found("run", run_id)
@@ -147,7 +161,7 @@ async def get_run(run_id: str, ws: Workspace = Depends(workspace)) -> dict[str, 
 
 
 @router.post("/runs/{run_id}/cancel", tags=["runs"])
-async def cancel_run(run_id: str, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
+async def cancel_run(run_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     if await ws.runner.store.runs.get(run_id) is None:
         raise _not_found("run", run_id)
     return {"run_id": run_id, "cancel": await ws.runner.store.mailbox.cancel(run_id)}
@@ -155,7 +169,7 @@ async def cancel_run(run_id: str, ws: Workspace = Depends(workspace)) -> dict[st
 
 @router.get("/runs/{run_id}/events", tags=["events"], response_class=EventSourceResponse)
 async def run_events(
-    run_id: str,
+    run_id: Id,
     after: int = Query(default=0, ge=0, le=MAX_INT),
     last_event_id: str | None = Header(default=None),
     ws: Workspace = Depends(workspace),
@@ -168,7 +182,7 @@ async def run_events(
 
 @router.get("/threads/{thread_id}/events", tags=["events"], response_class=EventSourceResponse)
 async def thread_events(
-    thread_id: str,
+    thread_id: Id,
     last_event_id: str | None = Header(default=None),
     ws: Workspace = Depends(workspace),
 ) -> EventSourceResponse:
@@ -184,34 +198,57 @@ async def list_channels(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
 
 @router.post("/channels/{name}/messages", status_code=201, tags=["channels"])
 async def post_message(
-    name: str, body: PostMessage, ws: Workspace = Depends(workspace)
+    name: Id,
+    body: PostMessage,
+    request: Request,
+    response: Response,
+    idempotency_key: str | None = IDEMPOTENCY,
+    ws: Workspace = Depends(workspace),
 ) -> dict[str, Any]:
+    """Post to a channel; a run is queued for each agent that should hear it (429 when one's
+    queue is full: nothing is posted)."""
     channel = await ws.channels.channel(name)
     posted = await ws.channels.post(
-        channel, body.sender or ws.runner.config.person, body.text, thread_root=body.thread
+        channel,
+        body.sender or ws.runner.config.person,
+        body.text,
+        thread_root=body.thread,
+        idempotency=idempotency(request, idempotency_key, body),
     )
+    mark_replayed(response.headers, posted.repeated)
     return {"message": _message(posted.message), "run_ids": posted.run_ids}
 
 
 @router.post("/dm/{agent_id}", status_code=201, tags=["channels"])
 async def direct_message(
-    agent_id: str, body: PostMessage, ws: Workspace = Depends(workspace)
+    agent_id: Id,
+    body: PostMessage,
+    request: Request,
+    response: Response,
+    idempotency_key: str | None = IDEMPOTENCY,
+    ws: Workspace = Depends(workspace),
 ) -> dict[str, Any]:
     sender = body.sender or ws.runner.config.person
     channel = await ws.channels.dm_channel(agent_id, sender)
-    posted = await ws.channels.post(channel, sender, body.text)
+    posted = await ws.channels.post(
+        channel,
+        sender,
+        body.text,
+        idempotency=idempotency(request, idempotency_key, body),
+    )
+    mark_replayed(response.headers, posted.repeated)
     return {"channel": channel.name, "message": _message(posted.message), "run_ids": posted.run_ids}
 
 
 @router.get("/channels/{name}/messages", tags=["channels"])
 async def channel_messages(
-    name: str,
-    cursor: str = Query(default="", max_length=200, description="the id of the last message seen"),
+    name: Id,
+    cursor: Id | None = Query(default=None, description="the id of the last message seen"),
     limit: int = Query(default=100, ge=1, le=1000),
     ws: Workspace = Depends(workspace),
 ) -> dict[str, Any]:
     channel = await ws.channels.channel(name)
-    messages = await ws.runner.store.channels.after(channel.id, cursor, limit)
+    messages = await ws.runner.store.channels.after(channel.id, cursor or "", limit)
     return {
         "data": [_message(m) for m in messages],
         "next_cursor": messages[-1].id if len(messages) == limit else None,
@@ -220,7 +257,7 @@ async def channel_messages(
 
 @router.get("/channels/{name}/events", tags=["events"], response_class=EventSourceResponse)
 async def channel_events(
-    name: str, last_event_id: str | None = Header(default=None), ws: Workspace = Depends(workspace)
+    name: Id, last_event_id: str | None = Header(default=None), ws: Workspace = Depends(workspace)
 ) -> EventSourceResponse:
     channel = await ws.channels.channel(name)
     return EventSourceResponse(_tail_channel(ws, channel.id, last_event_id or ""), ping=15)

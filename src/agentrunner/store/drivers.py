@@ -68,7 +68,7 @@ class DatabaseUnavailable(AgentRunnerError):
             hint="Check that the database server is running and reachable; agentrunner "
             "reconnects by itself once it is.",
             retryable=True,
-            details={"unavailable": True},
+            details={"unavailable": True, "retry_after_s": 5},
         )
 
 

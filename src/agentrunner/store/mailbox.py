@@ -133,6 +133,13 @@ class Mailbox(_Repo):
         rows = await self.db.fetch_all(self.sql["runs_to_cancel"], {"worker_id": worker_id})
         return [r["id"] for r in rows]
 
+    async def queued(self, agent_id: str, limit: int) -> int:
+        """How many runs ``agent_id`` has queued, counting no further than ``limit``."""
+        row = await self.db.fetch_one(
+            self.sql["mailbox_queued"], {"agent_id": agent_id, "limit": limit}
+        )
+        return int(row["runs"]) if row else 0
+
     async def depths(self) -> dict[str, dict[str, int]]:
         """Per agent: how many runs are queued (``created``) and ``running``."""
         out: dict[str, dict[str, int]] = {}

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.channels import Channels
 from agentrunner.store.drivers import Driver, GuardRefused, Listener, Op, open_driver
+from agentrunner.store.idempotency import IdempotencyKeys
 from agentrunner.store.locks import ThreadLocks
 from agentrunner.store.mailbox import Mailbox, Workers
 from agentrunner.store.repositories import (
@@ -51,6 +52,7 @@ class Store:
         self.workers = Workers(driver, sql)
         self.channels = Channels(driver, sql)
         self.task_cache = TaskCacheRows(driver, sql)
+        self.idempotency = IdempotencyKeys(driver, sql)
 
     @property
     def dialect(self) -> str:

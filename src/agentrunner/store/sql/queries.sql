@@ -453,3 +453,50 @@ DELETE FROM task_cache;
 
 -- name: task_cache_clear_agent
 DELETE FROM task_cache WHERE agent_id = :agent_id;
+
+-- name: idempotency_get
+SELECT fingerprint, result, created_at, expires_at FROM idempotency_keys
+WHERE scope = :scope AND client_key = :client_key;
+
+-- name: idempotency_drop_expired
+DELETE FROM idempotency_keys
+WHERE scope = :scope AND client_key = :client_key AND expires_at <= :now;
+
+-- name: idempotency_record
+-- A plain INSERT: a live row with the key fails the transaction it is in, so the work written
+-- with it is not written twice.
+INSERT INTO idempotency_keys (scope, client_key, fingerprint, result, created_at, expires_at)
+VALUES (:scope, :client_key, :fingerprint, :result{json}, :now, :expires_at);
+
+-- name: idempotency_claim
+-- Claim a key for work whose result comes later (result NULL); an expired row is taken over.
+INSERT INTO idempotency_keys (scope, client_key, fingerprint, result, created_at, expires_at)
+VALUES (:scope, :client_key, :fingerprint, NULL, :now, :expires_at)
+ON CONFLICT (scope, client_key) DO UPDATE
+SET fingerprint = excluded.fingerprint, result = NULL, created_at = excluded.created_at,
+    expires_at = excluded.expires_at
+WHERE idempotency_keys.expires_at <= excluded.created_at;
+
+-- name: idempotency_renew
+UPDATE idempotency_keys SET expires_at = :expires_at
+WHERE scope = :scope AND client_key = :client_key AND fingerprint = :fingerprint
+  AND result IS NULL;
+
+-- name: idempotency_complete
+UPDATE idempotency_keys SET result = :result{json}, expires_at = :expires_at
+WHERE scope = :scope AND client_key = :client_key AND fingerprint = :fingerprint
+  AND result IS NULL;
+
+-- name: idempotency_release
+DELETE FROM idempotency_keys
+WHERE scope = :scope AND client_key = :client_key AND fingerprint = :fingerprint
+  AND result IS NULL;
+
+-- name: idempotency_sweep
+DELETE FROM idempotency_keys WHERE expires_at <= :now;
+
+-- name: mailbox_queued
+-- How many runs an agent has queued, counting no further than :limit (the bound being checked).
+SELECT COUNT(*) AS runs FROM (
+    SELECT 1 FROM runs WHERE agent_id = :agent_id AND status = 'created' LIMIT :limit
+) AS queued;

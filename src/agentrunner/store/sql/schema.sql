@@ -310,3 +310,22 @@ CREATE TABLE budget_holds (
     PRIMARY KEY (day, agent_id, id)
 ){clustered};
 ALTER TABLE costs ADD COLUMN estimated BOOLEAN NOT NULL DEFAULT FALSE
+;
+
+-- migration: 11
+-- Idempotency keys (docs/http-api.md): a client's retry of a POST — a queued run, a channel
+-- post, a chat completion — with the same Idempotency-Key gets the first response and starts
+-- nothing, whichever process answers it. `scope` is the route and the caller the key belongs
+-- to; `fingerprint` the first request's (a different request with the key is refused);
+-- `result` what a repeat is answered from, NULL while the first request is still being served
+-- (its claim renewed until `expires_at`). Expired rows are ignored, and deleted as met.
+CREATE TABLE idempotency_keys (
+    scope TEXT NOT NULL,
+    client_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    result {json},
+    created_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (scope, client_key)
+){clustered};
+CREATE INDEX idempotency_keys_expires ON idempotency_keys (expires_at)

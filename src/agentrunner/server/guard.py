@@ -1,0 +1,143 @@
+"""What every request passes before a route runs, as one pure ASGI middleware (it must see the
+body as it arrives, which ``BaseHTTPMiddleware`` cannot):
+
+* **Host.** A server without a token answers only requests whose ``Host`` is loopback
+  (``localhost``, ``127.0.0.1``, ``[::1]``, any port) or a name in ``[server] allowed_hosts``:
+  a web page that rebinds its own name to 127.0.0.1 sends its own name, and is refused (403).
+* **Token.** With a token, every request but ``/health`` needs ``Authorization: Bearer`` (401).
+* **Body size.** Bytes are counted as they arrive, chunked bodies included, and the request is
+  answered 413 as soon as the limit is passed; a declared ``Content-Length`` past it is refused
+  before anything is read.
+* **Crashes.** An unexpected exception is logged and answered 500 here, rather than re-raised to
+  the server, which would then drop the client's kept-alive connection.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Collection
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentrunner.server.errors import error_response
+
+__all__ = ["LOOPBACK_HOSTS", "Guard", "host_name"]
+
+log = logging.getLogger("agentrunner.server")
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def host_name(host: str) -> str:
+    """The name in a ``Host`` header, lower-cased, without its port."""
+    host = host.strip().lower()
+    if host.startswith("["):  # [v6]:port
+        end = host.find("]")
+        return host[: end + 1] if end != -1 else host
+    name, colon, port = host.rpartition(":")
+    return name if colon and port.isdigit() else host
+
+
+class Guard:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        allowed_hosts: Collection[str],
+        max_body_bytes: int,
+    ) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode() if token is not None else None
+        self.allowed_hosts = allowed_hosts  # shared: the app adds the project's names on start
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self._guarded(scope, receive, send)
+
+    def _refusal(self, scope: Scope, headers: Headers) -> Any:
+        if self.expected is None:
+            host = headers.get("host", "")
+            if host_name(host) not in LOOPBACK_HOSTS | set(self.allowed_hosts):
+                return error_response(
+                    403,
+                    "unauthorized",
+                    f"Host {host.strip().lower()[:200]!r} is not accepted by a server "
+                    "without a token",
+                    "Without AGENTRUNNER_API_TOKEN the server answers only localhost, "
+                    "127.0.0.1 and [::1] (a web page could otherwise reach it by DNS "
+                    "rebinding): call it by one of those, add the name to [server] "
+                    "allowed_hosts in agentrunner.toml, or set a token.",
+                )
+        elif scope["path"] != "/health":
+            given = headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, self.expected):
+                return error_response(
+                    401,
+                    "unauthorized",
+                    "missing or wrong bearer token",
+                    "Send Authorization: Bearer <token>, the server's AGENTRUNNER_API_TOKEN.",
+                )
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_body_bytes:
+            return self._too_large()
+        return None
+
+    def _too_large(self) -> Any:
+        return error_response(
+            413,
+            "validation",
+            f"request body over {self.max_body_bytes} bytes",
+            "Send less: long texts and inputs are bounded field by field too.",
+        )
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        received = 0
+        too_large = started = False
+
+        async def counted() -> Message:
+            nonlocal received, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body_bytes:
+                    too_large = True
+                    raise _BodyTooLarge
+            return message
+
+        async def answer(message: Message) -> None:
+            nonlocal started
+            if too_large:  # whatever the app made of a cut-off body, the answer is 413
+                if message["type"] == "http.response.start" and not started:
+                    started = True
+                    await self._too_large()(scope, receive, send)
+                return
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, answer)
+        except _BodyTooLarge:
+            if not started:
+                started = True
+                await self._too_large()(scope, receive, send)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            if not started:
+                await error_response(500, "internal", "internal error")(scope, receive, send)
