@@ -53,3 +53,25 @@ async def test_a_long_retry_after_fails_the_run_at_once_and_the_next_run_is_serv
     # The provider cooled down (a new runner, a new chain): the agent's next run is served.
     runner = await open_runner()
     assert (await runner.run_agent("limited", "t2", "second")).text == "Echo: second"
+
+
+async def test_the_deadline_covers_a_run_asked_of_another_agent(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    """The boss's deadline passes while its worker's run waits on a stalled provider: the boss
+    fails with run_timeout, the worker's run is settled as cancelled, nothing is left running."""
+    agent("boss", "capabilities: [agents]\nlimits:\n  timeout_s: 0.5")
+    agent("worker")  # its own deadline: the default 600 s
+    mock.queue(
+        Reply(tool_calls=[("ask_agent", {"agent": "worker", "message": "hi"})]),
+        Reply(text="too late", fault=Fault.stall(5)),
+    )
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent("boss", "t", "delegate")
+    assert info.value.code is ErrorCode.RUN_TIMEOUT
+    runs = {r.agent_id: r for r in await runner.store.runs.list(limit=10)}
+    assert (runs["boss"].status, runs["boss"].error_code) == ("failed", "run_timeout")
+    assert runs["worker"].status == "cancelled"
+    assert runs["worker"].parent_run_id == runs["boss"].id
+    assert len(mock.requests) == 2

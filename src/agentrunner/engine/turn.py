@@ -169,35 +169,34 @@ async def run_turn(turn: Turn) -> TurnResult:
             tracker.limit, tracker.label = limits.max_budget_micros, limits.budget_label
     run = _TurnRun(turn)
     abort = turn.abort
-    if abort is None and limits.timeout_s is None:
-        return await _settle(run, run.run())
     if abort is not None and abort.aborted:
         raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled")
-    # The turn runs in its own task so an abort or the deadline cancels only the turn, never
-    # the caller.
-    inner = asyncio.ensure_future(run.run())
+    work = run.run() if limits.timeout_s is None else _within(run, limits.timeout_s)
+    if abort is None:
+        return await _settle(run, work)
+    # The turn runs in its own task so an abort cancels only the turn, never the caller.
+    inner = asyncio.ensure_future(work)
 
     def cancel() -> None:
         run.silenced = True
         inner.cancel()
 
-    def expire() -> None:
-        run.expired = True
-        cancel()
-
-    unsubscribe = abort.on_abort(cancel) if abort is not None else None
-    deadline = (
-        asyncio.get_running_loop().call_later(limits.timeout_s, expire)
-        if limits.timeout_s is not None
-        else None
-    )
+    unsubscribe = abort.on_abort(cancel)
     try:
         return await _settle(run, inner)
     finally:
-        if deadline is not None:
-            deadline.cancel()
-        if unsubscribe is not None:
-            unsubscribe()
+        unsubscribe()
+
+
+async def _within(run: _TurnRun, seconds: float) -> TurnResult:
+    """``run`` with its deadline: past it, the task running the turn is cancelled where it
+    waits (as by the caller, but told apart from that: ``run.expired``)."""
+    deadline = asyncio.timeout(seconds)
+    try:
+        async with deadline:
+            return await run.run()
+    finally:
+        run.expired = deadline.expired()
 
 
 async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
@@ -218,9 +217,9 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
         if abort is not None and abort.aborted:
             run.repair()
             raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled") from exc
-        if run.expired:  # e.g. a tool that turned its cancellation into an error
-            run.repair()
-            raise run.timed_out() from exc
+        if run.expired:  # asyncio.timeout's TimeoutError, or a tool that turned the
+            run.repair()  # cancellation into an error of its own
+            raise run.timed_out() from None
         if isinstance(exc, TurnError):
             run.gate.release()
             raise
