@@ -101,12 +101,12 @@ class HttpModelClient:
         await self._client.aclose()
 
     async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
-        sent = False
+        built = False
         try:
             path = self._wire.path(request)
             body = self._wire.build(request)
             content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-            sent = True
+            built = True
             if not request.stream:
                 response = await self._client.post(path, content=content)
                 if response.status_code >= 400:
@@ -118,10 +118,10 @@ class HttpModelClient:
                     raise self._http_error(response)
                 return await self._fold(response, on_delta)
         except Exception as exc:
-            error = self._leaving(self._failure(request, exc, sent), exc)
+            error = self._leaving(self._failure(request, exc, built), exc)
         raise error  # out of the handler, so an exception that echoed the key is not its context
 
-    def _failure(self, request: ModelRequest, exc: Exception, sent: bool) -> AgentRunnerError:
+    def _failure(self, request: ModelRequest, exc: Exception, built: bool) -> AgentRunnerError:
         """``exc`` classified, its text scrubbed."""
         if isinstance(exc, AgentRunnerError):
             if isinstance(exc, ProviderError):
@@ -135,7 +135,7 @@ class HttpModelClient:
             return self._transport_error(FailureKind.TIMEOUT, request, exc)
         if isinstance(exc, httpx2.NetworkError | httpx2.RemoteProtocolError | httpx2.ProxyError):
             return self._transport_error(FailureKind.CONNECTION, request, exc)
-        if sent and isinstance(exc, json.JSONDecodeError | KeyError | TypeError):
+        if built and isinstance(exc, json.JSONDecodeError | KeyError | TypeError):
             return ProviderError(
                 FailureKind.UNKNOWN,
                 f"{self.provider} sent a response agentrunner could not read: {type(exc).__name__}",
@@ -143,7 +143,7 @@ class HttpModelClient:
                 model=request.model,
             )
         error = self._unexpected(
-            "a request failed" if sent else "a request could not be built", exc
+            "a request failed" if built else "a request could not be built", exc
         )
         error.model = request.model
         return error
