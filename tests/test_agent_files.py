@@ -100,6 +100,7 @@ def test_defaults_for_a_minimal_file() -> None:
     assert spec.name == "researcher"
     assert spec.trust == "sandboxed"
     assert spec.limits.max_turns == 10
+    assert spec.limits.timeout_s == 600
     assert spec.retry.max == 2
     assert spec.tools == () and spec.enabled and not spec.cache
     assert spec.system.source == "Hello."
@@ -180,6 +181,8 @@ def test_missing_mandatory_input_names_file_and_line() -> None:
         ("trust: everything", "'trust' must be one of sandboxed, workspace, full"),
         ("limits: {max_turns: 0}", "'limits.max_turns' must be a positive integer"),
         ("limits: {max_budget_usd: cheap}", "'limits.max_budget_usd' must be a positive number"),
+        ("limits: {timeout_s: 0}", "'limits.timeout_s' must be a positive number, got 0"),
+        ("limits: {timeout_s: soon}", "'limits.timeout_s' must be a positive number"),
         ("retry: {backoff: random}", "'retry.backoff' must be one of"),
         ("retry: 3", "'retry' must be a mapping"),
         ("tools: 3", "'tools' must be a list of names"),
@@ -223,3 +226,10 @@ def test_unreadable_file_is_runner_io(tmp_path: Path) -> None:
     with pytest.raises(AgentFileErrors) as info:
         load_agent_file(path)
     assert info.value.problems[0].code is ErrorCode.RUNNER_IO
+
+
+@pytest.mark.parametrize(("written", "seconds"), [("30", 30.0), ("2.5", 2.5)])
+def test_a_run_deadline_is_read_from_limits(written: str, seconds: float) -> None:
+    spec = parse(f"---\nmodel: test\nlimits:\n  timeout_s: {written}\n---\nHello.\n")
+    assert spec.limits.timeout_s == seconds
+    assert spec.line_of("limits.timeout_s") == 4

@@ -128,6 +128,20 @@ def test_validate_prints_one_precise_line_per_problem(
     assert "Traceback" not in err + out
 
 
+def test_validate_locates_a_bad_run_deadline(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_agent("slow", "---\nmodel: test\nlimits:\n  max_turns: 3\n  timeout_s: -5\n---\nx\n")
+    write_agent("fine", "---\nmodel: test\nlimits:\n  timeout_s: 90\n---\nx\n")
+    code, _, err = run(capsys, "agents", "validate")
+    assert code == 1
+    assert (
+        "agents/slow.md:5: invalid_specification: 'limits.timeout_s' must be a positive number, "
+        "got -5" in err
+    )
+    assert "fine.md" not in err and "1 problem" in err
+
+
 def test_list_still_shows_good_agents_but_fails(
     write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -38,6 +38,7 @@ class ErrorCode(StrEnum):
     CONTENT_FILTER = "content_filter"
     VALIDATION = "validation"
     TURN_LIMIT = "turn_limit"
+    RUN_TIMEOUT = "run_timeout"
     # Seed 004: templating, registries, execution.
     MISSING_MANDATORY_PLACEHOLDER = "missing_mandatory_placeholder"
     INVALID_PLACEHOLDER_PATH = "invalid_placeholder_path"
@@ -138,6 +139,13 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         False,
         "The tool loop reached `limits.max_turns` model requests without a final answer.",
         "Raise `limits.max_turns` or make the task smaller.",
+    ),
+    _E.RUN_TIMEOUT: CodeInfo(
+        False,
+        "The run passed its deadline, `limits.timeout_s` (600 s unless the agent file says "
+        "otherwise), which covers model requests, retries, backoff waits and tool calls.",
+        "Raise `limits.timeout_s`, or see where the time went with `agentrunner runs show RUN`.",
+        _E.TURN_LIMIT,
     ),
     _E.MISSING_MANDATORY_PLACEHOLDER: CodeInfo(
         False,

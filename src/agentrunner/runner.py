@@ -467,6 +467,7 @@ class AgentRunner:
                 max_tool_calls=limits.max_tool_calls,
                 max_tokens=limits.max_tokens,
                 max_output_tokens=limits.max_output_tokens,
+                timeout_s=limits.timeout_s,
             ),
             emit=run.log.emit,
             abort=abort,

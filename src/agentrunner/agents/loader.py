@@ -395,6 +395,7 @@ class _Reader:
             max_output_tokens=self.positive(
                 value, "max_output_tokens", int, d.max_output_tokens, p
             ),
+            timeout_s=self.positive(value, "timeout_s", float, d.timeout_s, p),
         )
 
     def _mcp_servers(self, value: Any) -> Mapping[str, McpServerSpec]:

@@ -71,8 +71,16 @@ class Limits:
     max_tool_calls: int | None = None
     max_tokens: int | None = None
     max_output_tokens: int | None = None
+    timeout_s: float = 600.0  # the run's deadline: requests, retries, waits and tool calls
 
-    KEYS = ("max_turns", "max_budget_usd", "max_tool_calls", "max_tokens", "max_output_tokens")
+    KEYS = (
+        "max_turns",
+        "max_budget_usd",
+        "max_tool_calls",
+        "max_tokens",
+        "max_output_tokens",
+        "timeout_s",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,9 +4,10 @@ fallback model, one chain per execution, reused across the tool loop.
 * Only failures that may pass (rate limit, overload, 5xx, timeout, connection) are retried or
   failed over; any other failure ends the chain at once.
 * A rate limit with ``retry-after`` puts the provider in cooldown. The next attempt on it waits
-  for exactly that long — unless another model is left and the wait is longer than the retry
-  policy's ``max_delay_s``, in which case the chain moves on and skips that provider while it
-  cools down.
+  for exactly that long — unless the wait is longer than the retry policy's ``max_delay_s``:
+  then the chain moves on at once and skips that provider while it cools down, and with no
+  model left it fails at once (``provider_rate_limit``, the asked wait in the message). No wait
+  is ever longer than ``max_delay_s``; the turn's deadline bounds them all together.
 * Every attempt is recorded (model, outcome, error code, status, duration).
 """
 
@@ -82,9 +83,11 @@ class FallbackChain:
             for tries in range(1, entry.retry.max + 1):
                 wait = self.cooldown_until.get(provider, 0.0) - self.clock()
                 if wait > 0:
-                    if has_next and wait > entry.retry.max_delay_s:
+                    if wait > entry.retry.max_delay_s:
                         self._record(entry, "skipped", 0.0, message=f"cooling down {wait:.1f}s")
-                        break
+                        if has_next:
+                            break
+                        raise _too_long(entry, wait)
                     await self.sleep(wait)
                 request = await build(entry)
                 start = self.clock()
@@ -97,8 +100,10 @@ class FallbackChain:
                     if not exc.failover:
                         raise
                     delay = self._delay(entry, tries, exc)
-                    if has_next and delay > entry.retry.max_delay_s:
-                        break
+                    if delay > entry.retry.max_delay_s:  # only a provider's retry-after can be
+                        if has_next:
+                            break
+                        raise _too_long(entry, delay, exc) from exc
                     cooling = exc.kind is FailureKind.RATE_LIMIT and exc.retry_after is not None
                     if tries < entry.retry.max and not cooling:
                         await self.sleep(delay)  # a cooldown is waited for at the loop's top
@@ -141,3 +146,26 @@ class FallbackChain:
         )
         self.attempts.append(attempt)
         return attempt
+
+
+def _too_long(entry: ChainEntry, wait: float, cause: ProviderError | None = None) -> ProviderError:
+    """The rate limit of a provider that asks for a longer wait than the retry policy allows,
+    with no model left to fail over to: failing now beats holding the run (and, in a worker,
+    its agent's whole mailbox) for as long as the provider likes."""
+    provider = entry.model.provider.name
+    error = ProviderError(
+        FailureKind.RATE_LIMIT,
+        f"{provider} is rate-limiting {entry.model.ref} and asked to wait "
+        f"{round(wait, 1):g} s, longer than retry.max_delay_s ({entry.retry.max_delay_s:g} s) "
+        "allows: not waiting",
+        provider=provider,
+        model=entry.model.name,
+        status=cause.status if cause is not None else None,
+        retry_after=wait,
+        request_id=cause.request_id if cause is not None else None,
+    )
+    error.hint = (
+        "Add a fallback model from another provider, raise retry.max_delay_s in the agent "
+        "file if waiting that long is fine, or try again later."
+    )
+    return error

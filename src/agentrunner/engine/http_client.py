@@ -2,7 +2,13 @@
 
 Transport failures are classified by exception type (timeout, connection) and HTTP failures by
 status and error type (the adapter's ``error``). A stream that ends before the provider's end
-marker is a dropped connection. The credential is scrubbed from every message it could echo.
+marker is a dropped connection.
+
+Every exception that leaves the client — whatever its type, raised building the request, sending
+it or reading the answer — is a ``ProviderError`` (or the ``AgentRunnerError`` the adapter
+raised) with the credential scrubbed from its text in every spelling an error message uses
+(as written, escaped as in a ``repr`` of str or bytes, in JSON, URL-quoted); an exception that
+echoed the credential is not chained to it either, so no traceback shows it.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import json
 import ssl
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import httpx2
 
@@ -18,6 +25,7 @@ from agentrunner.engine.failures import FailureKind, ProviderError, parse_retry_
 from agentrunner.engine.http_pool import provider_transport
 from agentrunner.engine.messages import ModelRequest, ModelResponse, TextDelta, ThinkingDelta
 from agentrunner.engine.sse import SSEDecoder
+from agentrunner.errors import AgentRunnerError
 
 __all__ = ["DeltaSink", "HttpModelClient", "ModelClient", "Wire"]
 
@@ -74,49 +82,107 @@ class HttpModelClient:
     ) -> None:
         self.provider = wire.provider
         self._wire = wire
-        self._secret = secret
-        self._client = httpx2.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            headers={"content-type": "application/json", **headers},
-            # `read` bounds both the wait for the first byte and each idle gap in a stream.
-            timeout=httpx2.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=_LIMITS,  # for the transports httpx2 builds where the environment names a proxy
-            transport=transport or provider_transport(_LIMITS),
-        )
+        self._secret_forms = _spellings(secret)
+        try:
+            self._client = httpx2.AsyncClient(
+                base_url=base_url.rstrip("/"),
+                headers={"content-type": "application/json", **headers},
+                # `read` bounds both the wait for the first byte and each idle gap in a stream.
+                timeout=httpx2.Timeout(timeout_s, connect=connect_timeout_s),
+                limits=_LIMITS,  # for the transports httpx2 builds where a proxy is named
+                transport=transport or provider_transport(_LIMITS),
+            )
+            return
+        except Exception as exc:
+            error = self._leaving(self._unexpected("its HTTP client could not be set up", exc), exc)
+        raise error  # out of the handler, so an exception that echoed the key is not its context
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
     async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
-        path = self._wire.path(request)
-        content = json.dumps(self._wire.build(request), separators=(",", ":"), ensure_ascii=False)
+        built = False
         try:
+            path = self._wire.path(request)
+            body = self._wire.build(request)
+            content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+            built = True
             if not request.stream:
-                response = await self._client.post(path, content=content.encode())
+                response = await self._client.post(path, content=content)
                 if response.status_code >= 400:
                     raise self._http_error(response)
                 return self._wire.parse(response.json())
-            async with self._client.stream("POST", path, content=content.encode()) as response:
+            async with self._client.stream("POST", path, content=content) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise self._http_error(response)
                 return await self._fold(response, on_delta)
-        except ProviderError as exc:
-            exc.model = request.model
+        except Exception as exc:
+            error = self._leaving(self._failure(request, exc, built), exc)
+        raise error  # out of the handler, so an exception that echoed the key is not its context
+
+    def _failure(self, request: ModelRequest, exc: Exception, built: bool) -> AgentRunnerError:
+        """``exc`` classified, its text scrubbed."""
+        if isinstance(exc, AgentRunnerError):
+            if isinstance(exc, ProviderError):
+                exc.model = request.model
             exc.message = self._scrub(exc.message)
             exc.args = (exc.message,)
-            raise
-        except httpx2.TimeoutException as exc:
-            raise self._transport_error(FailureKind.TIMEOUT, request, exc) from exc
-        except (httpx2.NetworkError, httpx2.RemoteProtocolError) as exc:
-            raise self._transport_error(FailureKind.CONNECTION, request, exc) from exc
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ProviderError(
+            if exc.hint:
+                exc.hint = self._scrub(exc.hint)
+            return exc
+        if isinstance(exc, httpx2.TimeoutException):
+            return self._transport_error(FailureKind.TIMEOUT, request, exc)
+        if isinstance(exc, httpx2.NetworkError | httpx2.RemoteProtocolError | httpx2.ProxyError):
+            return self._transport_error(FailureKind.CONNECTION, request, exc)
+        if built and isinstance(exc, json.JSONDecodeError | KeyError | TypeError):
+            return ProviderError(
                 FailureKind.UNKNOWN,
                 f"{self.provider} sent a response agentrunner could not read: {type(exc).__name__}",
                 provider=self.provider,
                 model=request.model,
-            ) from exc
+            )
+        error = self._unexpected(
+            "a request failed" if built else "a request could not be built", exc
+        )
+        error.model = request.model
+        return error
+
+    def _unexpected(self, what: str, exc: Exception) -> ProviderError:
+        return ProviderError(
+            FailureKind.UNKNOWN,
+            self._scrub(f"{self.provider}: {what}: {type(exc).__name__}: {exc}"),
+            provider=self.provider,
+        )
+
+    def _leaving(self, error: AgentRunnerError, cause: Exception) -> AgentRunnerError:
+        """``error`` ready to be raised outside the handler of ``cause``: chained to it (as
+        ``raise … from``) unless ``cause`` or anything chained to it echoes the credential."""
+        if self._echoes_secret(cause):
+            error.__cause__ = error.__context__ = None
+            error.__suppress_context__ = True
+        elif error is not cause:
+            error.__cause__ = cause
+            error.__suppress_context__ = True
+        return error
+
+    def _echoes_secret(self, exc: BaseException) -> bool:
+        if not self._secret_forms:
+            return False
+        seen: set[int] = set()
+        todo: list[BaseException] = [exc]
+        while todo:
+            link = todo.pop()
+            if id(link) in seen:
+                continue
+            seen.add(id(link))
+            text = f"{link} {link!r}"
+            if any(form in text for form in self._secret_forms):
+                return True
+            todo += [c for c in (link.__cause__, link.__context__) if c is not None]
+            if isinstance(link, BaseExceptionGroup):
+                todo += link.exceptions
+        return False
 
     async def _fold(self, response: httpx2.Response, on_delta: DeltaSink | None) -> ModelResponse:
         fold = self._wire.stream()
@@ -168,9 +234,25 @@ class HttpModelClient:
         return error
 
     def _scrub(self, text: str) -> str:
-        if self._secret and self._secret in text:
-            return text.replace(self._secret, "[redacted]")
+        for form in self._secret_forms:
+            if form in text:
+                text = text.replace(form, "[redacted]")
         return text
+
+
+def _spellings(secret: str | None) -> tuple[str, ...]:
+    """``secret`` as error messages spell it: as written, escaped as in the ``repr`` of a str or
+    of bytes (how h11 shows a header value), in JSON, URL-quoted; longest first."""
+    if not secret:
+        return ()
+    forms = {
+        secret,
+        repr(secret)[1:-1],
+        repr(secret.encode("utf-8", "backslashreplace"))[2:-1],
+        json.dumps(secret)[1:-1],
+        quote(secret, safe=""),
+    }
+    return tuple(sorted((f for f in forms if f), key=len, reverse=True))
 
 
 # TLS is checked against the operating system's certificates (httpx2), which a slim container

@@ -2,14 +2,17 @@
 
 Built-in providers cover OpenAI, Anthropic and the common OpenAI-compatible services; the
 project's ``[providers.NAME]`` tables add or override them. Credentials come only from the
-environment variable a provider names; a missing one is ``provider_auth`` naming the variable,
-raised when the client is first needed — before any request is sent.
+environment variable a provider names; a missing one, or one that could not be sent as a header
+(a line break, a control character: what an HTTP library would echo back in its error), is
+``provider_auth`` naming the variable and never the value, raised when the client is first
+needed — before any request is sent.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -172,15 +175,28 @@ class ModelRegistry:
         )
 
     def _credential(self, provider: ProviderConfig) -> str | None:
-        if not provider.api_key_env:
+        variable = provider.api_key_env
+        if not variable:
             return None
-        value = self._env.get(provider.api_key_env, "").strip()
+        # Whitespace around a key (a file's last line break, a pasted space) is not part of it.
+        value = self._env.get(variable, "").strip()
         if not value:
             raise AgentRunnerError(
                 ErrorCode.PROVIDER_AUTH,
-                f"the environment variable {provider.api_key_env} is not set "
+                f"the environment variable {variable} is not set "
                 f"(needed by provider '{provider.name}')",
-                hint=f"export {provider.api_key_env}=… (keys only ever come from the environment)",
+                hint=f"export {variable}=… (keys only ever come from the environment)",
+            )
+        problem = _unsendable(value)
+        if problem is not None:
+            raise AgentRunnerError(
+                ErrorCode.PROVIDER_AUTH,
+                f"the environment variable {variable} (the key of provider "
+                f"'{provider.name}') holds {problem}: an API key is one line of printable "
+                "characters",
+                hint=f"Set {variable} to the key alone, e.g. export {variable}='sk-…' (a key "
+                "copied from a file or a web page can bring a line break or an invisible "
+                "character with it).",
             )
         return value
 
@@ -205,6 +221,24 @@ class ModelRegistry:
             f"Model '{ref}' not found: unknown provider '{provider_name}'",
             hint=hint + " Add [providers.NAME] to agentrunner.toml for another endpoint.",
         )
+
+
+def _unsendable(key: str) -> str | None:
+    """What in ``key`` cannot go into an HTTP header as it is, and where (1-based) — never the
+    character itself, which is part of a secret. Printable ASCII, no spaces, is sendable."""
+    for position, char in enumerate(key, 1):
+        if "!" <= char <= "~":
+            continue
+        if char in "\r\n":
+            what = "a line break"
+        elif char == " ":
+            what = "a space"
+        elif char.isascii() or unicodedata.category(char) == "Cc":
+            what = "a control character"
+        else:
+            what = "a character that is not ASCII"
+        return f"{what} at position {position}"
+    return None
 
 
 def _providers_for(name: str) -> tuple[str, ...]:

@@ -8,10 +8,12 @@ Events, in the order they happen: ``agent.thinking``, ``agent.token`` (streamed 
 Limits are checked before every model request, so none is overshot by a request: requests
 (``max_turns`` → ``turn_limit``), tokens, tool calls, and money: each request's worst case is
 reserved against the tightest budget and its output cap lowered to fit (``engine.budget``), so
-a reply cannot overshoot a budget either (``budget_exceeded``). Cancellation wins over every
-other outcome and leaves a history that can be sent again: interrupted tool calls get a
-synthetic error result, streamed text is kept as an interrupted message, and a request cut off
-mid-way is charged at the provider's figures or, failing those, an estimate marked as such.
+a reply cannot overshoot a budget either (``budget_exceeded``). A deadline (``timeout_s``) bounds
+the whole turn — requests, retries, backoff waits and tool calls — and ends it as
+``run_timeout`` the way an abort ends it. Cancellation wins over every other outcome and leaves
+a history that can be sent again: interrupted tool calls get a synthetic error result, streamed
+text is kept as an interrupted message, and a request cut off mid-way is charged at the
+provider's figures or, failing those, an estimate marked as such.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ StopReason = Literal[
     "no_tool_call",
     "invalid_tool_call",
     "budget_exceeded",
+    "timeout",
 ]
 INTERRUPTED = "interrupted: the run stopped before this tool call finished"
 
@@ -90,6 +93,7 @@ class TurnLimits:
     max_corrections: int = 3
     max_output_retries: int = 2
     budget_label: str = "the run's budget"
+    timeout_s: float | None = None  # the turn's deadline; None: none (runs get the agent's)
 
 
 @dataclass(slots=True)
@@ -166,12 +170,13 @@ async def run_turn(turn: Turn) -> TurnResult:
             tracker.limit, tracker.label = limits.max_budget_micros, limits.budget_label
     run = _TurnRun(turn)
     abort = turn.abort
-    if abort is None:
-        return await _settle(run, run.run())
-    if abort.aborted:
+    if abort is not None and abort.aborted:
         raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled")
+    work = run.run() if limits.timeout_s is None else _within(run, limits.timeout_s)
+    if abort is None:
+        return await _settle(run, work)
     # The turn runs in its own task so an abort cancels only the turn, never the caller.
-    inner = asyncio.ensure_future(run.run())
+    inner = asyncio.ensure_future(work)
 
     def cancel() -> None:
         run.silenced = True
@@ -184,6 +189,17 @@ async def run_turn(turn: Turn) -> TurnResult:
         unsubscribe()
 
 
+async def _within(run: _TurnRun, seconds: float) -> TurnResult:
+    """``run`` with its deadline: past it, the task running the turn is cancelled where it
+    waits (as by the caller, but told apart from that: ``run.expired``)."""
+    deadline = asyncio.timeout(seconds)
+    try:
+        async with deadline:
+            return await run.run()
+    finally:
+        run.expired = deadline.expired()
+
+
 async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
     abort = run.turn.abort
     try:
@@ -191,13 +207,20 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
     except asyncio.CancelledError:
         run.repair()
         caller_cancelled = (task := asyncio.current_task()) is not None and task.cancelling() > 0
-        if abort is None or not abort.aborted or caller_cancelled:
+        if caller_cancelled or not (run.expired or (abort is not None and abort.aborted)):
             raise TurnCancelled(run.result("", None, "cancelled")) from None
-        raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled") from None
+        if abort is not None and abort.aborted:
+            raise run.error(
+                ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled"
+            ) from None
+        raise run.timed_out() from None
     except Exception as exc:
         if abort is not None and abort.aborted:
             run.repair()
             raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled") from exc
+        if run.expired:  # asyncio.timeout's TimeoutError, or a tool that turned the
+            run.repair()  # cancellation into an error of its own
+            raise run.timed_out() from None
         if isinstance(exc, TurnError):
             run.gate.release()
             raise
@@ -217,6 +240,7 @@ class _TurnRun:
         self.turn = turn
         self.start = len(turn.messages)
         self.silenced = False
+        self.expired = False  # the deadline passed
         self.responses = 0
         self.tool_calls = 0
         self.corrections = 0
@@ -625,6 +649,16 @@ class _TurnRun:
         result = self.result("", None, stop)
         return TurnError(
             code, message, stop_reason=stop, result=result, hint=hint, retryable=retryable
+        )
+
+    def timed_out(self) -> TurnError:
+        seconds = self.turn.limits.timeout_s
+        return self.error(
+            ErrorCode.RUN_TIMEOUT,
+            f"the run passed its deadline, limits.timeout_s ({seconds:g} s), which covers "
+            "model requests, retries, waits and tool calls",
+            "timeout",
+            hint="Raise limits.timeout_s in the agent file if the work needs longer.",
         )
 
 

@@ -33,6 +33,7 @@ _STATUS: dict[ErrorCode, int] = {
     ErrorCode.BUDGET_EXCEEDED: 402,
     ErrorCode.CANCELLED: 409,
     ErrorCode.QUEUE_FULL: 429,
+    ErrorCode.RUN_TIMEOUT: 504,
 }
 
 
@@ -64,6 +65,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         500: "internal error",
         502: "the model provider rejected the credentials",
         503: "the model provider is rate limiting or unavailable, or the database is",
+        504: "the run passed its deadline (limits.timeout_s)",
     }.items()
 }
 

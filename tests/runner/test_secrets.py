@@ -1,0 +1,106 @@
+"""Through AgentRunner, a provider key that an exception echoed is nowhere: not in the error the
+caller gets, the run record, the stored events or thread, nor the next request to the provider.
+On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+import pytest
+
+from agentrunner import AgentRunner
+from agentrunner.engine import http_client
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.testing import MockProvider
+from tests.runner.conftest import Agent
+
+KEY = "sk-proj-Zq8Xw3Lm9Tt4Vb"
+
+
+class FailsOnce(httpx2.AsyncBaseTransport):
+    """The real transport, but its first request raises what h11 says of a header it cannot
+    send — the Authorization header, key and all."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.failed = False
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if not self.failed:
+            self.failed = True
+            auth = request.headers["authorization"].encode()
+            raise httpx2.LocalProtocolError(f"Illegal header value {auth!r}")
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def stored_text(runner: AgentRunner, thread_id: str) -> str:
+    """Everything the store holds about a thread's runs, as one string."""
+    store = runner.store
+    parts: list[Any] = []
+    for run in await store.runs.list(thread_id=thread_id):
+        parts.append(run)
+        parts += await store.events.list(run.id)
+        parts += await store.runs.messages(run.id)
+    parts += await store.messages.page(thread_id)
+    return "\n".join(repr(p) for p in parts)
+
+
+async def test_a_key_echoed_by_a_transport_error_is_kept_nowhere(
+    agent: Agent, open_runner: Any, mock: MockProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MOCK_KEY", KEY)
+    real = http_client.provider_transport
+
+    def failing_once(limits: httpx2.Limits) -> FailsOnce:
+        return FailsOnce(real(limits) or httpx2.AsyncHTTPTransport(limits=limits))
+
+    monkeypatch.setattr(http_client, "provider_transport", failing_once)
+    agent("talker")
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent("talker", "t", "first")
+    error = info.value
+    assert error.code is ErrorCode.INTERNAL
+    assert "Illegal header value" in error.message and "[redacted]" in error.message
+    assert KEY not in f"{error} {error!r} {error.hint} {error.to_dict()}"
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert run.status == "failed" and run.error_message == error.message
+    assert mock.requests == []  # the failed request never left
+    # The next run on the thread reaches the provider, and carries no trace of the key.
+    assert (await runner.run_agent("talker", "t", "second")).text == "Echo: second"
+    [sent] = mock.requests
+    assert sent.headers["authorization"] == f"Bearer {KEY}"  # where it belongs, and only there
+    assert KEY not in json.dumps(sent.body)
+    assert KEY not in await stored_text(runner, "t")
+
+
+@pytest.mark.parametrize(
+    ("key", "what"),
+    [(f"{KEY[:10]}\n{KEY[10:]}", "a line break"), (f"{KEY[:10]}\x1b{KEY[10:]}", "a control")],
+)
+async def test_a_key_with_a_control_character_fails_the_run_naming_the_variable(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    monkeypatch: pytest.MonkeyPatch,
+    key: str,
+    what: str,
+) -> None:
+    monkeypatch.setenv("MOCK_KEY", key)
+    agent("talker")
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent("talker", "t", "hi")
+    error = info.value
+    assert error.code is ErrorCode.PROVIDER_AUTH
+    assert "MOCK_KEY" in error.message and what in error.message
+    assert mock.requests == []
+    stored = await stored_text(runner, "t")
+    assert "MOCK_KEY" in stored  # the run record says which variable is wrong …
+    for part in (KEY[:10], KEY[10:]):  # … and nothing of its value
+        assert part not in stored and part not in f"{error} {error.hint}"
