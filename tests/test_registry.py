@@ -108,3 +108,31 @@ def test_error_summary_points_to_validate(write_agent: WriteAgent, project_dir: 
         AgentRegistry.load(project_dir / "agents")
     assert info.value.hint and "agents validate" in info.value.hint
     assert "and 1 more problem" in info.value.message
+
+
+def test_a_running_registry_sees_its_files_change(
+    write_agent: WriteAgent, project_dir: Path
+) -> None:
+    """A server or worker keeps one registry for hours: what it serves is the files as they
+    are now — a lowered trust, a new agent, a broken or removed file."""
+    write_agent("ceo", agent("trust: full"))
+    write_agent("cfo", agent())
+    agents = AgentRegistry.load(project_dir / "agents")
+    assert agents.get("ceo").trust == "full"
+    path = project_dir / "agents" / "ceo.md"
+    path.write_text(agent("trust: sandboxed"))  # in place: the folder's mtime may not move
+    assert agents.get("ceo").trust == "sandboxed"
+    assert "cto" not in agents
+    write_agent("cto", agent("reports_to: ceo"))
+    assert "cto" in agents and agents.get("cto").reports_to == "ceo"
+    assert [a.id for a in agents.direct_reports("ceo")] == ["cto"]
+    path.write_text("---\nmodel: test\ntrust: root\n---\nBroken.\n")
+    with pytest.raises(AgentRunnerError) as broken:
+        agents.get("ceo")
+    assert broken.value.code is ErrorCode.INVALID_SPECIFICATION
+    assert (broken.value.file or "").endswith("agents/ceo.md")
+    assert agents.get("cfo").trust == "sandboxed"  # the other files still serve
+    path.unlink()
+    with pytest.raises(AgentRunnerError) as gone:
+        agents.get("ceo")
+    assert gone.value.code is ErrorCode.AGENT_NOT_FOUND

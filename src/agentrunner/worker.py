@@ -24,7 +24,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.errors import AgentRunnerError
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.drivers import is_unavailable
 
 if TYPE_CHECKING:
@@ -149,14 +149,32 @@ class Worker:
                     input=dict(claimed.request.get("input") or {}),
                     run_id=claimed.id,
                 )
-        except AgentRunnerError as exc:  # recorded on the run by the runner
+        except AgentRunnerError as exc:  # recorded on the run by the runner, once it started
             log.info("run %s failed: %s: %s", claimed.id, exc.code, exc.message)
-        except Exception:
+            await self._settle_unstarted(claimed.id, exc)
+        except Exception as exc:
             log.exception("run %s crashed", claimed.id)
+            await self._settle_unstarted(
+                claimed.id, AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            )
         finally:
             self.served += 1
             self._inflight.pop(claimed.id, None)
             self._wake.set()  # a slot is free, and this agent's next run may be claimable
+
+    async def _settle_unstarted(self, run_id: str, exc: AgentRunnerError) -> None:
+        """A run that failed before the runner took it over (its agent's file gone or broken
+        since it was queued) is failed here with its error, not left running until its lease
+        runs out. One the runner settled stays as it is (the update is guarded)."""
+        finish = self.store.runs.finish_op(
+            run_id,
+            status="failed",
+            stop_reason="error",
+            error_code=str(exc.code),
+            error_message=exc.message,
+        )
+        with contextlib.suppress(AgentRunnerError):  # run_settled: the runner recorded it
+            await self.store.batch([finish])
 
     async def _queued(self) -> bool:
         depths = await self.store.mailbox.depths()

@@ -395,3 +395,20 @@ async def test_a_narrowed_child_is_refused_what_its_caller_may_not_touch(
         m for _, m, _, _ in await runner.store.messages.page("w") if isinstance(m, ToolResult)
     ]
     assert read.content == "PROJECT PLAN"
+
+
+async def test_a_lowered_trust_holds_in_a_runner_that_is_already_open(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path
+) -> None:
+    """A server or worker keeps its runner for hours: the file as it is now decides."""
+    agent("keeper", "capabilities: [files]\ntrust: full")
+    runner: AgentRunner = await open_runner()
+    mock.queue(Reply(tool_calls=[("read_file", {"path": "agentrunner.toml"})]), Reply(text="ok"))
+    await runner.run_agent("keeper", "t1", "read the config")
+    agent("keeper", "capabilities: [files]\ntrust: workspace")
+    mock.queue(Reply(tool_calls=[("read_file", {"path": "agentrunner.toml"})]), Reply(text="ok"))
+    with pytest.raises(AgentRunnerError) as denied:
+        await runner.run_agent("keeper", "t2", "read the config again")
+    assert denied.value.code is ErrorCode.TOOL_DENIED and "workspace" in denied.value.message
+    agent("newcomer")  # an agent added while it runs is served too
+    assert (await runner.run_agent("newcomer", "t3", "hello")).text

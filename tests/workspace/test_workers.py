@@ -592,3 +592,25 @@ async def test_a_worker_waits_out_a_database_locked_past_its_busy_timeout(
         if serving is not None and not serving.done():
             serving.cancel()
         await ws.close()
+
+
+async def test_a_run_that_fails_before_it_starts_is_settled_at_once(
+    fleet: Path, mock: MockProvider
+) -> None:
+    """The agent's file went away between the post and the claim: the run fails with the
+    reason there and then, not as a lost worker once its lease runs out."""
+    ws = await open_workspace(fleet)
+    try:
+        channel = await ws.channels.create("team", members=["a2", "a3", "you"])
+        posted = await ws.channels.post(channel, "you", "hello")
+        (fleet / "agents" / "a2.md").unlink()
+        mock.queue(Reply(text="a3 here"))
+        await asyncio.wait_for(ws.worker(concurrency=2).run(until_idle=True), timeout=20)
+        runs = {r.agent_id: r for r in await ws.runner.store.runs.list()}
+        assert set(posted.run_ids) == {r.id for r in runs.values()}
+        assert (runs["a2"].status, runs["a2"].error_code) == ("failed", "agent_not_found")
+        assert runs["a3"].status == "completed"
+        notices = [m for m in await ws.runner.store.channels.after(channel.id, "", 10)]
+        assert any("a2 could not reply (agent_not_found)" in m.content for m in notices)
+    finally:
+        await ws.close()

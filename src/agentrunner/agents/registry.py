@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrunner._paths import display_path
@@ -16,11 +18,28 @@ __all__ = ["AgentRegistry"]
 _SUFFIXES = (".md", ".markdown")
 
 
+_Stamp = tuple[int, int, int]  # a file's mtime (ns), size and inode
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the agents directory looked like when it was read."""
+
+    folder: int  # the directory's mtime (ns): files added, removed or renamed over
+    files: dict[str, tuple[Path, _Stamp]] = field(default_factory=dict)  # by agent id
+
+
 class AgentRegistry:
     """Agents by id (the file name without ``.md``), plus ``reports_to`` as an org chart.
 
     ``problems`` holds what a non-strict load skipped (and ``partial`` what could be read of
     those files); a strict load raises them instead.
+
+    A loaded registry follows its directory: a server or a worker holds one for hours, and what
+    it runs must be the files as they are now (a lowered ``trust`` included). Looking an agent
+    up checks the directory and that agent's file (two ``stat`` calls) and, when either
+    changed, reads the directory again — leniently: a file broken since is refused on its own
+    (``get`` raises its problems) while the others go on serving.
     """
 
     def __init__(
@@ -39,6 +58,8 @@ class AgentRegistry:
         for spec in self._agents.values():
             if spec.reports_to in self._agents:
                 self._reports.setdefault(spec.reports_to, []).append(spec.id)
+        self._seen: _Seen | None = None  # set by load(): a registry built in code is fixed
+        self._default_model: str | None = None
 
     @classmethod
     def load(
@@ -61,7 +82,10 @@ class AgentRegistry:
         agents: dict[str, AgentSpec] = {}
         partial: dict[str, AgentSpec] = {}
         seen: dict[str, Path] = {}
+        # Looked at before the files are read: a change while they are read shows next time.
+        looked = _Seen(_stamp(directory)[0])
         for path in sorted(p for p in directory.iterdir() if p.suffix in _SUFFIXES):
+            looked.files[path.stem] = (path, _stamp(path))
             shown = display_path(path)
             folded = path.stem.casefold()
             if folded in seen:
@@ -98,15 +122,37 @@ class AgentRegistry:
             **partial,
             **{k: v for k, v in agents.items() if k not in good},
         }
+        loaded._seen, loaded._default_model = looked, default_model
         return loaded
+
+    def _refresh(self, agent_id: str | None = None) -> None:
+        """Read the directory again if it, or ``agent_id``'s file, changed since it was read."""
+        seen = self._seen
+        if seen is None or self.directory is None:
+            return
+        changed = _stamp(self.directory)[0] != seen.folder
+        if not changed and agent_id is not None and agent_id in seen.files:
+            path, stamp = seen.files[agent_id]
+            changed = _stamp(path) != stamp
+        if changed:
+            fresh = AgentRegistry.load(
+                self.directory, default_model=self._default_model, strict=False
+            )
+            self._agents, self._reports = fresh._agents, fresh._reports
+            self.problems, self.partial, self._seen = fresh.problems, fresh.partial, fresh._seen
 
     # -- lookup ---------------------------------------------------------------------------
 
     def get(self, agent_id: str) -> AgentSpec:
-        """The agent with this id; ``agent_not_found`` (with close ids as a hint) otherwise."""
+        """The agent with this id, as its file is now; the file's problems if it is broken
+        (``AgentFileErrors``); ``agent_not_found`` (with close ids as a hint) otherwise."""
+        self._refresh(agent_id)
         try:
             return self._agents[agent_id]
         except KeyError:
+            if self._seen is not None and agent_id in self._seen.files:
+                file = display_path(self._seen.files[agent_id][0])
+                AgentFileErrors.raise_if_any(p for p in self.problems if p.file == file)
             close = difflib.get_close_matches(agent_id, list(self._agents), n=3, cutoff=0.5)
             hint = (
                 f"Did you mean {', '.join(repr(c) for c in close)}?"
@@ -120,15 +166,19 @@ class AgentRegistry:
             ) from None
 
     def __contains__(self, agent_id: object) -> bool:
+        self._refresh()
         return agent_id in self._agents
 
     def __iter__(self) -> Iterator[AgentSpec]:
-        return iter(self._agents.values())
+        self._refresh()
+        return iter(list(self._agents.values()))
 
     def __len__(self) -> int:
+        self._refresh()
         return len(self._agents)
 
     def ids(self) -> list[str]:
+        self._refresh()
         return list(self._agents)
 
     # -- org chart ------------------------------------------------------------------------
@@ -146,6 +196,14 @@ class AgentRegistry:
     def roots(self) -> list[AgentSpec]:
         """Agents that report to nobody (the tops of the org chart)."""
         return [a for a in self._agents.values() if a.reports_to is None]
+
+
+def _stamp(path: Path) -> _Stamp:
+    try:
+        st = os.stat(path)
+    except OSError:  # gone: a stamp no file has
+        return (-1, -1, -1)
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def _org_problems(agents: Mapping[str, AgentSpec]) -> list[AgentRunnerError]:
