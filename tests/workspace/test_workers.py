@@ -610,7 +610,7 @@ async def test_a_run_that_fails_before_it_starts_is_settled_at_once(
         assert set(posted.run_ids) == {r.id for r in runs.values()}
         assert (runs["a2"].status, runs["a2"].error_code) == ("failed", "agent_not_found")
         assert runs["a3"].status == "completed"
-        notices = [m for m in await ws.runner.store.channels.after(channel.id, "", 10)]
+        notices = await ws.runner.store.channels.after(channel.id, "", 10)
         assert any("a2 could not reply (agent_not_found)" in m.content for m in notices)
     finally:
         await ws.close()
