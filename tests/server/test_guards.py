@@ -4,7 +4,9 @@ their request headers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -182,8 +184,9 @@ def _read_until_closed(sock: socket.socket) -> bytes:
     return received
 
 
-def test_a_request_whose_headers_never_end_is_closed(agent: Agent, project: Path) -> None:
-    agent("helper")
+@contextlib.contextmanager
+def _serving(project: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``agentrunner serve`` as people start it (uvicorn with agentrunner's protocol), up."""
     port = _free_port()
     serve = subprocess.Popen(
         [sys.executable, "-m", "agentrunner", "serve", "--port", str(port)],
@@ -201,6 +204,15 @@ def test_a_request_whose_headers_never_end_is_closed(agent: Agent, project: Path
             except httpx2.TransportError:
                 assert time.monotonic() < deadline and serve.poll() is None, "serve did not start"
                 time.sleep(0.1)
+        yield serve, port
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
+
+
+def test_a_request_whose_headers_never_end_is_closed(agent: Agent, project: Path) -> None:
+    agent("helper")
+    with _serving(project) as (serve, port):
         # A whole request on a raw socket is answered: the probe below is a fair one.
         with socket.create_connection(("127.0.0.1", port)) as whole:
             whole.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
@@ -227,6 +239,20 @@ def test_a_request_whose_headers_never_end_is_closed(agent: Agent, project: Path
             assert _read_until_closed(kept) == b""
         assert serve.poll() is None  # it goes on serving others
         assert httpx2.get(f"http://127.0.0.1:{port}/health").status_code == 200
-    finally:
-        serve.terminate()
-        serve.wait(timeout=30)
+
+
+def test_a_stalled_body_is_closed_and_does_not_hold_a_shutdown(agent: Agent, project: Path) -> None:
+    agent("helper")
+    head = (
+        b"POST /threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100\r\n\r\n"
+    )
+    with _serving(project) as (_, port), socket.create_connection(("127.0.0.1", port)) as stalled:
+        stalled.sendall(head + b'{"agent_id"')  # and then nothing more
+        answer = _read_until_closed(stalled)
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 4")  # closed, not held open
+    with _serving(project) as (serve, port), socket.create_connection(("127.0.0.1", port)) as held:
+        held.sendall(head + b'{"agent_id"')
+        time.sleep(0.5)
+        serve.send_signal(signal.SIGTERM)  # a client that never finishes cannot keep it up
+        assert serve.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal

@@ -44,11 +44,9 @@ async def _serve(
 ) -> None:
     """Open the project and the port first, so a problem with either is one error line before
     anything claims to be serving; then hand both to uvicorn."""
-    import uvicorn
-
     from agentrunner.compose import open_workspace
     from agentrunner.server import create_app
-    from agentrunner.server.protocol import uvicorn_config
+    from agentrunner.server.protocol import serve, uvicorn_config
 
     workspace = await open_workspace()
     try:
@@ -59,7 +57,7 @@ async def _serve(
         )
         app = create_app(token=token, worker=worker, cors_origins=cors, workspace=workspace)
         config = uvicorn_config(app, log_level="warning", access_log=False)
-        await uvicorn.Server(config).serve(sockets=[sock])
+        await serve(config, [sock])
     finally:
         await workspace.close()
 

@@ -66,6 +66,7 @@ def create_app(
         app.state.workspace = opened
         hosts.update(opened.runner.config.allowed_hosts)
         serving = opened.worker() if worker else None
+        app.state.worker = serving  # stopped at the signal, before connections close
         task = asyncio.create_task(serving.run()) if serving else None
         if task is not None:
             task.add_done_callback(_report_worker_exit)

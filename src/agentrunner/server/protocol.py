@@ -1,13 +1,17 @@
-"""uvicorn as ``agentrunner serve`` runs it, with a deadline for request heads.
+"""uvicorn as ``agentrunner serve`` runs it: deadlines for what a client sends, and a shutdown
+that no client can hold up.
 
 uvicorn bounds the idle time between requests (``timeout_keep_alive``) but not the time a
-client takes to send a request's head: every byte received cancels its keep-alive timer, so a
-client that sends half a head, or trickles it a byte at a time, holds a connection for as long
-as it likes (slowloris; encode/uvicorn#157 asks for ``--timeout-request-start``). This wraps
-uvicorn's HTTP protocol (httptools where installed, as uvicorn's own choice is, else h11) to
-close a connection whose request head is not complete ``HEADER_TIMEOUT_S`` after its connection
-or its first byte. The deadline covers the head only: a response that takes long, a stream, a
-kept-alive connection waiting between requests are uvicorn's as before.
+client takes to send a request: every byte received cancels its keep-alive timer, so a client
+that sends half a head, or trickles it a byte at a time, holds a connection for as long as it
+likes (slowloris; encode/uvicorn#157 asks for ``--timeout-request-start``), and one that sends a
+head and part of its body holds it, and a shutdown waiting for it, forever. This wraps uvicorn's
+HTTP protocol (httptools where installed, as uvicorn's own choice is, else h11) to close a
+connection whose request head is not complete ``HEADER_TIMEOUT_S`` after its connection or its
+first byte, or whose body is not complete ``BODY_TIMEOUT_S`` after its head (1 MB, the largest
+body, in 10 s is 100 KB/s). A response that takes long, a stream, a kept-alive connection
+waiting between requests are uvicorn's as before. On SIGTERM the server's worker stops claiming
+runs at once, and connections get ``SHUTDOWN_GRACE_S`` to finish before they are cut.
 """
 
 from __future__ import annotations
@@ -15,9 +19,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-__all__ = ["HEADER_TIMEOUT_S", "header_deadline_protocol", "uvicorn_config"]
+__all__ = [
+    "BODY_TIMEOUT_S",
+    "HEADER_TIMEOUT_S",
+    "SHUTDOWN_GRACE_S",
+    "header_deadline_protocol",
+    "serve",
+    "uvicorn_config",
+]
 
 HEADER_TIMEOUT_S = 5.0
+BODY_TIMEOUT_S = 10.0
+SHUTDOWN_GRACE_S = 10.0
 
 
 class _HeaderDeadline:
@@ -34,7 +47,10 @@ class _HeaderDeadline:
         super().data_received(data)  # type: ignore[misc]
         if self._awaiting_head():
             if self._deadline is None:
-                self._arm()
+                self._arm(self.header_timeout_s)
+        elif self._awaiting_body():
+            if self._deadline is None:  # the head just ended: the body has its own deadline
+                self._arm(BODY_TIMEOUT_S)
         else:
             self._disarm()
 
@@ -47,10 +63,15 @@ class _HeaderDeadline:
         cycle = getattr(self, "cycle", None)
         return cycle is None or bool(cycle.response_complete)
 
-    def _arm(self) -> None:
+    def _awaiting_body(self) -> bool:
+        """A request is being served whose body has not all arrived."""
+        cycle = getattr(self, "cycle", None)
+        return cycle is not None and bool(getattr(cycle, "more_body", False))
+
+    def _arm(self, seconds: float | None = None) -> None:
         self._disarm()
         loop: asyncio.AbstractEventLoop = getattr(self, "loop", None) or asyncio.get_event_loop()
-        self._deadline = loop.call_later(self.header_timeout_s, self._expire)
+        self._deadline = loop.call_later(seconds or self.header_timeout_s, self._expire)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -59,7 +80,7 @@ class _HeaderDeadline:
 
     def _expire(self) -> None:
         self._deadline = None
-        if self._awaiting_head():
+        if self._awaiting_head() or self._awaiting_body():
             transport = getattr(self, "transport", None)
             if transport is not None and not transport.is_closing():
                 transport.close()
@@ -80,4 +101,20 @@ def uvicorn_config(app: Any, **options: Any) -> Any:
     """The ``uvicorn.Config`` to serve ``app`` with (``options`` as uvicorn takes them)."""
     import uvicorn
 
+    options.setdefault("timeout_graceful_shutdown", SHUTDOWN_GRACE_S)
     return uvicorn.Config(app, http=header_deadline_protocol(), **options)
+
+
+async def serve(config: Any, sockets: list[Any]) -> None:
+    """Serve until SIGINT or SIGTERM. At the signal the app's worker (``app.state.worker``)
+    stops claiming runs — uvicorn would tell it only after every connection closed."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            worker = getattr(getattr(config.app, "state", None), "worker", None)
+            if worker is not None:
+                worker.stop()
+            super().handle_exit(sig, frame)
+
+    await Server(config).serve(sockets=sockets)
