@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
@@ -231,6 +232,19 @@ def test_serve_outside_a_project_is_one_error_line(tmp_path: Path) -> None:
     done = _serve(tmp_path, "--port", "0")
     assert done.returncode == 1 and "not in an agentrunner project" in done.stderr
     assert "Traceback" not in done.stderr and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("token", [" ", "\t\n", "two words", "tab\there"])
+def test_a_blank_or_spaced_token_is_refused(
+    agent: Agent, project: Path, monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    """A token of spaces let ``Authorization: Bearer  `` in; one with spaces inside cannot be
+    sent as one header value."""
+    agent("helper")
+    monkeypatch.setenv("AGENTRUNNER_API_TOKEN", token)
+    done = _serve(project, "--host", "0.0.0.0", "--port", "0")
+    assert done.returncode == 1 and "AGENTRUNNER_API_TOKEN" in done.stderr
+    assert token.strip() == "" or token not in done.stderr  # the value is never repeated
 
 
 def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: MockProvider) -> None:

@@ -28,7 +28,7 @@ def serve(
 
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
-    token = os.environ.get("AGENTRUNNER_API_TOKEN") or None
+    token = _token(os.environ.get("AGENTRUNNER_API_TOKEN") or None)
     if token is None and not _loopback(host):
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
@@ -86,6 +86,26 @@ def _listen(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.setblocking(False)
     return sock
+
+
+def _token(raw: str | None) -> str | None:
+    """The bearer token clients must send; refused (never repeated) when it is blank or holds
+    what a header value cannot: a token of spaces let ``Authorization: Bearer  `` in."""
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    if raw is None:
+        return None
+    bad = [i for i, c in enumerate(raw, 1) if not c.isascii() or not c.isprintable() or c == " "]
+    if raw.strip() == "" or bad:
+        what = (
+            "is blank" if raw.strip() == "" else f"holds a space or control character at {bad[0]}"
+        )
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"AGENTRUNNER_API_TOKEN {what}",
+            hint="Set a long random one: export AGENTRUNNER_API_TOKEN=$(openssl rand -hex 32)",
+        )
+    return raw
 
 
 def _loopback(host: str) -> bool:
