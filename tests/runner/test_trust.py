@@ -213,6 +213,10 @@ async def test_a_listing_leaves_the_runtime_files_out(
         assert hidden not in listed and hidden.rstrip("/") not in listed
     error, result = await _call(runner, mock, "list_files", {"path": "sub"})
     assert error is None and json.loads(result or "") == ["plain.txt"]
+    (runtime_files / "sub" / "envlink").symlink_to("/proc/self/environ")
+    (runtime_files / "sub" / "outside").symlink_to(runtime_files.parent)
+    error, result = await _call(runner, mock, "list_files", {"path": "sub"})
+    assert error is None and json.loads(result or "") == ["plain.txt"]  # links out: not shown
 
 
 @pytest.mark.parametrize(

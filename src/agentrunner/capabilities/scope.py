@@ -141,12 +141,13 @@ class FileScope:
                 break
         return names
 
-    @staticmethod
-    def _shown(entry: Path, protected: _Protected) -> bool:
+    def _shown(self, entry: Path, protected: _Protected) -> bool:
+        assert self.root is not None
         try:
-            return not protected.holds(entry.resolve())
+            resolved = entry.resolve()
         except (RuntimeError, OSError):  # a symlink loop: nothing to open
             return False
+        return resolved.is_relative_to(self.root) and not protected.holds(resolved)
 
 
 class _Protected:
