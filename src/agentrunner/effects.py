@@ -11,6 +11,7 @@ from typing import Any
 
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.turn import TurnLimits
+from agentrunner.errors import AgentRunnerError
 from agentrunner.store.store import Store
 
 __all__ = ["PostRunEffects"]
@@ -64,5 +65,7 @@ class PostRunEffects:
             title = " ".join(result.text.split()).strip(" \"'.")[:80]
             if title:
                 await self.store.threads.set_title(thread_id, title)
-        except Exception:
-            log.warning("title generation for thread %s failed", thread_id, exc_info=True)
+        except Exception as exc:  # a title is a nicety: one line, the traceback for --debug
+            why = f"{exc.code}: {exc.message}" if isinstance(exc, AgentRunnerError) else repr(exc)
+            log.warning("title generation for thread %s failed: %s", thread_id, why)
+            log.debug("title generation for thread %s failed", thread_id, exc_info=True)
