@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import httpx2
+import pytest
 
 from tests.runner.conftest import Agent
 
@@ -152,3 +153,16 @@ def test_good_input_of_the_same_shapes_is_accepted(agent: Agent, server: Any) ->
         assert done.status_code in (200, 201, 202), (path, done.text[:300])
     thread = httpx2.get(f"{srv.url}/threads/Ünïcode-thread.1@x:y", headers=AUTH)
     assert thread.status_code == 200
+
+
+@pytest.mark.parametrize("body", [b"{bad", b'{"agent_id": "helper",}'])
+def test_a_body_that_is_not_json_is_400(agent: Agent, server: Any, body: bytes) -> None:
+    agent("helper")
+    srv = server(worker=False)
+    done = httpx2.post(
+        f"{srv.url}/threads",
+        headers={**AUTH, "content-type": "application/json"},
+        content=body,
+    )
+    assert done.status_code == 400 and done.json()["error"]["code"] == "validation", done.text
+    assert "JSON" in done.json()["error"]["message"]

@@ -109,6 +109,9 @@ def install_handlers(app: FastAPI) -> None:
         # Of a union's several errors, the deepest says most (the branch that nearly fit).
         errors = sorted(exc.errors(), key=lambda e: -len(e.get("loc", ())))
         first = errors[0] if errors else {}
+        if first.get("type") == "json_invalid":  # not a request that breaks rules: not JSON
+            why = (first.get("ctx") or {}).get("error", "")
+            return error_response(400, "validation", f"the body is not JSON: {why}".rstrip(": "))
         where = ".".join(str(p) for p in first.get("loc", ()))
         what = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
         return error_response(422, "validation", f"{where}: {what}")
