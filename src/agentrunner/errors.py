@@ -55,8 +55,9 @@ class ErrorCode(StrEnum):
     ADDRESS_IN_USE = "address_in_use"
     UNAUTHORIZED = "unauthorized"
     QUEUE_FULL = "queue_full"
-    # Workers: a run is settled once.
+    # Workers: a run is settled once; a run whose worker went away is failed, not re-run.
     RUN_SETTLED = "run_settled"
+    WORKER_LOST = "worker_lost"
 
     @property
     def info(self) -> CodeInfo:
@@ -252,6 +253,15 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         "result was not recorded (what it spent was); the run keeps the lease's reason.",
         "Nothing to redo by hand; if workers are expected to stall that long, raise "
         "`[workers] lease_s`.",
+        _E.INTERNAL,
+    ),
+    _E.WORKER_LOST: CodeInfo(
+        False,
+        "The worker serving the run stopped renewing its lease (killed, its machine lost, or "
+        "paused past `[workers] lease_s`), and another worker failed the run. It is not run "
+        "again by itself: its tools may already have had effects.",
+        "Run it again if you still want the answer (check what its tool calls did first); a "
+        "worker that is often paused needs a longer `[workers] lease_s`.",
         _E.INTERNAL,
     ),
 }

@@ -151,6 +151,7 @@ async def test_a_killed_worker_is_recovered_and_the_mailbox_moves_on(
             assert time.monotonic() - killed_at < 2.0 + 5.0  # lease + 5 s
             dead = await store.runs.get(first.run_ids[0])
             assert dead is not None and "stopped renewing its lease" in (dead.error_message or "")
+            assert dead.error_code == "worker_lost"  # not an internal error to report
 
             async def moved_on() -> bool:
                 run = await store.runs.get(second.run_ids[0])

@@ -340,7 +340,7 @@ WHERE status = 'running' AND lease_until IS NOT NULL AND lease_until < :now;
 
 -- name: run_lease_fail
 UPDATE runs
-SET status = 'failed', stop_reason = 'error', error_code = 'internal', error_message = :message,
+SET status = 'failed', stop_reason = 'error', error_code = 'worker_lost', error_message = :message,
     completed_at = :now
 WHERE id = :id AND status = 'running' AND lease_until < :now;
 
