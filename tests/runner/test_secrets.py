@@ -104,3 +104,29 @@ async def test_a_key_with_a_control_character_fails_the_run_naming_the_variable(
     assert "MOCK_KEY" in stored  # the run record says which variable is wrong …
     for part in (KEY[:10], KEY[10:]):  # … and nothing of its value
         assert part not in stored and part not in f"{error} {error.hint}"
+
+
+@pytest.mark.parametrize("spelling", ["plain", "json"])
+async def test_a_key_a_tool_read_is_kept_nowhere(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    monkeypatch: pytest.MonkeyPatch,
+    project: Any,
+    spelling: str,
+) -> None:
+    """A full-trust agent may read the environment (or a file holding a key): the key is cut
+    from the tool's result before it is stored or sent to a model."""
+    from agentrunner.testing import Reply
+
+    monkeypatch.setenv("MOCK_KEY", KEY)
+    written = f"MOCK_KEY={KEY}\n" if spelling == "plain" else json.dumps({"k": KEY + '"'})
+    (project / "dotenv.txt").write_text(written)
+    agent("reader", "capabilities: [files]\ntrust: full")
+    mock.queue(Reply(tool_calls=[("read_file", {"path": "dotenv.txt"})]), Reply(text="read"))
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("reader", "t", "what is in it?")
+    assert KEY not in json.dumps([r.body for r in mock.requests])
+    stored = await stored_text(runner, "t")
+    assert KEY not in stored and "[redacted]" in stored  # the rest of the result is kept
+    assert "MOCK_KEY=" in stored or '"k"' in stored

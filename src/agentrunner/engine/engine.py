@@ -111,5 +111,6 @@ class Engine:
             tool_context=tool_context or {},
             before_tools=before_tools,
             budget=budget,
+            secrets=self.models.secrets,
         )
         return await run_turn(turn)

@@ -17,13 +17,13 @@ import json
 import ssl
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
-from urllib.parse import quote
 
 import httpx2
 
 from agentrunner.engine.failures import FailureKind, ProviderError, parse_retry_after
 from agentrunner.engine.http_pool import provider_transport
 from agentrunner.engine.messages import ModelRequest, ModelResponse, TextDelta, ThinkingDelta
+from agentrunner.engine.secrets import REDACTED, spellings
 from agentrunner.engine.sse import SSEDecoder
 from agentrunner.errors import AgentRunnerError
 
@@ -82,7 +82,7 @@ class HttpModelClient:
     ) -> None:
         self.provider = wire.provider
         self._wire = wire
-        self._secret_forms = _spellings(secret)
+        self._secret_forms = spellings(secret)
         try:
             self._client = httpx2.AsyncClient(
                 base_url=base_url.rstrip("/"),
@@ -236,23 +236,8 @@ class HttpModelClient:
     def _scrub(self, text: str) -> str:
         for form in self._secret_forms:
             if form in text:
-                text = text.replace(form, "[redacted]")
+                text = text.replace(form, REDACTED)
         return text
-
-
-def _spellings(secret: str | None) -> tuple[str, ...]:
-    """``secret`` as error messages spell it: as written, escaped as in the ``repr`` of a str or
-    of bytes (how h11 shows a header value), in JSON, URL-quoted; longest first."""
-    if not secret:
-        return ()
-    forms = {
-        secret,
-        repr(secret)[1:-1],
-        repr(secret.encode("utf-8", "backslashreplace"))[2:-1],
-        json.dumps(secret)[1:-1],
-        quote(secret, safe=""),
-    }
-    return tuple(sorted((f for f in forms if f), key=len, reverse=True))
 
 
 # TLS is checked against the operating system's certificates (httpx2), which a slim container

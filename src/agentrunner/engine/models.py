@@ -15,11 +15,13 @@ import os
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 from agentrunner.config import Config, ProviderConfig
 from agentrunner.engine.http_client import HttpModelClient, ModelClient
 from agentrunner.engine.pricing import PriceBook
+from agentrunner.engine.secrets import Secrets
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 __all__ = ["BUILTIN_PROVIDERS", "ModelRegistry", "ResolvedModel"]
@@ -102,6 +104,13 @@ class ModelRegistry:
         if sep and name and provider_name in self.providers:
             return ResolvedModel(ref, self.providers[provider_name], name)
         raise self._not_found(ref, provider_name if sep else None)
+
+    @cached_property
+    def secrets(self) -> Secrets:
+        """Every configured provider's key that the environment holds: what must never be
+        stored or sent to a model, in whatever text it turns up."""
+        variables = {p.api_key_env for p in self.providers.values() if p.api_key_env}
+        return Secrets(v for name in variables if (v := self._env.get(name, "").strip()))
 
     def knows(self, ref: str) -> bool:
         """Whether ``resolve(ref)`` would find the model."""

@@ -47,6 +47,7 @@ from agentrunner.engine.messages import (
     UserMessage,
 )
 from agentrunner.engine.pricing import PriceBook
+from agentrunner.engine.secrets import Secrets
 from agentrunner.engine.structured_output import (
     correction,
     parse_output,
@@ -156,6 +157,7 @@ class Turn:
     tool_context: Mapping[str, Any] = field(default_factory=dict)
     before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None
     budget: ExternalBudget | None = None
+    secrets: Secrets | None = None  # cut out of tool results: a tool may read a key
 
 
 async def run_turn(turn: Turn) -> TurnResult:
@@ -582,6 +584,8 @@ class _TurnRun:
         self.settle(call, render_result(value), error=False)
 
     def settle(self, call: ToolCall, content: str, *, error: bool) -> None:
+        if self.turn.secrets:
+            content = self.turn.secrets.scrub(content)
         result = ToolResult(call.id, call.name, content, is_error=error)
         self.finished[call.id] = result
         self.emit(
