@@ -185,7 +185,7 @@ class AgentRunner:
         self.history_window = history_window
         self.max_depth = max_depth
         self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
-        self.runtime_files = RuntimeFiles.of(config)
+        self.runtime_files = RuntimeFiles.of(config, agents)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
 
     @classmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,10 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 
-SECRET = "RUNTIME-SECRET-7f3a"  # in every protected file, so a leak is visible wherever it lands
+SECRET = "RUNTIME-SECRET-7f3a"
+MCP_SERVER = Path(__file__).with_name(
+    "mcp_server.py"
+)  # in every protected file, so a leak is visible wherever it lands
 
 
 @pytest.fixture
@@ -416,3 +420,38 @@ async def test_a_lowered_trust_holds_in_a_runner_that_is_already_open(
     assert denied.value.code is ErrorCode.TOOL_DENIED and "workspace" in denied.value.message
     agent("newcomer")  # an agent added while it runs is served too
     assert (await runner.run_agent("newcomer", "t3", "hello")).text
+
+
+@pytest.mark.parametrize(
+    ("path", "denied"),
+    [
+        (".git/hooks/pre-commit", True),  # run by the person's next commit
+        (".GIT/config", True),
+        (".venv/lib/python3.11/site-packages/evil.pth", True),  # run at Python's start
+        ("tools/server.py", True),  # an MCP server's code, run by the next run
+        ("tools/notes.md", False),
+        ("src/app.py", False),
+    ],
+)
+async def test_code_the_runtime_or_the_person_runs_is_outside_a_workspace_scope(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, path: str, denied: bool
+) -> None:
+    """Writing code that runs with the person's rights would be more than workspace trust."""
+    (project / ".git" / "hooks").mkdir(parents=True)
+    (project / ".venv" / "lib").mkdir(parents=True)
+    (project / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (project / "tools").mkdir()
+    (project / "tools" / "server.py").write_text(MCP_SERVER.read_text())  # a real one
+    (project / "src").mkdir()
+    agent(
+        "filer",
+        "capabilities: [files]\ntrust: workspace\n"
+        f"mcp_servers:\n  local: {{command: {sys.executable}, args: [tools/server.py]}}",
+    )
+    runner: AgentRunner = await open_runner()
+    error, _ = await _call(runner, mock, "write_file", {"path": path, "content": "owned"})
+    if denied:
+        assert error is not None and error.code is ErrorCode.TOOL_DENIED
+        assert not (project / path).exists() or b"owned" not in (project / path).read_bytes()
+    else:
+        assert error is None and (project / path).read_text() == "owned"

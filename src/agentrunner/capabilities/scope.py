@@ -7,7 +7,10 @@ project directory; ``full``: anywhere. Below ``full`` two rules hold however a p
 * the runtime's own files (``RuntimeFiles``) are outside every scope, the agent's own workspace
   excepted. An agent that could write them could raise its own trust (its agent file) or send a
   provider's key to a server of its choosing (``agentrunner.toml``); one that could read them
-  could read every thread (the database).
+  could read every thread (the database);
+* so is code that runs with the person's rights: a ``.git`` folder (its hooks run on the next
+  commit), a Python virtualenv (a folder holding ``pyvenv.cfg``: its ``.pth`` files run when
+  Python starts), and the project files the agents' MCP servers are started with.
 
 Paths are compared after symlinks are resolved, ignoring case and Unicode normalisation (a
 case-insensitive filesystem has other spellings of the same file), and by device and inode: the
@@ -17,9 +20,10 @@ and a file with more than one hard link must not be a link to one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -29,7 +33,7 @@ from agentrunner.config import CONFIG_FILE
 from agentrunner.engine.tools import ToolDenied, ToolRetry
 
 if TYPE_CHECKING:
-    from agentrunner.agents.spec import Trust
+    from agentrunner.agents.spec import AgentSpec, Trust
     from agentrunner.config import Config
 
 __all__ = ["FileScope", "RuntimeFiles"]
@@ -45,14 +49,17 @@ class RuntimeFiles:
     workspaces: Path  # where agents' own workspaces live (inside the state directory)
 
     @classmethod
-    def of(cls, config: Config) -> RuntimeFiles:
+    def of(cls, config: Config, agents: Iterable[AgentSpec] = ()) -> RuntimeFiles:
         """The agent files, ``agentrunner.toml``, the state directory (database, cache, logs,
-        agents' workspaces), ``personas/`` and a SQLite database wherever it is."""
+        agents' workspaces), ``personas/``, a SQLite database wherever it is, and the project
+        files ``agents``' MCP servers are started with (a script named as the command or an
+        argument)."""
         paths = [
             config.path or config.root / CONFIG_FILE,
             config.agents_dir,
             config.state_dir,
             config.root / "personas",
+            *_mcp_code(agents, config.root),
         ]
         database = _sqlite_file(config.resolved_database_url)
         if database is not None:
@@ -61,6 +68,28 @@ class RuntimeFiles:
 
 
 _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal", "-locks")
+
+
+def _mcp_code(agents: Iterable[AgentSpec], root: Path) -> Iterator[Path]:
+    for agent in agents:
+        for server in agent.mcp_servers.values():
+            for part in (server.command, *server.args):
+                if not part or part.startswith("-"):
+                    continue
+                candidate = Path(part) if Path(part).is_absolute() else root / part
+                with contextlib.suppress(OSError):
+                    if candidate.is_file() and candidate.resolve().is_relative_to(root.resolve()):
+                        yield candidate
+
+
+def _runs_code(folder: Path) -> bool:
+    """A folder whose contents run with the person's rights when they next use it."""
+    if folder.name.casefold() == ".git":
+        return True
+    try:
+        return (folder / "pyvenv.cfg").is_file()
+    except OSError:
+        return False
 
 
 def _sqlite_file(url: str) -> Path | None:
@@ -125,7 +154,9 @@ class FileScope:
         if _Protected(self).holds(resolved):
             raise ToolDenied(
                 f"'{path}' is one of the runtime's own files (agent files, agentrunner.toml, "
-                f"the state directory, personas/, the database), outside the scope of {self.who}"
+                "the state directory, personas/, the database) or code run with the person's "
+                f"rights (.git, a virtualenv, an MCP server's files), outside the scope of "
+                f"{self.who}"
             )
         return resolved
 
@@ -173,7 +204,7 @@ class _Protected:
         for at in (path, *path.parents):  # a protected file or folder under another name
             if at == top or not at.is_relative_to(top):
                 break
-            if _inode(at) in self.inodes:
+            if _inode(at) in self.inodes or _runs_code(at):
                 return True
         return self._hard_link(path)
 
