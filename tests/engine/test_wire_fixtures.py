@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from agentrunner.engine.failures import FailureKind, parse_retry_after
+from agentrunner.engine.failures import FailureKind, http_error, parse_retry_after
+from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -236,17 +237,23 @@ def test_request_carries_what_the_recorded_one_carries(path: Path) -> None:
 
 def fold(provider: str, sse: str) -> ModelResponse:
     wire = wire_for(provider)
-    stream = wire.stream()
+    folded = ResponseFold(provider)
     decoder = SSEDecoder()
     for line in sse.split("\n"):
         event = decoder.feed(line.rstrip("\r"))
         if event is not None:
-            stream.feed(*event)
+            wire.fold_event(*event, folded)
     tail = decoder.flush()
     if tail is not None:
-        stream.feed(*tail)
-    assert stream.complete, "the stream's end marker was not seen"
-    return stream.result()
+        wire.fold_event(*tail, folded)
+    assert folded.complete, "the stream's end marker was not seen"
+    return folded.result()
+
+
+def parse(provider: str, body: dict[str, Any]) -> ModelResponse:
+    folded = ResponseFold(provider)
+    wire_for(provider).fold_body(body, folded)
+    return folded.result()
 
 
 def reference_openai(response: dict[str, Any], sse: str | None) -> dict[str, Any]:
@@ -351,7 +358,7 @@ def test_response_becomes_the_right_result(path: Path) -> None:
     status = response["status"]
     if status >= 400:
         body = response.get("body_json", response.get("body_text"))
-        error = wire_for(provider).error(status, body, parse_retry_after(response["headers"]))
+        error = http_error(provider, status, body, parse_retry_after(response["headers"]))
         code, retryable, failover = EXPECTED_ERRORS[status]
         assert (error.code, error.retryable, error.failover) == (code, retryable, failover), error
         if "retry-after" in response["headers"]:
@@ -360,9 +367,7 @@ def test_response_becomes_the_right_result(path: Path) -> None:
             ) / 1000 or error.retry_after == float(response["headers"]["retry-after"])
         return
     sse = response.get("body_sse")
-    result = (
-        fold(provider, sse) if sse is not None else wire_for(provider).parse(response["body_json"])
-    )
+    result = fold(provider, sse) if sse is not None else parse(provider, response["body_json"])
     if provider == "openai":
         ref = reference_openai(response.get("body_json") or {}, sse)
         assert result.finish_reason == OPENAI_FINISH[ref["finish"]]
@@ -397,7 +402,7 @@ def result_of(name: str) -> ModelResponse:
     response = data["response"]
     if "body_sse" in response:
         return fold(data["provider"], response["body_sse"])
-    return wire_for(data["provider"]).parse(response["body_json"])
+    return parse(data["provider"], response["body_json"])
 
 
 def test_openai_streamed_tool_call_arguments_are_joined() -> None:
@@ -457,8 +462,11 @@ def test_thinking_is_replayed_only_to_the_same_provider() -> None:
 
 def test_rate_limit_retry_after_headers() -> None:
     data = load(FIXTURES / "openai/error_429_rate_limit.json")
-    error = OpenAIWire("openai").error(
-        429, data["response"]["body_json"], parse_retry_after(data["response"]["headers"])
+    error = http_error(
+        "openai",
+        429,
+        data["response"]["body_json"],
+        parse_retry_after(data["response"]["headers"]),
     )
     assert error.kind is FailureKind.RATE_LIMIT and error.retry_after == 20.0
     assert "org-REDACTED" in error.message

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from agentrunner.config import Config, ProviderConfig
-from agentrunner.engine.http_client import HttpModelClient, ModelClient
+from agentrunner.engine.http_client import HttpModelClient, ModelClient, Wire
 from agentrunner.engine.pricing import PriceBook
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
@@ -140,7 +140,7 @@ class ModelRegistry:
         if provider.kind == "anthropic":
             from agentrunner.engine.wire_anthropic import AnthropicWire
 
-            wire: object = AnthropicWire(provider.name)
+            wire: Wire = AnthropicWire(provider.name)
             headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
             if secret:
                 headers["x-api-key"] = secret
@@ -167,7 +167,7 @@ class ModelRegistry:
                 hint=f"Set base_url under [providers.{provider.name}] in agentrunner.toml.",
             )
         return HttpModelClient(
-            wire,  # type: ignore[arg-type]
+            wire,
             base_url=provider.base_url,
             headers=headers,
             timeout_s=provider.timeout_s,
