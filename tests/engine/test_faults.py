@@ -81,8 +81,9 @@ async def test_stalled_response_is_a_timeout(
 
 
 @pytest.mark.parametrize("model", BOTH)
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "unstreamed"])
 async def test_malformed_tool_arguments_go_back_to_the_model(
-    mock_server: MockProviderServer, mock: MockProvider, model: str
+    mock_server: MockProviderServer, mock: MockProvider, model: str, stream: bool
 ) -> None:
     mock.queue(
         Reply.malformed_tool_call("get_weather"),
@@ -91,8 +92,10 @@ async def test_malformed_tool_arguments_go_back_to_the_model(
     )
     reg = registry(mock_server)
     rec = Recorder()
-    result = await run_turn(turn(reg, model, emit=rec))
-    await reg.aclose()
+    try:
+        result = await run_turn(turn(reg, model, emit=rec, stream=stream))
+    finally:
+        await reg.aclose()
     assert result.text == "Sunny."
     first, second = rec.of("agent.tool_result")
     assert first["is_error"] and "not valid JSON" in first["output_summary"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from inline_snapshot import snapshot
 from jsonschema import validate
 
 from agentrunner.config import PriceOverride, ProviderConfig
@@ -112,13 +113,16 @@ def test_max_tokens_field_by_provider() -> None:
     from agentrunner.engine import ModelRequest
 
     req = ModelRequest("m", "", [], max_output_tokens=50, stream=False)
-    assert (
-        OpenAIWire("openai", max_tokens_field="max_completion_tokens").build(req)[
-            "max_completion_tokens"
-        ]
-        == 50
+    built = {
+        "openai": OpenAIWire("openai", max_tokens_field="max_completion_tokens").build(req),
+        "ollama": OpenAIWire("ollama").build(req),
+    }
+    assert built == snapshot(
+        {
+            "openai": {"model": "m", "messages": [], "max_completion_tokens": 50, "stream": False},
+            "ollama": {"model": "m", "messages": [], "max_tokens": 50, "stream": False},
+        }
     )
-    assert OpenAIWire("ollama").build(req)["max_tokens"] == 50
 
 
 # -- pricing -----------------------------------------------------------------------------------

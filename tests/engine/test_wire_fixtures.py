@@ -1,13 +1,16 @@
-"""Both wire adapters against every recorded real exchange in tests/fixtures/providers/.
+"""Both wire adapters against every recorded real exchange in tests/fixtures/providers/,
+compared as whole values with snapshots (inline-snapshot: ``pytest --inline-snapshot=create``
+writes a new one, ``=fix`` a changed one after review; a plain run fails on any difference).
 
 For each exchange: the conversation in the recorded request is rebuilt in agentrunner's types and
-sent through our adapter; the request we build must carry what the recorded one carries (roles,
-texts, tool calls and results, tool schemas, thinking replay, structured-output fields). The
-recorded response (JSON or the raw SSE bytes) must become the right text, tool calls, thinking,
-usage and finish reason — or, for an error, the right code, retryable flag and failover.
-
-Not compared, on purpose: sampling and provider options agentrunner does not model per request
-(temperature, stop sequences, thinking budgets, tool_choice, tool ``strict`` flags).
+sent through our adapter, and the request we build is the snapshot (it was checked against the
+recorded one when written: roles, texts, tool calls and results, tool schemas, thinking replay,
+structured-output fields; sampling and provider options agentrunner does not model per request —
+temperature, stop sequences, thinking budgets, tool_choice, tool ``strict`` flags — are not in
+it). The recorded answer is replayed through the HTTP client both ways, streamed and not: as
+recorded, and the other way (a recorded body re-sent as the stream the provider would have sent;
+a recorded stream's folded content re-sent as a whole body); both fold to the same response,
+which is the snapshot — or, for an error, the same classified error.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inline_snapshot import Is, snapshot
 
-from agentrunner.engine.failures import FailureKind, parse_retry_after
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -28,12 +31,12 @@ from agentrunner.engine.messages import (
     ToolCall,
     ToolDefinition,
     ToolResult,
+    Usage,
     UserMessage,
 )
-from agentrunner.engine.sse import SSEDecoder
 from agentrunner.engine.wire_anthropic import AnthropicWire
 from agentrunner.engine.wire_openai import OpenAIWire
-from agentrunner.errors import ErrorCode
+from tests.engine.wire_replay import as_body, as_stream, replay, wire_for
 
 # A copy of the project's shared recordings, kept in the repository so a fresh clone tests the
 # adapters against them (the copy's README says where each exchange comes from).
@@ -45,8 +48,16 @@ def load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def wire_for(provider: str) -> OpenAIWire | AnthropicWire:
-    return OpenAIWire("openai") if provider == "openai" else AnthropicWire("anthropic")
+def name(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+# 9 KB the two prompt-caching requests share, compared as recorded rather than copied here.
+CACHED_SYSTEM_PROMPT = load(FIXTURES / "anthropic/cache_read_max_tokens.json")["request"]["body"][
+    "system"
+][0]["text"]
+ANSWERED = [p for p in FILES if load(p)["response"]["status"] < 400]
+FAILED = [p for p in FILES if load(p)["response"]["status"] >= 400]
 
 
 def text_of(content: Any) -> str:
@@ -141,327 +152,1335 @@ def anthropic_request(body: dict[str, Any]) -> ModelRequest:
     )
 
 
-def normalize_openai(messages: list[dict[str, Any]]) -> list[Any]:
-    out = []
-    for m in messages:
-        calls = [
-            (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
-            for c in m.get("tool_calls") or ()
-        ]
-        out.append((m["role"], text_of(m.get("content")) or "", calls, m.get("tool_call_id")))
-    return out
+# -- recorded request → the request we build ------------------------------------------------
 
 
-def normalize_anthropic(messages: list[dict[str, Any]]) -> list[Any]:
-    out = []
-    for m in messages:
-        blocks = (
-            [{"type": "text", "text": m["content"]}]
-            if isinstance(m["content"], str)
-            else m["content"]
-        )
-        norm = []
-        for b in blocks:
-            if b["type"] == "text":
-                norm.append(("text", b["text"]))
-            elif b["type"] == "tool_use":
-                norm.append(("tool_use", b["id"], b["name"], b["input"]))
-            elif b["type"] == "tool_result":
-                norm.append(
-                    (
-                        "tool_result",
-                        b["tool_use_id"],
-                        text_of(b.get("content")),
-                        bool(b.get("is_error")),
-                    )
-                )
-            elif b["type"] == "thinking":
-                norm.append(("thinking", b["thinking"], b["signature"]))
-            elif b["type"] == "redacted_thinking":
-                norm.append(("redacted_thinking", b["data"]))
-        out.append((m["role"], norm))
-    return out
-
-
-@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_request_carries_what_the_recorded_one_carries(path: Path) -> None:
-    recorded = load(path)["request"]["body"]
-    provider = load(path)["provider"]
+@pytest.mark.parametrize("path", FILES, ids=name)
+def test_the_request_built_from_a_recorded_conversation(path: Path) -> None:
+    recorded, provider = load(path)["request"]["body"], load(path)["provider"]
     if not all(isinstance(m, dict) for m in recorded["messages"]):
         pytest.skip("the recorded request is malformed on purpose (the provider rejected it)")
-    if provider == "openai":
-        built = OpenAIWire("openai").build(openai_request(recorded))
-        assert normalize_openai(built["messages"]) == normalize_openai(recorded["messages"])
-        assert built["model"] == recorded["model"]
-        built_tools = [
-            (t["function"]["name"], t["function"]["description"], t["function"]["parameters"])
-            for t in built.get("tools", [])
-        ]
-        rec_tools = [
-            (
-                t["function"]["name"],
-                t["function"].get("description", ""),
-                t["function"].get("parameters", {}),
-            )
-            for t in recorded.get("tools", [])
-        ]
-        assert built_tools == rec_tools
-        if "response_format" in recorded:
-            ours, theirs = built["response_format"], recorded["response_format"]
-            assert ours["type"] == theirs["type"] == "json_schema"
-            for key in ("name", "schema", "strict"):
-                assert ours["json_schema"][key] == theirs["json_schema"][key], key
-        assert built["stream"] == bool(recorded.get("stream"))
-        if recorded.get("stream"):
-            assert built["stream_options"] == {"include_usage": True}
-    else:
-        built = AnthropicWire("anthropic").build(anthropic_request(recorded))
-        assert normalize_anthropic(built["messages"]) == normalize_anthropic(recorded["messages"])
-        assert built["model"] == recorded["model"]
-        assert built["max_tokens"] == recorded["max_tokens"]
-        assert text_of(built.get("system")) == text_of(recorded.get("system") or "")
-        assert [
-            (t["name"], t["description"], t["input_schema"]) for t in built.get("tools", [])
-        ] == [
-            (t["name"], t.get("description", ""), t["input_schema"])
-            for t in recorded.get("tools", [])
-        ]
-        if "output_config" in recorded:
-            assert built["output_config"]["format"] == recorded["output_config"]["format"]
-        assert built["stream"] == bool(recorded.get("stream"))
+    conversation = (openai_request if provider == "openai" else anthropic_request)(recorded)
+    assert (
+        wire_for(provider).build(conversation)
+        == snapshot(
+            {
+                "anthropic/cache_creation_max_tokens": {
+                    "model": "claude-sonnet-4-20250514",
+                    "max_tokens": 100,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "What are the key principles for designing scalable systems?",
+                                }
+                            ],
+                        }
+                    ],
+                    "system": [
+                        {
+                            "type": "text",
+                            "text": Is(CACHED_SYSTEM_PROMPT),
+                            "cache_control": {"type": "ephemeral"},
+                        }
+                    ],
+                    "stream": False,
+                },
+                "anthropic/cache_read_max_tokens": {
+                    "model": "claude-sonnet-4-20250514",
+                    "max_tokens": 100,
+                    "messages": [
+                        {"role": "user", "content": [{"type": "text", "text": "What is a system"}]}
+                    ],
+                    "system": [
+                        {
+                            "type": "text",
+                            "text": Is(CACHED_SYSTEM_PROMPT),
+                            "cache_control": {"type": "ephemeral"},
+                        }
+                    ],
+                    "stream": False,
+                },
+                "anthropic/error_401_stream_request": {
+                    "model": "claude-sonnet-4-0",
+                    "max_tokens": 16000,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "This should fail with AuthenticationError",
+                                }
+                            ],
+                        }
+                    ],
+                    "stream": True,
+                },
+                "anthropic/error_404_not_found": {
+                    "model": "this-model-does-not-exist-12345",
+                    "max_tokens": 16000,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "text", "text": "This should fail with NotFoundError"}
+                            ],
+                        }
+                    ],
+                    "stream": False,
+                },
+                "anthropic/error_429_rate_limit": {
+                    "model": "claude-3-opus-20240229",
+                    "max_tokens": 500,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "What is the result of 1,984,135 * 9,343,116?",
+                                }
+                            ],
+                        },
+                        {
+                            "role": "assistant",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": """\
+<thinking>
+The calculator tool is relevant for answering this question as it performs basic arithmetic operations.
+Required parameters:
+- expression: The user directly provided the mathematical expression "1,984,135 * 9,343,116". While it contains commas, I can reasonably infer those are just used as digit separators and the expression is equivalent to "1984135 * 9343116".
+All the required parameters are provided, so I can proceed with calling the calculator tool.
+</thinking>\
+""",
+                                },
+                                {
+                                    "type": "tool_use",
+                                    "id": "toolu_01EtZG1zaJKx1Aghi8f9AtiT",
+                                    "name": "calculator",
+                                    "input": {"expression": "1984135 * 9343116"},
+                                },
+                            ],
+                        },
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": "toolu_01EtZG1zaJKx1Aghi8f9AtiT",
+                                    "content": "18538003464660",
+                                }
+                            ],
+                        },
+                    ],
+                    "tools": [
+                        {
+                            "name": "calculator",
+                            "description": "A simple calculator that performs basic arithmetic operations.",
+                            "input_schema": {
+                                "type": "object",
+                                "properties": {
+                                    "expression": {
+                                        "type": "string",
+                                        "description": "The mathematical expression to evaluate (e.g., '2 + 3 * 4').",
+                                    }
+                                },
+                                "required": ["expression"],
+                            },
+                        }
+                    ],
+                    "stream": False,
+                },
+                "anthropic/parallel_tool_results_followup": {
+                    "model": "claude-haiku-4-5",
+                    "max_tokens": 4096,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "Alice, Bob, Charlie and Daisy are a family. Who is the youngest?",
+                                }
+                            ],
+                        },
+                        {
+                            "role": "assistant",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "I'll help you find out who is the youngest by retrieving information about each family member. I'll retrieve their entity information to compare their ages.",
+                                },
+                                {
+                                    "type": "tool_use",
+                                    "id": "toolu_0167cfEnoQaPviGdVXA95zcu",
+                                    "name": "retrieve_entity_info",
+                                    "input": {"name": "Alice"},
+                                },
+                                {
+                                    "type": "tool_use",
+                                    "id": "toolu_01EEe2V5HD1Ac4rKiUR4HD2T",
+                                    "name": "retrieve_entity_info",
+                                    "input": {"name": "Bob"},
+                                },
+                                {
+                                    "type": "tool_use",
+                                    "id": "toolu_01XFyAjstT3966qvRynZyVPo",
+                                    "name": "retrieve_entity_info",
+                                    "input": {"name": "Charlie"},
+                                },
+                                {
+                                    "type": "tool_use",
+                                    "id": "toolu_013mnQZbgtK2oe3Mo3XKJsx3",
+                                    "name": "retrieve_entity_info",
+                                    "input": {"name": "Daisy"},
+                                },
+                            ],
+                        },
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": "toolu_0167cfEnoQaPviGdVXA95zcu",
+                                    "content": "alice is bob's wife",
+                                },
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": "toolu_01EEe2V5HD1Ac4rKiUR4HD2T",
+                                    "content": "bob is alice's husband",
+                                },
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": "toolu_01XFyAjstT3966qvRynZyVPo",
+                                    "content": "charlie is alice's son",
+                                },
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": "toolu_013mnQZbgtK2oe3Mo3XKJsx3",
+                                    "content": "daisy is bob's daughter and charlie's younger sister",
+                                },
+                            ],
+                        },
+                    ],
+                    "system": [
+                        {
+                            "type": "text",
+                            "text": """\
 
+    Use the `retrieve_entity_info` tool to get information about a specific person.
+    If you need to use `retrieve_entity_info` to get information about multiple people, try
+    to call them in parallel as much as possible.
+    Think step by step and then provide a single most probable concise answer.
+    \
+""",
+                            "cache_control": {"type": "ephemeral"},
+                        }
+                    ],
+                    "tools": [
+                        {
+                            "name": "retrieve_entity_info",
+                            "description": "Get the knowledge about the given entity.",
+                            "input_schema": {
+                                "additionalProperties": False,
+                                "properties": {"name": {"type": "string"}},
+                                "required": ["name"],
+                                "type": "object",
+                            },
+                        }
+                    ],
+                    "stream": False,
+                },
+                "anthropic/parallel_tool_use": {
+                    "model": "claude-haiku-4-5",
+                    "max_tokens": 4096,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "Alice, Bob, Charlie and Daisy are a family. Who is the youngest?",
+                                }
+                            ],
+                        }
+                    ],
+                    "system": [
+                        {
+                            "type": "text",
+                            "text": """\
 
-# -- recorded response → our result ---------------------------------------------------------
-
-
-def fold(provider: str, sse: str) -> ModelResponse:
-    wire = wire_for(provider)
-    stream = wire.stream()
-    decoder = SSEDecoder()
-    for line in sse.split("\n"):
-        event = decoder.feed(line.rstrip("\r"))
-        if event is not None:
-            stream.feed(*event)
-    tail = decoder.flush()
-    if tail is not None:
-        stream.feed(*tail)
-    assert stream.complete, "the stream's end marker was not seen"
-    return stream.result()
-
-
-def reference_openai(response: dict[str, Any], sse: str | None) -> dict[str, Any]:
-    """An independent, simple reading of the recorded OpenAI response."""
-    if sse is None:
-        msg = response["choices"][0]["message"]
-        return {
-            "text": msg.get("content") or "",
-            "calls": [
-                (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
-                for c in msg.get("tool_calls") or ()
-            ],
-            "finish": response["choices"][0]["finish_reason"],
-            "usage": response.get("usage"),
-        }
-    text, calls, finish, usage = "", {}, None, None
-    for line in sse.splitlines():
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        chunk = json.loads(line[6:])
-        usage = chunk.get("usage") or usage
-        for choice in chunk.get("choices") or ():
-            text += choice["delta"].get("content") or ""
-            for tc in choice["delta"].get("tool_calls") or ():
-                slot = calls.setdefault(tc["index"], ["", "", ""])
-                slot[0] = tc.get("id") or slot[0]
-                slot[1] = (tc.get("function") or {}).get("name") or slot[1]
-                slot[2] += (tc.get("function") or {}).get("arguments") or ""
-            finish = choice.get("finish_reason") or finish
-    return {
-        "text": text,
-        "calls": [(i, n, json.loads(a)) for _, (i, n, a) in sorted(calls.items())],
-        "finish": finish,
-        "usage": usage,
-    }
-
-
-def reference_anthropic(response: dict[str, Any], sse: str | None) -> dict[str, Any]:
-    if sse is None:
-        blocks, stop, usage = response["content"], response["stop_reason"], response["usage"]
-    else:
-        blocks, stop, usage = [], None, {}
-        for line in sse.splitlines():
-            if not line.startswith("data: "):
-                continue
-            event = json.loads(line[6:])
-            if event["type"] == "message_start":
-                usage.update(event["message"]["usage"])
-            elif event["type"] == "content_block_start":
-                blocks.append(dict(event["content_block"], _json=""))
-            elif event["type"] == "content_block_delta":
-                block, delta = blocks[event["index"]], event["delta"]
-                block["text"] = block.get("text", "") + delta.get("text", "")
-                block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
-                block["signature"] = block.get("signature", "") + delta.get("signature", "")
-                block["_json"] += delta.get("partial_json", "")
-            elif event["type"] == "message_delta":
-                stop = event["delta"]["stop_reason"]
-                usage.update({k: v for k, v in event.get("usage", {}).items() if v is not None})
-        for block in blocks:
-            if block["type"] == "tool_use" and block["_json"]:
-                block["input"] = json.loads(block["_json"])
-    return {
-        "text": "".join(b["text"] for b in blocks if b["type"] == "text"),
-        "calls": [(b["id"], b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"],
-        "thinking": [(b["thinking"], b["signature"]) for b in blocks if b["type"] == "thinking"],
-        "finish": stop,
-        "usage": usage,
-    }
-
-
-OPENAI_FINISH = {
-    "stop": "stop",
-    "tool_calls": "tool_calls",
-    "length": "length",
-    "content_filter": "content_filter",
-}
-ANTHROPIC_FINISH = {
-    "end_turn": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "stop_sequence": "stop_sequence",
-    "refusal": "content_filter",
-}
-EXPECTED_ERRORS = {
-    400: (ErrorCode.VALIDATION, False, False),
-    401: (ErrorCode.PROVIDER_AUTH, False, False),
-    403: (ErrorCode.PROVIDER_AUTH, False, False),
-    404: (ErrorCode.MODEL_NOT_FOUND, False, False),
-    429: (ErrorCode.PROVIDER_RATE_LIMIT, True, True),
-    500: (ErrorCode.PROVIDER_UNAVAILABLE, True, True),
-    502: (ErrorCode.PROVIDER_UNAVAILABLE, True, True),
-    503: (ErrorCode.PROVIDER_UNAVAILABLE, True, True),
-    529: (ErrorCode.PROVIDER_UNAVAILABLE, True, True),
-}
-
-
-@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_response_becomes_the_right_result(path: Path) -> None:
-    data = load(path)
-    provider, response = data["provider"], data["response"]
-    status = response["status"]
-    if status >= 400:
-        body = response.get("body_json", response.get("body_text"))
-        error = wire_for(provider).error(status, body, parse_retry_after(response["headers"]))
-        code, retryable, failover = EXPECTED_ERRORS[status]
-        assert (error.code, error.retryable, error.failover) == (code, retryable, failover), error
-        if "retry-after" in response["headers"]:
-            assert error.retry_after == float(
-                response["headers"].get("retry-after-ms", 0)
-            ) / 1000 or error.retry_after == float(response["headers"]["retry-after"])
-        return
-    sse = response.get("body_sse")
-    result = (
-        fold(provider, sse) if sse is not None else wire_for(provider).parse(response["body_json"])
+    Use the `retrieve_entity_info` tool to get information about a specific person.
+    If you need to use `retrieve_entity_info` to get information about multiple people, try
+    to call them in parallel as much as possible.
+    Think step by step and then provide a single most probable concise answer.
+    \
+""",
+                            "cache_control": {"type": "ephemeral"},
+                        }
+                    ],
+                    "tools": [
+                        {
+                            "name": "retrieve_entity_info",
+                            "description": "Get the knowledge about the given entity.",
+                            "input_schema": {
+                                "additionalProperties": False,
+                                "properties": {"name": {"type": "string"}},
+                                "required": ["name"],
+                                "type": "object",
+                            },
+                        }
+                    ],
+                    "stream": False,
+                },
+                "anthropic/parallel_tool_use_stream": {
+                    "model": "claude-sonnet-4-0",
+                    "max_tokens": 16000,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "Please retrieve the secrets associated with each of these passwords: mellon,radiance",
+                                }
+                            ],
+                        }
+                    ],
+                    "system": [
+                        {
+                            "type": "text",
+                            "text": "Use parallel tool calling.",
+                            "cache_control": {"type": "ephemeral"},
+                        }
+                    ],
+                    "tools": [
+                        {
+                            "name": "secret_retrieval_tool",
+                            "description": "A tool that requires a password to retrieve a secret.",
+                            "input_schema": {
+                                "properties": {"password": {"title": "Password", "type": "string"}},
+                                "required": ["password"],
+                                "additionalProperties": False,
+                                "type": "object",
+                            },
+                        }
+                    ],
+                    "stream": True,
+                },
+                "anthropic/stop_sequence_prefill_stream": {
+                    "model": "claude-haiku-4-5-20251001",
+                    "max_tokens": 8192,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "text", "text": "Very short function describing a pelican"}
+                            ],
+                        },
+                        {"role": "assistant", "content": [{"type": "text", "text": "```python"}]},
+                    ],
+                    "stream": True,
+                },
+                "anthropic/structured_output_json_schema": {
+                    "model": "claude-sonnet-4-5",
+                    "max_tokens": 4096,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [{"type": "text", "text": "Tell me about London"}],
+                        }
+                    ],
+                    "output_config": {
+                        "format": {
+                            "type": "json_schema",
+                            "schema": {
+                                "additionalProperties": False,
+                                "properties": {
+                                    "city": {"type": "string"},
+                                    "country": {"type": "string"},
+                                    "population": {"type": "integer"},
+                                },
+                                "required": ["city", "country", "population"],
+                                "type": "object",
+                            },
+                        }
+                    },
+                    "stream": False,
+                },
+                "anthropic/text_basic": {
+                    "model": "claude-sonnet-4-0",
+                    "max_tokens": 16000,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [{"type": "text", "text": "What is 4200 + 42?"}],
+                        }
+                    ],
+                    "stream": False,
+                },
+                "anthropic/text_stream": {
+                    "model": "claude-sonnet-4-0",
+                    "max_tokens": 16000,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [{"type": "text", "text": "What is 4200 + 42?"}],
+                        }
+                    ],
+                    "stream": True,
+                },
+                "anthropic/thinking": {
+                    "model": "claude-sonnet-4-5",
+                    "max_tokens": 4096,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [{"type": "text", "text": "How do I cross the street?"}],
+                        }
+                    ],
+                    "stream": False,
+                },
+                "anthropic/thinking_stream": {
+                    "model": "claude-haiku-4-5-20251001",
+                    "max_tokens": 8192,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "text", "text": "Two names for a pet pelican, be brief"}
+                            ],
+                        }
+                    ],
+                    "stream": True,
+                },
+                "anthropic/tool_result_followup": {
+                    "model": "claude-sonnet-4-5",
+                    "max_tokens": 4096,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [{"type": "text", "text": "What's the weather in Paris?"}],
+                        },
+                        {
+                            "role": "assistant",
+                            "content": [
+                                {
+                                    "type": "tool_use",
+                                    "id": "toolu_01WN4AuToBnJyXNQXwQBBebj",
+                                    "name": "get_weather",
+                                    "input": {"city": "Paris"},
+                                }
+                            ],
+                        },
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "tool_result",
+                                    "tool_use_id": "toolu_01WN4AuToBnJyXNQXwQBBebj",
+                                    "content": "Sunny, 22C in Paris",
+                                }
+                            ],
+                        },
+                    ],
+                    "tools": [
+                        {
+                            "name": "get_weather",
+                            "description": "Get the current weather for a city.",
+                            "input_schema": {
+                                "additionalProperties": False,
+                                "properties": {"city": {"type": "string"}},
+                                "required": ["city"],
+                                "type": "object",
+                            },
+                        }
+                    ],
+                    "stream": False,
+                },
+                "anthropic/tool_use_single": {
+                    "model": "claude-sonnet-4-5",
+                    "max_tokens": 4096,
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [{"type": "text", "text": "What's the weather in Paris?"}],
+                        }
+                    ],
+                    "tools": [
+                        {
+                            "name": "get_weather",
+                            "description": "Get the current weather for a city.",
+                            "input_schema": {
+                                "additionalProperties": False,
+                                "properties": {"city": {"type": "string"}},
+                                "required": ["city"],
+                                "type": "object",
+                            },
+                        }
+                    ],
+                    "stream": False,
+                },
+                "openai/error_400_unsupported_parameter": {
+                    "model": "gpt-5-mini",
+                    "messages": [{"role": "user", "content": "What is 4200 + 42?"}],
+                    "stream": False,
+                },
+                "openai/error_401_invalid_api_key": {
+                    "model": "gpt-4o",
+                    "messages": [
+                        {"role": "user", "content": "This should fail with AuthenticationError"}
+                    ],
+                    "stream": False,
+                },
+                "openai/error_404_model_not_found_stream_request": {
+                    "model": "this-model-does-not-exist-12345",
+                    "messages": [
+                        {"role": "user", "content": "This should fail with NotFoundError"}
+                    ],
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                },
+                "openai/error_429_rate_limit": {
+                    "model": "gpt-3.5-turbo",
+                    "messages": [{"role": "user", "content": "Tell me a short joke about pigs"}],
+                    "stream": False,
+                },
+                "openai/finish_length": {
+                    "model": "gpt-4o",
+                    "messages": [{"role": "user", "content": "List all U.S. states."}],
+                    "stream": False,
+                },
+                "openai/parallel_tool_calls": {
+                    "model": "gpt-4o",
+                    "messages": [
+                        {"role": "system", "content": "Use parallel tool calling."},
+                        {
+                            "role": "user",
+                            "content": "Please retrieve the secrets associated with each of these passwords: mellon,radiance",
+                        },
+                    ],
+                    "tools": [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": "secret_retrieval_tool",
+                                "description": "A tool that requires a password to retrieve a secret.",
+                                "parameters": {
+                                    "properties": {
+                                        "password": {"title": "Password", "type": "string"}
+                                    },
+                                    "required": ["password"],
+                                    "additionalProperties": False,
+                                    "type": "object",
+                                },
+                            },
+                        }
+                    ],
+                    "stream": False,
+                },
+                "openai/parallel_tool_results_followup": {
+                    "model": "gpt-4o",
+                    "messages": [
+                        {"role": "system", "content": "Use parallel tool calling."},
+                        {
+                            "role": "user",
+                            "content": "Please retrieve the secrets associated with each of these passwords: mellon,radiance",
+                        },
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": "call_v6LacIrChvs6ITVpIZqy5tFc",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "secret_retrieval_tool",
+                                        "arguments": '{"password":"mellon"}',
+                                    },
+                                },
+                                {
+                                    "id": "call_onyWzk4mLTGKzW9cthmf4Llq",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "secret_retrieval_tool",
+                                        "arguments": '{"password":"radiance"}',
+                                    },
+                                },
+                            ],
+                        },
+                        {
+                            "role": "tool",
+                            "tool_call_id": "call_v6LacIrChvs6ITVpIZqy5tFc",
+                            "content": "Welcome to Moria!",
+                        },
+                        {
+                            "role": "tool",
+                            "tool_call_id": "call_onyWzk4mLTGKzW9cthmf4Llq",
+                            "content": "Life before Death",
+                        },
+                    ],
+                    "tools": [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": "secret_retrieval_tool",
+                                "description": "A tool that requires a password to retrieve a secret.",
+                                "parameters": {
+                                    "properties": {
+                                        "password": {"title": "Password", "type": "string"}
+                                    },
+                                    "required": ["password"],
+                                    "additionalProperties": False,
+                                    "type": "object",
+                                },
+                            },
+                        }
+                    ],
+                    "stream": False,
+                },
+                "openai/structured_output_json_schema": {
+                    "model": "gpt-4o",
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": "Please recommend the most popular book by Patrick Rothfuss",
+                        }
+                    ],
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {
+                            "name": "Book",
+                            "schema": {
+                                "$defs": {
+                                    "Author": {
+                                        "description": "The author of a book.",
+                                        "properties": {
+                                            "first_name": {"title": "First Name", "type": "string"},
+                                            "last_name": {"title": "Last Name", "type": "string"},
+                                        },
+                                        "required": ["first_name", "last_name"],
+                                        "title": "Author",
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                    }
+                                },
+                                "description": "A book with a rating. The title should be in all caps!",
+                                "properties": {
+                                    "title": {"title": "Title", "type": "string"},
+                                    "author": {"$ref": "#/$defs/Author"},
+                                    "rating": {
+                                        "description": "For testing purposes, the rating should be 7",
+                                        "title": "Rating",
+                                        "type": "integer",
+                                    },
+                                },
+                                "required": ["title", "author", "rating"],
+                                "title": "Book",
+                                "type": "object",
+                                "additionalProperties": False,
+                            },
+                            "strict": True,
+                        },
+                    },
+                    "stream": False,
+                },
+                "openai/text_basic": {
+                    "model": "gpt-4o",
+                    "messages": [{"role": "user", "content": "What is 4200 + 42?"}],
+                    "stream": False,
+                },
+                "openai/text_stream_include_usage": {
+                    "model": "gpt-4o",
+                    "messages": [{"role": "user", "content": "What is 4200 + 42?"}],
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                },
+                "openai/tool_call_single": {
+                    "model": "gpt-5-mini",
+                    "messages": [{"role": "user", "content": "What's the weather in Paris?"}],
+                    "tools": [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": "get_weather",
+                                "description": "Get the current weather for a city.",
+                                "parameters": {
+                                    "additionalProperties": False,
+                                    "properties": {"city": {"type": "string"}},
+                                    "required": ["city"],
+                                    "type": "object",
+                                },
+                            },
+                        }
+                    ],
+                    "stream": False,
+                },
+                "openai/tool_call_stream": {
+                    "model": "gpt-4o-mini",
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": "What is the capital of the UK? Use the tool, then answer.",
+                        }
+                    ],
+                    "tools": [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": "get_capital",
+                                "description": "",
+                                "parameters": {
+                                    "additionalProperties": False,
+                                    "properties": {"country": {"type": "string"}},
+                                    "required": ["country"],
+                                    "type": "object",
+                                },
+                            },
+                        }
+                    ],
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                },
+                "openai/tool_result_followup": {
+                    "model": "gpt-5-mini",
+                    "messages": [
+                        {"role": "user", "content": "What's the weather in Paris?"},
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": "call_aDdJTteHrpMdhdkEkyxjxEHH",
+                                    "type": "function",
+                                    "function": {
+                                        "name": "get_weather",
+                                        "arguments": '{"city":"Paris"}',
+                                    },
+                                }
+                            ],
+                        },
+                        {
+                            "role": "tool",
+                            "tool_call_id": "call_aDdJTteHrpMdhdkEkyxjxEHH",
+                            "content": "Sunny, 22C in Paris",
+                        },
+                    ],
+                    "tools": [
+                        {
+                            "type": "function",
+                            "function": {
+                                "name": "get_weather",
+                                "description": "Get the current weather for a city.",
+                                "parameters": {
+                                    "additionalProperties": False,
+                                    "properties": {"city": {"type": "string"}},
+                                    "required": ["city"],
+                                    "type": "object",
+                                },
+                            },
+                        }
+                    ],
+                    "stream": False,
+                },
+            }
+        )[name(path)]
     )
-    if provider == "openai":
-        ref = reference_openai(response.get("body_json") or {}, sse)
-        assert result.finish_reason == OPENAI_FINISH[ref["finish"]]
-        usage = ref["usage"] or {}
-        assert result.usage.input_tokens == usage.get("prompt_tokens", 0)
-        assert result.usage.output_tokens == usage.get("completion_tokens", 0)
-        assert result.usage.cache_read_tokens == (usage.get("prompt_tokens_details") or {}).get(
-            "cached_tokens", 0
-        )
+
+
+# -- recorded answer → what we make of it, streamed and not ---------------------------------
+
+
+@pytest.mark.parametrize("path", ANSWERED, ids=name)
+async def test_a_recorded_answer_folds_alike_streamed_or_not(path: Path) -> None:
+    provider, recorded = load(path)["provider"], load(path)["response"]
+    if "body_sse" in recorded:
+        streamed = await replay(provider, stream=True, body=recorded["body_sse"])
+        whole = as_body(provider, streamed.response)
+        unstreamed = await replay(provider, stream=False, body=whole)
     else:
-        ref = reference_anthropic(response.get("body_json") or {}, sse)
-        assert result.finish_reason == ANTHROPIC_FINISH[ref["finish"]]
-        assert [(t.text, t.signature) for t in result.message.thinking] == ref["thinking"]
-        usage = ref["usage"]
-        cached = usage.get("cache_read_input_tokens") or 0
-        written = usage.get("cache_creation_input_tokens") or 0
-        assert result.usage.input_tokens == usage["input_tokens"] + cached + written
-        assert result.usage.output_tokens == usage["output_tokens"]
-        assert (result.usage.cache_read_tokens, result.usage.cache_write_tokens) == (
-            cached,
-            written,
-        )
-    assert result.message.text == ref["text"]
-    assert [(c.id, c.name, c.arguments) for c in result.message.tool_calls] == ref["calls"]
+        unstreamed = await replay(provider, stream=False, body=recorded["body_json"])
+        stream = as_stream(provider, recorded["body_json"])
+        streamed = await replay(provider, stream=True, body=stream)
+    assert streamed.response == unstreamed.response
+    for replayed in (streamed, unstreamed):  # what went to the sink is what was said
+        said = replayed.response.message
+        assert "".join(replayed.text) == said.text
+        assert "".join(replayed.thinking) == "".join(t.text for t in said.thinking)
+    assert (
+        unstreamed.response
+        == snapshot(
+            {
+                "anthropic/cache_creation_max_tokens": ModelResponse(
+                    message=AssistantMessage(
+                        text="""\
+Here are the key principles for designing scalable systems:
+
+## 1. **Horizontal Scaling (Scale Out)**
+- Add more servers rather than upgrading existing ones
+- Design stateless services that can run on multiple instances
+- Use load balancers to distribute traffic across instances
+
+## 2. **Loose Coupling & Modularity**
+- Break systems into independent, loosely coupled components
+- Use microservices architecture when appropriate
+- Implement clear\
+""",
+                        model="claude-sonnet-4-20250514",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(
+                        input_tokens=2073, output_tokens=100, cache_write_tokens=2055, requests=1
+                    ),
+                    finish_reason="length",
+                    model="claude-sonnet-4-20250514",
+                    response_id="msg_01BPHq1oWdmASZ4LpYgQ73U1",
+                ),
+                "anthropic/cache_read_max_tokens": ModelResponse(
+                    message=AssistantMessage(
+                        text="""\
+A **system** is an organized collection of interconnected components that work together to achieve a specific purpose or function. Here are the key characteristics:
+
+## Core Elements of a System:
+- **Components/Parts**: Individual elements that make up the system
+- **Relationships**: Connections and interactions between components
+- **Purpose**: A specific goal or function the system serves
+- **Boundaries**: What's included in vs. outside the system
+- **Environment**: The external context in\
+""",
+                        model="claude-sonnet-4-20250514",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(
+                        input_tokens=2066, output_tokens=100, cache_read_tokens=2055, requests=1
+                    ),
+                    finish_reason="length",
+                    model="claude-sonnet-4-20250514",
+                    response_id="msg_01YUFu6WCB8ZHZBNCMemdJ2B",
+                ),
+                "anthropic/parallel_tool_results_followup": ModelResponse(
+                    message=AssistantMessage(
+                        text="""\
+Based on the retrieved information, we can see the family relationships:
+- Alice and Bob are married
+- Charlie is their son
+- Daisy is their daughter and Charlie's younger sister
+
+Therefore, Daisy is the youngest in the family. She is described as Charlie's younger sister, which indicates she is the youngest among the four family members.\
+""",
+                        model="claude-haiku-4-5-20251001",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=771, output_tokens=77, requests=1),
+                    finish_reason="stop",
+                    model="claude-haiku-4-5-20251001",
+                    response_id="msg_01JVqZPgDwmnyb2kKC3MwCVf",
+                ),
+                "anthropic/parallel_tool_use": ModelResponse(
+                    message=AssistantMessage(
+                        text="I'll help you find out who is the youngest by retrieving information about each family member. I'll retrieve their entity information to compare their ages.",
+                        tool_calls=[
+                            ToolCall(
+                                id="toolu_0167cfEnoQaPviGdVXA95zcu",
+                                name="retrieve_entity_info",
+                                arguments={"name": "Alice"},
+                            ),
+                            ToolCall(
+                                id="toolu_01EEe2V5HD1Ac4rKiUR4HD2T",
+                                name="retrieve_entity_info",
+                                arguments={"name": "Bob"},
+                            ),
+                            ToolCall(
+                                id="toolu_01XFyAjstT3966qvRynZyVPo",
+                                name="retrieve_entity_info",
+                                arguments={"name": "Charlie"},
+                            ),
+                            ToolCall(
+                                id="toolu_013mnQZbgtK2oe3Mo3XKJsx3",
+                                name="retrieve_entity_info",
+                                arguments={"name": "Daisy"},
+                            ),
+                        ],
+                        model="claude-haiku-4-5-20251001",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=423, output_tokens=202, requests=1),
+                    finish_reason="tool_calls",
+                    model="claude-haiku-4-5-20251001",
+                    response_id="msg_011S3wxtqL5CVescWqS3zeg2",
+                ),
+                "anthropic/parallel_tool_use_stream": ModelResponse(
+                    message=AssistantMessage(
+                        text="I'll retrieve the secrets for both passwords you provided.",
+                        tool_calls=[
+                            ToolCall(
+                                id="toolu_015cUijgET79LXjgeYQerN2h",
+                                name="secret_retrieval_tool",
+                                arguments={"password": "mellon"},
+                            ),
+                            ToolCall(
+                                id="toolu_01XZTimPexA7h3EVKesnKt5T",
+                                name="secret_retrieval_tool",
+                                arguments={"password": "radiance"},
+                            ),
+                        ],
+                        model="claude-sonnet-4-20250514",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=416, output_tokens=109, requests=1),
+                    finish_reason="tool_calls",
+                    model="claude-sonnet-4-20250514",
+                    response_id="msg_013zKrzHmx2EAPhcF2gQKQ4k",
+                ),
+                "anthropic/stop_sequence_prefill_stream": ModelResponse(
+                    message=AssistantMessage(
+                        text="""\
+
+def pelican():
+    return "A large waterbird with a long bill and a throat pouch for catching fish."
+""",
+                        model="claude-haiku-4-5-20251001",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=16, output_tokens=28, requests=1),
+                    finish_reason="stop_sequence",
+                    model="claude-haiku-4-5-20251001",
+                    response_id="msg_01KozUDYHvRtgs3NLgG7jzN9",
+                ),
+                "anthropic/structured_output_json_schema": ModelResponse(
+                    message=AssistantMessage(
+                        text='{"city":"London","country":"United Kingdom","population":9002488}',
+                        model="claude-sonnet-4-5-20250929",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=196, output_tokens=19, requests=1),
+                    finish_reason="stop",
+                    model="claude-sonnet-4-5-20250929",
+                    response_id="msg_01Hfgh959WDWjL5jkM2FQXTL",
+                ),
+                "anthropic/text_basic": ModelResponse(
+                    message=AssistantMessage(
+                        text="4200 + 42 = 4242",
+                        model="claude-sonnet-4-20250514",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=17, output_tokens=15, requests=1),
+                    finish_reason="stop",
+                    model="claude-sonnet-4-20250514",
+                    response_id="msg_01EXuhhFC9buDpjCcznFPSDs",
+                ),
+                "anthropic/text_stream": ModelResponse(
+                    message=AssistantMessage(
+                        text="4200 + 42 = 4242",
+                        model="claude-sonnet-4-20250514",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=17, output_tokens=15, requests=1),
+                    finish_reason="stop",
+                    model="claude-sonnet-4-20250514",
+                    response_id="msg_018bk6q16LtrDpGDm6TyXTgn",
+                ),
+                "anthropic/thinking": ModelResponse(
+                    message=AssistantMessage(
+                        text="""\
+Here's how to cross the street safely:
+
+## Basic Steps
+
+1. **Find a safe crossing point**
+   - Use crosswalks, intersections, or pedestrian signals when available
+   - Avoid crossing between parked cars or on curves
+
+2. **Stop at the curb/edge**
+   - Don't step into the street yet
+
+3. **Look all directions**
+   - Look left, then right, then left again
+   - Keep looking while you cross
+
+4. **Listen for traffic**
+   - Remove headphones or lower volume
+   - Listen for engines, horns, or sirens
+
+5. **Wait for a safe gap**
+   - Make sure cars have stopped or are far enough away
+   - Make eye contact with drivers if possible
+
+6. **Cross steadily**
+   - Walk, don't run (unless necessary)
+   - Stay alert and keep watching for cars
+   - Stay in the crosswalk if there is one
+
+## At Traffic Signals
+- Press the pedestrian button if there is one
+- Wait for the "WALK" signal
+- Still look both ways even with a walk signal
+- Don't start crossing on a flashing "DON'T WALK"
+
+**Key point**: Always assume drivers may not see you, so stay alert and make safe choices.\
+""",
+                        thinking=[
+                            Thinking(
+                                text="This is a straightforward question about pedestrian safety. I should provide clear, practical advice about crossing the street safely.",
+                                provider="anthropic",
+                                signature="Eq8CCkYICxgCKkDdadQOXMzNBqjrNVAKWsgUfg49NpPg026zBGxIIGwEHVCq0JTW/P9fKHjZdjgO8Dyx03YDw6hN0w1HucifXFggEgzoVS5Gogi9nvJSOA8aDDYuCAX4nGGkeHQLayIw+MWbf/TYU4AqT1X89p4S7fe7LOO+B8o24yCHQ8cFK9QK9p5WMj2Y4oBFBfC9uL8ZKpYBDjoKceyqFJA56ewVH73lNY5szTvm52+CVXMZJCb8x0B1bf9LIOsFUoJD6F4gZBdKfMqJgFCcKFR6iZh09pwa0E8lHvEnUeF1A0AJ6z0j8gQd5NxgipxWrF9908qJbMSkVDdg1dT/3Rr0nbGguAYTYdoV4MrVxyk29dSkkjyAAZBMI3p+HOwiaT6GmYq4qVE3kWnSoiEJGAE=",
+                            )
+                        ],
+                        model="claude-sonnet-4-5-20250929",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=43, output_tokens=321, requests=1),
+                    finish_reason="stop",
+                    model="claude-sonnet-4-5-20250929",
+                    response_id="msg_01TGA8SWcHTTn5674cmicbnJ",
+                ),
+                "anthropic/thinking_stream": ModelResponse(
+                    message=AssistantMessage(
+                        text="""\
+1. **Pouch** - references their iconic bill pouch
+2. **Pelé** - playful take on "pelican"\
+""",
+                        thinking=[
+                            Thinking(
+                                text="""\
+The user wants two names for a pet pelican, and they want me to be brief. I'll suggest two names that would suit a pelican well.
+
+Some good options:
+- Pelé (play on pelican)
+- Pouch (referencing their bill pouch)
+- Captain Beak
+- Squirt
+- Scoop
+- Wing
+
+Let me give two brief, catchy names:\
+""",
+                                provider="anthropic",
+                                signature="EuYDCmMIDBgCKkC05Zda4P+Cdk/LQKE+Aol4ZY3EY4wLDrf8XcApz2PiqrxiRjS7uY1kGtZ63vVlaVmtuIpdsHbkdfGHb9AsBYw+MhljbGF1ZGUtaGFpa3UtNC01LTIwMjUxMDAxOAASDAXGiw23anViCe75HBoMATySwgVJ0A405/0FIjDbVX0lAn7rEq/ejcuOZWDihLSbS9KGihD2QsWmXzp2Ly5ZD5vtKOcKvhEDQ0PCeVkqsALmnx7FhoJ7TQQyomwwFY+zA/Sft9n7u3lNE/RzbZMF4jmvo9i1vtNLETK18iSdCAhSy+NJLFRK/vcw6sVaDNrEMGgIadv5iZ0Jmx+iHyR8sXbasYDMbN07/ype7JGpKxHCdQOrNA7plS39Yy5l7hqJz4ueYoCpMxc+IkNY+TCyMpKwGxYqKSUdElyLr0Ko3vXtdLJBTJQuMtU+cz+UPHkpTbGRPntg/hBvNztCjlqqeM6PKoE8rsDJMx0+q1eOrFPC9SYgCZqSGHlSHoOexnfkrN2aTlZjcBcFblXq76bKF1YHINp3uL+jByhp91XFSkhF+b43BC9PDtRUYKw3wT+IZlEI6V3GppKBDSa8L0Sgm8m1Bb2PYvi3oIv+LDpUImrMckjemNZmBeGcEZQ4FjZiGAE=",
+                            )
+                        ],
+                        model="claude-haiku-4-5-20251001",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=46, output_tokens=133, requests=1),
+                    finish_reason="stop",
+                    model="claude-haiku-4-5-20251001",
+                    response_id="msg_01Eg56TYRnKCEgWtZu2yjR1t",
+                ),
+                "anthropic/tool_result_followup": ModelResponse(
+                    message=AssistantMessage(
+                        text="The weather in Paris is currently sunny with a temperature of 22°C (approximately 72°F). It's a beautiful day!",
+                        model="claude-sonnet-4-5-20250929",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=646, output_tokens=31, requests=1),
+                    finish_reason="stop",
+                    model="claude-sonnet-4-5-20250929",
+                    response_id="msg_016ZQ7FNypND5WzmJJ8stJRh",
+                ),
+                "anthropic/tool_use_single": ModelResponse(
+                    message=AssistantMessage(
+                        tool_calls=[
+                            ToolCall(
+                                id="toolu_01WN4AuToBnJyXNQXwQBBebj",
+                                name="get_weather",
+                                arguments={"city": "Paris"},
+                            )
+                        ],
+                        model="claude-sonnet-4-5-20250929",
+                        provider="anthropic",
+                    ),
+                    usage=Usage(input_tokens=572, output_tokens=53, requests=1),
+                    finish_reason="tool_calls",
+                    model="claude-sonnet-4-5-20250929",
+                    response_id="msg_0157RbBMVd2po91eocfMnSDy",
+                ),
+                "openai/finish_length": ModelResponse(
+                    message=AssistantMessage(
+                        text="""\
+Certainly! Here is a list of all 50 U.S. states:
+
+1. Alabama
+2. Alaska
+3. Arizona
+4. Arkansas
+5. California
+6. Colorado
+7. Connecticut
+8. Delaware
+9. Florida\
+""",
+                        model="gpt-4o-2024-08-06",
+                        provider="openai",
+                    ),
+                    usage=Usage(input_tokens=14, output_tokens=50, requests=1),
+                    finish_reason="length",
+                    model="gpt-4o-2024-08-06",
+                    response_id="chatcmpl-CRkRCD45LL6P2L6mVxv5bX1UuLCsM",
+                ),
+                "openai/parallel_tool_calls": ModelResponse(
+                    message=AssistantMessage(
+                        tool_calls=[
+                            ToolCall(
+                                id="call_v6LacIrChvs6ITVpIZqy5tFc",
+                                name="secret_retrieval_tool",
+                                arguments={"password": "mellon"},
+                            ),
+                            ToolCall(
+                                id="call_onyWzk4mLTGKzW9cthmf4Llq",
+                                name="secret_retrieval_tool",
+                                arguments={"password": "radiance"},
+                            ),
+                        ],
+                        model="gpt-4o-2024-08-06",
+                        provider="openai",
+                    ),
+                    usage=Usage(input_tokens=75, output_tokens=53, requests=1),
+                    finish_reason="tool_calls",
+                    model="gpt-4o-2024-08-06",
+                    response_id="chatcmpl-CRkQLoUbXLK7jHgn0ahxbdvo6XWOD",
+                ),
+                "openai/parallel_tool_results_followup": ModelResponse(
+                    message=AssistantMessage(
+                        text="""\
+The secrets associated with the passwords are as follows:
+- For "mellon": Welcome to Moria!
+- For "radiance": Life before Death\
+""",
+                        model="gpt-4o-2024-08-06",
+                        provider="openai",
+                    ),
+                    usage=Usage(input_tokens=149, output_tokens=32, requests=1),
+                    finish_reason="stop",
+                    model="gpt-4o-2024-08-06",
+                    response_id="chatcmpl-CRkQMFjWOidhJ5GXrWAEB7z2tYMyn",
+                ),
+                "openai/structured_output_json_schema": ModelResponse(
+                    message=AssistantMessage(
+                        text='{"title":"THE NAME OF THE WIND","author":{"first_name":"Patrick","last_name":"Rothfuss"},"rating":7}',
+                        model="gpt-4o-2024-08-06",
+                        provider="openai",
+                    ),
+                    usage=Usage(input_tokens=172, output_tokens=29, requests=1),
+                    finish_reason="stop",
+                    model="gpt-4o-2024-08-06",
+                    response_id="chatcmpl-CRl1ZG4wFCynijp6yzg6mt5CECdl8",
+                ),
+                "openai/text_basic": ModelResponse(
+                    message=AssistantMessage(
+                        text="\\(4200 + 42 = 4242\\).", model="gpt-4o-2024-08-06", provider="openai"
+                    ),
+                    usage=Usage(input_tokens=16, output_tokens=12, requests=1),
+                    finish_reason="stop",
+                    model="gpt-4o-2024-08-06",
+                    response_id="chatcmpl-CRkJFgcA6BuMrBur38ZHUXgT6zRjg",
+                ),
+                "openai/text_stream_include_usage": ModelResponse(
+                    message=AssistantMessage(
+                        text="4200 + 42 equals 4242.", model="gpt-4o-2024-08-06", provider="openai"
+                    ),
+                    usage=Usage(input_tokens=16, output_tokens=10, requests=1),
+                    finish_reason="stop",
+                    model="gpt-4o-2024-08-06",
+                    response_id="chatcmpl-CoDWl5rS0pF10P0W0TDVgY3NA26dk",
+                ),
+                "openai/tool_call_single": ModelResponse(
+                    message=AssistantMessage(
+                        tool_calls=[
+                            ToolCall(
+                                id="call_aDdJTteHrpMdhdkEkyxjxEHH",
+                                name="get_weather",
+                                arguments={"city": "Paris"},
+                            )
+                        ],
+                        model="gpt-5-mini-2025-08-07",
+                        provider="openai",
+                    ),
+                    usage=Usage(input_tokens=132, output_tokens=23, requests=1),
+                    finish_reason="tool_calls",
+                    model="gpt-5-mini-2025-08-07",
+                    response_id="chatcmpl-D3Sqix10hJ5DCDejQOQklpm4k7cj8",
+                ),
+                "openai/tool_call_stream": ModelResponse(
+                    message=AssistantMessage(
+                        tool_calls=[
+                            ToolCall(
+                                id="call_ZR5UUuTt3pf61kjwAJIYdVMj",
+                                name="get_capital",
+                                arguments={"country": "UK"},
+                            )
+                        ],
+                        model="gpt-4o-mini-2024-07-18",
+                        provider="openai",
+                    ),
+                    usage=Usage(input_tokens=53, output_tokens=15, requests=1),
+                    finish_reason="tool_calls",
+                    model="gpt-4o-mini-2024-07-18",
+                    response_id="chatcmpl-Dx0XpqH8w09uBXwq1zFGYdETjtnEl",
+                ),
+                "openai/tool_result_followup": ModelResponse(
+                    message=AssistantMessage(
+                        text="It's sunny in Paris right now, about 22°C (≈72°F). Would you like an hourly forecast, the forecast for tomorrow, or weather for another city?",
+                        model="gpt-5-mini-2025-08-07",
+                        provider="openai",
+                    ),
+                    usage=Usage(input_tokens=167, output_tokens=171, requests=1),
+                    finish_reason="stop",
+                    model="gpt-5-mini-2025-08-07",
+                    response_id="chatcmpl-D3SqlRfqaB3DqdqMMzCTcq2Ghx9NY",
+                ),
+            }
+        )[name(path)]
+    )
 
 
-# -- specific recorded facts (not derived from the reference readers) ------------------------
-
-
-def result_of(name: str) -> ModelResponse:
-    data = load(FIXTURES / name)
-    response = data["response"]
-    if "body_sse" in response:
-        return fold(data["provider"], response["body_sse"])
-    return wire_for(data["provider"]).parse(response["body_json"])
-
-
-def test_openai_streamed_tool_call_arguments_are_joined() -> None:
-    result = result_of("openai/tool_call_stream.json")
-    assert [(c.name, c.arguments) for c in result.message.tool_calls] == [
-        ("get_capital", {"country": "UK"})
+@pytest.mark.parametrize("path", FAILED, ids=name)
+async def test_a_recorded_error_is_classified_alike_streamed_or_not(path: Path) -> None:
+    provider, recorded = load(path)["provider"], load(path)["response"]
+    body = recorded.get("body_json", recorded.get("body_text"))
+    headers = recorded["headers"]
+    errors = [
+        (
+            await replay(
+                provider, stream=stream, status=recorded["status"], body=body, headers=headers
+            )
+        ).error
+        for stream in (True, False)
     ]
-    assert (result.usage.input_tokens, result.usage.output_tokens) == (53, 15)
+    assert errors[0] == errors[1]
+    assert (
+        errors[0]
+        == snapshot(
+            {
+                "anthropic/error_400_invalid_request": {
+                    "kind": "bad_request",
+                    "code": "validation",
+                    "retryable": False,
+                    "failover": False,
+                    "status": 400,
+                    "retry_after": None,
+                    "request_id": "req_01BjwuzUpsYgKjQJguJyvKb3",
+                    "message": "anthropic answered 400 (invalid_request_error): messages.0: Input does not match the expected shape.",
+                },
+                "anthropic/error_401_stream_request": {
+                    "kind": "auth",
+                    "code": "provider_auth",
+                    "retryable": False,
+                    "failover": False,
+                    "status": 401,
+                    "retry_after": None,
+                    "request_id": "req_011CWdMFGmmtqDd5uETFt98k",
+                    "message": "anthropic answered 401 (authentication_error): invalid x-api-key",
+                },
+                "anthropic/error_404_not_found": {
+                    "kind": "not_found",
+                    "code": "model_not_found",
+                    "retryable": False,
+                    "failover": False,
+                    "status": 404,
+                    "retry_after": None,
+                    "request_id": "req_011CWbzicpaYMyAiiXobLkzi",
+                    "message": "anthropic answered 404 (not_found_error): model: this-model-does-not-exist-12345",
+                },
+                "anthropic/error_429_rate_limit": {
+                    "kind": "rate_limit",
+                    "code": "provider_rate_limit",
+                    "retryable": True,
+                    "failover": True,
+                    "status": 429,
+                    "retry_after": 7.0,
+                    "request_id": "req_01VRXnTtDN7bkGVjXbQNgzcL",
+                    "message": "anthropic answered 429 (rate_limit_error): Number of requests has exceeded your per-minute rate limit (https://docs.anthropic.com/en/api/rate-limits); see the response headers for current usage. Please try again later or contact sales at https://www.anthropic.com/contact-sales to discuss your options for a rate limit increase.",
+                },
+                "openai/error_400_unsupported_parameter": {
+                    "kind": "bad_request",
+                    "code": "validation",
+                    "retryable": False,
+                    "failover": False,
+                    "status": 400,
+                    "retry_after": None,
+                    "request_id": "req_3855783c722245b6ab7e4e7f7b2d85ce",
+                    "message": "openai answered 400 (unsupported_parameter): Unsupported parameter: 'stop' is not supported with this model.",
+                },
+                "openai/error_401_invalid_api_key": {
+                    "kind": "auth",
+                    "code": "provider_auth",
+                    "retryable": False,
+                    "failover": False,
+                    "status": 401,
+                    "retry_after": None,
+                    "request_id": "req_1963efc19b3b4865af98403581d580af",
+                    "message": "openai answered 401 (invalid_api_key): Incorrect API key provided: invalid-*****2345. You can find your API key at https://platform.openai.com/account/api-keys.",
+                },
+                "openai/error_404_model_not_found_stream_request": {
+                    "kind": "not_found",
+                    "code": "model_not_found",
+                    "retryable": False,
+                    "failover": False,
+                    "status": 404,
+                    "retry_after": None,
+                    "request_id": "req_254c1c5474fb4a81bd33af25f8780da9",
+                    "message": "openai answered 404 (model_not_found): The model `this-model-does-not-exist-12345` does not exist or you do not have access to it.",
+                },
+                "openai/error_429_rate_limit": {
+                    "kind": "rate_limit",
+                    "code": "provider_rate_limit",
+                    "retryable": True,
+                    "failover": True,
+                    "status": 429,
+                    "retry_after": 20.0,
+                    "request_id": "req_967f5451e5d64f96e3e87520ddcae8ed",
+                    "message": "openai answered 429 (rate_limit_exceeded): Rate limit reached for gpt-3.5-turbo in organization org-REDACTED on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s. Visit https://platform.openai.com/account/rate-limits to learn more. You can increase your rate limit by adding a payment method to your account at https://platform.openai.com/account/billing.",
+                },
+            }
+        )[name(path)]
+    )
 
 
-def test_openai_parallel_calls_and_length_finish() -> None:
-    calls = result_of("openai/parallel_tool_calls.json").message.tool_calls
-    assert len(calls) == 2 and {c.name for c in calls} == {"secret_retrieval_tool"}
-    assert result_of("openai/finish_length.json").finish_reason == "length"
-
-
-def test_anthropic_streamed_parallel_tool_use() -> None:
-    result = result_of("anthropic/parallel_tool_use_stream.json")
-    assert result.message.text == "I'll retrieve the secrets for both passwords you provided."
-    assert [c.arguments for c in result.message.tool_calls] == [
-        {"password": "mellon"},
-        {"password": "radiance"},
-    ]
-    assert result.usage.output_tokens == 109
-
-
-def test_anthropic_thinking_keeps_its_signature() -> None:
-    result = result_of("anthropic/thinking_stream.json")
-    [thought] = result.message.thinking
-    assert thought.signature and thought.signature.startswith("EuYDCmMI")
-    assert thought.text.startswith("The user wants two names")
-    assert result.message.text.startswith("1. **Pouch**")
-
-
-def test_anthropic_cache_tokens() -> None:
-    write = result_of("anthropic/cache_creation_max_tokens.json")
-    read = result_of("anthropic/cache_read_max_tokens.json")
-    assert write.usage.cache_write_tokens == 2055 and write.finish_reason == "length"
-    assert read.usage.cache_read_tokens == 2055
+# -- what the recordings do not show --------------------------------------------------------
 
 
 def test_thinking_is_replayed_only_to_the_same_provider() -> None:
-    thought = result_of("anthropic/thinking.json").message
+    thinking = Thinking("Cross at the bridge.", "anthropic", "EuYDCmMI-signature")
+    redacted = Thinking("", "anthropic", redacted="EmwKAhgBEgy-data")
+    said = AssistantMessage("Take the bridge.", thinking=[thinking, redacted])
     request = ModelRequest(
-        "claude-sonnet-4-5",
-        "",
-        [UserMessage("How do I cross?"), thought, UserMessage("Thanks")],
-        stream=False,
+        "claude-sonnet-4-5", "", [UserMessage("How do I cross?"), said, UserMessage("Thanks")]
     )
-    same = AnthropicWire("anthropic").build(request)["messages"][1]["content"]
-    assert same[0]["type"] == "thinking" and same[0]["signature"] == thought.thinking[0].signature
-    other = AnthropicWire("anthropic-eu").build(request)["messages"][1]["content"]
-    assert [b["type"] for b in other] == ["text"]
-    openai = OpenAIWire("openai").build(request)["messages"][1]
-    assert "thinking" not in json.dumps(openai)
-
-
-def test_rate_limit_retry_after_headers() -> None:
-    data = load(FIXTURES / "openai/error_429_rate_limit.json")
-    error = OpenAIWire("openai").error(
-        429, data["response"]["body_json"], parse_retry_after(data["response"]["headers"])
+    built = {
+        provider: wire.build(request)["messages"][1]
+        for provider, wire in (
+            ("anthropic", AnthropicWire("anthropic")),
+            ("anthropic-eu", AnthropicWire("anthropic-eu")),
+            ("openai", OpenAIWire("openai")),
+        )
+    }
+    assert built == snapshot(
+        {
+            "anthropic": {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "thinking",
+                        "thinking": "Cross at the bridge.",
+                        "signature": "EuYDCmMI-signature",
+                    },
+                    {"type": "redacted_thinking", "data": "EmwKAhgBEgy-data"},
+                    {"type": "text", "text": "Take the bridge."},
+                ],
+            },
+            "anthropic-eu": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Take the bridge."}],
+            },
+            "openai": {"role": "assistant", "content": "Take the bridge."},
+        }
     )
-    assert error.kind is FailureKind.RATE_LIMIT and error.retry_after == 20.0
-    assert "org-REDACTED" in error.message
 
 
 def test_the_recordings_ship_with_the_tests() -> None:

@@ -15,7 +15,15 @@ from typing import Any
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
-__all__ = ["FailureKind", "ProviderError", "classify_status", "parse_retry_after"]
+__all__ = [
+    "FailureKind",
+    "ProviderError",
+    "classify_status",
+    "error_fields",
+    "http_error",
+    "parse_retry_after",
+    "stream_error",
+]
 
 
 class FailureKind(StrEnum):
@@ -144,6 +152,33 @@ _BY_TYPE: dict[str, FailureKind] = {
     "server_error": FailureKind.SERVER,
     "timeout_error": FailureKind.TIMEOUT,
 }
+
+
+def http_error(provider: str, status: int, body: Any, retry_after: float | None) -> ProviderError:
+    """An HTTP error answer (an OpenAI- or Anthropic-shaped JSON body, or any text) classified."""
+    etype, code, message = error_fields(body)
+    if not message and isinstance(body, str):
+        message = body.strip()[:300]
+    return ProviderError(
+        classify_status(status, etype, code),
+        f"{provider} answered {status}"
+        + (f" ({code or etype})" if code or etype else "")
+        + (f": {message}" if message else ""),
+        provider=provider,
+        status=status,
+        retry_after=retry_after,
+    )
+
+
+def stream_error(provider: str, payload: Any) -> ProviderError:
+    """An error event in the middle of a stream, classified as a server error unless its type
+    says more (``overloaded_error``, ``rate_limit_error``…)."""
+    etype, code, message = error_fields(payload)
+    return ProviderError(
+        classify_status(500, etype, code),
+        f"{provider} stream error ({code or etype}): {message}",
+        provider=provider,
+    )
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:

@@ -21,7 +21,8 @@ from typing import Literal
 
 from agentrunner.agents.spec import RetryPolicy
 from agentrunner.engine.failures import FailureKind, ProviderError
-from agentrunner.engine.http_client import DeltaSink, ModelClient
+from agentrunner.engine.fold import DeltaSink
+from agentrunner.engine.http_client import ModelClient
 from agentrunner.engine.messages import ModelRequest, ModelResponse
 from agentrunner.engine.models import ResolvedModel
 

@@ -15,21 +15,21 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import httpx2
 
-from agentrunner.engine.failures import FailureKind, ProviderError, parse_retry_after
+from agentrunner.engine.failures import FailureKind, ProviderError, http_error, parse_retry_after
+from agentrunner.engine.fold import DeltaSink, ResponseFold
 from agentrunner.engine.http_pool import provider_transport
-from agentrunner.engine.messages import ModelRequest, ModelResponse, TextDelta, ThinkingDelta
+from agentrunner.engine.messages import ModelRequest, ModelResponse
 from agentrunner.engine.secrets import REDACTED, spellings
 from agentrunner.engine.sse import SSEDecoder
 from agentrunner.errors import AgentRunnerError
 
-__all__ = ["DeltaSink", "HttpModelClient", "ModelClient", "Wire"]
+__all__ = ["HttpModelClient", "ModelClient", "Wire"]
 
-DeltaSink = Callable[[TextDelta | ThinkingDelta], None]
 _LIMITS = httpx2.Limits(max_connections=256, max_keepalive_connections=64)
 
 
@@ -43,27 +43,20 @@ class ModelClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-class StreamFold(Protocol):
-    @property
-    def complete(self) -> bool: ...
-
-    def feed(self, event: str | None, data: str) -> list[TextDelta | ThinkingDelta]: ...
-
-    def result(self) -> ModelResponse: ...
-
-
 class Wire(Protocol):
+    """A provider's wire format, translated both ways and nothing more: our request → its
+    JSON; its answer → part events for a ``ResponseFold``, a whole body (``fold_body``) or
+    one server-sent event at a time (``fold_event``) alike."""
+
     provider: str
 
     def path(self, request: ModelRequest) -> str: ...
 
     def build(self, request: ModelRequest) -> dict[str, Any]: ...
 
-    def parse(self, body: Mapping[str, Any]) -> ModelResponse: ...
+    def fold_body(self, body: Mapping[str, Any], fold: ResponseFold) -> None: ...
 
-    def stream(self) -> StreamFold: ...
-
-    def error(self, status: int, body: Any, retry_after: float | None) -> ProviderError: ...
+    def fold_event(self, event: str | None, data: str, fold: ResponseFold) -> None: ...
 
 
 class HttpModelClient:
@@ -107,16 +100,18 @@ class HttpModelClient:
             body = self._wire.build(request)
             content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
             built = True
+            fold = ResponseFold(self.provider, on_delta)
             if not request.stream:
                 response = await self._client.post(path, content=content)
                 if response.status_code >= 400:
                     raise self._http_error(response)
-                return self._wire.parse(response.json())
+                self._wire.fold_body(response.json(), fold)
+                return fold.result()
             async with self._client.stream("POST", path, content=content) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise self._http_error(response)
-                return await self._fold(response, on_delta)
+                return await self._fold(response, fold)
         except Exception as exc:
             error = self._leaving(self._failure(request, exc, built), exc)
         raise error  # out of the handler, so an exception that echoed the key is not its context
@@ -184,22 +179,19 @@ class HttpModelClient:
                 todo += link.exceptions
         return False
 
-    async def _fold(self, response: httpx2.Response, on_delta: DeltaSink | None) -> ModelResponse:
-        fold = self._wire.stream()
+    async def _fold(self, response: httpx2.Response, fold: ResponseFold) -> ModelResponse:
+        wire = self._wire
         decoder = SSEDecoder()
         # Event streams are UTF-8 whatever the headers say (the SSE spec), and naming it spares
         # httpx2 parsing Content-Type through the email package on every response.
         response.encoding = "utf-8"
         async for line in response.aiter_lines():
             event = decoder.feed(line)
-            if event is None:
-                continue
-            for delta in fold.feed(*event):
-                if on_delta is not None:
-                    on_delta(delta)
+            if event is not None:
+                wire.fold_event(event[0], event[1], fold)
         tail = decoder.flush()
         if tail is not None:
-            fold.feed(*tail)
+            wire.fold_event(tail[0], tail[1], fold)
         if not fold.complete:
             raise ProviderError(
                 FailureKind.CONNECTION,
@@ -213,7 +205,9 @@ class HttpModelClient:
             body: Any = response.json()
         except ValueError:
             body = response.text
-        error = self._wire.error(response.status_code, body, parse_retry_after(response.headers))
+        error = http_error(
+            self.provider, response.status_code, body, parse_retry_after(response.headers)
+        )
         error.request_id = response.headers.get("request-id") or response.headers.get(
             "x-request-id"
         )

@@ -19,7 +19,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from agentrunner.config import Config, ProviderConfig
-from agentrunner.engine.http_client import HttpModelClient, ModelClient
+from agentrunner.engine.http_client import HttpModelClient, ModelClient, Wire
 from agentrunner.engine.pricing import PriceBook
 from agentrunner.engine.secrets import Secrets
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -149,7 +149,7 @@ class ModelRegistry:
         if provider.kind == "anthropic":
             from agentrunner.engine.wire_anthropic import AnthropicWire
 
-            wire: object = AnthropicWire(provider.name)
+            wire: Wire = AnthropicWire(provider.name)
             headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
             if secret:
                 headers["x-api-key"] = secret
@@ -176,7 +176,7 @@ class ModelRegistry:
                 hint=f"Set base_url under [providers.{provider.name}] in agentrunner.toml.",
             )
         return HttpModelClient(
-            wire,  # type: ignore[arg-type]
+            wire,
             base_url=provider.base_url,
             headers=headers,
             timeout_s=provider.timeout_s,

@@ -15,7 +15,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from agentrunner.engine.http_client import DeltaSink
+from agentrunner.engine.fold import DeltaSink
 from agentrunner.engine.messages import (
     AssistantMessage,
     FinishReason,

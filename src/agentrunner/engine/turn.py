@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.budget import (
@@ -34,6 +34,7 @@ from agentrunner.engine.budget import (
 )
 from agentrunner.engine.failures import ProviderError
 from agentrunner.engine.fallback import Attempt, ChainEntry, FallbackChain
+from agentrunner.engine.fold import Delta
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -374,12 +375,15 @@ class _TurnRun:
             hint=held.budget.hint,
         )
 
-    def on_delta(self, delta: TextDelta | ThinkingDelta) -> None:
-        if isinstance(delta, TextDelta):
-            self.partial.append(delta.text)
-            self.emit("agent.token", {"token": delta.text, "model": self.current})
-        else:
-            self.emit("agent.thinking", {"text": delta.text, "model": self.current})
+    def on_delta(self, delta: Delta) -> None:
+        match delta:
+            case TextDelta():
+                self.partial.append(delta.text)
+                self.emit("agent.token", {"token": delta.text, "model": self.current})
+            case ThinkingDelta():
+                self.emit("agent.thinking", {"text": delta.text, "model": self.current})
+            case _:
+                assert_never(delta)
 
     def emit_whole(self, message: AssistantMessage) -> None:
         for thought in message.thinking:

@@ -9,24 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, assert_never
 
-from agentrunner.engine.failures import ProviderError, classify_status, error_fields
+from agentrunner.engine.failures import stream_error
+from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
     AssistantMessage,
     FinishReason,
     ModelRequest,
-    ModelResponse,
-    TextDelta,
-    Thinking,
-    ThinkingDelta,
-    ToolCall,
     ToolResult,
-    Usage,
     UserMessage,
 )
 
-__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicStream", "AnthropicWire"]
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicWire"]
 
 DEFAULT_MAX_TOKENS = 8192
 _FINISH: dict[str, FinishReason] = {
@@ -39,12 +35,13 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
+@dataclass
 class AnthropicWire:
     """Builds request bodies and reads responses for the Anthropic Messages API."""
 
-    def __init__(self, provider: str, *, cache_system: bool = True) -> None:
-        self.provider = provider
-        self.cache_system = cache_system
+    provider: str
+    _: KW_ONLY
+    cache_system: bool = True
 
     def path(self, request: ModelRequest) -> str:
         return "/v1/messages"
@@ -52,21 +49,24 @@ class AnthropicWire:
     def build(self, request: ModelRequest) -> dict[str, Any]:
         turns: list[dict[str, Any]] = []
         for message in request.messages:
-            if isinstance(message, UserMessage):
-                role, blocks = "user", [{"type": "text", "text": message.content}]
-            elif isinstance(message, ToolResult):
-                block: dict[str, Any] = {
-                    "type": "tool_result",
-                    "tool_use_id": message.call_id,
-                    "content": message.content,
-                }
-                if message.is_error:
-                    block["is_error"] = True
-                role, blocks = "user", [block]
-            else:
-                role, blocks = "assistant", self._assistant_blocks(message)
-                if not blocks:
-                    continue
+            match message:
+                case UserMessage():
+                    role, blocks = "user", [{"type": "text", "text": message.content}]
+                case ToolResult():
+                    block: dict[str, Any] = {
+                        "type": "tool_result",
+                        "tool_use_id": message.call_id,
+                        "content": message.content,
+                    }
+                    if message.is_error:
+                        block["is_error"] = True
+                    role, blocks = "user", [block]
+                case AssistantMessage():
+                    role, blocks = "assistant", self._assistant_blocks(message)
+                    if not blocks:
+                        continue
+                case _:
+                    assert_never(message)
             if turns and turns[-1]["role"] == role:
                 turns[-1]["content"].extend(blocks)  # the API wants roles to alternate
             else:
@@ -112,160 +112,76 @@ class AnthropicWire:
             )
         return blocks
 
-    def parse(self, body: Mapping[str, Any]) -> ModelResponse:
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        thinking: list[Thinking] = []
-        for block in body.get("content") or ():
-            kind = block.get("type")
-            if kind == "text":
-                text.append(block.get("text", ""))
-            elif kind == "tool_use":
-                calls.append(ToolCall(block["id"], block["name"], dict(block.get("input") or {})))
-            elif kind == "thinking":
-                thinking.append(
-                    Thinking(block.get("thinking", ""), self.provider, block.get("signature"))
-                )
-            elif kind == "redacted_thinking":
-                thinking.append(Thinking("", self.provider, redacted=block.get("data", "")))
-        model = str(body.get("model") or "")
-        message = AssistantMessage("".join(text), calls, thinking, model or None, self.provider)
-        finish = _FINISH.get(body.get("stop_reason") or "end_turn", "stop")
-        return ModelResponse(
-            message, _usage(body.get("usage") or {}), finish, model, body.get("id")
-        )
+    def fold_body(self, body: Mapping[str, Any], fold: ResponseFold) -> None:
+        """A whole message: each content block is read as the start of a streamed one."""
+        fold.identify(body.get("model"), body.get("id"))
+        _fold_usage(body.get("usage"), fold)
+        for index, block in enumerate(body.get("content") or ()):
+            _fold_block(index, block, fold)
+        _fold_stop(body, fold)
+        fold.end()
 
-    def stream(self) -> AnthropicStream:
-        return AnthropicStream(self.provider)
-
-    def error(self, status: int, body: Any, retry_after: float | None) -> ProviderError:
-        etype, _, message = error_fields(body)
-        if not message and isinstance(body, str):
-            message = body.strip()[:300]
-        return ProviderError(
-            classify_status(status, etype),
-            f"{self.provider} answered {status}"
-            + (f" ({etype})" if etype else "")
-            + (f": {message}" if message else ""),
-            provider=self.provider,
-            status=status,
-            retry_after=retry_after,
-        )
-
-
-class AnthropicStream:
-    """Folds Messages stream events (by content block index) into deltas and a response."""
-
-    __slots__ = ("_blocks", "_done", "_finish", "_id", "_model", "_provider", "_usage")
-
-    def __init__(self, provider: str) -> None:
-        self._provider = provider
-        self._blocks: dict[int, dict[str, Any]] = {}
-        self._usage: dict[str, Any] = {}
-        self._finish: str | None = None
-        self._model = ""
-        self._id: str | None = None
-        self._done = False
-
-    @property
-    def complete(self) -> bool:
-        return self._done
-
-    def feed(self, event: str | None, data: str) -> list[TextDelta | ThinkingDelta]:
+    def fold_event(self, event: str | None, data: str, fold: ResponseFold) -> None:
+        """One Messages stream event; content blocks are parts by their index."""
         payload = json.loads(data)
         kind = payload.get("type") or event
         if kind == "content_block_delta":
-            return self._delta(payload["index"], payload.get("delta") or {})
-        if kind == "content_block_start":
-            block = dict(payload.get("content_block") or {})
-            block["_parts"] = []
-            self._blocks[payload["index"]] = block
+            _fold_delta(payload["index"], payload.get("delta") or {}, fold)
+        elif kind == "content_block_start":
+            _fold_block(payload["index"], payload.get("content_block") or {}, fold)
         elif kind == "message_start":
             message = payload.get("message") or {}
-            self._model = message.get("model") or ""
-            self._id = message.get("id")
-            self._usage.update(message.get("usage") or {})
+            fold.identify(message.get("model"), message.get("id"))
+            _fold_usage(message.get("usage"), fold)
         elif kind == "message_delta":
-            delta = payload.get("delta") or {}
-            self._finish = delta.get("stop_reason") or self._finish
-            self._usage.update(
-                {k: v for k, v in (payload.get("usage") or {}).items() if v is not None}
-            )
+            _fold_stop(payload.get("delta") or {}, fold)
+            _fold_usage(payload.get("usage"), fold)
         elif kind == "message_stop":
-            self._done = True
+            fold.end()
         elif kind == "error":
-            etype, _, message = error_fields(payload)
-            raise ProviderError(
-                classify_status(500, etype),
-                f"{self._provider} stream error ({etype}): {message}",
-                provider=self._provider,
-            )
-        return []
+            raise stream_error(self.provider, payload)
 
-    def _delta(self, index: int, delta: Mapping[str, Any]) -> list[TextDelta | ThinkingDelta]:
-        block = self._blocks.setdefault(index, {"type": "text", "_parts": []})
-        kind = delta.get("type")
-        if kind == "text_delta":
-            text = delta.get("text", "")
-            block["_parts"].append(text)
-            return [TextDelta(text)] if text else []
-        if kind == "thinking_delta":
-            text = delta.get("thinking", "")
-            block["_parts"].append(text)
-            return [ThinkingDelta(text)] if text else []
-        if kind == "signature_delta":
-            block["signature"] = block.get("signature", "") + delta.get("signature", "")
-        elif kind == "input_json_delta":
-            block["_parts"].append(delta.get("partial_json", ""))
-        return []
 
-    def result(self) -> ModelResponse:
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        thinking: list[Thinking] = []
-        for _, block in sorted(self._blocks.items()):
-            joined = "".join(block["_parts"])
-            kind = block.get("type")
-            if kind == "text":
-                text.append(block.get("text", "") + joined)
-            elif kind == "thinking":
-                thinking.append(
-                    Thinking(
-                        block.get("thinking", "") + joined,
-                        self._provider,
-                        block.get("signature") or None,
-                    )
-                )
-            elif kind == "redacted_thinking":
-                thinking.append(Thinking("", self._provider, redacted=block.get("data", "")))
-            elif kind == "tool_use":
-                calls.append(_tool_call(block, joined))
-        message = AssistantMessage(
-            "".join(text), calls, thinking, self._model or None, self._provider
+def _fold_block(index: int, block: Mapping[str, Any], fold: ResponseFold) -> None:
+    """A content block: whole (unstreamed), or as a stream starts it (empty, or nearly)."""
+    kind = block.get("type")
+    if kind == "text":
+        fold.text(index, block.get("text", ""))
+    elif kind == "thinking":
+        fold.thinking(index, block.get("thinking", ""), block.get("signature") or "")
+    elif kind == "redacted_thinking":
+        fold.redacted_thinking(index, block.get("data", ""))
+    elif kind == "tool_use":
+        fold.tool_call(
+            index, call_id=block["id"], name=block["name"], arguments=block.get("input") or {}
         )
-        finish = _FINISH.get(self._finish or "end_turn", "stop")
-        return ModelResponse(message, _usage(self._usage), finish, self._model, self._id)
 
 
-def _tool_call(block: Mapping[str, Any], partial_json: str) -> ToolCall:
-    if not partial_json:
-        return ToolCall(block["id"], block["name"], dict(block.get("input") or {}))
-    try:
-        parsed = json.loads(partial_json)
-    except json.JSONDecodeError:
-        return ToolCall(block["id"], block["name"], {}, raw_arguments=partial_json)
-    if not isinstance(parsed, dict):
-        return ToolCall(block["id"], block["name"], {}, raw_arguments=partial_json)
-    return ToolCall(block["id"], block["name"], parsed)
+def _fold_delta(index: int, delta: Mapping[str, Any], fold: ResponseFold) -> None:
+    kind = delta.get("type")
+    if kind == "text_delta":
+        fold.text(index, delta.get("text", ""))
+    elif kind == "thinking_delta":
+        fold.thinking(index, delta.get("thinking", ""))
+    elif kind == "signature_delta":
+        fold.thinking(index, signature=delta.get("signature", ""))
+    elif kind == "input_json_delta":
+        fold.tool_call(index, arguments=delta.get("partial_json", ""))
 
 
-def _usage(raw: Mapping[str, Any]) -> Usage:
-    cache_read = int(raw.get("cache_read_input_tokens") or 0)
-    cache_write = int(raw.get("cache_creation_input_tokens") or 0)
-    return Usage(
-        input_tokens=int(raw.get("input_tokens") or 0) + cache_read + cache_write,
-        output_tokens=int(raw.get("output_tokens") or 0),
-        cache_read_tokens=cache_read,
-        cache_write_tokens=cache_write,
-        requests=1,
-    )
+def _fold_stop(fields: Mapping[str, Any], fold: ResponseFold) -> None:
+    reason = fields.get("stop_reason")
+    if reason:
+        fold.finish(_FINISH.get(reason, "stop"))
+
+
+def _fold_usage(raw: Mapping[str, Any] | None, fold: ResponseFold) -> None:
+    """Anthropic counts input without cache reads and writes; a stream's ``message_delta``
+    repeats or updates what ``message_start`` said (a figure it leaves out stays)."""
+    if raw:
+        fold.usage(
+            uncached_input_tokens=raw.get("input_tokens"),
+            output_tokens=raw.get("output_tokens"),
+            cache_read_tokens=raw.get("cache_read_input_tokens"),
+            cache_write_tokens=raw.get("cache_creation_input_tokens"),
+        )

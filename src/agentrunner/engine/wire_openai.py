@@ -9,24 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, assert_never
 
-from agentrunner.engine.failures import FailureKind, ProviderError, classify_status, error_fields
+from agentrunner.engine.failures import FailureKind, ProviderError, stream_error
+from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
     AssistantMessage,
     FinishReason,
     ModelRequest,
-    ModelResponse,
-    TextDelta,
-    Thinking,
-    ThinkingDelta,
-    ToolCall,
     ToolResult,
-    Usage,
     UserMessage,
 )
 
-__all__ = ["OpenAIStream", "OpenAIWire", "is_strict_schema"]
+__all__ = ["OpenAIWire", "is_strict_schema"]
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -35,23 +31,19 @@ _FINISH: dict[str, FinishReason] = {
     "length": "length",
     "content_filter": "content_filter",
 }
+# Part ids: one choice holds one text, one reasoning and one refusal; tool calls go by index.
+_TEXT, _REASONING, _REFUSAL = "text", "reasoning", "refusal"
 
 
+@dataclass
 class OpenAIWire:
     """Builds request bodies and reads responses for one OpenAI-compatible provider."""
 
-    def __init__(
-        self,
-        provider: str,
-        *,
-        max_tokens_field: str = "max_tokens",
-        native_structured_output: bool = True,
-        azure_api_version: str | None = None,
-    ) -> None:
-        self.provider = provider
-        self.max_tokens_field = max_tokens_field
-        self.native_structured_output = native_structured_output
-        self.azure_api_version = azure_api_version
+    provider: str
+    _: KW_ONLY
+    max_tokens_field: str = "max_tokens"
+    native_structured_output: bool = True
+    azure_api_version: str | None = None
 
     def path(self, request: ModelRequest) -> str:
         if self.azure_api_version:
@@ -66,14 +58,16 @@ class OpenAIWire:
         if request.system:
             messages.append({"role": "system", "content": request.system})
         for message in request.messages:
-            if isinstance(message, UserMessage):
-                messages.append({"role": "user", "content": message.content})
-            elif isinstance(message, ToolResult):
-                messages.append(
-                    {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
-                )
-            else:
-                messages.append(_assistant(message))
+            match message:
+                case UserMessage():
+                    messages.append({"role": "user", "content": message.content})
+                case ToolResult():
+                    call_id, content = message.call_id, message.content
+                    messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+                case AssistantMessage():
+                    messages.append(_assistant(message))
+                case _:
+                    assert_never(message)
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if request.tools:
             body["tools"] = [
@@ -104,139 +98,33 @@ class OpenAIWire:
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def parse(self, body: Mapping[str, Any]) -> ModelResponse:
+    def fold_body(self, body: Mapping[str, Any], fold: ResponseFold) -> None:
+        """A ``chat.completion``: its one message is read as one big delta."""
         choices = body.get("choices") or []
         if not choices:
             raise ProviderError(
                 FailureKind.UNKNOWN, "response has no choices", provider=self.provider
             )
-        choice = choices[0]
-        raw = choice.get("message") or {}
-        finish = _FINISH.get(choice.get("finish_reason") or "stop", "stop")
-        text = raw.get("content") or ""
-        if raw.get("refusal"):
-            text, finish = raw["refusal"], "content_filter"
-        thinking = _reasoning(raw)
-        message = AssistantMessage(
-            text=text,
-            tool_calls=[
-                _tool_call(
-                    tc.get("id", ""), tc["function"]["name"], tc["function"].get("arguments")
-                )
-                for tc in raw.get("tool_calls") or ()
-            ],
-            thinking=[Thinking(thinking, self.provider)] if thinking else [],
-            model=body.get("model"),
-            provider=self.provider,
-        )
-        return ModelResponse(
-            message, _usage(body.get("usage")), finish, str(body.get("model") or ""), body.get("id")
-        )
+        fold.identify(body.get("model"), body.get("id"))
+        _fold_choice(choices[0], choices[0].get("message"), fold)
+        _fold_usage(body.get("usage"), fold)
+        fold.end()
 
-    def stream(self) -> OpenAIStream:
-        return OpenAIStream(self.provider)
-
-    def error(self, status: int, body: Any, retry_after: float | None) -> ProviderError:
-        etype, code, message = error_fields(body)
-        if not message and isinstance(body, str):
-            message = body.strip()[:300]
-        kind = classify_status(status, etype, code)
-        return ProviderError(
-            kind,
-            f"{self.provider} answered {status}"
-            + (f" ({code or etype})" if code or etype else "")
-            + (f": {message}" if message else ""),
-            provider=self.provider,
-            status=status,
-            retry_after=retry_after,
-        )
-
-
-class OpenAIStream:
-    """Folds ``chat.completion.chunk`` events into deltas and, at the end, a response."""
-
-    __slots__ = (
-        "_calls",
-        "_done",
-        "_finish",
-        "_id",
-        "_model",
-        "_provider",
-        "_reasoning",
-        "_text",
-        "_usage",
-    )
-
-    def __init__(self, provider: str) -> None:
-        self._provider = provider
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
-        self._calls: dict[int, list[Any]] = {}
-        self._finish: str | None = None
-        self._usage = Usage()
-        self._model = ""
-        self._id: str | None = None
-        self._done = False
-
-    @property
-    def complete(self) -> bool:
-        return self._done or self._finish is not None
-
-    def feed(self, event: str | None, data: str) -> list[TextDelta | ThinkingDelta]:
+    def fold_event(self, event: str | None, data: str, fold: ResponseFold) -> None:
+        """One ``chat.completion.chunk`` (or the ``[DONE]`` that ends the stream)."""
         if data == "[DONE]":
-            self._done = True
-            return []
+            fold.end()
+            return
         chunk = json.loads(data)
         if "error" in chunk:
-            etype, code, message = error_fields(chunk)
-            raise ProviderError(
-                classify_status(500, etype, code),
-                f"{self._provider} stream error ({code or etype}): {message}",
-                provider=self._provider,
-            )
-        if not self._model:
-            self._model = chunk.get("model") or ""
-            self._id = chunk.get("id")
-        if chunk.get("usage"):
-            self._usage = _usage(chunk["usage"])
-        out: list[TextDelta | ThinkingDelta] = []
+            raise stream_error(self.provider, chunk)
+        if not fold.model:
+            fold.identify(chunk.get("model"), chunk.get("id"))
+        usage = chunk.get("usage")
+        if usage:
+            _fold_usage(usage, fold)
         for choice in chunk.get("choices") or ():
-            delta = choice.get("delta") or {}
-            content = delta.get("content")
-            if content:
-                self._text.append(content)
-                out.append(TextDelta(content))
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning:
-                self._reasoning.append(reasoning)
-                out.append(ThinkingDelta(reasoning))
-            for tc in delta.get("tool_calls") or ():
-                slot = self._calls.setdefault(tc.get("index", 0), ["", "", []])
-                if tc.get("id"):
-                    slot[0] = tc["id"]
-                function = tc.get("function") or {}
-                if function.get("name"):
-                    slot[1] = function["name"]
-                if function.get("arguments"):
-                    slot[2].append(function["arguments"])
-            if choice.get("finish_reason"):
-                self._finish = choice["finish_reason"]
-        return out
-
-    def result(self) -> ModelResponse:
-        thinking = "".join(self._reasoning)
-        message = AssistantMessage(
-            text="".join(self._text),
-            tool_calls=[
-                _tool_call(slot[0], slot[1], "".join(slot[2]))
-                for _, slot in sorted(self._calls.items())
-            ],
-            thinking=[Thinking(thinking, self._provider)] if thinking else [],
-            model=self._model or None,
-            provider=self._provider,
-        )
-        finish = _FINISH.get(self._finish or "stop", "stop")
-        return ModelResponse(message, self._usage, finish, self._model, self._id)
+            _fold_choice(choice, choice.get("delta"), fold)
 
 
 def is_strict_schema(schema: Any) -> bool:
@@ -275,30 +163,45 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
     return out
 
 
-def _tool_call(call_id: str, name: str, arguments: str | None) -> ToolCall:
-    if not arguments:
-        return ToolCall(call_id, name, {})
-    try:
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError:
-        return ToolCall(call_id, name, {}, raw_arguments=arguments)
-    if not isinstance(parsed, dict):
-        return ToolCall(call_id, name, {}, raw_arguments=arguments)
-    return ToolCall(call_id, name, parsed)
+def _fold_choice(
+    choice: Mapping[str, Any], delta: Mapping[str, Any] | None, fold: ResponseFold
+) -> None:
+    """A choice's delta (streamed) or its whole message (unstreamed): the same fields."""
+    if delta:
+        content = delta.get("content")
+        if content:
+            fold.text(_TEXT, content)
+            if len(delta) == 1:  # most of a stream: a piece of text and nothing else
+                delta = None
+    if delta:
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning and isinstance(reasoning, str):
+            fold.thinking(_REASONING, reasoning)
+        refusal = delta.get("refusal")
+        if refusal:
+            fold.refusal(_REFUSAL, refusal)
+        calls = delta.get("tool_calls")
+        if calls:
+            for position, call in enumerate(calls):
+                function = call.get("function") or {}
+                fold.tool_call(
+                    call.get("index", position),
+                    call_id=call.get("id") or "",
+                    name=function.get("name") or "",
+                    arguments=function.get("arguments") or "",
+                )
+    finish = choice.get("finish_reason")
+    if finish:
+        fold.finish(_FINISH.get(finish, "stop"))
+        fold.end()  # servers that send no [DONE] end with the finish reason
 
 
-def _reasoning(raw: Mapping[str, Any]) -> str:
-    value = raw.get("reasoning_content") or raw.get("reasoning") or ""
-    return value if isinstance(value, str) else ""
-
-
-def _usage(raw: Mapping[str, Any] | None) -> Usage:
+def _fold_usage(raw: Mapping[str, Any] | None, fold: ResponseFold) -> None:
     if not raw:
-        return Usage(requests=1)
+        return
     details = raw.get("prompt_tokens_details") or {}
-    return Usage(
-        input_tokens=int(raw.get("prompt_tokens") or 0),
-        output_tokens=int(raw.get("completion_tokens") or 0),
-        cache_read_tokens=int(details.get("cached_tokens") or 0),
-        requests=1,
+    fold.usage(
+        input_tokens=raw.get("prompt_tokens") or 0,
+        output_tokens=raw.get("completion_tokens") or 0,
+        cache_read_tokens=details.get("cached_tokens") or 0,
     )

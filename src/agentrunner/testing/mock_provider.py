@@ -88,11 +88,15 @@ class Fault:
 
 @dataclass(slots=True)
 class Reply:
-    """One scripted answer. ``tool_calls`` entries are (name, arguments dict or raw JSON text)."""
+    """One scripted answer. ``tool_calls`` entries are (name, arguments dict or raw JSON text).
+    ``refusal``: the model declines, as each API says so (OpenAI: the message's ``refusal``,
+    streamed as ``delta.refusal``, finish ``stop``; Anthropic: the text, stop reason
+    ``refusal``)."""
 
     text: str = ""
     tool_calls: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
     thinking: str | None = None
+    refusal: str | None = None
     finish: str | None = None
     input_tokens: int | None = 20  # None: about a token per 4 bytes of the request, as billed
     output_tokens: int | None = None

@@ -50,7 +50,11 @@ def _openai_usage(reply: Reply) -> dict[str, Any]:
 
 
 def openai_json(reply: Reply, model: str, rid: int) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None, "refusal": None}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": reply.text or None,
+        "refusal": reply.refusal,
+    }
     calls = _calls(reply, rid)
     if calls:
         message["tool_calls"] = [
@@ -84,6 +88,8 @@ def openai_stream(
         events.append((None, chunk({"reasoning_content": reply.thinking})))
     for piece in _pieces(reply.text):
         events.append((None, chunk({"content": piece})))
+    for piece in _pieces(reply.refusal or ""):
+        events.append((None, chunk({"content": None, "refusal": piece})))
     for index, (call_id, name, args) in enumerate(_calls(reply, rid)):
         events.append(
             (
@@ -118,6 +124,8 @@ _ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter":
 
 
 def _anthropic_stop(reply: Reply) -> str:
+    if reply.refusal is not None:
+        return "refusal"
     if reply.finish:
         return _ANTHROPIC_STOP.get(reply.finish, reply.finish)
     return "tool_use" if reply.tool_calls else "end_turn"
@@ -138,8 +146,9 @@ def _anthropic_blocks(reply: Reply, rid: int) -> list[dict[str, Any]]:
         blocks.append(
             {"type": "thinking", "thinking": reply.thinking, "signature": f"sig-mock-{rid}"}
         )
-    if reply.text:
-        blocks.append({"type": "text", "text": reply.text})
+    text = reply.text + (reply.refusal or "")
+    if text:
+        blocks.append({"type": "text", "text": text})
     for call_id, name, args in _calls(reply, rid):
         try:
             parsed: Any = json.loads(args)
