@@ -125,7 +125,7 @@ async def fill_runs(runner: Any, thread_id: str, runs: int) -> None:
 
 async def fill_costs(runner: Any, agent_id: str, requests: int) -> None:
     """``requests`` priced model requests today, recorded as runs record them."""
-    from agentrunner.store import RunLog
+    from agentrunner.run_rows import RunRows
 
     store = runner.store
     await store.batch(
@@ -135,11 +135,23 @@ async def fill_costs(runner: Any, agent_id: str, requests: int) -> None:
             )
         ]
     )
-    log = RunLog(store, "run_costly", agent_id)
+    log = RunRows(store, "run_costly", agent_id).log
     for n in range(requests):
         log.emit(
             "cost.updated",
-            {"model": "bench:gpt-bench", "attempt": 1, "outcome": "ok", "cost_micros": 7},
+            {
+                "model": "bench:gpt-bench",
+                "attempt": 1,
+                "outcome": "ok",
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_read_tokens": 0,
+                "cache_write_tokens": 0,
+                "cost_micros": 7,
+                "cost_known": True,
+                "estimated": False,
+                "cumulative_cost_micros": 7 * (n + 1),
+            },
         )
         if n % 5000 == 4999:
             await log.flush()

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agentrunner.events import EventData, EventSink, from_child, typed
+
 __all__ = ["AgentRunnerCallbacks", "child_callbacks", "event_adapter", "safely"]
 
 log = logging.getLogger("agentrunner.callbacks")
@@ -25,7 +27,7 @@ class AgentRunnerCallbacks:
     on_assistant_message: Callable[[str], None] | None = None
     on_tool_use: Callable[[str, dict[str, Any], str], None] | None = None
     on_tool_use_summary: Callable[[str], None] | None = None
-    on_event: Callable[[str, dict[str, Any]], None] | None = None
+    on_event: EventSink | None = None
     # Runner level
     on_response: Callable[[str, str, str], None] | None = None
     on_error: Callable[[str, str, str], None] | None = None
@@ -51,7 +53,7 @@ def safely(callback: Callable[..., Any] | None, *args: Any) -> None:
 
 def event_adapter(
     callbacks: AgentRunnerCallbacks, agent_id: str = "", thread_id: str = ""
-) -> Callable[[str, dict[str, Any]], None] | None:
+) -> EventSink | None:
     """An event sink that drives the callbacks — the engine's, and the capabilities' (enriched
     with the run's agent and thread); None when no callback wants events."""
     if (
@@ -68,51 +70,50 @@ def event_adapter(
         return None
     thinking = False
 
-    def forward(kind: str, data: dict[str, Any]) -> None:
+    def forward(kind: str, data: EventData) -> None:
         nonlocal thinking
-        if kind == "agent.thinking":
-            if not thinking:
-                thinking = True
-                safely(callbacks.on_thinking)
-        elif kind == "step.started":
-            thinking = False
-        elif kind == "agent.tool_call" and callbacks.on_tool_use is not None:
-            safely(
-                callbacks.on_tool_use,
-                data["name"],
-                data["input"],
-                _summary(data["name"], data["input"]),
-            )
-        elif kind == "agent.tool_result":
-            status = "failed" if data["is_error"] else "done"
-            safely(
-                callbacks.on_tool_use_summary,
-                f"{data['name']} {status}: {data['output_summary'][:120]}",
-            )
-        elif kind == "agent.message":
-            safely(callbacks.on_assistant_message, data["text"])
-        elif kind == "agent.notify":
-            safely(callbacks.on_notify_user, agent_id, thread_id, data["message"])
-        elif kind == "agent.file":
-            safely(
-                callbacks.on_file_send,
-                agent_id,
-                thread_id,
-                data["path"],
-                data["caption"],
-                data["kind"],
-            )
-        elif kind == "agent.note_shared":
-            safely(
-                callbacks.on_share_note,
-                agent_id,
-                thread_id,
-                data["title"],
-                data["slug"],
-                data["message"],
-            )
-        elif kind == "agent.memory_updated":
-            safely(callbacks.on_pin_change, agent_id)
+        match typed(kind, data):
+            case ("agent.token", _):
+                pass  # the most frequent, and only for on_event
+            case ("agent.thinking", _):
+                if not thinking:
+                    thinking = True
+                    safely(callbacks.on_thinking)
+            case ("step.started", _):
+                thinking = False
+            case ("agent.tool_call", call) if callbacks.on_tool_use is not None:
+                name, arguments = call["name"], call["input"]
+                safely(callbacks.on_tool_use, name, arguments, _summary(name, arguments))
+            case ("agent.tool_result", result):
+                status = "failed" if result["is_error"] else "done"
+                safely(
+                    callbacks.on_tool_use_summary,
+                    f"{result['name']} {status}: {result['output_summary'][:120]}",
+                )
+            case ("agent.message", message):
+                safely(callbacks.on_assistant_message, message["text"])
+            case ("agent.notify", notify):
+                safely(callbacks.on_notify_user, agent_id, thread_id, notify["message"])
+            case ("agent.file", file):
+                safely(
+                    callbacks.on_file_send,
+                    agent_id,
+                    thread_id,
+                    file["path"],
+                    file["caption"],
+                    file["kind"],
+                )
+            case ("agent.note_shared", note):
+                safely(
+                    callbacks.on_share_note,
+                    agent_id,
+                    thread_id,
+                    note["title"],
+                    note["slug"],
+                    note["message"],
+                )
+            case ("agent.memory_updated", _):
+                safely(callbacks.on_pin_change, agent_id)
         safely(callbacks.on_event, kind, data)
 
     return forward
@@ -127,8 +128,8 @@ def child_callbacks(
     on_event = None
     if parent_on_event is not None:
 
-        def on_event(kind: str, data: dict[str, Any]) -> None:
-            parent_on_event(kind, {**data, "from_agent": agent_id, "depth": depth})
+        def on_event(kind: str, data: EventData) -> None:
+            parent_on_event(kind, from_child(data, agent_id, depth))
 
     return replace(callbacks, on_response=None, on_event=on_event)
 

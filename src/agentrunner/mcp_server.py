@@ -23,6 +23,7 @@ from agentrunner._version import __version__
 from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.events import EventData, typed
 from agentrunner.runner import AgentRunner, RunAgentOverrides
 from agentrunner.store.records import thread_message_dict
 from agentrunner.tasks import TaskRunner, runner_with_tasks
@@ -163,17 +164,20 @@ class _Progress:
         self._count = 0
         self._sender = asyncio.ensure_future(self._send())
 
-    def event(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "step.started":
-            self._queue.put_nowait(f"step {data['step']} ({data['model']})")
-        elif kind == "agent.tool_call":
-            self._queue.put_nowait(f"calling {data['name']}")
-        elif kind == "agent.notify":
-            self._queue.put_nowait(f"notification: {data['message']}")
-        elif kind == "agent.file":
-            self._queue.put_nowait(f"file sent: {data['path']}")
-        elif kind == "agent.note_shared":
-            self._queue.put_nowait(f"note shared: {data['title']}")
+    def event(self, kind: str, data: EventData) -> None:
+        match typed(kind, data):
+            case ("agent.token", _):
+                pass  # the most frequent
+            case ("step.started", step):
+                self._queue.put_nowait(f"step {step['step']} ({step['model']})")
+            case ("agent.tool_call", call):
+                self._queue.put_nowait(f"calling {call['name']}")
+            case ("agent.notify", notify):
+                self._queue.put_nowait(f"notification: {notify['message']}")
+            case ("agent.file", file):
+                self._queue.put_nowait(f"file sent: {file['path']}")
+            case ("agent.note_shared", note):
+                self._queue.put_nowait(f"note shared: {note['title']}")
 
     async def _send(self) -> None:
         while (message := await self._queue.get()) is not None:

@@ -33,9 +33,9 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.ids import new_id
 from agentrunner.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, check_text
 from agentrunner.prompt import PromptBuilder, PromptContext, agent_notes, notes_message
+from agentrunner.run_rows import RunRows
 from agentrunner.sessions import agent_thread, check_owner, session_thread
 from agentrunner.store.repositories import ops
-from agentrunner.store.run_log import RunLog
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.fallback import FallbackChain
     from agentrunner.store.locks import HeldLock
     from agentrunner.store.records import Thread
+    from agentrunner.store.run_log import RunLog
     from agentrunner.store.store import Store
 
 __all__ = ["AgentRunner", "RunAgentOverrides", "RunResult"]
@@ -152,12 +153,16 @@ class _Run:
     agent: AgentSpec
     thread: Thread | None  # None: a task, a run on no thread
     run_id: str
-    log: RunLog
+    rows: RunRows  # its log, and what its events mean for its record
     callbacks: AgentRunnerCallbacks
     next_seq: int
     cost: CostTracker = field(default_factory=CostTracker)
     saved: int = 0  # how many of the turn's new messages are already in the thread
     lock: HeldLock | None = None
+
+    @property
+    def log(self) -> RunLog:
+        return self.rows.log
 
 
 class AgentRunner:
@@ -324,7 +329,7 @@ class AgentRunner:
             agent,
             thread,
             run_id,
-            RunLog(
+            RunRows(
                 self.store, run_id, agent_id, event_adapter(callbacks, agent_id, thread_id or "")
             ),
             callbacks,
@@ -496,7 +501,7 @@ class AgentRunner:
         elif last.text:  # cut off mid-reply: what it said so far is part of the run's record
             run.log.message("assistant_message", last.text)
         stop = partial.stop_reason if partial else ("cancelled" if cancelled else "error")
-        run.log.fail_step()
+        run.rows.fail_step()
         await run.log.flush_with(
             ops(
                 self._append(run, kept, session=False),  # the session does not advance

@@ -18,6 +18,7 @@ import orjson
 from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.events import EventData
 from agentrunner.runner import AgentRunner, RunAgentOverrides
 from agentrunner.tasks import TaskRunner, runner_with_tasks
 
@@ -132,7 +133,7 @@ class StdioServer:
         else:
             thread = await self.runner.agent_thread(agent, str(thread))
 
-        def on_event(kind: str, data: dict[str, Any]) -> None:
+        def on_event(kind: str, data: EventData) -> None:
             self.write({"id": request_id, "event": kind, "data": data})
 
         _, abort = self._inflight[request_id]

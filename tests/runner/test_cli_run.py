@@ -443,3 +443,25 @@ def test_only_a_failure_that_is_tried_again_says_so(
     code, out, err = cli(capsys, "run", "helper", "hi")
     assert code == 0 and "Back." in out
     assert "provider_unavailable" in err and "retrying or failing over" in err
+
+
+def test_run_shows_what_a_delegated_run_does(
+    agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("boss", "capabilities: [agents, notify]")  # a child gets no more than its caller
+    agent("worker", "capabilities: [notify]")
+    mock.queue(
+        Reply(tool_calls=[("ask_agent", {"agent": "worker", "message": "ping them"})]),
+        Reply(tool_calls=[("notify_user", {"message": "Pinged"})]),
+        Reply(text="done pinging"),
+        Reply(text="All done."),
+    )
+    code, out, err = cli(capsys, "run", "boss", "delegate")
+    assert code == 0, err
+    assert "All done." in out and "done pinging" not in out  # its tool use, not its tokens
+    lines = err.splitlines()
+    assert any(line.startswith("→ ask_agent") for line in lines), err
+    assert "  worker › notify_user" in lines, err  # indented by its depth
+    assert "worker › 🔔 Pinged" in lines, err  # what it produced for the person: always shown
+    assert "  worker › answered" in lines, err
+    assert not any("boss ›" in line for line in lines), err

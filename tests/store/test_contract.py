@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agentrunner.engine import AssistantMessage, ToolCall, ToolResult, UserMessage
+from agentrunner.run_rows import RunRows
 from agentrunner.store import RunLog, Store, open_store
 
 
@@ -120,29 +121,45 @@ async def test_messages_round_trip_and_recent_window(store: Store) -> None:
     assert thread is not None and thread.message_count == 4 and thread.session_run_id == "r1"
 
 
+def run_log(store: Store, run_id: str, agent_id: str, forward: Any = None) -> RunLog:
+    """A run's log whose events imply their rows, as a run's are (``RunRows``)."""
+    return RunRows(store, run_id, agent_id, forward).log
+
+
+def _cost(
+    model: str, micros: int | None, attempt: int = 1, input_tokens: int = 1, output_tokens: int = 1
+) -> dict[str, object]:
+    return {
+        "model": model,
+        "attempt": attempt,
+        "outcome": "ok",
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "cost_micros": micros,
+        "cost_known": micros is not None,
+        "estimated": False,
+        "cumulative_cost_micros": micros or 0,
+    }
+
+
 async def test_run_log_records_the_whole_story(store: Store) -> None:
     await store.threads.open("t", "a")
     await store.batch(
         [store.runs.insert_op(run_id="r1", agent_id="a", thread_id="t", status="running")]
     )
     forwarded: list[str] = []
-    log = RunLog(store, "r1", "a", lambda kind, data: forwarded.append(kind))
+    log = run_log(store, "r1", "a", lambda kind, data: forwarded.append(kind))
     log.message("system_message", "You are helpful.")
     log.message("user_message", "Weather?")
     log.emit("step.started", {"step": 1, "model": "x:m"})
     log.emit("agent.token", {"token": "hm", "model": "x:m"})
+    log.emit("cost.updated", _cost("x:m", 30, input_tokens=10, output_tokens=5))
     log.emit(
-        "cost.updated",
-        {
-            "model": "x:m",
-            "attempt": 1,
-            "outcome": "ok",
-            "input_tokens": 10,
-            "output_tokens": 5,
-            "cost_micros": 30,
-        },
+        "agent.tool_call",
+        {"call_id": "c1", "name": "get_weather", "input": {"city": "Oslo"}, "model": "x:m"},
     )
-    log.emit("agent.tool_call", {"call_id": "c1", "name": "get_weather", "input": {"city": "Oslo"}})
     await log.flush()  # durable before the tool runs
     assert [m.message_type for m in await store.runs.messages("r1")][-1] == "tool_call_message"
     log.emit(
@@ -150,23 +167,14 @@ async def test_run_log_records_the_whole_story(store: Store) -> None:
         {
             "call_id": "c1",
             "name": "get_weather",
+            "success": True,
             "is_error": False,
             "output_summary": "Cold",
             "output": "Cold",
         },
     )
     log.emit("step.started", {"step": 2, "model": "x:m"})
-    log.emit(
-        "cost.updated",
-        {
-            "model": "x:m",
-            "attempt": 2,
-            "outcome": "ok",
-            "input_tokens": 20,
-            "output_tokens": 3,
-            "cost_micros": None,
-        },
-    )
+    log.emit("cost.updated", _cost("x:m", None, attempt=2, input_tokens=20, output_tokens=3))
     log.emit("agent.message", {"text": "Cold in Oslo.", "model": "x:m"})
     await log.flush()
     await store.batch(
@@ -220,6 +228,44 @@ async def test_run_log_records_the_whole_story(store: Store) -> None:
     assert (summary["agent_id"], summary["requests"], summary["unknown"]) == ("a", 2, 1)
 
 
+async def test_a_run_log_records_events_and_does_not_interpret_them(store: Store) -> None:
+    """What an event means for the run's other rows is its reader's to say (``RunRows``): a
+    bare log writes the events, and only the rows it is told to."""
+    await store.threads.open("t", "a")
+    await store.batch(
+        [store.runs.insert_op(run_id="r1", agent_id="a", thread_id="t", status="running")]
+    )
+    log = RunLog(store, "r1", "a")
+    log.emit("step.started", {"step": 1, "model": "x:m"})
+    log.emit("cost.updated", _cost("x:m", 30))
+    log.emit("agent.tool_call", {"call_id": "c1", "name": "f", "input": {}, "model": "x:m"})
+    log.emit("agent.message", {"text": "Done.", "model": "x:m"})
+    await log.flush()
+    assert [e.type for e in await store.events.list("r1")] == [
+        "step.started",
+        "cost.updated",
+        "agent.tool_call",
+        "agent.message",
+    ]
+    assert await store.runs.steps("r1") == []
+    assert await store.runs.messages("r1") == []
+    assert await store.costs.spent_today("a") == 0
+    log.start_step(1, "x:m", time.time())  # told: the rows are written
+    log.run_message("assistant_message", "Done.", time.time())
+    tokens = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    log.cost("x:m", dict.fromkeys(tokens, 1), 30, False, time.time())
+    await log.flush()
+    [step] = await store.runs.steps("r1")
+    assert (step.step_number, step.status, step.model_id) == (1, "running", "x:m")
+    [message] = await store.runs.messages("r1")
+    assert (message.message_type, message.content, message.step_id) == (
+        "assistant_message",
+        "Done.",
+        step.id,
+    )
+    assert await store.costs.spent_today("a") == 30
+
+
 async def test_deltas_are_stored_merged_and_forwarded_one_by_one(store: Store) -> None:
     await store.threads.open("t", "a")
     await store.batch(
@@ -248,17 +294,6 @@ async def test_deltas_are_stored_merged_and_forwarded_one_by_one(store: Store) -
     assert forwarded[0] == ("agent.thinking", {"text": "Let ", "model": "x:m"})
 
 
-def _cost(model: str, micros: int | None, attempt: int = 1) -> dict[str, object]:
-    return {
-        "model": model,
-        "attempt": attempt,
-        "outcome": "ok",
-        "input_tokens": 1,
-        "output_tokens": 1,
-        "cost_micros": micros,
-    }
-
-
 async def test_daily_spend_is_kept_per_agent_and_day(store: Store, store_url: str) -> None:
     await store.threads.open("t", "a")
     for run_id, agent_id in (("r1", "a"), ("r2", "b")):
@@ -269,7 +304,7 @@ async def test_daily_spend_is_kept_per_agent_and_day(store: Store, store_url: st
                 )
             ]
         )
-    a, b = RunLog(store, "r1", "a"), RunLog(store, "r2", "b")
+    a, b = run_log(store, "r1", "a"), run_log(store, "r2", "b")
     a.emit("cost.updated", _cost("x:m", 30))
     a.emit("cost.updated", _cost("x:m", None, attempt=2))  # unknown: counted as nothing
     b.emit("cost.updated", _cost("x:m", 0))
@@ -323,12 +358,12 @@ async def test_steps_and_run_messages_survive_their_rekeying(
         await old.batch(
             [old.runs.insert_op(run_id="r1", agent_id="a", thread_id="t", status="running")]
         )
-        log = RunLog(old, "r1", "a")
+        log = run_log(old, "r1", "a")
         log.message("user_message", "Weather?")
         log.emit("step.started", {"step": 1, "model": "x:m"})
         await log.flush()  # the step's insert is written; its finish will be an update
-        log.emit("cost.updated", {"model": "x:m", "attempt": 1, "outcome": "ok"})
-        log.emit("agent.tool_call", {"call_id": "c1", "name": "f", "input": {}})
+        log.emit("cost.updated", _cost("x:m", 0))
+        log.emit("agent.tool_call", {"call_id": "c1", "name": "f", "input": {}, "model": "x:m"})
         log.emit("step.started", {"step": 2, "model": "x:m"})
         log.emit("agent.message", {"text": "Cold", "model": "x:m"})
         await log.flush()
@@ -344,10 +379,10 @@ async def test_steps_and_run_messages_survive_their_rekeying(
             await new.batch(
                 [new.runs.insert_op(run_id="r2", agent_id="a", thread_id="t", status="running")]
             )
-            log = RunLog(new, "r2", "a")  # a step finished by an update after the upgrade
+            log = run_log(new, "r2", "a")  # a step finished by an update after the upgrade
             log.emit("step.started", {"step": 1, "model": "x:m"})
             await log.flush()
-            log.emit("cost.updated", {"model": "x:m", "attempt": 1, "outcome": "ok"})
+            log.emit("cost.updated", _cost("x:m", 0))
             await log.flush()
             assert [s.status for s in await new.runs.steps("r2")] == ["completed"]
             await new.driver.execute("DELETE FROM runs WHERE id = 'r1'", {})
@@ -596,7 +631,7 @@ async def test_a_run_failed_by_the_lease_rules_stays_failed(store: Store) -> Non
     assert "paused:1 stopped renewing its lease" in (failed.error_message or "")
 
     def settle(run_id: str, thread_id: str, status: str = "completed") -> RunLog:
-        log = RunLog(store, run_id, "ceo")
+        log = run_log(store, run_id, "ceo")
         log.emit("cost.updated", _cost("x:m", 40))
         log.emit("agent.message", {"text": f"{run_id} done", "model": "x:m"})
         return log

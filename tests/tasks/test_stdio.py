@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inline_snapshot import snapshot
 
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 
@@ -124,8 +125,48 @@ def test_execute_run_agent_cancel_and_bad_lines(client: Client, mock: MockProvid
     client.request("r1", "run_agent", agent="helper", message="hi", input={"topic": "x"})
     ran, events = client.response("r1")
     assert ran["result"]["text"] == "Hello there." and ran["result"]["status"] == "completed"
-    kinds = [e["event"] for e in events]
-    assert "agent.token" in kinds and "agent.message" in kinds and "cost.updated" in kinds
+    assert events == snapshot(
+        [
+            {"id": "r1", "event": "step.started", "data": {"step": 1, "model": "mockai:gpt-mock"}},
+            {
+                "id": "r1",
+                "event": "agent.token",
+                "data": {"token": "Hell", "model": "mockai:gpt-mock"},
+            },
+            {
+                "id": "r1",
+                "event": "agent.token",
+                "data": {"token": "o th", "model": "mockai:gpt-mock"},
+            },
+            {
+                "id": "r1",
+                "event": "agent.token",
+                "data": {"token": "ere.", "model": "mockai:gpt-mock"},
+            },
+            {
+                "id": "r1",
+                "event": "cost.updated",
+                "data": {
+                    "model": "mockai:gpt-mock",
+                    "attempt": 1,
+                    "outcome": "ok",
+                    "input_tokens": 20,
+                    "output_tokens": 3,
+                    "cache_read_tokens": 0,
+                    "cache_write_tokens": 0,
+                    "cost_micros": None,
+                    "cost_known": False,
+                    "estimated": False,
+                    "cumulative_cost_micros": 0,
+                },
+            },
+            {
+                "id": "r1",
+                "event": "agent.message",
+                "data": {"text": "Hello there.", "model": "mockai:gpt-mock"},
+            },
+        ]
+    )  # every event as it went out, one JSON line each
     thread = ran["result"]["thread_id"]
 
     mock.queue(Reply(text="Too slow.", delay_s=20), model="gpt-mock")

@@ -13,12 +13,13 @@ import difflib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentrunner._paths import display_path
 from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.engine.tools import Tool
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.events import Emit, EventSink, ignore
 
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec, Trust
@@ -46,16 +47,16 @@ class CapabilityContext:
     callbacks: AgentRunnerCallbacks = field(default_factory=AgentRunnerCallbacks)
     # The run's event sink: what a tool produces for people (a notification, a file, a shared
     # note) is an event, stored with the run and carried to every interface.
-    emit: Callable[[str, dict[str, Any]], None] | None = None
+    emit: EventSink = ignore
     depth: int = 0
     max_depth: int = 3
     ask_agent: AskAgent | None = None
     team: Sequence[AgentSpec] = ()
 
-    def tell(self, kind: str, data: dict[str, Any]) -> None:
+    @property
+    def tell(self) -> Emit:
         """Emit an event for the people following this run."""
-        if self.emit is not None:
-            self.emit(kind, data)
+        return self.emit
 
 
 Resolver = Callable[[CapabilityContext], Sequence[Tool]]

@@ -16,6 +16,7 @@ from rich.markup import escape
 from agentrunner.cli.console import err, out, print_error
 
 if TYPE_CHECKING:
+    from agentrunner.events import Event, EventData
     from agentrunner.runner import AgentRunner, RunResult
 
 __all__ = ["chat", "run"]
@@ -222,44 +223,56 @@ class _Printer:
     """Streams tokens to stdout and tool activity to stderr as events arrive."""
 
     def __init__(self) -> None:
-        self.mid_line = False
+        from agentrunner.events import child_of, typed
 
-    def __call__(self, kind: str, data: dict[str, Any]) -> None:
-        child = data.get("from_agent")
-        told = _told(kind, data)
+        self.mid_line = False
+        self.typed, self.child_of = typed, child_of
+
+    def __call__(self, kind: str, data: EventData) -> None:
+        event = self.typed(kind, data)
+        child = self.child_of(data)
+        told = _told(event)
         if told is not None:  # what a tool produced for the person: always shown
             self.end()
-            who = f"{escape(child)} › " if child else ""
+            who = f"{escape(child[0])} › " if child else ""
             err.print(f"[magenta]{who}{told}[/]", soft_wrap=True)
             return
         if child is not None:  # a delegated run: show its tool use, not its tokens
-            if kind in ("agent.tool_call", "agent.message"):
-                self.end()
-                what = data["name"] if kind == "agent.tool_call" else "answered"
-                indent = "  " * int(data.get("depth", 1))
-                err.print(f"[dim]{indent}{escape(child)} › {escape(what)}[/]")
+            match event:
+                case ("agent.tool_call", call):
+                    what = call["name"]
+                case ("agent.message", _):
+                    what = "answered"
+                case _:
+                    return
+            self.end()
+            agent_id, depth = child
+            err.print(f"[dim]{'  ' * depth}{escape(agent_id)} › {escape(what)}[/]")
             return
-        if kind == "agent.token":
-            sys.stdout.write(data["token"])
-            sys.stdout.flush()
-            self.mid_line = not data["token"].endswith("\n")
-        elif kind == "agent.tool_call":
-            self.end()
-            args = json.dumps(data["input"], ensure_ascii=False)
-            err.print(
-                f"[cyan]→ {escape(data['name'])}[/] [dim]{escape(args[:160])}[/]", soft_wrap=True
-            )
-        elif kind == "agent.tool_result":
-            mark = "[red]✗[/]" if data["is_error"] else "[green]←[/]"
-            err.print(f"{mark} [dim]{escape(data['output_summary'][:160])}[/]", soft_wrap=True)
-        elif kind == "model.attempt_failed":
-            self.end()
-            failed = f"! {escape(data['model'])}: {escape(str(data['error_code']))}"
-            if data.get("failover"):
-                err.print(f"[yellow]{failed} — retrying or failing over[/]")
-            else:  # a bad request or rejected key: the run ends with it, tried nowhere else
-                status = f" (HTTP {data['status']})" if data.get("status") else ""
-                err.print(f"[yellow]{failed}{status}[/]")
+        match event:
+            case ("agent.token", token):
+                sys.stdout.write(token["token"])
+                sys.stdout.flush()
+                self.mid_line = not token["token"].endswith("\n")
+            case ("agent.tool_call", call):
+                self.end()
+                args = json.dumps(call["input"], ensure_ascii=False)
+                err.print(
+                    f"[cyan]→ {escape(call['name'])}[/] [dim]{escape(args[:160])}[/]",
+                    soft_wrap=True,
+                )
+            case ("agent.tool_result", result):
+                mark = "[red]✗[/]" if result["is_error"] else "[green]←[/]"
+                summary = escape(result["output_summary"][:160])
+                err.print(f"{mark} [dim]{summary}[/]", soft_wrap=True)
+            case ("model.attempt_failed", failed):
+                self.end()
+                said = f"! {escape(failed['model'])}: {escape(failed['error_code'])}"
+                if failed["failover"]:
+                    err.print(f"[yellow]{said} — retrying or failing over[/]")
+                else:  # a bad request or rejected key: the run ends with it, tried nowhere else
+                    status = f" (HTTP {failed['status']})" if failed["status"] else ""
+                    err.print(f"[yellow]{said}{status}[/]")
 
     def end(self) -> None:
         if self.mid_line:
@@ -268,16 +281,17 @@ class _Printer:
             self.mid_line = False
 
 
-def _told(kind: str, data: dict[str, Any]) -> str | None:
+def _told(event: Event) -> str | None:
     """A capability's output for the person, as a line of markup; None for other events."""
-    if kind == "agent.notify":
-        return f"🔔 {escape(data['message'])}"
-    if kind == "agent.file":
-        caption = f" — {escape(data['caption'])}" if data.get("caption") else ""
-        return f"📎 file sent: {escape(data['path'])}{caption}"
-    if kind == "agent.note_shared":
-        message = f" — {escape(data['message'])}" if data.get("message") else ""
-        return f"📝 note shared: {escape(data['title'])} ({escape(data['slug'])}){message}"
+    match event:
+        case ("agent.notify", notify):
+            return f"🔔 {escape(notify['message'])}"
+        case ("agent.file", file):
+            caption = f" — {escape(file['caption'])}" if file["caption"] else ""
+            return f"📎 file sent: {escape(file['path'])}{caption}"
+        case ("agent.note_shared", note):
+            message = f" — {escape(note['message'])}" if note["message"] else ""
+            return f"📝 note shared: {escape(note['title'])} ({escape(note['slug'])}){message}"
     return None
 
 

@@ -57,6 +57,7 @@ from agentrunner.engine.structured_output import (
 )
 from agentrunner.engine.tools import Tool, ToolContext, ToolDenied, ToolRetry, render_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.events import Emit, EventData, EventSink
 
 __all__ = [
     "CostTracker",
@@ -70,7 +71,6 @@ __all__ = [
     "run_turn",
 ]
 
-EventSink = Callable[[str, dict[str, Any]], None]
 StopReason = Literal[
     "end_turn",
     "max_steps",
@@ -262,8 +262,9 @@ class _TurnRun:
         )
         self.inflight: tuple[ChainEntry, ModelRequest] | None = None
         self.cut_by_budget: Reservation | None = None  # the last response's, if it lowered
+        self.emit: Emit = self._emit
 
-    def emit(self, kind: str, data: dict[str, Any]) -> None:
+    def _emit(self, kind: str, data: EventData) -> None:
         if not self.silenced and self.turn.emit is not None:
             self.turn.emit(kind, data)
 
@@ -388,9 +389,9 @@ class _TurnRun:
     def emit_whole(self, message: AssistantMessage) -> None:
         for thought in message.thinking:
             if thought.text:
-                self.emit("agent.thinking", {"text": thought.text, "model": self.model})
+                self.emit("agent.thinking", {"text": thought.text, "model": self.current})
         if message.text:
-            self.emit("agent.token", {"token": message.text, "model": self.model})
+            self.emit("agent.token", {"token": message.text, "model": self.current})
 
     def on_attempt(
         self, attempt: Attempt, entry: ChainEntry, outcome: ModelResponse | ProviderError
@@ -446,7 +447,8 @@ class _TurnRun:
         else:
             self.cost += micros
         if self.turn.emit is not None:  # even after an abort: money is always recorded
-            self.turn.emit(
+            emit: Emit = self.turn.emit
+            emit(
                 "cost.updated",
                 {
                     "model": entry.model.ref,
@@ -516,7 +518,7 @@ class _TurnRun:
                     "call_id": call.id,
                     "name": call.name,
                     "input": call.arguments,
-                    "model": self.model,
+                    "model": self.current,  # the model of the attempt that answered
                 },
             )
         if self.turn.before_tools is not None:

@@ -21,6 +21,7 @@ from starlette.responses import StreamingResponse
 
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.events import EventData, child_of, typed
 from agentrunner.idempotency import IdempotencyKey, run_once
 from agentrunner.ids import new_id
 from agentrunner.inputs import check_text
@@ -108,9 +109,10 @@ class _Chat:
     async def run(self) -> dict[str, Any]:
         from agentrunner.callbacks import AgentRunnerCallbacks
 
-        def on_event(kind: str, data: dict[str, Any]) -> None:
-            if kind == "agent.token" and "from_agent" not in data:
-                self.tokens.put_nowait(data["token"])
+        def on_event(kind: str, data: EventData) -> None:
+            match typed(kind, data):
+                case ("agent.token", token) if child_of(token) is None:
+                    self.tokens.put_nowait(token["token"])
             # model.attempt_failed: a retry streams its own tokens; OpenAI's format has no way
             # to take text back
 

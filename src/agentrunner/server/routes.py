@@ -20,6 +20,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.events import ChannelMessageEvent, RunEnd
 from agentrunner.idempotency import MAX_KEY_CHARS
 from agentrunner.ids import new_id
 from agentrunner.server.fields import Id, Input, Text, idempotency, mark_replayed
@@ -288,8 +289,8 @@ async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncIterator[dic
             # Events are written before the run's end, so once it has ended one more read
             # catches anything committed in between.
             if finished and not await store.events.list(run_id, after=after, limit=1):
-                status = run.status if run else None
-                yield {"event": "run.end", "data": json.dumps({"run_id": run_id, "status": status})}
+                end: RunEnd = {"run_id": run_id, "status": run.status if run else None}
+                yield {"event": "run.end", "data": json.dumps(end)}
                 return
             await asyncio.sleep(POLL_S)
 
@@ -333,7 +334,7 @@ async def _tail_channel(
             await asyncio.sleep(POLL_S * 4)
 
 
-def _message(message: Any) -> dict[str, Any]:
+def _message(message: Any) -> ChannelMessageEvent:
     return {
         "id": message.id,
         "sender": message.sender,

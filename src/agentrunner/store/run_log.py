@@ -1,6 +1,10 @@
 """``RunLog``: a run's progress written as it happens — events with their sequence numbers,
 steps, run messages and cost rows — so a crash mid-run leaves a truthful partial record.
 
+The log records; it does not interpret. What an event means for the run's other rows (a step
+begins, a cost is charged, a tool call is made) is its reader's to say (``run_rows``), through
+``derive``, which adds those rows to the same batch as the event.
+
 Writes are ordered write-behind: rows are submitted without waiting (a few milliseconds of
 events at a time, so token bursts share one transaction) and ``flush()`` is awaited only at the
 points that must be durable before going on — before tools execute, and at the end of the run.
@@ -13,39 +17,45 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentrunner.events import DELTA_TEXT, EventData, EventSink
 from agentrunner.ids import new_id
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import to_json
 from agentrunner.store.repositories import today
 from agentrunner.store.store import Store
 
-__all__ = ["RunLog"]
+__all__ = ["Derive", "RunLog"]
 
 # Events wait at most this long before a background flush writes them; a turn's durable points
 # (before tools run, the end) flush at once. Batching a few milliseconds of tokens into one
 # transaction is most of what makes a durable turn cheap.
 FLUSH_DELAY_S = 0.02
-Sink = Callable[[str, dict[str, Any]], None]
+Derive = Callable[[str, EventData, float], None]
+"""Called with each event but the deltas, and the time it was recorded, to add the rows it
+implies (through the log's row methods) to the same batch."""
 
 
 class RunLog:
     def __init__(
-        self, store: Store, run_id: str, agent_id: str, forward: Sink | None = None
+        self,
+        store: Store,
+        run_id: str,
+        agent_id: str,
+        forward: EventSink | None = None,
+        derive: Derive | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
         self.agent_id = agent_id
         self.forward = forward
+        self.derive = derive
         self.seq = 0
+        self.step_id: str | None = None  # the step in progress: run messages belong to it
         self._pending: list[Op] = []
-        self._step_id: str | None = None
         self._step_row: dict[str, Any] | None = None  # the step's insert, while still pending
-        self._step_usage: dict[str, int] = {}
-        self._step_cost: int | None = 0
-        self._step_attempts: list[dict[str, Any]] = []
         self._stream: _Stream | None = None  # the delta row still taking deltas
         self._flushing = asyncio.Lock()
         self._scheduled = False
@@ -60,17 +70,18 @@ class RunLog:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def emit(self, kind: str, data: dict[str, Any]) -> None:
-        """The engine's event sink: record the event (and the rows it implies), forward it.
+    def emit(self, kind: str, data: EventData) -> None:
+        """The engine's event sink: record the event (and what ``derive`` adds), forward it.
 
         Deltas (``agent.token``, ``agent.thinking``) are forwarded one by one but stored
         merged: the deltas of one kind that follow each other before the next write become one
         row with their text joined, so a long answer is a few rows, not hundreds."""
-        text_key = _DELTAS.get(kind)
+        text_key = DELTA_TEXT.get(kind)
         if text_key is not None:
             stream = self._stream
-            if stream is not None and stream.kind == kind and stream.matches(data):
-                stream.parts.append(data[text_key])
+            delta: Mapping[str, Any] = data  # read by field name: any delta kind
+            if stream is not None and stream.kind == kind and stream.matches(delta):
+                stream.parts.append(delta[text_key])
                 if self.forward is not None:
                     self.forward(kind, data)
                 return
@@ -87,10 +98,8 @@ class RunLog:
         self._pending.append((self._event_sql, row))
         if text_key is not None:
             self._stream = _Stream(kind, text_key, data, row)
-        else:
-            handler = _DERIVED.get(kind)
-            if handler is not None:
-                handler(self, data, now)
+        elif self.derive is not None:
+            self.derive(kind, data, now)
         if self.forward is not None:
             self.forward(kind, data)
         if not self._scheduled:
@@ -103,9 +112,9 @@ class RunLog:
             joined = {**stream.data, stream.text_key: "".join(stream.parts)}
             stream.row["payload"] = to_json(joined)
 
-    def message(self, message_type: str, content: str, **extra: Any) -> None:
+    def message(self, message_type: str, content: str) -> None:
         """A run message that is not an engine event (the system prompt, the user message)."""
-        self._run_message(message_type, content, time.time(), **extra)
+        self.run_message(message_type, content, time.time())
 
     def write(self, rows: list[Op]) -> None:
         """Write ``rows`` with the run's next batch of events: within ``FLUSH_DELAY_S``, or
@@ -160,36 +169,47 @@ class RunLog:
         self._step_row = None
         return ops
 
-    # -- rows implied by events ---------------------------------------------------------------
+    # -- rows beside the events --------------------------------------------------------------
 
-    def _run_message(self, message_type: str, content: str, now: float, **extra: Any) -> None:
+    def run_message(
+        self,
+        message_type: str,
+        content: str,
+        now: float,
+        *,
+        tool_name: str | None = None,
+        tool_input: Any = None,
+        tool_call_id: str | None = None,
+        is_error: bool | None = None,
+    ) -> None:
+        """A run message, in the step in progress."""
         self._pending.append(
             (
                 self._run_message_sql,
                 {
                     "id": new_id(),
                     "run_id": self.run_id,
-                    "step_id": self._step_id,
+                    "step_id": self.step_id,
                     "message_type": message_type,
                     "content": content,
-                    "tool_name": extra.get("tool_name"),
-                    "tool_input": to_json(extra.get("tool_input")),
-                    "tool_call_id": extra.get("tool_call_id"),
-                    "is_error": extra.get("is_error"),
+                    "tool_name": tool_name,
+                    "tool_input": to_json(tool_input),
+                    "tool_call_id": tool_call_id,
+                    "is_error": is_error,
                     "now": now,
                 },
             )
         )
 
-    def _step_started(self, data: dict[str, Any], now: float) -> None:
-        self._step_id = new_id()
-        self._step_usage, self._step_cost, self._step_attempts = {}, 0, []
+    def start_step(self, number: int, model: str, now: float) -> None:
+        """A step row, ``running``; it is the step in progress until the next one starts."""
+        self.step_id = new_id()
         self._step_row = {
-            "id": self._step_id,
+            "id": self.step_id,
             "run_id": self.run_id,
-            "step_number": data["step"],
+            "step_number": number,
             "status": "running",
-            "model_id": data["model"],
+            "model_id": model,
             "token_usage": None,
             "cost_micros": None,
             "attempts": None,
@@ -198,30 +218,43 @@ class RunLog:
         }
         self._pending.append((self._step_insert_sql, self._step_row))
 
-    def _finish_step(self, status: str, model: str, now: float) -> None:
+    def finish_step(
+        self,
+        status: str,
+        model: str,
+        usage: Mapping[str, int],
+        cost_micros: int | None,
+        attempts: list[dict[str, Any]],
+        now: float,
+    ) -> None:
+        """The step in progress ends with ``status``: as an update of its row, or, while its
+        insert is still pending, in that insert (one row, not two writes)."""
         finish = {
             "status": status,
             "model_id": model,
-            "token_usage": to_json(self._step_usage),
-            "cost_micros": self._step_cost,
-            "attempts": to_json(self._step_attempts),
+            "token_usage": to_json(usage),
+            "cost_micros": cost_micros,
+            "attempts": to_json(attempts),
         }
-        if self._step_row is not None:  # its insert is still pending: one row, not two writes
+        if self._step_row is not None:
             self._step_row.update(finish, completed_at=now)
         else:
             self._pending.append(
                 (
                     self._step_finish_sql,
-                    {"run_id": self.run_id, "id": self._step_id, **finish, "now": now},
+                    {"run_id": self.run_id, "id": self.step_id, **finish, "now": now},
                 )
             )
 
-    def _cost(self, data: dict[str, Any], now: float) -> None:
-        usage = {
-            k: int(data.get(k) or 0)
-            for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-        }
-        cost = data.get("cost_micros")
+    def cost(
+        self,
+        model: str,
+        usage: Mapping[str, int],
+        cost_micros: int | None,
+        estimated: bool,
+        now: float,
+    ) -> None:
+        """A cost row for one model request, and what it adds to the agent's day."""
         day = today(now)
         self._pending.append(
             (
@@ -230,39 +263,19 @@ class RunLog:
                     "id": new_id(),
                     "run_id": self.run_id,
                     "agent_id": self.agent_id,
-                    "model": data["model"],
+                    "model": model,
                     **usage,
-                    "cost_micros": cost,
-                    "estimated": bool(data.get("estimated")),
+                    "cost_micros": cost_micros,
+                    "estimated": estimated,
                     "day": day,
                     "now": now,
                 },
             )
         )
-        if cost:  # unknown and free requests change no day's total
+        if cost_micros:  # unknown and free requests change no day's total
             self._pending.append(
-                (self._cost_day_sql, {"day": day, "agent_id": self.agent_id, "micros": cost})
+                (self._cost_day_sql, {"day": day, "agent_id": self.agent_id, "micros": cost_micros})
             )
-        for key, value in usage.items():
-            self._step_usage[key] = self._step_usage.get(key, 0) + value
-        self._step_cost = (
-            None if cost is None or self._step_cost is None else self._step_cost + cost
-        )
-        self._step_attempts.append(
-            {"model": data["model"], "attempt": data["attempt"], "outcome": data.get("outcome")}
-        )
-        if data.get("outcome") == "ok" and self._step_id is not None:
-            self._finish_step("completed", data["model"], now)
-
-    def fail_step(self) -> None:
-        """Mark the step in progress failed (the run ended inside it)."""
-        if self._step_id is None:
-            return
-        model = self._step_attempts[-1]["model"] if self._step_attempts else "unknown"
-        self._finish_step("failed", model, time.time())
-
-
-_DELTAS = {"agent.token": "token", "agent.thinking": "text"}  # kind -> its text field
 
 
 class _Stream:
@@ -270,14 +283,14 @@ class _Stream:
 
     __slots__ = ("data", "kind", "parts", "row", "text_key")
 
-    def __init__(self, kind: str, text_key: str, data: dict[str, Any], row: dict[str, Any]):
+    def __init__(self, kind: str, text_key: str, data: Mapping[str, Any], row: dict[str, Any]):
         self.kind = kind
         self.text_key = text_key
         self.data = data
         self.row = row
         self.parts: list[str] = [data[text_key]]
 
-    def matches(self, data: dict[str, Any]) -> bool:
+    def matches(self, data: Mapping[str, Any]) -> bool:
         """The same stream: every field but the text equal (the model, a child's marker)."""
         first = self.data
         if len(data) != len(first):
@@ -286,26 +299,3 @@ class _Stream:
             if key != self.text_key and first.get(key) != value:
                 return False
         return True
-
-
-_DERIVED: dict[str, Callable[[RunLog, dict[str, Any], float], None]] = {
-    "step.started": RunLog._step_started,
-    "cost.updated": RunLog._cost,
-    "agent.tool_call": lambda log_, d, now: log_._run_message(
-        "tool_call_message",
-        to_json(d["input"]) or "{}",
-        now,
-        tool_name=d["name"],
-        tool_input=d["input"],
-        tool_call_id=d["call_id"],
-    ),
-    "agent.tool_result": lambda log_, d, now: log_._run_message(
-        "tool_return_message",
-        d["output_summary"],
-        now,
-        tool_name=d["name"],
-        tool_call_id=d["call_id"],
-        is_error=d["is_error"],
-    ),
-    "agent.message": lambda log_, d, now: log_._run_message("assistant_message", d["text"], now),
-}
