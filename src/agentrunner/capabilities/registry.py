@@ -9,6 +9,8 @@ of its own trust and its caller's (``CapabilityContext.trust``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import difflib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,11 +53,31 @@ class CapabilityContext:
     max_depth: int = 3
     ask_agent: AskAgent | None = None
     team: Sequence[AgentSpec] = ()
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        with contextlib.suppress(RuntimeError):  # built outside a loop: tell() runs inline
+            self._loop = asyncio.get_running_loop()
 
     def tell(self, kind: str, data: dict[str, Any]) -> None:
-        """Emit an event for the people following this run."""
-        if self.emit is not None:
-            self.emit(kind, data)
+        """Emit an event for the people following this run. From a sync tool's worker thread
+        the event is handed to the run's loop, which owns the run log; it is emitted there
+        before the tool's result, which reaches the loop after it."""
+        if self.emit is None:
+            return
+        loop = self._loop
+        if loop is not None and not _running(loop):
+            loop.call_soon_threadsafe(self.emit, kind, data)
+            return
+        self.emit(kind, data)
+
+
+def _running(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread is running ``loop``."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 Resolver = Callable[[CapabilityContext], Sequence[Tool]]
@@ -100,7 +122,6 @@ class CapabilityRegistry:
         """Every capability and tool the agent names that no capability provides, as
         ``invalid_specification`` errors at their file and line (what ``agents validate``
         lists, and what a run refuses)."""
-        file = display_path(agent.path) if agent.path else None
         found = []
         for key, kind, names, known in (
             ("capabilities", "capability", agent.capabilities, sorted(self._resolvers)),
@@ -116,7 +137,9 @@ class CapabilityRegistry:
                         f"unknown {kind} '{name}'"
                         + (f" (did you mean '{near[0]}'?)" if near else ""),
                         hint=f"Known {key}: {', '.join(known)}.",
-                        file=file,
+                        # only for a problem: display_path reads the working directory, and
+                        # every run's grant comes through here
+                        file=display_path(agent.path) if agent.path else None,
                         line=agent.line_of(key),
                     )
                 )
