@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,124 @@ async def store(store_url: str) -> AsyncIterator[object]:
     opened = await open_store(store_url, lock_lease_s=2.0)
     yield opened
     await opened.close()
+
+
+# -- nothing blocks the event loop -------------------------------------------------------------
+#
+# blockbuster fails a test when agentrunner, on a running event loop, makes a call that can
+# block it: file system, time.sleep, a blocking socket, sqlite3, a lock held elsewhere. Work
+# like that goes to a thread (a sync @tool runs on one). What may block anyway, and why:
+
+from blockbuster import BlockBuster, blockbuster_ctx  # noqa: E402
+
+from agentrunner._paths import display_path  # noqa: E402
+from agentrunner.engine.http_pool import provider_transport  # noqa: E402
+from agentrunner.store.drivers import SQLiteDriver  # noqa: E402
+from agentrunner.store.wake import SocketListener  # noqa: E402
+from agentrunner.tasks.cache import FileCache  # noqa: E402
+
+Where = Callable[..., object] | tuple[str, str]  # a function, or (a file's ending, a name)
+
+
+@dataclass(frozen=True)
+class MayBlock:
+    """``calls`` (blockbuster's names; one ending in '.' names all under it, '*' all) may
+    block the loop in ``where`` and in what those functions call."""
+
+    where: tuple[Where, ...]
+    calls: tuple[str, ...]
+    why: str
+
+
+MAY_BLOCK = (
+    MayBlock(
+        (("<frozen importlib._bootstrap>", "_find_and_load"),),
+        ("*",),
+        "importing a module the first time it is used: agentrunner imports lazily (the start-up "
+        "discipline of docs/architecture.md), and a module may read files as it loads (psycopg "
+        "reads its package's metadata): once per module per process",
+    ),
+    MayBlock(
+        (
+            SQLiteDriver.__init__,
+            SQLiteDriver.migrate,
+            SQLiteDriver.fetch_all,
+            SQLiteDriver.fetch_one,
+            SQLiteDriver.execute,
+            SQLiteDriver.fetch_stamped,
+            SQLiteDriver.fetch_in_transaction,
+            SQLiteDriver._transaction,
+            SQLiteDriver._restart_wal,
+        ),
+        ("sqlite3.", "os.mkdir", "os.stat"),
+        "the SQLite driver runs sqlite3 on the loop's thread by design: an append costs tens of "
+        "microseconds, less than a hop to a worker thread would, and the slow part, WAL "
+        "checkpoints, runs on a background thread (store/drivers.py, docs/store.md). Opening "
+        "the database (its folder made, pragmas set) and migrating it happen there too, once "
+        "per store",
+    ),
+    MayBlock(
+        (SQLiteDriver.close,),
+        ("threading.Lock.acquire",),
+        "store close: fixed in the store split (issue 24 item 4)",
+    ),
+    MayBlock(
+        (SocketListener.__init__, SocketListener.close),
+        ("os.mkdir", "os.stat", "os.unlink"),
+        "a SQLite worker makes its wake-up socket's folder and binds the socket when it starts "
+        "listening, and removes the socket when it stops: once per worker, not per request",
+    ),
+    MayBlock(
+        (FileCache.read,),
+        ("io.BufferedReader.read",),
+        "the task file cache reads a hit inline by design: one small file (~20 us) costs less "
+        "than a hop to a worker thread would (tasks/cache.py); walking the cache, for its "
+        "stats or a clear, is done on a thread",
+    ),
+    MayBlock(
+        (display_path,),
+        ("os.getcwd", "os.path.abspath"),
+        "a path in a message is shown relative to the working directory, which is read from "
+        "the process (no disk): error messages only",
+    ),
+    MayBlock(
+        (provider_transport,),
+        ("os.stat", "os.listdir"),
+        "httpx2 builds a provider's TLS context, reading the system's CA certificates (~25 ms), "
+        "when an engine first talks to that provider: once per provider, whose client the "
+        "engine keeps",
+    ),
+    MayBlock(
+        (("fastapi/routing.py", "_extract_endpoint_context"),),
+        ("os.stat",),
+        "FastAPI looks up an endpoint's source file once (it is cached), to name the endpoint "
+        "in a validation error",
+    ),
+)
+
+
+def _located(where: Where) -> tuple[str, str]:
+    if isinstance(where, tuple):
+        return where
+    code = where.__code__  # type: ignore[attr-defined]
+    return code.co_filename, code.co_name
+
+
+def _names(call: str, name: str) -> bool:
+    return call in ("*", name) or (call.endswith(".") and name.startswith(call))
+
+
+def allow(detector: BlockBuster, exemptions: tuple[MayBlock, ...]) -> None:
+    for exemption in exemptions:
+        for name, function in detector.functions.items():
+            if any(_names(call, name) for call in exemption.calls):
+                for where in exemption.where:
+                    function.can_block_in(*_located(where))
+
+
+@pytest.fixture(autouse=True)
+def blockbuster() -> Iterator[BlockBuster]:
+    """On for every test: agentrunner's blocking calls on a running loop fail it."""
+    with blockbuster_ctx("agentrunner") as detector:
+        allow(detector, MAY_BLOCK)
+        yield detector

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrunner._paths import display_path
 from agentrunner.capabilities.builtin import builtin_capabilities
 from agentrunner.capabilities.mcp import unset_variables
+from agentrunner.capabilities.scope import RuntimeFiles
 from agentrunner.effects import PostRunEffects
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.models import ModelRegistry
@@ -23,7 +25,9 @@ __all__ = ["Workspace", "check_project", "open_runner", "open_workspace"]
 
 async def open_runner(start: Path | None = None, *, database_url: str | None = None) -> AgentRunner:
     """Load the project at (or above) ``start`` and open its store (migrating it) and engine."""
-    project = load_project(start)
+    # Reading the config and agent files and resolving the runtime's own paths is file system
+    # work: on a thread, so a runner opened inside a running application stalls nothing.
+    project, runtime_files = await asyncio.to_thread(_load, start)
     config = project.config
     store = await open_store(database_url or config.resolved_database_url)
     engine = Engine.from_config(config)
@@ -35,7 +39,13 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
         prompt=PromptBuilder(default_persona=config.default_persona),
         capabilities=builtin_capabilities(),
         effects=PostRunEffects(engine, store, title_model=config.title_model),
+        runtime_files=runtime_files,
     )
+
+
+def _load(start: Path | None) -> tuple[Project, RuntimeFiles]:
+    project = load_project(start)
+    return project, RuntimeFiles.of(project.config, project.agents)
 
 
 class Workspace:

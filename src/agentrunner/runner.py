@@ -179,6 +179,7 @@ class AgentRunner:
         history_window: int = 100,
         max_depth: int = 3,
         mcp: McpServers | None = None,
+        runtime_files: RuntimeFiles | None = None,
     ) -> None:
         self.config = config
         self.agents = agents
@@ -190,7 +191,7 @@ class AgentRunner:
         self.history_window = history_window
         self.max_depth = max_depth
         self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
-        self.runtime_files = RuntimeFiles.of(config, agents)
+        self.runtime_files = runtime_files or RuntimeFiles.of(config, agents)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
 
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -202,6 +203,53 @@ async def test_tool_retry_is_fed_back() -> None:
         "n must be even",
         "fine",
     ]
+
+
+async def test_a_sync_tool_runs_on_a_worker_thread_and_an_async_one_on_the_loop() -> None:
+    threads: dict[str, int] = {}
+
+    @tool
+    def plain(city: str) -> str:
+        """A plain function."""
+        threads["plain"] = threading.get_ident()
+        return f"plain {city}"
+
+    @tool
+    async def coroutine(city: str) -> str:
+        """A coroutine function."""
+        threads["coroutine"] = threading.get_ident()
+        return f"coroutine {city}"
+
+    model = ScriptedModel([[call("plain", city="Oslo"), call("coroutine", city="Rome")], "done"])
+    result = await run_turn(scripted_turn(model, tools=[plain, coroutine]))
+    assert threads["coroutine"] == threading.get_ident()  # the loop's
+    assert threads["plain"] != threading.get_ident()
+    answers = [m.content for m in result.new_messages if isinstance(m, ToolResult)]
+    assert answers == ["plain Oslo", "coroutine Rome"]
+
+
+async def test_a_sync_tool_that_waits_leaves_the_loop_free() -> None:
+    """The tool waits for the loop to release it: it can only if the tool is not on the loop
+    (there, the detector of tests/conftest.py refuses the wait; without it, it would time out)."""
+    waiting, released = threading.Event(), threading.Event()
+
+    @tool
+    def wait_for_release() -> bool:
+        """Waits until released."""
+        waiting.set()
+        return released.wait(timeout=30)
+
+    async def release() -> None:
+        while not waiting.is_set():
+            await asyncio.sleep(0.001)
+        released.set()
+
+    model = ScriptedModel([[call("wait_for_release")], "done"])
+    releasing = asyncio.create_task(release())
+    result = await run_turn(scripted_turn(model, tools=[wait_for_release]))
+    await releasing
+    answers = [m.content for m in result.new_messages if isinstance(m, ToolResult)]
+    assert answers == ["true"] and result.text == "done"
 
 
 async def test_denied_tool_is_not_fed_back() -> None:

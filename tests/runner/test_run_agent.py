@@ -442,6 +442,50 @@ async def test_a_cancelled_run_records_what_it_said_and_on_which_model(
     assert isinstance(thread, AssistantMessage) and thread.text == said[0].content
 
 
+async def test_the_file_tools_leave_the_loop_free(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    """Each file tool resolves, reads and writes on a worker thread (the detector of
+    tests/conftest.py fails a test whose loop touches the disk); what a tool tells people
+    (``agent.file``) still reaches the run between its call and its result."""
+    agent("clerk", "capabilities: [files]\ntrust: workspace")
+    mock.queue(
+        Reply(
+            tool_calls=[
+                ("write_file", {"path": "out/a.txt", "content": "alpha"}),
+                ("write_file", {"path": "out/b.txt", "content": "beta"}),
+            ]
+        ),
+        Reply(
+            tool_calls=[
+                ("read_file", {"path": "out/a.txt"}),
+                ("read_file", {"path": "out/b.txt"}),
+                ("list_files", {"path": "out"}),
+                ("send_file", {"path": "out/b.txt", "caption": "the second"}),
+            ]
+        ),
+        Reply(text="Done."),
+    )
+    runner: AgentRunner = await open_runner()
+    result = await runner.run_agent("clerk", "t", "go")
+    answers = [
+        m.content
+        for _, m, _, _ in await runner.store.messages.page("t")
+        if isinstance(m, ToolResult)
+    ]
+    assert answers[2:] == ["alpha", "beta", '["a.txt","b.txt"]', "sent out/b.txt"]
+    events = [(e.type, e.payload) for e in await runner.store.events.list(result.run_id)]
+    [sent] = [i for i, (kind, _) in enumerate(events) if kind == "agent.file"]
+    assert events[sent][1]["path"].endswith("b.txt") and events[sent][1]["caption"] == "the second"
+    called, answered = (
+        next(
+            i for i, (kind, data) in enumerate(events) if kind == k and data["name"] == "send_file"
+        )
+        for k in ("agent.tool_call", "agent.tool_result")
+    )
+    assert called < sent < answered
+
+
 async def test_a_tool_raising_cancelled_error_settles_the_run(
     agent: Agent, open_runner: Any, mock: MockProvider
 ) -> None:

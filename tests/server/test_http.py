@@ -124,6 +124,21 @@ def test_threads_runs_and_cancel(agent: Agent, server: Any, mock: MockProvider) 
     assert httpx2.get(f"{server.url}/costs", headers=AUTH).json()["data"][0]["agent_id"] == "helper"
 
 
+def test_queueing_a_run_and_posting_leave_the_server_loop_free(agent: Agent, server: Any) -> None:
+    """Both wake the workers (on SQLite by reading a folder of sockets), which the server's
+    loop leaves to a thread: with the detector of tests/conftest.py watching the server's
+    loop, a blocking call there would be a 500."""
+    agent("helper")
+    server = server()
+    started = httpx2.post(
+        f"{server.url}/threads/t-1/runs", headers=AUTH, json={"agent_id": "helper", "message": "hi"}
+    )
+    assert started.status_code == 202, started.text
+    posted = httpx2.post(f"{server.url}/dm/helper", headers=AUTH, json={"text": "hello"})
+    assert posted.status_code == 201, posted.text
+    assert len(posted.json()["run_ids"]) == 1
+
+
 def _read_sse(response: httpx2.Response, limit: int | None = None) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     current: dict[str, Any] = {}

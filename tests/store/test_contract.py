@@ -348,7 +348,9 @@ async def test_steps_and_run_messages_survive_their_rekeying(
         url, drop = store_url.rsplit("/", 1)[0] + "/agentrunner_v8", store_url
     try:
         driver = await open_driver(url)
-        sql = load_sql("postgres" if driver.dialect == "postgres" else "sqlite")
+        sql = await asyncio.to_thread(
+            load_sql, "postgres" if driver.dialect == "postgres" else "sqlite"
+        )
         await driver.migrate(SqlSet(sql.dialect, sql.queries, sql.migrations[:8]))
         # Cost rows as version 8 wrote them: migration 10 added their `estimated` column.
         v8_cost = sql["cost_insert"].replace(", estimated", "", 1)

@@ -253,6 +253,22 @@ async def test_ttl_and_size_limits(tmp_path: Path) -> None:
     assert (await small.stats()).entries == 0
 
 
+async def test_the_file_cache_walks_its_folder_off_the_loop(tmp_path: Path) -> None:
+    """Stats and a clear walk the whole cache on a worker thread (the detector of
+    tests/conftest.py fails a test whose loop does); a hit is one small file, read inline."""
+    writer = FileCache(tmp_path)
+    writer.put("a", "m", "k1", {"output": "one"})
+    writer.put("b", "m", "k2", {"output": "two"})
+    await writer.flush()
+    cache = FileCache(tmp_path)  # nothing pending here: every hit comes from its file
+    assert await cache.get("a", "m", "k1") == {"output": "one"}
+    assert await cache.get("b", "m", "k2") == {"output": "two"}
+    assert await cache.get("a", "m", "k2") is None
+    assert (await cache.stats()).agents == {"a": 1, "b": 1}
+    assert await cache.clear("a") == 1
+    assert (await cache.stats()).agents == {"b": 1}
+
+
 def exec_cli(
     project: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -79,6 +79,27 @@ async def test_post_queues_one_run_per_target_in_one_transaction(workspace: Work
     )
 
 
+async def test_a_post_and_a_queued_run_wake_the_workers_from_off_the_loop(
+    workspace: Workspace,
+) -> None:
+    """On SQLite a wake-up is a datagram to each socket in a folder; the folder is read on a
+    thread, not the loop's (the detector of tests/conftest.py fails a test whose loop reads
+    it). Workers wake for a post and for a run queued on a thread alike."""
+    store = workspace.runner.store
+    channel = await workspace.channels.create("general", members=["ann", "you"])
+    for queue in (
+        lambda: workspace.channels.post(channel, "you", "hello"),
+        lambda: workspace.runs.queue("bob", "t-bob", "hi"),
+    ):
+        listener = await store.run_listener()
+        try:
+            await queue()
+            assert await listener.wait(10.0)
+        finally:
+            await listener.close()
+    assert sorted(r.agent_id for r in await store.runs.list()) == ["ann", "bob"]
+
+
 async def test_claims_are_fifo_per_agent_and_one_at_a_time(workspace: Workspace) -> None:
     store = workspace.runner.store
     channel = await workspace.channels.create("general", members=["ann", "bob", "you"])

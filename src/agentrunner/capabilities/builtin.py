@@ -80,7 +80,7 @@ def notes_tools(ctx: CapabilityContext) -> list[Tool]:
 
 def notify_tools(ctx: CapabilityContext) -> list[Tool]:
     @tool
-    def notify_user(message: str) -> str:
+    async def notify_user(message: str) -> str:  # async: nothing to wait for, no thread hop
         """Send the user a notification, even when no one is watching this conversation."""
         ctx.tell("agent.notify", {"message": message})
         return "notified"

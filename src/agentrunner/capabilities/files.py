@@ -2,7 +2,8 @@
 
 What a trust level reaches, and what is refused below ``full`` however a path is spelled, is
 ``capabilities/scope``'s; the scope follows the run's trust, which a delegated run has narrowed
-to its caller's.
+to its caller's. The tools are plain functions, so each call runs on a worker thread (``@tool``):
+resolving a path, reading and writing never stall the event loop.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class McpServers:
                 raise
             where = spec.url or " ".join([spec.command or "", *spec.args])
             output = f" Its output is in {connection.log}." if connection.log else ""
-            said = connection.last_words()
+            said = await asyncio.to_thread(connection.last_words)
             raise AgentRunnerError(
                 ErrorCode.TOOL_FAILED,
                 f"agent '{agent.id}': MCP server '{name}' ({where}) could not be reached: "
@@ -115,7 +115,7 @@ class _Connection:
     ) -> None:
         self.name = name
         self.log = log
-        self._log_start = log.stat().st_size if log is not None and log.exists() else 0
+        self._log_start = 0  # where this server's output begins in its log (_open_log)
         self.broken = False
         self.tools: list[Tool] = []
         self._client: Any = None
@@ -156,8 +156,7 @@ class _Connection:
             else:
                 # A server's own logging goes to a file, not into the CLI's output.
                 if self.log is not None:
-                    self.log.parent.mkdir(parents=True, exist_ok=True)
-                    errlog = self.log.open("a", encoding="utf-8")
+                    errlog = await asyncio.to_thread(self._open_log, self.log)
                 target = _stdio(spec, env, root, errlog)
             async with Client(target) as client:
                 self._client = client
@@ -171,6 +170,11 @@ class _Connection:
             self._fail(ConnectionError(f"MCP server '{self.name}' was closed"))
             if errlog is not None:
                 errlog.close()
+
+    def _open_log(self, log: Path) -> TextIO:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self._log_start = log.stat().st_size if log.exists() else 0
+        return log.open("a", encoding="utf-8")
 
     def _fail(self, exc: BaseException) -> None:
         self.broken = True

@@ -9,11 +9,13 @@ of its own trust and its caller's (``CapabilityContext.trust``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import difflib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from agentrunner._paths import display_path
 from agentrunner.callbacks import AgentRunnerCallbacks
@@ -52,11 +54,34 @@ class CapabilityContext:
     max_depth: int = 3
     ask_agent: AskAgent | None = None
     team: Sequence[AgentSpec] = ()
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        with contextlib.suppress(RuntimeError):  # built outside a loop: tell() runs inline
+            self._loop = asyncio.get_running_loop()
 
     @property
     def tell(self) -> Emit:
-        """Emit an event for the people following this run."""
-        return self.emit
+        """Emit an event for the people following this run. From a sync tool's worker thread
+        the event is handed to the run's loop, which owns the run log; it is emitted there
+        before the tool's result, which reaches the loop after it."""
+        loop = self._loop
+        if loop is None or _running(loop):
+            return self.emit
+        emit = self.emit
+
+        def handed(kind: Any, data: Any) -> None:
+            loop.call_soon_threadsafe(emit, kind, data)
+
+        return cast(Emit, handed)
+
+
+def _running(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread is running ``loop``."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 Resolver = Callable[[CapabilityContext], Sequence[Tool]]
@@ -101,7 +126,6 @@ class CapabilityRegistry:
         """Every capability and tool the agent names that no capability provides, as
         ``invalid_specification`` errors at their file and line (what ``agents validate``
         lists, and what a run refuses)."""
-        file = display_path(agent.path) if agent.path else None
         found = []
         for key, kind, names, known in (
             ("capabilities", "capability", agent.capabilities, sorted(self._resolvers)),
@@ -117,7 +141,9 @@ class CapabilityRegistry:
                         f"unknown {kind} '{name}'"
                         + (f" (did you mean '{near[0]}'?)" if near else ""),
                         hint=f"Known {key}: {', '.join(known)}.",
-                        file=file,
+                        # only for a problem: display_path reads the working directory, and
+                        # every run's grant comes through here
+                        file=display_path(agent.path) if agent.path else None,
                         line=agent.line_of(key),
                     )
                 )

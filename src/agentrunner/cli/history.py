@@ -34,11 +34,14 @@ _STATUS = {
 
 
 def _with_store(work: Callable[[Store], Awaitable[T]]) -> T:
+    from agentrunner.config import load_config
+
+    url = load_config().resolved_database_url  # before the loop: nothing to stall yet
+
     async def main() -> T:
-        from agentrunner.config import load_config
         from agentrunner.store.store import open_store
 
-        store = await open_store(load_config().resolved_database_url)
+        store = await open_store(url)
         try:
             return await work(store)
         finally:

@@ -1,5 +1,9 @@
 """Tools the model may call: a name, a JSON Schema for the arguments, an async function.
 
+``@tool`` makes one from a typed function. An ``async def`` runs on the event loop, so it must
+not block; a plain ``def`` runs on a worker thread (``asyncio.to_thread``, context variables
+copied), so it may read files or wait on a socket while the loop serves other runs.
+
 A tool signals outcomes by raising:
 
 * ``ToolRetry(msg)`` — the model got something wrong; ``msg`` goes back to it as an error result
@@ -11,6 +15,7 @@ A tool signals outcomes by raising:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import types
@@ -76,6 +81,7 @@ def tool(
     fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a typed function (sync or async); its docstring is the description.
+    A sync function runs on a worker thread, an async one on the event loop.
 
     Parameters become a JSON Schema from their annotations (``str``, ``int``, ``float``,
     ``bool``, ``list[X]``, ``dict``, ``Literal[...]``, ``X | None``); those without a default are
@@ -108,8 +114,11 @@ def tool(
             kwargs = dict(arguments)
             if context_param:
                 kwargs[context_param] = ctx
-            result = func(**kwargs)
-            return await result if is_async else result
+            if is_async:
+                return await func(**kwargs)
+            # A plain function may block (a file, a socket, a sleep): off the loop, it stalls
+            # only its own call. Cancelled, the call stops waiting; the function runs to its end.
+            return await asyncio.to_thread(func, **kwargs)
 
         return Tool(
             name or func.__name__,

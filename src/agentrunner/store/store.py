@@ -109,7 +109,10 @@ class Store:
 async def open_store(url: str, *, lock_lease_s: float = 30.0) -> Store:
     """Open (creating and migrating as needed) the store at ``url``."""
     driver = await open_driver(url)
-    sql = load_sql("postgres" if driver.dialect == "postgres" else "sqlite")
+    # The package's SQL files, read on a thread: a store opened by a running app stalls nothing.
+    sql = await asyncio.to_thread(
+        load_sql, "postgres" if driver.dialect == "postgres" else "sqlite"
+    )
     try:
         await driver.migrate(sql)
     except BaseException:

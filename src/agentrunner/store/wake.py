@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 __all__ = ["SocketListener", "notify_sockets"]
@@ -51,7 +53,40 @@ class SocketListener:
 
 
 def notify_sockets(directory: Path) -> None:
-    """Send a wake-up to every listening worker (fire-and-forget, never blocks)."""
+    """Send a wake-up to every listening worker (fire-and-forget). On an event loop the
+    directory is read on a thread of its own, not the loop's: a post or a queued run returns
+    without waiting for the file system."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        _notify(directory)
+        return
+    if directory in _queued:
+        return  # a wake-up not yet begun goes out after this commit too: one is enough
+    _queued.add(directory)
+    _waker().submit(_notify, directory)
+
+
+_queued: set[Path] = set()  # directories with a wake-up queued and not yet begun
+
+
+@functools.cache
+def _waker() -> ThreadPoolExecutor:
+    # One thread, not the loop's executor: nobody awaits a wake-up, and one submitted as the
+    # loop closes still goes out (the interpreter finishes queued work before it exits).
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentrunner-wake")
+
+
+def _after_fork() -> None:  # a forked child has no waker thread, nor its queue
+    _waker.cache_clear()
+    _queued.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def _notify(directory: Path) -> None:
+    _queued.discard(directory)
     try:
         entries = list(directory.glob("*.sock"))
     except OSError:

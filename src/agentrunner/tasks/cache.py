@@ -202,6 +202,10 @@ class FileCache(_WriteBehind):
         return [p for p in base.glob("**/*.json") if p.is_file()] if base.is_dir() else []
 
     async def stats(self, agent: str | None = None) -> CacheStats:
+        # On a thread, unlike get: this walks the whole cache, however many files it holds.
+        return await asyncio.to_thread(self._stats, agent)
+
+    def _stats(self, agent: str | None) -> CacheStats:
         files = self._files(agent)
         agents: dict[str, int] = {}
         for path in files:
@@ -211,6 +215,9 @@ class FileCache(_WriteBehind):
 
     async def clear(self, agent: str | None = None) -> int:
         self._forget(agent)
+        return await asyncio.to_thread(self._clear, agent)
+
+    def _clear(self, agent: str | None) -> int:
         removed = 0
         for path in self._files(agent):
             with contextlib.suppress(OSError):
