@@ -178,6 +178,7 @@ async def store(store_url: str) -> AsyncIterator[object]:
 from blockbuster import BlockBuster, blockbuster_ctx  # noqa: E402
 
 from agentrunner._paths import display_path  # noqa: E402
+from agentrunner.agents.registry import AgentRegistry  # noqa: E402
 from agentrunner.engine.http_pool import provider_transport  # noqa: E402
 from agentrunner.store.drivers import SQLiteDriver  # noqa: E402
 from agentrunner.store.wake import SocketListener  # noqa: E402
@@ -240,6 +241,13 @@ MAY_BLOCK = (
         "the task file cache reads a hit inline by design: one small file (~20 us) costs less "
         "than a hop to a worker thread would (tasks/cache.py); walking the cache, for its "
         "stats or a clear, is done on a thread",
+    ),
+    MayBlock(
+        (AgentRegistry._refresh,),
+        ("os.stat", "os.scandir", "os.listdir", "io.BufferedReader.read", "io.TextIOWrapper.read"),
+        "a long-running runner follows its agent files: a lookup stats the agents folder and the "
+        "agent's file (~2 us, metadata the kernel has cached: less than a hop to a worker thread "
+        "would cost), and reads the folder again only when one of them changed",
     ),
     MayBlock(
         (display_path,),
