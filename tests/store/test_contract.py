@@ -561,7 +561,7 @@ async def test_a_run_start_does_not_walk_the_threads_earlier_runs(store: Store) 
     dead run left, not every run the thread ever had (a long-lived session has thousands)."""
     if store.dialect != "sqlite":
         pytest.skip("PostgreSQL plans by its statistics; the SQLite plan is fixed")
-    [(sql, params)] = store.runs.abandon_ops("t", "r", message_count=10, last_seq=12)
+    [(_, sql, params)] = store.runs.abandon_ops("t", "r", message_count=10, last_seq=12)
     plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {sql}", params)
     details = [row["detail"] for row in plan]
     assert "SEARCH messages USING PRIMARY KEY (thread_id=? AND seq>?)" in details, details

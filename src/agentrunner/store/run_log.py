@@ -84,7 +84,7 @@ class RunLog:
             "payload": to_json(data),
             "now": now,
         }
-        self._pending.append((self._event_sql, row))
+        self._pending.append(("event_insert", self._event_sql, row))
         if text_key is not None:
             self._stream = _Stream(kind, text_key, data, row)
         else:
@@ -165,6 +165,7 @@ class RunLog:
     def _run_message(self, message_type: str, content: str, now: float, **extra: Any) -> None:
         self._pending.append(
             (
+                "run_message_insert",
                 self._run_message_sql,
                 {
                     "id": new_id(),
@@ -196,7 +197,7 @@ class RunLog:
             "now": now,
             "completed_at": None,
         }
-        self._pending.append((self._step_insert_sql, self._step_row))
+        self._pending.append(("step_insert", self._step_insert_sql, self._step_row))
 
     def _finish_step(self, status: str, model: str, now: float) -> None:
         finish = {
@@ -211,6 +212,7 @@ class RunLog:
         else:
             self._pending.append(
                 (
+                    "step_finish",
                     self._step_finish_sql,
                     {"run_id": self.run_id, "id": self._step_id, **finish, "now": now},
                 )
@@ -225,6 +227,7 @@ class RunLog:
         day = today(now)
         self._pending.append(
             (
+                "cost_insert",
                 self._cost_sql,
                 {
                     "id": new_id(),
@@ -241,7 +244,11 @@ class RunLog:
         )
         if cost:  # unknown and free requests change no day's total
             self._pending.append(
-                (self._cost_day_sql, {"day": day, "agent_id": self.agent_id, "micros": cost})
+                (
+                    "cost_day_add",
+                    self._cost_day_sql,
+                    {"day": day, "agent_id": self.agent_id, "micros": cost},
+                )
             )
         for key, value in usage.items():
             self._step_usage[key] = self._step_usage.get(key, 0) + value
