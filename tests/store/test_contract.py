@@ -218,6 +218,10 @@ async def test_run_log_records_the_whole_story(store: Store) -> None:
     assert await store.costs.spent_today() == 30
     [summary] = await store.costs.summary(since="2000-01-01")
     assert (summary["agent_id"], summary["requests"], summary["unknown"]) == ("a", 2, 1)
+    # Integers on both back ends (PostgreSQL's SUM of a BIGINT is a numeric: Decimal).
+    counts = ("requests", "input_tokens", "output_tokens", "cost_micros", "unknown")
+    assert {key: type(summary[key]) for key in counts} == dict.fromkeys(counts, int)
+    assert summary["cost_micros"] == 30
 
 
 async def test_deltas_are_stored_merged_and_forwarded_one_by_one(store: Store) -> None:
