@@ -4,12 +4,15 @@ background checkpointer's last round happens off the event loop."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentrunner.store import open_store
+from agentrunner.store.drivers import SQLiteDriver
 from agentrunner.store.drivers.sqlite_wal import Checkpointer
 
 
@@ -52,6 +55,51 @@ async def test_closing_waits_for_the_checkpointer_without_blocking_the_loop(
         assert await reopened.threads.get("t") is not None
     finally:
         await reopened.close()
+
+
+class _SlowToClose:
+    """A connection whose ``close`` (the last one copies the WAL back and removes it) waits for
+    ``release``; everything else is the connection's own."""
+
+    def __init__(self, conn: sqlite3.Connection, release: threading.Event) -> None:
+        self._conn = conn
+        self._release = release
+        self.closed_on: threading.Thread | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def close(self) -> None:
+        self._release.wait(timeout=30)
+        self.closed_on = threading.current_thread()
+        self._conn.close()
+
+
+async def test_closing_the_connection_happens_off_the_loop(tmp_path: Path) -> None:
+    store = await open_store(f"sqlite:///{tmp_path / 'd.db'}")
+    driver = store.driver
+    assert isinstance(driver, SQLiteDriver)
+    await store.threads.open("t", "ceo")
+    release = threading.Event()
+    slow = _SlowToClose(driver._conn, release)
+    driver._conn = slow  # type: ignore[assignment]
+    turns = 0
+
+    async def turn_the_loop() -> None:
+        nonlocal turns
+        while turns < 3:
+            await asyncio.sleep(0)
+            turns += 1
+        release.set()
+
+    ticking = asyncio.ensure_future(turn_the_loop())
+    await store.close()
+    turns_while_closing = turns
+    await ticking
+    assert turns_while_closing == 3
+    assert slow.closed_on is not None and slow.closed_on is not threading.main_thread()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        slow._conn.execute("SELECT 1")
 
 
 async def test_what_was_submitted_is_committed_before_close_returns(tmp_path: Path) -> None:

@@ -212,8 +212,9 @@ class SQLiteDriver:
         return Path(tempfile.gettempdir()) / f"agentrunner-wake-{digest}"
 
     async def close(self) -> None:
-        """Commit what was submitted (a batch the database refuses is failed), then close. The
-        checkpointer's last round is waited for off the event loop."""
+        """Commit what was submitted (a batch the database refuses is failed), then close. What
+        may take long happens off the event loop: the checkpointer's last round, and closing
+        the connection (the last one to close copies the WAL back and removes it)."""
         self._commit_waiting()
         checkpointer, self._checkpointer = self._checkpointer, None
         try:
@@ -221,7 +222,7 @@ class SQLiteDriver:
                 await checkpointer.stop()
         finally:
             self._commit_waiting()  # submitted while the checkpointer finished
-            self._conn.close()
+            await asyncio.to_thread(self._conn.close)
 
 
 def _settle(future: asyncio.Future[None], exc: Exception | None) -> None:
