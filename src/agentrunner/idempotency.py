@@ -92,10 +92,10 @@ async def commit_once(
     result: dict[str, Any],
     commit: Callable[[Sequence[Op]], Awaitable[None]],
 ) -> dict[str, Any] | None:
-    """Do one transaction's work — ``commit(ops)`` writes its own with ``ops`` in one
-    transaction — with ``key`` recorded as answered by ``result`` (``ops`` is that record).
-    ``None`` once committed; the first request's result instead when a concurrent one with the
-    key committed first (then nothing of the work is written)."""
+    """Run ``commit(extra)``, one transaction's work that writes ``extra`` with it, with the
+    record of ``key`` as ``extra``: the key answered by ``result``. ``None`` once committed;
+    the first request's result instead when a concurrent one with the key committed first
+    (then nothing of the work is written)."""
     if key is None:
         await commit(())
         return None
