@@ -58,19 +58,14 @@ async def claimer(url: str, ready: Path, go: Path) -> None:
 async def queue_runs(url: str, runs: int, agents: int) -> None:
     from agentrunner.ids import new_id
     from agentrunner.store import open_store
+    from agentrunner.store.mailbox import NewRun
 
     store = await open_store(url)
-    ops = [
-        store.mailbox.enqueue_op(
-            run_id=new_id("run_"),
-            agent_id=f"agent{n % agents}",
-            thread_id=None,
-            request={"kind": "noop"},
-        )
-        for n in range(runs)
+    queued = [
+        NewRun(new_id("run_"), f"agent{n % agents}", None, {"kind": "noop"}) for n in range(runs)
     ]
-    for start in range(0, len(ops), 500):
-        await store.batch(ops[start : start + 500])
+    for start in range(0, len(queued), 500):
+        await store.mailbox.enqueue(queued[start : start + 500])
     await store.close()
 
 

@@ -121,7 +121,7 @@ async def replay_counted(snapshot: Path, transactions: list[list[Op]]) -> Counte
     async with copy_of(snapshot) as driver:
         conn = driver._conn
         if driver._checkpointer is not None:  # keep the WAL whole for counting
-            driver._checkpointer.stop()
+            await driver._checkpointer.stop()
             driver._checkpointer = None
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         for ops in transactions:

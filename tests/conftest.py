@@ -181,6 +181,7 @@ from agentrunner._paths import display_path  # noqa: E402
 from agentrunner.agents.registry import AgentRegistry  # noqa: E402
 from agentrunner.engine.http_pool import provider_transport  # noqa: E402
 from agentrunner.store.drivers import SQLiteDriver  # noqa: E402
+from agentrunner.store.drivers.sqlite_wal import Checkpointer  # noqa: E402
 from agentrunner.store.wake import SocketListener  # noqa: E402
 from agentrunner.tasks.cache import FileCache  # noqa: E402
 
@@ -215,7 +216,7 @@ MAY_BLOCK = (
             SQLiteDriver.fetch_stamped,
             SQLiteDriver.fetch_in_transaction,
             SQLiteDriver._transaction,
-            SQLiteDriver._restart_wal,
+            Checkpointer.rewind,
         ),
         ("sqlite3.", "os.mkdir", "os.stat"),
         "the SQLite driver runs sqlite3 on the loop's thread by design: an append costs tens of "
@@ -223,11 +224,6 @@ MAY_BLOCK = (
         "checkpoints, runs on a background thread (store/drivers.py, docs/store.md). Opening "
         "the database (its folder made, pragmas set) and migrating it happen there too, once "
         "per store",
-    ),
-    MayBlock(
-        (SQLiteDriver.close,),
-        ("threading.Lock.acquire",),
-        "store close: fixed in the store split (issue 24 item 4)",
     ),
     MayBlock(
         (SocketListener.__init__, SocketListener.close),

@@ -87,17 +87,21 @@ async def first_result(store: Store, key: IdempotencyKey | None) -> dict[str, An
 
 
 async def commit_once(
-    store: Store, key: IdempotencyKey | None, ops: Sequence[Op], result: dict[str, Any]
+    store: Store,
+    key: IdempotencyKey | None,
+    result: dict[str, Any],
+    commit: Callable[[Sequence[Op]], Awaitable[None]],
 ) -> dict[str, Any] | None:
-    """Commit ``ops`` with ``key`` recorded as answered by ``result``, in one transaction.
-    ``None`` once committed; the first request's result instead when a concurrent one with
-    the key committed first (then nothing of ``ops`` is written)."""
+    """Run ``commit(extra)``, one transaction's work that writes ``extra`` with it, with the
+    record of ``key`` as ``extra``: the key answered by ``result``. ``None`` once committed;
+    the first request's result instead when a concurrent one with the key committed first
+    (then nothing of the work is written)."""
     if key is None:
-        await store.batch(ops)
+        await commit(())
         return None
     record = store.idempotency.record_op(key.scope, key.key, key.fingerprint, result, TTL_S)
     try:
-        await store.batch([*ops, record])
+        await commit([record])
     except Exception:
         first = await first_result(store, key)
         if first is None:

@@ -1,12 +1,13 @@
-"""Queueing runs in agents' mailboxes for workers to start: a run on a thread (what
-``POST /threads/{id}/runs`` does), and the bound on each agent's queue (``[workers]
-max_queue``), past which a request that would queue another run is refused with
-``queue_full`` rather than left to grow a backlog nobody will see the end of.
+"""Queueing runs in agents' mailboxes for workers to start: ``queue_runs``, the one way a run is
+queued — a run on a thread (``RunQueue``, what ``POST /threads/{id}/runs`` does) and the runs a
+channel post queues alike — and the bound on each agent's queue (``[workers] max_queue``), past
+which a request that would queue another run is refused with ``queue_full`` rather than left to
+grow a backlog nobody will see the end of.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,12 +16,14 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.idempotency import IdempotencyKey, commit_once, first_result
 from agentrunner.ids import new_id
 from agentrunner.inputs import check_id, check_input, check_text
+from agentrunner.store.mailbox import NewRun
 
 if TYPE_CHECKING:
     from agentrunner.runner import AgentRunner
+    from agentrunner.store.drivers import Op
     from agentrunner.store.store import Store
 
-__all__ = ["RETRY_AFTER_S", "QueuedRun", "RunQueue", "ensure_room"]
+__all__ = ["RETRY_AFTER_S", "QueuedRun", "RunQueue", "queue_runs"]
 
 RETRY_AFTER_S = 5  # what a refused caller is told to wait before trying again
 
@@ -32,10 +35,33 @@ class QueuedRun:
     repeated: bool = False  # a repeat of an idempotent request: nothing new was queued
 
 
-async def ensure_room(store: Store, agent_ids: Iterable[str], max_queue: int) -> None:
-    """``queue_full`` (with ``details["retry_after_s"]``) when one of the agents already has
-    ``max_queue`` runs queued. Concurrent requests may each see the last free place, so a
-    queue can pass the bound by as many as arrive together; it cannot grow without end."""
+async def queue_runs(
+    store: Store,
+    runs: Sequence[NewRun],
+    *,
+    result: dict[str, Any],
+    with_ops: Sequence[Op] = (),
+    max_queue: int | None = None,
+    idempotency: IdempotencyKey | None = None,
+) -> dict[str, Any] | None:
+    """Queue ``runs`` with ``with_ops`` in one transaction (``Mailbox.enqueue``) and wake the
+    workers. With ``max_queue``, ``queue_full`` (with ``details["retry_after_s"]``) when one
+    of their agents already has that many queued, and nothing is written. ``None`` once
+    queued; with ``idempotency``, recorded as answered by ``result``, and the first request's
+    result instead when a concurrent one with the key was queued first."""
+    if max_queue is not None:
+        await _ensure_room(store, (run.agent_id for run in runs), max_queue)
+    return await commit_once(
+        store,
+        idempotency,
+        result,
+        lambda record: store.mailbox.enqueue(runs, with_ops=[*with_ops, *record]),
+    )
+
+
+async def _ensure_room(store: Store, agent_ids: Iterable[str], max_queue: int) -> None:
+    """Concurrent requests may each see the last free place, so a queue can pass the bound by
+    as many as arrive together; it cannot grow without end."""
     for agent_id in dict.fromkeys(agent_ids):
         if await store.mailbox.queued(agent_id, max_queue) >= max_queue:
             raise AgentRunnerError(
@@ -61,10 +87,11 @@ class RunQueue:
         input: Mapping[str, Any] | None = None,
         idempotency: IdempotencyKey | None = None,
     ) -> QueuedRun:
-        """Queue a run of ``agent_id`` on ``thread_id`` (a new id opens a thread of the agent;
-        an existing thread must be its own) and wake the workers. Raises ``validation`` for a
-        bad id, message or input, ``thread_not_found`` for another agent's thread,
-        ``queue_full`` past the bound; a repeat of ``idempotency`` returns the first run."""
+        """Queue a run of ``agent_id`` on ``thread_id`` (a new id opens a thread of the agent,
+        in the run's transaction; an existing thread must be its own) and wake the workers.
+        Raises ``validation`` for a bad id, message or input, ``thread_not_found`` for another
+        agent's thread, ``queue_full`` past the bound; a repeat of ``idempotency`` returns the
+        first run."""
         check_id(thread_id, "thread_id")
         check_text(message, "message")
         values = check_input(input)
@@ -73,22 +100,25 @@ class RunQueue:
         if first is not None:
             return QueuedRun(first["run_id"], first["thread_id"], repeated=True)
         self.runner.agents.get(agent_id)
-        await ensure_room(store, [agent_id], self.max_queue)
-        await store.threads.open(thread_id, agent_id)
-        await self.runner.agent_thread(agent_id, thread_id)
-        run_id = new_id("run_")
-        ops = [
-            store.mailbox.enqueue_op(
-                run_id=run_id,
-                agent_id=agent_id,
-                thread_id=thread_id,
-                request={"kind": "direct", "message": message, "input": values},
-            ),
-            *store.mailbox.notify_ops(agent_id),
-        ]
-        result = {"run_id": run_id, "thread_id": thread_id}
-        first = await commit_once(store, idempotency, ops, result)
+        if await store.threads.get(thread_id) is None:
+            opens = [store.threads.create_op(thread_id, agent_id)]
+        else:
+            await self.runner.agent_thread(agent_id, thread_id)  # the agent's own, or refused
+            opens = []
+        run = NewRun(
+            new_id("run_"),
+            agent_id,
+            thread_id,
+            {"kind": "direct", "message": message, "input": values},
+        )
+        first = await queue_runs(
+            store,
+            [run],
+            result={"run_id": run.id, "thread_id": thread_id},
+            with_ops=opens,
+            max_queue=self.max_queue,
+            idempotency=idempotency,
+        )
         if first is not None:
             return QueuedRun(first["run_id"], first["thread_id"], repeated=True)
-        store.notify_runs()
-        return QueuedRun(run_id, thread_id)
+        return QueuedRun(run.id, thread_id)

@@ -1,7 +1,10 @@
-"""Schemathesis against the live server's OpenAPI schema: no 5xx, responses match the schema."""
+"""Schemathesis against the live server's OpenAPI schema: no 5xx, and every response — its
+status, content type, headers and body — as the schema declares (every route declares its body
+with a response model, so bodies are checked field by field)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -11,6 +14,8 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import CHECKS
+from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from agentrunner.testing import MockProviderServer
 from tests.server.conftest import ServerThread
@@ -37,6 +42,9 @@ def api_schema(mock_server: MockProviderServer) -> Iterator[Any]:
             schema = schemathesis.openapi.from_url(
                 f"{server.url}/openapi.json", headers={"authorization": "Bearer secret-token"}
             )
+            # On by default; named here, with formats checked, as what this test is for.
+            conformance = schema.config.checks.response_schema_conformance
+            conformance.enabled = conformance.validate_formats = True
             # Event streams never end by design; they have their own tests.
             yield schema.exclude(path_regex=r".*/events$")
         finally:
@@ -61,3 +69,29 @@ def test_api_conforms_to_its_schema(api_schema: Any) -> None:
         check()
         checked.append(operation.label)
     assert len(checked) >= 15
+
+
+def test_a_body_unlike_its_model_fails_the_check(api_schema: Any) -> None:
+    """The check the fuzzing runs compares bodies with the response models: an agent whose
+    ``enabled`` is not a boolean, or that lacks its ``name``, is caught (a schema that said only
+    "an object" let anything through)."""
+    assert response_schema_conformance in CHECKS.get_all()
+    operation = api_schema["/agents/{agent_id}"]["GET"]
+    case = operation.Case(path_parameters={"agent_id": "helper"})
+    response = case.call(headers={"authorization": "Bearer secret-token"})
+    body = response.json()
+    assert response.status_code == 200 and body["name"] == "helper"
+    case.validate_response(response, checks=[response_schema_conformance])
+    for wrong in ({**body, "enabled": "yes"}, {k: v for k, v in body.items() if k != "name"}):
+        altered = type(response)(
+            response.status_code,
+            response.headers,
+            json.dumps(wrong).encode(),
+            response.request,
+            response.elapsed,
+            response.verify,
+        )
+        with pytest.raises(BaseExceptionGroup) as failed:
+            case.validate_response(altered, checks=[response_schema_conformance])
+        [violation] = failed.value.exceptions
+        assert str(violation).startswith("Response violates schema")

@@ -12,6 +12,7 @@ import pytest
 from agentrunner.engine import AssistantMessage, ToolCall, ToolResult, UserMessage
 from agentrunner.run_rows import RunRows
 from agentrunner.store import RunLog, Store, open_store
+from agentrunner.store.mailbox import NewRun
 
 
 async def test_migrations_are_idempotent(store: Store, store_url: str) -> None:
@@ -226,6 +227,10 @@ async def test_run_log_records_the_whole_story(store: Store) -> None:
     assert await store.costs.spent_today() == 30
     [summary] = await store.costs.summary(since="2000-01-01")
     assert (summary["agent_id"], summary["requests"], summary["unknown"]) == ("a", 2, 1)
+    # Integers on both back ends (PostgreSQL's SUM of a BIGINT is a numeric: Decimal).
+    counts = ("requests", "input_tokens", "output_tokens", "cost_micros", "unknown")
+    assert {key: type(summary[key]) for key in counts} == dict.fromkeys(counts, int)
+    assert summary["cost_micros"] == 30
 
 
 async def test_a_run_log_records_events_and_does_not_interpret_them(store: Store) -> None:
@@ -598,7 +603,7 @@ async def test_a_run_start_does_not_walk_the_threads_earlier_runs(store: Store) 
     dead run left, not every run the thread ever had (a long-lived session has thousands)."""
     if store.dialect != "sqlite":
         pytest.skip("PostgreSQL plans by its statistics; the SQLite plan is fixed")
-    [(sql, params)] = store.runs.abandon_ops("t", "r", message_count=10, last_seq=12)
+    [(_, sql, params)] = store.runs.abandon_ops("t", "r", message_count=10, last_seq=12)
     plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {sql}", params)
     details = [row["detail"] for row in plan]
     assert "SEARCH messages USING PRIMARY KEY (thread_id=? AND seq>?)" in details, details
@@ -613,11 +618,9 @@ async def test_a_run_failed_by_the_lease_rules_stays_failed(store: Store) -> Non
 
     for thread_id, agent_id in (("t-late", "ceo"), ("t-live", "cfo")):
         await store.threads.open(thread_id, agent_id)
-    await store.batch(
+    await store.mailbox.enqueue(
         [
-            store.mailbox.enqueue_op(
-                run_id=run_id, agent_id=agent_id, thread_id=thread_id, request={"kind": "x"}
-            )
+            NewRun(run_id, agent_id, thread_id, {"kind": "x"})
             for run_id, agent_id, thread_id in (
                 ("run_late", "ceo", "t-late"),
                 ("run_live", "cfo", "t-live"),
@@ -687,13 +690,8 @@ async def test_only_a_queued_run_is_claimed_and_only_a_running_one_is_failed(
     """``created → running`` only from ``created``, ``running → failed`` by the lease rules
     only from ``running``: a cancelled queued run is never claimed, a settled run never failed."""
     await store.threads.open("t", "ceo")
-    await store.batch(
-        [
-            store.mailbox.enqueue_op(
-                run_id=run_id, agent_id="ceo", thread_id="t", request={"kind": "x"}
-            )
-            for run_id in ("run_a", "run_b")
-        ]
+    await store.mailbox.enqueue(
+        [NewRun(run_id, "ceo", "t", {"kind": "x"}) for run_id in ("run_a", "run_b")]
     )
     assert await store.mailbox.cancel("run_a") == "cancelled"
     claimed = await store.mailbox.claim("w:1", lease_s=-1.0)
@@ -710,15 +708,15 @@ async def test_an_idempotency_key_is_recorded_with_its_work_once(store: Store) -
     keys = store.idempotency
     assert await keys.find("POST /threads/t/runs", "k1") is None
 
-    def work(run_id: str, fingerprint: str = "f1") -> list[Any]:
-        return [
-            store.mailbox.enqueue_op(
-                run_id=run_id, agent_id="ceo", thread_id=None, request={"kind": "direct"}
-            ),
-            keys.record_op("POST /threads/t/runs", "k1", fingerprint, {"run_id": run_id}, 60),
-        ]
+    async def work(run_id: str, fingerprint: str = "f1") -> None:
+        await store.mailbox.enqueue(
+            [NewRun(run_id, "ceo", None, {"kind": "direct"})],
+            with_ops=[
+                keys.record_op("POST /threads/t/runs", "k1", fingerprint, {"run_id": run_id}, 60)
+            ],
+        )
 
-    await store.batch(work("run_a"))
+    await work("run_a")
     found = await keys.find("POST /threads/t/runs", "k1")
     assert found is not None and (found.fingerprint, found.result) == ("f1", {"run_id": "run_a"})
     # A second record of the live key fails its whole transaction: the work is not written.
@@ -727,7 +725,7 @@ async def test_an_idempotency_key_is_recorded_with_its_work_once(store: Store) -
     import psycopg
 
     with pytest.raises((sqlite3.IntegrityError, psycopg.IntegrityError)):
-        await store.batch(work("run_b", "f2"))
+        await work("run_b", "f2")
     assert await store.runs.get("run_b") is None
     assert (await keys.find("POST /threads/t/runs", "k1")).result == {"run_id": "run_a"}  # type: ignore[union-attr]
     # Keys are per scope, and other keys are other keys.
@@ -771,13 +769,8 @@ async def test_an_idempotency_claim_is_held_completed_released_and_expires(store
 
 
 async def test_a_mailbox_counts_its_queued_runs_up_to_a_bound(store: Store) -> None:
-    await store.batch(
-        [
-            store.mailbox.enqueue_op(
-                run_id=f"run_{n}", agent_id="ceo", thread_id=None, request={"kind": "direct"}
-            )
-            for n in range(5)
-        ]
+    await store.mailbox.enqueue(
+        [NewRun(f"run_{n}", "ceo", None, {"kind": "direct"}) for n in range(5)]
     )
     assert await store.mailbox.queued("ceo", 100) == 5
     assert await store.mailbox.queued("ceo", 3) == 3

@@ -10,6 +10,7 @@ import pytest
 
 from agentrunner.store import Store
 from agentrunner.store.drivers import DatabaseUnavailable, PostgresDriver, is_unavailable
+from agentrunner.store.mailbox import NewRun
 
 postgres_only = pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 
@@ -19,14 +20,7 @@ async def test_reads_writes_and_listening_go_on_after_a_restart(
     store: Store, restart_postgres: Callable[[], None]
 ) -> None:
     await store.threads.open("t", "ceo")
-    await store.batch(
-        [
-            store.mailbox.enqueue_op(
-                run_id=f"run_{n}", agent_id="ceo", thread_id="t", request={"kind": "x"}
-            )
-            for n in range(3)
-        ]
-    )
+    await store.mailbox.enqueue([NewRun(f"run_{n}", "ceo", "t", {"kind": "x"}) for n in range(3)])
     listener = await store.run_listener()
     try:
         await asyncio.to_thread(restart_postgres)  # every connection the store held is cut
@@ -45,7 +39,7 @@ async def test_reads_writes_and_listening_go_on_after_a_restart(
                 break
         else:
             raise AssertionError("the listener kept waking with nothing sent")
-        await store.batch(store.mailbox.notify_ops("ceo"))
+        await store.mailbox.enqueue([NewRun("run_3", "ceo", "t", {"kind": "x"})])  # NOTIFY
         assert await listener.wait(10)
     finally:
         await listener.close()

@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import pytest
 
-from agentrunner.store import drivers
-from agentrunner.store.drivers import SQLiteDriver
+from agentrunner.store.drivers import Op, SQLiteDriver, sqlite_statements, sqlite_wal
+from agentrunner.store.drivers.sqlite_wal import Checkpointer
 
 
 class WalStory(NamedTuple):
@@ -38,7 +38,7 @@ async def _steady_writes(path: Path, commits: int, *, until_rewinds: int = 0) ->
         while n < commits or (
             n < 10 * commits and _checkpoint_sequence(wal) - first < until_rewinds
         ):
-            await driver.batch([("INSERT INTO t (v) VALUES (:v)", {"v": "x" * 3000})])
+            await driver.batch([("t_insert", "INSERT INTO t (v) VALUES (:v)", {"v": "x" * 3000})])
             if n % 50 == 0:
                 largest = max(largest, wal.stat().st_size)
             n += 1
@@ -55,8 +55,8 @@ async def _steady_writes(path: Path, commits: int, *, until_rewinds: int = 0) ->
 
 @pytest.fixture
 def small_wal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(drivers, "_RESTART_FRAMES", 64)
-    monkeypatch.setattr(drivers._Checkpointer.__init__, "__defaults__", (0.005,))
+    monkeypatch.setattr(sqlite_wal, "_RESTART_FRAMES", 64)
+    monkeypatch.setattr(Checkpointer.__init__, "__defaults__", (0.005,))
 
 
 @pytest.mark.usefixtures("small_wal")
@@ -72,22 +72,34 @@ async def test_without_the_rewind_the_wal_keeps_growing(
     """The control: what the hand-over is for (a background checkpoint alone never sees the
     WAL fully copied, so SQLite never rewinds it)."""
     monkeypatch.setattr(
-        SQLiteDriver, "_restart_wal", lambda self: setattr(self._checkpointer, "restart_due", False)
+        Checkpointer, "rewind", lambda self, writer: setattr(self, "restart_due", False)
     )
     story = await _steady_writes(tmp_path / "db.sqlite", 12_000)
     assert story.largest >= story.unrewound / 4
 
 
-def test_a_batch_writes_referenced_rows_first_whatever_their_comments() -> None:
-    """Rows go in grouped by statement; statements others reference (threads, runs, steps)
-    come first even when they open with a comment, as the documented ones in queries.sql do."""
-    step = "-- a step written once\nINSERT INTO run_steps (id) VALUES (:id)"
+def test_a_batch_writes_referenced_rows_first_known_by_their_names() -> None:
+    """Rows go in grouped by statement; the statements others reference (threads, runs, steps)
+    come first, known by their blocks' names whatever their text; the rest keep their order,
+    and two blocks of one text stay two groups."""
+    step = "INSERT INTO run_steps (id) VALUES (:id)"
     message = "INSERT INTO run_messages (id, step_id) VALUES (:id, :step_id)"
-    ops = [(message, {"id": "m1", "step_id": None}), (step, {"id": "s1"})]
-    ops.append((message, {"id": "m2", "step_id": "s1"}))
-    assert drivers._grouped(ops) == [
-        (step, [{"id": "s1"}]),
-        (message, [{"id": "m1", "step_id": None}, {"id": "m2", "step_id": "s1"}]),
+    ops: list[Op] = [
+        ("run_message_insert", message, {"id": "m1", "step_id": None}),
+        ("step_insert", step, {"id": "s1"}),
+        ("run_message_insert", message, {"id": "m2", "step_id": "s1"}),
+        ("run_message_copy", message, {"id": "m3", "step_id": "s1"}),
+        ("thread_create", "INSERT INTO threads (id) VALUES (:id)", {"id": "t"}),
+    ]
+    assert sqlite_statements.grouped(ops) == [
+        ("thread_create", "INSERT INTO threads (id) VALUES (:id)", [{"id": "t"}]),
+        ("step_insert", step, [{"id": "s1"}]),
+        (
+            "run_message_insert",
+            message,
+            [{"id": "m1", "step_id": None}, {"id": "m2", "step_id": "s1"}],
+        ),
+        ("run_message_copy", message, [{"id": "m3", "step_id": "s1"}]),
     ]
 
 
@@ -105,11 +117,11 @@ async def test_batches_waiting_together_share_a_transaction_and_keep_their_order
 ) -> None:
     driver = await _table(tmp_path)
     try:
-        first = driver.submit([(INSERT, {"k": 1, "v": "a"})])
-        second = driver.submit([(INSERT, {"k": 2, "v": "b"})])
+        first = driver.submit([("t_insert", INSERT, {"k": 1, "v": "a"})])
+        second = driver.submit([("t_insert", INSERT, {"k": 2, "v": "b"})])
         # A batch with others waiting goes after them, not ahead: a run's durable point never
         # overtakes its own write-behind rows.
-        await driver.batch([("UPDATE t SET v = v || '!' WHERE k <= 2", {})])
+        await driver.batch([("t_mark", "UPDATE t SET v = v || '!' WHERE k <= 2", {})])
         assert first.done() and second.done()
         rows = await driver.fetch_all("SELECT k, v FROM t ORDER BY k", {})
         assert rows == [{"k": 1, "v": "a!"}, {"k": 2, "v": "b!"}]
@@ -120,9 +132,9 @@ async def test_batches_waiting_together_share_a_transaction_and_keep_their_order
 async def test_a_failing_batch_fails_only_its_own_caller(tmp_path: Path) -> None:
     driver = await _table(tmp_path)
     try:
-        good = driver.submit([(INSERT, {"k": 1, "v": "a"})])
-        bad = driver.submit([(INSERT, {"k": 2, "v": None})])  # NOT NULL
-        also_good = driver.submit([(INSERT, {"k": 3, "v": "c"})])
+        good = driver.submit([("t_insert", INSERT, {"k": 1, "v": "a"})])
+        bad = driver.submit([("t_insert", INSERT, {"k": 2, "v": None})])  # NOT NULL
+        also_good = driver.submit([("t_insert", INSERT, {"k": 3, "v": "c"})])
         await good
         await also_good
         with pytest.raises(sqlite3.IntegrityError):
@@ -130,14 +142,19 @@ async def test_a_failing_batch_fails_only_its_own_caller(tmp_path: Path) -> None
         rows = await driver.fetch_all("SELECT k FROM t ORDER BY k", {})
         assert [r["k"] for r in rows] == [1, 3]
         with pytest.raises(sqlite3.IntegrityError):  # at once, with nothing waiting
-            await driver.batch([(INSERT, {"k": 4, "v": "d"}), (INSERT, {"k": 5, "v": None})])
+            await driver.batch(
+                [
+                    ("t_insert", INSERT, {"k": 4, "v": "d"}),
+                    ("t_insert", INSERT, {"k": 5, "v": None}),
+                ]
+            )
         assert await driver.fetch_one("SELECT k FROM t WHERE k = 4", {}) is None  # no half
     finally:
         await driver.close()
 
 
 async def test_named_parameters_bind_by_name_wherever_they_appear(tmp_path: Path) -> None:
-    # The driver binds numbered parameters (drivers._bind): a name used twice, one in a
+    # The driver binds numbered parameters (sqlite_statements.bind): a name used twice, one in a
     # string literal, a quoted name or a comment, and extra keys must all mean what they
     # would with sqlite3's own named binding.
     driver = await _table(tmp_path)
@@ -145,12 +162,13 @@ async def test_named_parameters_bind_by_name_wherever_they_appear(tmp_path: Path
         await driver.batch(
             [
                 (
+                    "t_insert_odd",
                     "-- :v in a comment is text\n"
                     "INSERT INTO t (k, v) VALUES (:k, :v || ':v' || \":k\" || :v)",
                     {"k": 1, "v": "a", "unused": 9},
                 ),
-                (INSERT, {"k": 2, "v": "b"}),
-                (INSERT, {"k": 3, "v": "c"}),
+                ("t_insert", INSERT, {"k": 2, "v": "b"}),
+                ("t_insert", INSERT, {"k": 3, "v": "c"}),
             ]
         )
         rows = await driver.fetch_all("SELECT k, v FROM t WHERE k >= :low ORDER BY k", {"low": 1})
@@ -166,8 +184,14 @@ async def test_a_missing_parameter_is_named_and_nothing_is_written(tmp_path: Pat
     driver = await _table(tmp_path)
     try:
         for batch in (
-            [(INSERT, {"k": 1, "v": "a"}), (INSERT, {"k": 2})],  # one row of a group
-            [(INSERT, {"k": 1, "v": "a"}), ("UPDATE t SET v = :w", {})],  # a row alone
+            [
+                ("t_insert", INSERT, {"k": 1, "v": "a"}),
+                ("t_insert", INSERT, {"k": 2}),
+            ],  # one row of a group
+            [
+                ("t_insert", INSERT, {"k": 1, "v": "a"}),
+                ("t_set", "UPDATE t SET v = :w", {}),
+            ],  # a row alone
         ):
             with pytest.raises(sqlite3.ProgrammingError, match=r"\b[vw]\b"):
                 await driver.batch(batch)

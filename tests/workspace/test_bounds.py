@@ -39,6 +39,9 @@ async def test_a_full_queue_refuses_runs_and_posts_and_writes_nothing(bounded: W
     assert error.code is ErrorCode.QUEUE_FULL and error.retryable
     assert "'ann' already has 2 runs queued" in error.message and "max_queue" in (error.hint or "")
     assert error.details["retry_after_s"] > 0
+    with pytest.raises(AgentRunnerError):  # a new thread is opened with its run, or not at all
+        await ws.runs.queue("ann", "t-new", "three")
+    assert await store.threads.get("t-new") is None
     general = await ws.channels.create("general", members=["ann", "bob", "you"])
     with pytest.raises(AgentRunnerError) as posted:
         await ws.channels.post(general, "you", "hello both")  # bob has room, ann has none

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agentrunner.compose import Workspace, open_workspace
+from agentrunner.store.mailbox import NewRun
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
 
@@ -493,18 +494,9 @@ async def test_a_worker_killed_mid_tool_call_is_recovered_and_no_dangling_call_i
     try:
 
         async def queue(run_id: str, message: str) -> None:
-            await store.batch(
-                [
-                    store.mailbox.enqueue_op(
-                        run_id=run_id,
-                        agent_id="a0",
-                        thread_id="a0-desk",
-                        request={"kind": "direct", "message": message},
-                    ),
-                    *store.mailbox.notify_ops("a0"),
-                ]
+            await store.mailbox.enqueue(
+                [NewRun(run_id, "a0", "a0-desk", {"kind": "direct", "message": message})]
             )
-            store.notify_runs()
 
         mock.queue(Reply(tool_calls=[("note_create", {"title": "x", "body": "y"})]))
         await queue("run_doomed", "write it down")

@@ -23,11 +23,12 @@ from agentrunner.channels.resolver import resolve_targets
 from agentrunner.config import DEFAULT_MAX_QUEUE
 from agentrunner.engine.tools import Tool, ToolContext, ToolRetry
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.idempotency import IdempotencyKey, commit_once, first_result
+from agentrunner.idempotency import IdempotencyKey, first_result
 from agentrunner.ids import new_id
 from agentrunner.inputs import check_id, check_text
-from agentrunner.queueing import ensure_room
+from agentrunner.queueing import queue_runs
 from agentrunner.store.channels import Channel, ChannelMessage
+from agentrunner.store.mailbox import NewRun
 
 if TYPE_CHECKING:
     from agentrunner.runner import AgentRunner, RunResult
@@ -188,37 +189,30 @@ class ChannelService:
         targets = [
             t for t in targets if t in self.runner.agents and self.runner.agents.get(t).enabled
         ]
-        ops: list[Any] = [self.store.channels.message_op(message)]
-        run_ids: list[str] = []
-        if depth == 0:
-            await ensure_room(self.store, targets, self.max_queue)
-        if depth <= self.chain_depth:
-            for agent_id in targets:
-                queued = new_id("run_")
-                run_ids.append(queued)
-                ops.append(
-                    self.store.mailbox.enqueue_op(
-                        run_id=queued,
-                        agent_id=agent_id,
-                        thread_id=f"{agent_id}@{channel.name}",
-                        request={
-                            "kind": "channel",
-                            "channel": channel.name,
-                            "message_id": message.id,
-                        },
-                        depth=depth,
-                        trigger_message_id=message.id,
-                        channel_id=channel.id,
-                        dm_conversation_id=channel.id if channel.kind == "dm" else None,
-                    )
-                )
-                ops.extend(self.store.mailbox.notify_ops(agent_id))
-        result = {"message_id": message.id, "run_ids": run_ids}
-        first = await commit_once(self.store, idempotency, ops, result)
+        runs = [
+            NewRun(
+                new_id("run_"),
+                agent_id,
+                f"{agent_id}@{channel.name}",
+                {"kind": "channel", "channel": channel.name, "message_id": message.id},
+                depth=depth,
+                trigger_message_id=message.id,
+                channel_id=channel.id,
+                dm_conversation_id=channel.id if channel.kind == "dm" else None,
+            )
+            for agent_id in (targets if depth <= self.chain_depth else ())
+        ]
+        run_ids = [run.id for run in runs]
+        first = await queue_runs(
+            self.store,
+            runs,
+            result={"message_id": message.id, "run_ids": run_ids},
+            with_ops=[self.store.channels.message_op(message)],
+            max_queue=self.max_queue if depth == 0 else None,
+            idempotency=idempotency,
+        )
         if first is not None:
             return await self._posted(channel, first)
-        if run_ids:
-            self.store.notify_runs()
         return Posted(message, run_ids)
 
     async def _posted(self, channel: Channel, first: dict[str, Any]) -> Posted:

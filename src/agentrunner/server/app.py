@@ -20,6 +20,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from agentrunner._version import __version__
 from agentrunner.server.errors import ERROR_RESPONSES, install_handlers
 from agentrunner.server.guard import Guard
+from agentrunner.server.responses import Health
 
 if TYPE_CHECKING:
     from agentrunner.compose import Workspace
@@ -90,7 +91,7 @@ def create_app(
     app.state.caller = hashlib.sha256(token.encode()).hexdigest()[:16] if token else "-"
     install_handlers(app)
 
-    @app.get("/health", tags=["service"])
+    @app.get("/health", tags=["service"], operation_id="health", response_model=Health)
     async def health() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
 

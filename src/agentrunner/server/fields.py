@@ -1,16 +1,16 @@
 """Request fields as the routes declare them: ids and texts checked by the library's rules
 (``agentrunner.inputs``) while the request is parsed, so breaking one is a 422 that names the
-field; and the ``Idempotency-Key`` of a request."""
+field; and the ``Idempotency-Key`` of a request a client may send again (``Retry``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import Request
+from fastapi import Header, Request, Response
 from pydantic import AfterValidator, BaseModel, Field
 from typing_extensions import TypeAliasType
 
-from agentrunner.idempotency import IdempotencyKey
+from agentrunner.idempotency import MAX_KEY_CHARS, IdempotencyKey
 from agentrunner.inputs import (
     ID_PATTERN,
     MAX_ID_CHARS,
@@ -21,7 +21,7 @@ from agentrunner.inputs import (
     text_problem,
 )
 
-__all__ = ["Id", "Input", "Text", "idempotency", "mark_replayed"]
+__all__ = ["Id", "Input", "Retry", "Text"]
 
 
 def _id(value: str) -> str:
@@ -76,18 +76,39 @@ else:
 Input = Annotated[dict[str, JsonValue], Field(json_schema_extra=_KEYS), AfterValidator(_input)]
 
 
-def idempotency(
-    request: Request, key: str | None, body: BaseModel, **also: Any
-) -> IdempotencyKey | None:
-    """The request's key, scoped to its method, path and caller (its token's digest); a
-    repeat must send the same ``body`` (as parsed) and ``also``."""
-    if key is None:
-        return None
-    scope = f"{request.app.state.caller} {request.method} {request.url.path}"
-    return IdempotencyKey.of(scope, key, {"body": body.model_dump(mode="json"), **also})
+class Retry:
+    """A request a client may send again (its connection dropped, it timed out): the route's
+    dependency for its ``Idempotency-Key`` header, and for saying so on a response that repeats
+    the first one."""
 
+    def __init__(
+        self,
+        request: Request,
+        response: Response,
+        idempotency_key: str | None = Header(
+            default=None,
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=MAX_KEY_CHARS,
+            pattern=r"^[ -~]+$",
+            description="a retry with the same key (1 to 255 printable ASCII characters) gets "
+            "the first response and starts nothing",
+        ),
+    ) -> None:
+        self._request = request
+        self._response = response
+        self._key = idempotency_key
 
-def mark_replayed(headers: Any, repeated: bool) -> None:
-    """Say so on a response that repeats an earlier one."""
-    if repeated:
-        headers["idempotent-replayed"] = "true"
+    def key(self, body: BaseModel, **also: Any) -> IdempotencyKey | None:
+        """The request's key, scoped to its method, path and caller (its token's digest); a
+        repeat must send the same ``body`` (as parsed) and ``also``."""
+        if self._key is None:
+            return None
+        request = self._request
+        scope = f"{request.app.state.caller} {request.method} {request.url.path}"
+        return IdempotencyKey.of(scope, self._key, {"body": body.model_dump(mode="json"), **also})
+
+    def answered(self, repeated: bool) -> None:
+        """Mark the response as a repeat of an earlier one when it is."""
+        if repeated:
+            self._response.headers["idempotent-replayed"] = "true"

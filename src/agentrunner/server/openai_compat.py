@@ -13,9 +13,9 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import StreamingResponse
 
@@ -25,8 +25,8 @@ from agentrunner.events import EventData, child_of, typed
 from agentrunner.idempotency import IdempotencyKey, run_once
 from agentrunner.ids import new_id
 from agentrunner.inputs import check_text
-from agentrunner.server.fields import Id, Text, idempotency, mark_replayed
-from agentrunner.server.routes import IDEMPOTENCY, workspace
+from agentrunner.server.fields import Id, Retry, Text
+from agentrunner.server.routes import workspace
 
 __all__ = ["router"]
 
@@ -55,7 +55,54 @@ class ChatRequest(BaseModel):
     user: Id | None = None
 
 
-@router.get("/models")
+class Model(BaseModel):
+    id: str = Field(description="an agent id")
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[Model]
+
+
+class CompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AnswerMessage(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class Choice(BaseModel):
+    index: int
+    message: AnswerMessage
+    finish_reason: Literal["stop"]
+
+
+class ChatCompletion(BaseModel):
+    """The agent's answer, as OpenAI's chat completion object."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str = Field(description="the agent id")
+    choices: list[Choice]
+    usage: CompletionUsage
+
+
+_CHUNKS = {
+    "description": "with `stream: true`: `chat.completion.chunk` objects as server-sent events "
+    "(`data: {...}`), the last with `usage`, then `data: [DONE]`",
+    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+}
+
+
+@router.get("/models", operation_id="list_models", response_model=ModelList)
 async def models(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     return {
         "object": "list",
@@ -66,25 +113,28 @@ async def models(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     }
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post(
+    "/chat/completions",
+    operation_id="create_chat_completion",
+    response_model=ChatCompletion,
+    responses={200: _CHUNKS},
+)
 async def chat_completions(
     body: ChatRequest,
-    request: Request,
-    response: Response,
+    retry: Retry = Depends(),
     ws: Workspace = Depends(workspace),
     x_agentrunner_thread: Id | None = Header(default=None),
-    idempotency_key: str | None = IDEMPOTENCY,
 ) -> dict[str, Any] | StreamingResponse:
     agent = ws.runner.agents.get(body.model)
     text = check_text(_last_user_text(body.messages), "messages: the last user message")
     thread = x_agentrunner_thread or (
         f"{agent.id}-{body.user}" if body.user else new_id(f"{agent.id}-")
     )
-    key = idempotency(request, idempotency_key, body, thread=x_agentrunner_thread)
+    key = retry.key(body, thread=x_agentrunner_thread)
     chat = _Chat(ws, agent.id, thread, text)
     if not body.stream:
         completion, repeated = await chat.complete(key)
-        mark_replayed(response.headers, repeated)
+        retry.answered(repeated)
         return _completion_json(completion)
     return StreamingResponse(
         chat.stream(key),

@@ -11,24 +11,43 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.types import DecoratedCallable
 from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import ChannelMessageEvent, RunEnd
-from agentrunner.idempotency import MAX_KEY_CHARS
 from agentrunner.ids import new_id
-from agentrunner.server.fields import Id, Input, Text, idempotency, mark_replayed
+from agentrunner.server.fields import Id, Input, Retry, Text
+from agentrunner.server.responses import (
+    Agent,
+    AgentList,
+    Cancelled,
+    ChannelList,
+    ChannelMessagePage,
+    Costs,
+    DirectMessagePosted,
+    MessagePosted,
+    Run,
+    RunQueued,
+    Thread,
+    ThreadMessagePage,
+    ThreadPage,
+    event_stream,
+    operation,
+)
+from agentrunner.store.channels import Channel
 from agentrunner.store.records import thread_message_dict
 
 __all__ = ["router"]
 
 router = APIRouter()
+T = TypeVar("T")
 POLL_S = 0.05
 MAX_INT = 2**62  # database integers are 64-bit
 TERMINAL = {"completed", "failed", "cancelled"}
@@ -60,32 +79,28 @@ class PostMessage(BaseModel):
     thread: Id | None = Field(default=None, description="reply in the thread of this message")
 
 
-IDEMPOTENCY = Header(
-    default=None,
-    alias="Idempotency-Key",
-    min_length=1,
-    max_length=MAX_KEY_CHARS,
-    pattern=r"^[ -~]+$",
-    description="a retry with the same key (1 to 255 printable ASCII characters) gets the "
-    "first response and starts nothing",
-)
-
-
 def _not_found(what: str, key: str) -> AgentRunnerError:
     return AgentRunnerError(ErrorCode.NOT_FOUND, f"no {what} '{key}'", details={"not_found": what})
 
 
-@router.get("/agents", tags=["agents"])
+def _found(record: T | None, what: str, key: str) -> T:
+    """``record``, or ``not_found`` naming the ``what`` that is not there."""
+    if record is None:
+        raise _not_found(what, key)
+    return record
+
+
+@router.get("/agents", **operation("list_agents", AgentList, tag="agents"))
 async def list_agents(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     return {"data": [a.summary() for a in ws.runner.agents]}
 
 
-@router.get("/agents/{agent_id}", tags=["agents"])
+@router.get("/agents/{agent_id}", **operation("get_agent", Agent, tag="agents"))
 async def get_agent(agent_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     return ws.runner.agents.get(agent_id).summary()
 
 
-@router.post("/threads", status_code=201, tags=["threads"])
+@router.post("/threads", status_code=201, **operation("create_thread", Thread, tag="threads"))
 async def create_thread(body: ThreadCreate, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     ws.runner.agents.get(body.agent_id)
     thread = await ws.runner.store.threads.open(
@@ -94,7 +109,7 @@ async def create_thread(body: ThreadCreate, ws: Workspace = Depends(workspace)) 
     return thread.to_dict()
 
 
-@router.get("/threads", tags=["threads"])
+@router.get("/threads", **operation("list_threads", ThreadPage, tag="threads"))
 async def list_threads(
     agent_id: Id | None = None,
     cursor: float | None = Query(default=None, description="updated_at of the last item seen"),
@@ -108,15 +123,17 @@ async def list_threads(
     }
 
 
-@router.get("/threads/{thread_id}", tags=["threads"])
+@router.get("/threads/{thread_id}", **operation("get_thread", Thread, tag="threads"))
 async def get_thread(thread_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    thread = await ws.runner.store.threads.get(thread_id)
-    if thread is None:
-        raise _not_found("thread", thread_id)
-    return thread.to_dict()
+    return _found(await ws.runner.store.threads.get(thread_id), "thread", thread_id).to_dict()
 
 
-@router.get("/threads/{thread_id}/messages", tags=["threads"])
+@router.get(
+    "/threads/{thread_id}/messages",
+    # an assistant message's keys left out when empty stay out
+    response_model_exclude_unset=True,
+    **operation("list_thread_messages", ThreadMessagePage, tag="threads"),
+)
 async def thread_messages(
     thread_id: Id,
     cursor: int = Query(
@@ -130,14 +147,11 @@ async def thread_messages(
     return {"data": data, "next_cursor": page[-1][0] if len(page) == limit else None}
 
 
-@router.post("/threads/{thread_id}/runs", status_code=202, tags=["runs"])
+@router.post(
+    "/threads/{thread_id}/runs", status_code=202, **operation("start_run", RunQueued, tag="runs")
+)
 async def start_run(
-    thread_id: Id,
-    body: RunCreate,
-    request: Request,
-    response: Response,
-    idempotency_key: str | None = IDEMPOTENCY,
-    ws: Workspace = Depends(workspace),
+    thread_id: Id, body: RunCreate, retry: Retry = Depends(), ws: Workspace = Depends(workspace)
 ) -> dict[str, Any]:
     """Queue a run of ``agent_id`` on the thread (a new id opens a thread of the agent); a
     worker starts it. Follow it on ``/runs/{run_id}/events``. 429 when the agent's queue is
@@ -147,28 +161,28 @@ async def start_run(
         thread_id,
         body.message,
         input=body.input,
-        idempotency=idempotency(request, idempotency_key, body),
+        idempotency=retry.key(body),
     )
-    mark_replayed(response.headers, queued.repeated)
+    retry.answered(queued.repeated)
     return {"run_id": queued.run_id, "thread_id": queued.thread_id, "status": "created"}
 
 
-@router.get("/runs/{run_id}", tags=["runs"])
+@router.get("/runs/{run_id}", **operation("get_run", Run, tag="runs"))
 async def get_run(run_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    run = await ws.runner.store.runs.get(run_id)
-    if run is None:
-        raise _not_found("run", run_id)
-    return run.to_dict()
+    return _found(await ws.runner.store.runs.get(run_id), "run", run_id).to_dict()
 
 
-@router.post("/runs/{run_id}/cancel", tags=["runs"])
+@router.post("/runs/{run_id}/cancel", **operation("cancel_run", Cancelled, tag="runs"))
 async def cancel_run(run_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     if await ws.runner.store.runs.get(run_id) is None:
         raise _not_found("run", run_id)
     return {"run_id": run_id, "cancel": await ws.runner.store.mailbox.cancel(run_id)}
 
 
-@router.get("/runs/{run_id}/events", tags=["events"], response_class=EventSourceResponse)
+@router.get(
+    "/runs/{run_id}/events",
+    **event_stream("stream_run_events", "the run's events from `after`, ending with `run.end`"),
+)
 async def run_events(
     run_id: Id,
     after: int = Query(default=0, ge=0, le=MAX_INT),
@@ -181,7 +195,12 @@ async def run_events(
     return EventSourceResponse(_tail_run(ws, run_id, start), ping=15)
 
 
-@router.get("/threads/{thread_id}/events", tags=["events"], response_class=EventSourceResponse)
+@router.get(
+    "/threads/{thread_id}/events",
+    **event_stream(
+        "stream_thread_events", "the events of the thread's runs, as they come; never ends"
+    ),
+)
 async def thread_events(
     thread_id: Id,
     last_event_id: str | None = Header(default=None),
@@ -192,56 +211,60 @@ async def thread_events(
     return EventSourceResponse(_tail_thread(ws, thread_id, last_event_id or ""), ping=15)
 
 
-@router.get("/channels", tags=["channels"])
+@router.get("/channels", **operation("list_channels", ChannelList, tag="channels"))
 async def list_channels(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     return {"data": await ws.runner.store.channels.all()}
 
 
-@router.post("/channels/{name}/messages", status_code=201, tags=["channels"])
+def _channel_post(
+    path: str, operation_id: str, answers: type[BaseModel]
+) -> Callable[[DecoratedCallable], DecoratedCallable]:
+    """The route of a post to a channel or a DM: 201, the message and the runs it queued."""
+    return router.post(path, status_code=201, **operation(operation_id, answers, tag="channels"))
+
+
+@_channel_post("/channels/{name}/messages", "post_channel_message", MessagePosted)
 async def post_message(
-    name: Id,
-    body: PostMessage,
-    request: Request,
-    response: Response,
-    idempotency_key: str | None = IDEMPOTENCY,
-    ws: Workspace = Depends(workspace),
+    name: Id, body: PostMessage, retry: Retry = Depends(), ws: Workspace = Depends(workspace)
 ) -> dict[str, Any]:
     """Post to a channel; a run is queued for each agent that should hear it (429 when one's
     queue is full: nothing is posted)."""
     channel = await ws.channels.channel(name)
-    posted = await ws.channels.post(
-        channel,
-        body.sender or ws.runner.config.person,
-        body.text,
-        thread_root=body.thread,
-        idempotency=idempotency(request, idempotency_key, body),
-    )
-    mark_replayed(response.headers, posted.repeated)
-    return {"message": _message(posted.message), "run_ids": posted.run_ids}
+    sender = body.sender or ws.runner.config.person
+    return await _post(ws, channel, sender, body, retry, thread_root=body.thread)
 
 
-@router.post("/dm/{agent_id}", status_code=201, tags=["channels"])
+@_channel_post("/dm/{agent_id}", "send_direct_message", DirectMessagePosted)
 async def direct_message(
-    agent_id: Id,
-    body: PostMessage,
-    request: Request,
-    response: Response,
-    idempotency_key: str | None = IDEMPOTENCY,
-    ws: Workspace = Depends(workspace),
+    agent_id: Id, body: PostMessage, retry: Retry = Depends(), ws: Workspace = Depends(workspace)
 ) -> dict[str, Any]:
     sender = body.sender or ws.runner.config.person
     channel = await ws.channels.dm_channel(agent_id, sender)
+    return {"channel": channel.name, **await _post(ws, channel, sender, body, retry)}
+
+
+async def _post(
+    ws: Workspace,
+    channel: Channel,
+    sender: str,
+    body: PostMessage,
+    retry: Retry,
+    *,
+    thread_root: str | None = None,
+) -> dict[str, Any]:
+    """Post ``body`` to ``channel``: the message and the runs it queued (the first post's, for a
+    retry)."""
     posted = await ws.channels.post(
-        channel,
-        sender,
-        body.text,
-        idempotency=idempotency(request, idempotency_key, body),
+        channel, sender, body.text, thread_root=thread_root, idempotency=retry.key(body)
     )
-    mark_replayed(response.headers, posted.repeated)
-    return {"channel": channel.name, "message": _message(posted.message), "run_ids": posted.run_ids}
+    retry.answered(posted.repeated)
+    return {"message": _message(posted.message), "run_ids": posted.run_ids}
 
 
-@router.get("/channels/{name}/messages", tags=["channels"])
+@router.get(
+    "/channels/{name}/messages",
+    **operation("list_channel_messages", ChannelMessagePage, tag="channels"),
+)
 async def channel_messages(
     name: Id,
     cursor: Id | None = Query(default=None, description="the id of the last message seen"),
@@ -256,7 +279,12 @@ async def channel_messages(
     }
 
 
-@router.get("/channels/{name}/events", tags=["events"], response_class=EventSourceResponse)
+@router.get(
+    "/channels/{name}/events",
+    **event_stream(
+        "stream_channel_events", "the channel's messages, as `channel.message` events; never ends"
+    ),
+)
 async def channel_events(
     name: Id, last_event_id: str | None = Header(default=None), ws: Workspace = Depends(workspace)
 ) -> EventSourceResponse:
@@ -264,7 +292,7 @@ async def channel_events(
     return EventSourceResponse(_tail_channel(ws, channel.id, last_event_id or ""), ping=15)
 
 
-@router.get("/costs", tags=["costs"])
+@router.get("/costs", **operation("get_costs", Costs, tag="costs"))
 async def costs(
     days: int = Query(default=7, ge=1, le=366), ws: Workspace = Depends(workspace)
 ) -> dict[str, Any]:

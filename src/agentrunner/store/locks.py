@@ -85,16 +85,16 @@ class ThreadLocks:
                     # the database lost): release again, as the ticket is gone if it committed.
                     if held.ticket is not None:
                         with contextlib.suppress(Exception):  # else its lease frees it
-                            for op in held.release_ops():
-                                await self.db.execute(*op)
+                            for _, sql, params in held.release_ops():
+                                await self.db.execute(sql, params)
                     raise
                 finally:
                     if held.timer is not None:
                         held.timer.cancel()
                     try:
                         if not held.released:
-                            for op in held.release_ops():
-                                await self.db.execute(*op)
+                            for _, sql, params in held.release_ops():
+                                await self.db.execute(sql, params)
                     finally:
                         if held.byte is not None and self._bytes is not None:
                             self._bytes.unlock(held.byte)
@@ -207,7 +207,7 @@ class HeldLock:
         self.released = True
         if self.ticket is None:
             return []
-        return [(self._sql, {"thread_id": self.thread_id, "ticket": self.ticket})]
+        return [("lock_drop", self._sql, {"thread_id": self.thread_id, "ticket": self.ticket})]
 
 
 _last_ticket = 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from agentrunner.store.drivers import Op
 from agentrunner.store.records import from_json, to_json
 from agentrunner.store.repositories import _Repo
 
-__all__ = ["ClaimedRun", "Mailbox", "Workers"]
+__all__ = ["ClaimedRun", "Mailbox", "NewRun", "Workers"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,38 +32,48 @@ class ClaimedRun:
     depth: int
 
 
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run to queue in ``agent_id``'s mailbox: on a thread (a channel's, for a run that
+    answers a post) or none (a task), with what the worker will be asked to do."""
+
+    id: str
+    agent_id: str
+    thread_id: str | None
+    request: Mapping[str, Any]
+    depth: int = 0
+    trigger_message_id: str | None = None
+    channel_id: str | None = None
+    dm_conversation_id: str | None = None
+
+
 class Mailbox(_Repo):
-    def enqueue_op(
-        self,
-        *,
-        run_id: str,
-        agent_id: str,
-        thread_id: str | None,
-        request: Mapping[str, Any],
-        depth: int = 0,
-        trigger_message_id: str | None = None,
-        channel_id: str | None = None,
-        dm_conversation_id: str | None = None,
-    ) -> Op:
+    async def enqueue(self, runs: Sequence[NewRun], *, with_ops: Sequence[Op] = ()) -> None:
+        """Queue ``runs`` in one transaction with ``with_ops`` (what they answer: a post, an
+        idempotency key; nothing of either is written if one fails), then wake idle workers:
+        PostgreSQL's ``NOTIFY`` goes out with the commit, SQLite's workers are woken after."""
+        now = time.time()
+        ops = [*with_ops, *(self._row(run, now) for run in runs)]
+        if runs and self.sql.dialect == "postgres":
+            agents = dict.fromkeys(run.agent_id for run in runs)
+            ops.extend(self.op("notify_runs", agent_id=agent_id) for agent_id in agents)
+        await self.db.batch(ops)
+        if runs:
+            self.db.notify()
+
+    def _row(self, run: NewRun, now: float) -> Op:
         return self.op(
             "run_enqueue",
-            id=run_id,
-            agent_id=agent_id,
-            thread_id=thread_id,
-            request=to_json(dict(request)),
-            depth=depth,
-            trigger_message_id=trigger_message_id,
-            channel_id=channel_id,
-            dm_conversation_id=dm_conversation_id,
-            now=time.time(),
+            id=run.id,
+            agent_id=run.agent_id,
+            thread_id=run.thread_id,
+            request=to_json(dict(run.request)),
+            depth=run.depth,
+            trigger_message_id=run.trigger_message_id,
+            channel_id=run.channel_id,
+            dm_conversation_id=run.dm_conversation_id,
+            now=now,
         )
-
-    def notify_ops(self, agent_id: str) -> list[Op]:
-        """Wake idle workers when the batch commits: PostgreSQL ``NOTIFY``. SQLite has none
-        (its workers poll), so there is nothing to add."""
-        if self.sql.dialect != "postgres":
-            return []
-        return [self.op("notify_runs", agent_id=agent_id)]
 
     async def claim(self, worker_id: str, lease_s: float) -> ClaimedRun | None:
         rows = await self.db.fetch_stamped(

@@ -72,7 +72,7 @@ class _Repo:
         self.sql = sql
 
     def op(self, query: str, /, **params: Any) -> Op:
-        return self.sql[query], params
+        return query, self.sql[query], params
 
 
 async def _ids(db: Driver, sql: str, prefix: str, limit: int) -> list[str]:

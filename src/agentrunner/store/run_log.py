@@ -95,7 +95,7 @@ class RunLog:
             "payload": to_json(data),
             "now": now,
         }
-        self._pending.append((self._event_sql, row))
+        self._pending.append(("event_insert", self._event_sql, row))
         if text_key is not None:
             self._stream = _Stream(kind, text_key, data, row)
         elif self.derive is not None:
@@ -185,6 +185,7 @@ class RunLog:
         """A run message, in the step in progress."""
         self._pending.append(
             (
+                "run_message_insert",
                 self._run_message_sql,
                 {
                     "id": new_id(),
@@ -216,7 +217,7 @@ class RunLog:
             "now": now,
             "completed_at": None,
         }
-        self._pending.append((self._step_insert_sql, self._step_row))
+        self._pending.append(("step_insert", self._step_insert_sql, self._step_row))
 
     def finish_step(
         self,
@@ -241,6 +242,7 @@ class RunLog:
         else:
             self._pending.append(
                 (
+                    "step_finish",
                     self._step_finish_sql,
                     {"run_id": self.run_id, "id": self.step_id, **finish, "now": now},
                 )
@@ -258,6 +260,7 @@ class RunLog:
         day = today(now)
         self._pending.append(
             (
+                "cost_insert",
                 self._cost_sql,
                 {
                     "id": new_id(),
@@ -274,7 +277,11 @@ class RunLog:
         )
         if cost_micros:  # unknown and free requests change no day's total
             self._pending.append(
-                (self._cost_day_sql, {"day": day, "agent_id": self.agent_id, "micros": cost_micros})
+                (
+                    "cost_day_add",
+                    self._cost_day_sql,
+                    {"day": day, "agent_id": self.agent_id, "micros": cost_micros},
+                )
             )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
@@ -38,9 +38,9 @@ class SqlSet:
     dialect: Dialect
     queries: dict[str, str]
     migrations: list[tuple[int, list[str]]]
-    # Statements marked ``-- guarded:``, by their text: a batch in which one changes no row is
-    # refused and rolled back (drivers' ``GuardRefused``); the value is the block's name.
-    guarded: dict[str, str] = field(default_factory=dict)
+    # The names of the blocks marked ``-- guarded:``: a batch in which one changes no row is
+    # refused and rolled back (drivers' ``GuardRefused``).
+    guarded: frozenset[str] = frozenset()
 
     def __getitem__(self, name: str) -> str:
         return self.queries[name]
@@ -53,7 +53,7 @@ def load_sql(dialect: Dialect) -> SqlSet:
     if override.is_file():
         queries.update(_blocks(override.read_text()))
     rendered = {name: _render(sql, dialect) for name, sql in queries.items()}
-    guarded = {rendered[name]: name for name, sql in queries.items() if _GUARDED.search(sql)}
+    guarded = frozenset(name for name, sql in queries.items() if _GUARDED.search(sql))
     migrations = _migrations((files / "schema.sql").read_text(), dialect)
     return SqlSet(dialect, rendered, migrations, guarded)
 

@@ -233,8 +233,10 @@ RETURNING id;
 DELETE FROM budget_holds WHERE day = :day AND agent_id = :agent_id AND id = :id;
 
 -- name: cost_summary
+-- The cast: PostgreSQL sums a BIGINT column as a numeric (Decimal), where an integer is meant.
 SELECT agent_id, model, day, COUNT(*) AS requests, SUM(input_tokens) AS input_tokens,
-       SUM(output_tokens) AS output_tokens, COALESCE(SUM(cost_micros), 0) AS cost_micros,
+       SUM(output_tokens) AS output_tokens,
+       CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) AS cost_micros,
        SUM(CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END) AS unknown
 FROM costs WHERE day >= :since
 GROUP BY agent_id, model, day ORDER BY day DESC, agent_id, model;

@@ -1,0 +1,164 @@
+"""The PostgreSQL driver (psycopg 3 and its pool).
+
+Statements run on pooled connections in autocommit mode; a batch is one transaction. The
+driver outlives its server's restarts (``postgres_reconnect``): an operation whose connection
+was lost before anything of it could have committed is run again on a new connection, with
+backoff, for up to ``reconnect_s``; then ``DatabaseUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence, Set
+from typing import Any, TypeVar, cast
+
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.store.drivers.contract import MIGRATIONS_TABLE, Listener, Op, Params
+from agentrunner.store.drivers.errors import GuardRefused
+from agentrunner.store.drivers.postgres_listener import PostgresListener
+from agentrunner.store.drivers.postgres_reconnect import in_transaction, reconnecting
+from agentrunner.store.sql import SqlSet
+
+__all__ = ["PostgresDriver"]
+
+T = TypeVar("T")
+
+
+class PostgresDriver:
+    dialect = "postgres"
+    lock_file: str | None = None
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 16, reconnect_s: float = 30.0
+    ) -> None:
+        try:
+            from psycopg.rows import dict_row
+            from psycopg_pool import AsyncConnectionPool
+        except ImportError as exc:
+            raise AgentRunnerError(
+                ErrorCode.INTERNAL,
+                "PostgreSQL support is not installed",
+                hint='pip install "agentrunner[postgres]"',
+            ) from exc
+        self.url = url
+        self.reconnect_s = reconnect_s
+        self.guarded: Set[str] = frozenset()
+        self.pool = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            # A wait for a connection is one round of the reconnecting retries, not all of them.
+            timeout=min(10.0, reconnect_s),
+            kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 2},
+        )
+
+    async def open(self) -> None:
+        import psycopg
+
+        # One direct connection first: a wrong URL fails at once instead of after the pool's
+        # retries run out.
+        probe = await psycopg.AsyncConnection.connect(self.url, connect_timeout=10)
+        await probe.close()
+        await self.pool.open(wait=True, timeout=15)
+
+    async def _run(self, operation: Callable[[Any], Awaitable[T]]) -> T:
+        return await reconnecting(self.pool, operation, self.reconnect_s)
+
+    async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
+        async def fetch(conn: Any) -> list[dict[str, Any]]:
+            cursor = await conn.execute(sql, params)
+            return list(await cursor.fetchall())
+
+        return await self._run(fetch)
+
+    async def fetch_one(self, sql: str, params: Params) -> dict[str, Any] | None:
+        async def fetch(conn: Any) -> dict[str, Any] | None:
+            cursor = await conn.execute(sql, params)
+            return cast(dict[str, Any] | None, await cursor.fetchone())
+
+        return await self._run(fetch)
+
+    async def execute(self, sql: str, params: Params) -> int:
+        async def run(conn: Any) -> int:
+            cursor = await conn.execute(sql, params)
+            return int(cursor.rowcount)
+
+        return await self._run(run)
+
+    async def fetch_stamped(self, sql: str, params: Params) -> list[dict[str, Any]]:
+        """A mailbox claim. Right after a burst of enqueues the planner's statistics say the
+        queue is nearly empty, and it would sort every queued run (tens of ms per claim); with
+        bitmap scans and sorts off for this one statement it walks the ordered index and stops
+        at the first claimable run."""
+
+        async def claim(conn: Any) -> list[dict[str, Any]]:
+            await conn.execute("SET LOCAL enable_bitmapscan = off")
+            await conn.execute("SET LOCAL enable_sort = off")
+            cursor = await conn.execute(sql, {**params, "now": time.time()})
+            return list(await cursor.fetchall())
+
+        return await self._run(lambda conn: in_transaction(conn, claim))
+
+    async def fetch_in_transaction(self, ops: Sequence[Op]) -> list[dict[str, Any]]:
+        async def run(conn: Any) -> list[dict[str, Any]]:
+            cursor = None
+            for _, sql, params in ops:
+                cursor = await conn.execute(sql, params)
+            if cursor is None or cursor.description is None:
+                return []
+            return list(await cursor.fetchall())
+
+        return await self._run(lambda conn: in_transaction(conn, run))
+
+    def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
+        """Start committing ``ops`` and return at once (callers order their own batches)."""
+        return asyncio.ensure_future(self.batch(ops))
+
+    async def batch(self, ops: Sequence[Op]) -> None:
+        if not ops:
+            return
+        guarded = self.guarded
+
+        async def run(conn: Any) -> None:
+            for name, sql, params in ops:
+                cursor = await conn.execute(sql, params)
+                if name in guarded and cursor.rowcount == 0:
+                    raise GuardRefused(name, params)
+
+        await self._run(lambda conn: in_transaction(conn, run))
+
+    async def migrate(self, sql: SqlSet) -> list[int]:
+        async def run(conn: Any) -> list[int]:
+            # One migrator at a time, whichever process gets there first.
+            await conn.execute("SELECT pg_advisory_xact_lock(727274001)")
+            await conn.execute(MIGRATIONS_TABLE)
+            cursor = await conn.execute("SELECT version FROM schema_migrations")
+            done = {int(cast(dict[str, Any], row)["version"]) for row in await cursor.fetchall()}
+            applied = []
+            for version, statements in sql.migrations:
+                if version in done:
+                    continue
+                for statement in statements:
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) VALUES (%s, %s)",
+                    (version, time.time()),
+                )
+                applied.append(version)
+            return applied
+
+        return await self._run(lambda conn: in_transaction(conn, run))
+
+    def notify(self) -> None:
+        """Nothing to do: the NOTIFY went out with the transaction that queued the runs."""
+
+    async def listener(self, channel: str) -> Listener:
+        """A connection LISTENing on ``channel``; ``wait`` returns when a NOTIFY arrives."""
+        listener = PostgresListener(self.url, channel)
+        await listener.connect()
+        return listener
+
+    async def close(self) -> None:
+        await self.pool.close()
