@@ -39,7 +39,6 @@ class Transactions:
     tells it apart)."""
 
     def __init__(self, store: Store) -> None:
-        self.names = {sql: name for name, sql in store.sql.queries.items()}
         self.written: list[list[str]] = []
         batch, submit = store.batch, store.submit
 
@@ -55,8 +54,7 @@ class Transactions:
 
     def describe(self, ops: Sequence[Any]) -> list[str]:
         rows = []
-        for sql, params in ops:
-            name = self.names[sql]
+        for name, _sql, params in ops:  # an op carries its query's name
             if name.startswith("lock_"):  # the thread lock's rows: PostgreSQL's alone
                 continue
             told = _TELLS.get(name)
