@@ -64,14 +64,14 @@ def project(root: Path, url: str, budgets: str) -> Path:
 
 async def script(root: Path, runs: int, concurrency: int) -> dict[str, Any]:
     """The 200 runs, then the spend read back from the store and set against every limit."""
-    from agentrunner import AgentRunner
+    from agentrunner import open_runner
     from agentrunner.errors import AgentRunnerError
 
     rng = random.Random(7)
     agents = ["lead", "w1", "w2", "w3"]
     gate = asyncio.Semaphore(concurrency)
     outcomes: dict[str, int] = {}
-    async with await AgentRunner.open(root) as runner:
+    async with await open_runner(root) as runner:
 
         async def one(n: int) -> None:
             agent = agents[n % 4]
@@ -118,13 +118,13 @@ async def script(root: Path, runs: int, concurrency: int) -> dict[str, Any]:
 async def turn_cost(url: str, turns: int) -> dict[str, float]:
     """A durable turn of a priced model with the daily budgets on against the same turn with no
     budget at all, interleaved: what reserving (and settling) each request costs a turn."""
-    from agentrunner import AgentRunner
+    from agentrunner import open_runner
 
     samples: dict[str, list[float]] = {"no budgets": [], "daily budgets": []}
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         plain = project(Path(a), url, "")
         budgeted = project(Path(b), url, "[budgets]\nper_agent_daily_usd = 1000.0\n")
-        async with await AgentRunner.open(plain) as free, await AgentRunner.open(budgeted) as held:
+        async with await open_runner(plain) as free, await open_runner(budgeted) as held:
             for n in range(turns + 20):
                 for name, runner in (("no budgets", free), ("daily budgets", held)):
                     begin = time.perf_counter()

@@ -54,12 +54,12 @@ def bench_tool() -> Any:
 
 
 async def open_bench_runner(root: Path, url: str) -> Any:
-    from agentrunner import AgentRunner
+    from agentrunner import open_runner
 
     (root / "agents").mkdir(parents=True)
     (root / "agentrunner.toml").write_text(CONFIG.format(url=url))
     (root / "agents" / "bench.md").write_text(AGENT)
-    runner = await AgentRunner.open(root)
+    runner = await open_runner(root)
     runner.capabilities.register("bench", lambda ctx: [bench_tool()], ["get_weather"])
     return runner
 

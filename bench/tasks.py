@@ -42,9 +42,9 @@ You summarise for {{input.company}}.
 
 
 async def measure(root: Path, hits: int, batch: int, concurrency: int) -> dict[str, float]:
-    from agentrunner.tasks import TaskRunner
+    from agentrunner import open_task_runner
 
-    async with await TaskRunner.open(root) as tasks:
+    async with await open_task_runner(root) as tasks:
         values = {"company": "Acme", "text": "Tides rise twice a day."}
         first = await tasks.execute("summariser", values)
         assert first.ok and not first.cached, first

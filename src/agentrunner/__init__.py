@@ -43,6 +43,9 @@ if TYPE_CHECKING:
         parse_agent_text as parse_agent_text,
     )
     from agentrunner.callbacks import AgentRunnerCallbacks as AgentRunnerCallbacks
+    from agentrunner.compose import execute as execute
+    from agentrunner.compose import open_runner as open_runner
+    from agentrunner.compose import open_task_runner as open_task_runner
     from agentrunner.config import (
         Budgets as Budgets,
     )
@@ -138,7 +141,6 @@ if TYPE_CHECKING:
     from agentrunner.tasks import Task as Task
     from agentrunner.tasks import TaskRunner as TaskRunner
     from agentrunner.tasks import cache_key as cache_key
-    from agentrunner.tasks import execute as execute
 
 _EXPORTS: dict[str, str] = {
     "AgentRunner": "agentrunner.runner",
@@ -191,7 +193,9 @@ _EXPORTS: dict[str, str] = {
     "Task": "agentrunner.tasks",
     "TaskRunner": "agentrunner.tasks",
     "cache_key": "agentrunner.tasks",
-    "execute": "agentrunner.tasks",
+    "execute": "agentrunner.compose",
+    "open_runner": "agentrunner.compose",
+    "open_task_runner": "agentrunner.compose",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -1,10 +1,15 @@
-"""The composition root: one function that builds a runner from a project's configuration."""
+"""The composition root: what builds a runner, a task runner and a workspace from a project's
+configuration. Construction lives here, not on the classes it builds (no ``AgentRunner.open``):
+the modules below never import this one, so the layers stay a straight line."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentrunner._paths import display_path
 from agentrunner.capabilities.builtin import builtin_capabilities
@@ -18,9 +23,20 @@ from agentrunner.project import Project, load_project
 from agentrunner.prompt import PromptBuilder
 from agentrunner.runner import AgentRunner
 from agentrunner.store.store import open_store
+from agentrunner.tasks.cache import open_cache
+from agentrunner.tasks.task import Outcome, TaskRunner
 from agentrunner.worker import Worker
 
-__all__ = ["Workspace", "check_project", "open_runner", "open_workspace"]
+__all__ = [
+    "ProjectCheck",
+    "Workspace",
+    "check_project",
+    "execute",
+    "open_runner",
+    "open_task_runner",
+    "open_workspace",
+    "runner_with_tasks",
+]
 
 
 async def open_runner(start: Path | None = None, *, database_url: str | None = None) -> AgentRunner:
@@ -46,6 +62,51 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
 def _load(start: Path | None) -> tuple[Project, RuntimeFiles]:
     project = load_project(start)
     return project, RuntimeFiles.of(project.config, project.agents)
+
+
+async def open_task_runner(start: Path | None = None) -> TaskRunner:
+    """A task runner for the project at (or above) ``start``, over a runner of its own (closed
+    with it) and the configured result cache."""
+    runner = await open_runner(start)
+    return TaskRunner(runner, open_cache(runner.config, runner.store), owns_runner=True)
+
+
+@contextlib.asynccontextmanager
+async def runner_with_tasks(
+    start: Path | None = None,
+) -> AsyncIterator[tuple[AgentRunner, TaskRunner]]:
+    """The project's runner and a task runner over it, as a long-lived interface (stdio, MCP)
+    serves both; on exit the result cache is flushed, then the runner closed."""
+    runner = await open_runner(start)
+    tasks = TaskRunner(runner, open_cache(runner.config, runner.store))
+    try:
+        yield runner, tasks
+    finally:
+        try:
+            await tasks.close()
+        finally:
+            await runner.close()
+
+
+async def execute(
+    agent: str,
+    input: Mapping[str, Any],
+    *,
+    model: str | None = None,
+    fallback: Sequence[str] = (),
+    cache: bool | None = None,
+) -> Outcome:
+    """Run ``agent`` once on ``input`` in the project at or above the working directory.
+
+    A project that cannot be loaded (a broken agent file is ``invalid_specification``, an
+    unreadable one ``runner_io``) is a failed outcome too, never a raised error.
+    """
+    try:
+        tasks = await open_task_runner()
+    except AgentRunnerError as exc:
+        return Outcome.failure(agent, exc, model)
+    async with tasks:
+        return await tasks.execute(agent, input, model=model, fallback=fallback, cache=cache)
 
 
 class Workspace:

@@ -21,12 +21,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from agentrunner._version import __version__
 from agentrunner.callbacks import AgentRunnerCallbacks
+from agentrunner.compose import runner_with_tasks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import EventData, typed
 from agentrunner.runner import AgentRunner, RunAgentOverrides
 from agentrunner.store.records import thread_message_dict
-from agentrunner.tasks import TaskRunner, runner_with_tasks
+from agentrunner.tasks import TaskRunner
 
 __all__ = ["build_mcp_server", "serve_mcp"]
 

@@ -38,8 +38,6 @@ from agentrunner.sessions import agent_thread, check_owner, session_thread
 from agentrunner.store.repositories import ops
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec, Trust
     from agentrunner.config import Config
@@ -193,15 +191,6 @@ class AgentRunner:
         self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
         self.runtime_files = runtime_files or RuntimeFiles.of(config, agents)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
-
-    @classmethod
-    async def open(
-        cls, start: Path | None = None, *, database_url: str | None = None
-    ) -> AgentRunner:
-        """The runner for the project at (or above) ``start``: config, agents, store, engine."""
-        from agentrunner.compose import open_runner
-
-        return await open_runner(start, database_url=database_url)
 
     async def close(self) -> None:
         await self.effects.drain(timeout_s=self.shutdown_grace_s)

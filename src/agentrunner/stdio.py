@@ -16,11 +16,12 @@ from typing import Any, BinaryIO
 import orjson
 
 from agentrunner.callbacks import AgentRunnerCallbacks
+from agentrunner.compose import runner_with_tasks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import EventData
 from agentrunner.runner import AgentRunner, RunAgentOverrides
-from agentrunner.tasks import TaskRunner, runner_with_tasks
+from agentrunner.tasks import TaskRunner
 
 __all__ = ["StdioServer", "serve_stdio"]
 

@@ -20,8 +20,8 @@ from agentrunner.engine import (
     run_turn,
     tool,
 )
+from agentrunner.engine.doubles import example_from_schema
 from agentrunner.engine.models import BUILTIN_PROVIDERS
-from agentrunner.engine.test_models import example_from_schema
 from agentrunner.engine.wire_openai import OpenAIWire
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, MockProviderServer, Reply

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from agentrunner import AgentRunner
+from agentrunner.compose import open_runner as open_project_runner
 from agentrunner.testing import MockProviderServer
 
 CONFIG = """\
@@ -70,7 +71,7 @@ async def open_runner(project: Path) -> AsyncIterator[Callable[[], object]]:
     opened: list[AgentRunner] = []
 
     async def make() -> AgentRunner:
-        runner = await AgentRunner.open(project)
+        runner = await open_project_runner(project)
         opened.append(runner)
         return runner
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner
+from agentrunner.compose import open_runner as open_project_runner
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from tests.runner.conftest import CONFIG, Agent
@@ -194,11 +195,11 @@ async def test_a_delegation_tree_stays_within_the_callers_budget(
 
 SCRIPT = """
 import asyncio, sys
-from agentrunner import AgentRunner
+from agentrunner import open_runner
 from agentrunner.errors import AgentRunnerError
 
 async def main():
-    async with await AgentRunner.open() as runner:
+    async with await open_runner() as runner:
         async def one(n):
             try:
                 await runner.run_agent("spender", f"{sys.argv[1]}-{n}", "spend")
@@ -226,7 +227,7 @@ def test_processes_sharing_a_database_share_its_daily_budget(
     assert [p.wait(timeout=120) for p in procs] == [0] * 6
 
     async def check() -> int:
-        async with await AgentRunner.open(project) as runner:
+        async with await open_project_runner(project) as runner:
             return (await spend(runner)).get("spender", 0)
 
     spent = asyncio.run(check())

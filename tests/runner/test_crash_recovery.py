@@ -24,7 +24,7 @@ from tests.runner.conftest import Agent
 CHILD = textwrap.dedent(
     """
     import asyncio, sys
-    from agentrunner import AgentRunner
+    from agentrunner import open_runner
     from agentrunner.capabilities import builtin
 
     real = builtin.notes_tools
@@ -42,7 +42,7 @@ CHILD = textwrap.dedent(
     builtin.notes_tools = slow_notes
 
     async def main():
-        runner = await AgentRunner.open()
+        runner = await open_runner()
         await runner.run_agent("worker", "crashy", "write it down")
 
     asyncio.run(main())

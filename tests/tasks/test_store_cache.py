@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from agentrunner.compose import open_task_runner
 from agentrunner.store import Store
-from agentrunner.tasks import StoreCache, TaskRunner
+from agentrunner.tasks import StoreCache
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 
 
@@ -96,7 +97,7 @@ async def test_task_runner_with_the_store_backend(
     mock.queue(Reply(text="hello"))
     outcomes: list[Any] = []
     for _ in range(2):  # two runners: the second finds the row the first wrote
-        async with await TaskRunner.open(tmp_path) as tasks:
+        async with await open_task_runner(tmp_path) as tasks:
             assert isinstance(tasks.cache, StoreCache)
             outcomes.append(await tasks.execute("echo", {"word": "hi"}))
     assert [(o.output, o.cached) for o in outcomes] == [("hello", False), ("hello", True)]

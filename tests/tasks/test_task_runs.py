@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from agentrunner.compose import open_task_runner
 from agentrunner.engine import AbortSignal
-from agentrunner.tasks import TaskRunner
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 
 CONFIG = """\
@@ -60,7 +60,7 @@ def project(
 
 
 async def execute(agent: str, input: Any, **options: Any) -> Any:
-    async with await TaskRunner.open() as tasks:
+    async with await open_task_runner() as tasks:
         return await tasks.execute(agent, input, **options)
 
 
@@ -106,7 +106,7 @@ async def test_memory_the_agent_wrote_is_in_the_key(project: Any) -> None:
             "memory: {notes: 'nothing yet'}\n---\nYou keep notes.\n"
         }
     )
-    async with await TaskRunner.open() as tasks:
+    async with await open_task_runner() as tasks:
         first = await tasks.execute("keeper", {"q": "x"})  # the test model writes to memory
         assert first.ok and not first.cached
         second = await tasks.execute("keeper", {"q": "x"})
@@ -136,7 +136,7 @@ async def test_a_task_has_the_agents_tools_and_trust_and_is_recorded(project: An
     root = project(
         {"clerk": "---\nname: Clerk\nmodel: test\ncapabilities: [notes, files]\n---\nFile it.\n"}
     )
-    async with await TaskRunner.open() as tasks:
+    async with await open_task_runner() as tasks:
         outcome = await tasks.execute("clerk", {"doc": "invoice"})
         assert outcome.ok and outcome.run_id
         assert "note_create" in outcome.output and "write_file" in outcome.output
@@ -159,7 +159,7 @@ async def test_a_task_spends_within_budgets_and_counts_toward_the_day(
         "[budgets]\nper_run_usd = 0.05\nper_agent_daily_usd = 1.0\n",
     )
     mock.queue(Reply(text="word " * 4000, input_tokens=None))
-    async with await TaskRunner.open() as tasks:
+    async with await open_task_runner() as tasks:
         outcome = await tasks.execute("writer", {"topic": "everything"})
         assert outcome.error is not None and outcome.error["code"] == "budget_exceeded"
         spent = await tasks.runner.store.costs.spent_today("writer")
@@ -169,7 +169,7 @@ async def test_a_task_spends_within_budgets_and_counts_toward_the_day(
 async def test_cancelling_a_task_records_it(project: Any, mock: MockProvider) -> None:
     project({"writer": "---\nname: Writer\n---\nYou write.\n"})
     mock.queue(Reply(text="slow", delay_s=5))
-    async with await TaskRunner.open() as tasks:
+    async with await open_task_runner() as tasks:
         abort = AbortSignal()
         running = asyncio.ensure_future(tasks.execute("writer", {"t": 1}, abort=abort))
         await asyncio.sleep(0.3)
@@ -223,7 +223,7 @@ def test_an_interrupted_batch_keeps_every_finished_outcome(
     assert "Traceback" not in err
 
     async def runs() -> list[str]:
-        async with await TaskRunner.open(root) as tasks:
+        async with await open_task_runner(root) as tasks:
             return [r.status for r in await tasks.runner.store.runs.list(agent_id="writer")]
 
     statuses = asyncio.run(runs())

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from agentrunner.tasks import FileCache, TaskRunner, cache_key, canonical_json
+from agentrunner.compose import open_task_runner
+from agentrunner.tasks import FileCache, cache_key, canonical_json
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 
 CONFIG = """\
@@ -69,7 +70,7 @@ def tasks_project(
 
 
 async def run(agent: str, input: Any, **kwargs: Any) -> Any:
-    async with await TaskRunner.open() as tasks:
+    async with await open_task_runner() as tasks:
         return await tasks.execute(agent, input, **kwargs)
 
 
@@ -157,7 +158,7 @@ async def test_execution_failed_for_a_bug(
 async def test_project_failures_are_outcomes_through_execute(
     tasks_project: Path, mock: MockProvider
 ) -> None:
-    from agentrunner.tasks import execute
+    from agentrunner import execute
 
     (tasks_project / "agents" / "broken.md").write_text("---\nname: B\nmodle: x\n---\nHi\n")
     outcome = await execute("writer", {"company": "A", "topic": "t"})
@@ -172,7 +173,7 @@ async def test_project_failures_are_outcomes_through_execute(
 
 
 async def test_a_task_runs_once(tasks_project: Path, mock: MockProvider) -> None:
-    async with await TaskRunner.open() as tasks:
+    async with await open_task_runner() as tasks:
         task = tasks.task("writer", {"company": "A", "topic": "once"})
         assert (await task.run()).ok
         with pytest.raises(RuntimeError, match="runs once"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from agentrunner._version import __version__
-from agentrunner.cli import agents, history, project, run, serve, tasks, workspace
+from agentrunner.cli import agents, project, run, serve, tasks, threads_runs, workspace
 
 __all__ = ["app"]
 
@@ -55,5 +55,5 @@ app.command("exec")(tasks.exec_command)
 app.add_typer(tasks.cache_app, name="cache")
 app.add_typer(workspace.channels_app, name="channels")
 app.add_typer(agents.app, name="agents")
-app.add_typer(history.threads_app, name="threads")
-app.add_typer(history.runs_app, name="runs")
+app.add_typer(threads_runs.threads_app, name="threads")
+app.add_typer(threads_runs.runs_app, name="runs")

@@ -107,9 +107,9 @@ def chat(
 
 
 async def _open(session: _Session) -> tuple[AgentRunner, str]:
-    from agentrunner.runner import AgentRunner
+    from agentrunner.compose import open_runner
 
-    runner = await AgentRunner.open()
+    runner = await open_runner()
     try:
         runner.agents.get(session.agent_id).render_system(session.values)  # inputs, up front
         if session.model is not None:  # a typo fails before the first turn, not after it

@@ -105,9 +105,9 @@ class _Plan:
 
 
 async def _open() -> TaskRunner:
-    from agentrunner.tasks import TaskRunner
+    from agentrunner.compose import open_task_runner
 
-    return await TaskRunner.open()
+    return await open_task_runner()
 
 
 async def _one(plan: _Plan, values: Any) -> Outcome:

@@ -6,6 +6,7 @@ the engine sees wire formats.
 """
 
 from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.doubles import FunctionModel, ScriptedModel, TestModel
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.failures import FailureKind, ProviderError
 from agentrunner.engine.fallback import Attempt, ChainEntry, FallbackChain
@@ -25,7 +26,6 @@ from agentrunner.engine.messages import (
 )
 from agentrunner.engine.models import BUILTIN_PROVIDERS, ModelRegistry, ResolvedModel
 from agentrunner.engine.pricing import PriceBook
-from agentrunner.engine.test_models import FunctionModel, ScriptedModel, TestModel
 from agentrunner.engine.tools import Tool, ToolContext, ToolDenied, ToolRetry, tool
 from agentrunner.engine.turn import (
     CostTracker,

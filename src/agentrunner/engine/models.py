@@ -141,7 +141,7 @@ class ModelRegistry:
 
     def _build(self, provider: ProviderConfig) -> ModelClient:
         if provider.kind == "test":
-            from agentrunner.engine.test_models import TestModel
+            from agentrunner.engine.doubles import TestModel
 
             return TestModel()
         secret = self._credential(provider)

@@ -8,7 +8,7 @@ from agentrunner.tasks.cache import (
     cache_key,
     canonical_json,
 )
-from agentrunner.tasks.task import Outcome, Task, TaskRunner, execute, runner_with_tasks
+from agentrunner.tasks.task import Outcome, Task, TaskRunner
 
 __all__ = [
     "CacheStats",
@@ -20,6 +20,4 @@ __all__ = [
     "TaskRunner",
     "cache_key",
     "canonical_json",
-    "execute",
-    "runner_with_tasks",
 ]

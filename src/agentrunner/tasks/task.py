@@ -14,9 +14,8 @@ failures are outcomes with a code from the taxonomy, never exceptions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,8 +23,6 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.tasks.cache import ResultCache, cache_key
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.config import Config
@@ -33,7 +30,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.engine import Engine
     from agentrunner.runner import AgentRunner
 
-__all__ = ["Outcome", "Task", "TaskRunner", "execute", "runner_with_tasks"]
+__all__ = ["Outcome", "Task", "TaskRunner"]
 
 
 @dataclass(slots=True)
@@ -84,7 +81,8 @@ class Outcome:
 class TaskRunner:
     """Runs tasks for a project: its agents, through its runner, with its result cache.
 
-    ``async with await TaskRunner.open() as tasks: await tasks.execute("summariser", {...})``
+    ``agentrunner.compose.open_task_runner`` builds one for a project:
+    ``async with await open_task_runner() as tasks: await tasks.execute("summariser", {...})``
     """
 
     def __init__(
@@ -93,14 +91,6 @@ class TaskRunner:
         self.runner = runner
         self.cache = cache
         self._owns_runner = owns_runner  # opened for this task runner: closed with it
-
-    @classmethod
-    async def open(cls, start: Path | None = None) -> TaskRunner:
-        from agentrunner.runner import AgentRunner
-        from agentrunner.tasks.cache import open_cache
-
-        runner = await AgentRunner.open(start)
-        return cls(runner, open_cache(runner.config, runner.store), owns_runner=True)
 
     @property
     def config(self) -> Config:
@@ -301,44 +291,3 @@ class Task:
         if "memory" in spec.capabilities:
             facts["memory"] = await runner.store.memory.blocks(spec.id)
         return facts
-
-
-async def execute(
-    agent: str,
-    input: Mapping[str, Any],
-    *,
-    model: str | None = None,
-    fallback: Sequence[str] = (),
-    cache: bool | None = None,
-) -> Outcome:
-    """Run ``agent`` once on ``input`` in the project at or above the working directory.
-
-    A project that cannot be loaded (a broken agent file is ``invalid_specification``, an
-    unreadable one ``runner_io``) is a failed outcome too, never a raised error.
-    """
-    try:
-        tasks = await TaskRunner.open()
-    except AgentRunnerError as exc:
-        return Outcome.failure(agent, exc, model)
-    async with tasks:
-        return await tasks.execute(agent, input, model=model, fallback=fallback, cache=cache)
-
-
-@contextlib.asynccontextmanager
-async def runner_with_tasks(
-    start: Path | None = None,
-) -> AsyncIterator[tuple[AgentRunner, TaskRunner]]:
-    """The project's runner and a task runner over it, as a long-lived interface (stdio, MCP)
-    serves both; on exit the result cache is flushed, then the runner closed."""
-    from agentrunner.runner import AgentRunner
-    from agentrunner.tasks.cache import open_cache
-
-    runner = await AgentRunner.open(start)
-    tasks = TaskRunner(runner, open_cache(runner.config, runner.store))
-    try:
-        yield runner, tasks
-    finally:
-        try:
-            await tasks.close()
-        finally:
-            await runner.close()

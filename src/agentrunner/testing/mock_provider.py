@@ -240,7 +240,7 @@ def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
         and any(b.get("type") == "tool_result" for b in last["content"])
     )
     if tools and not last_is_result:
-        from agentrunner.engine.test_models import example_from_schema
+        from agentrunner.engine.doubles import example_from_schema
 
         tool = tools[0]
         spec = tool["function"] if flavor == "openai" else tool
