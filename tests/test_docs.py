@@ -432,7 +432,7 @@ def test_the_engine_example_shows_its_tool_turn(tmp_path: Path) -> None:
 
 
 def test_the_task_example_hits_the_cache_only_for_the_same_request(tmp_path: Path) -> None:
-    [block] = [b for b in BLOCKS if b.lang == "python" and "TaskRunner" in b.body]
+    [block] = [b for b in BLOCKS if b.lang == "python" and "open_task_runner" in b.body]
     project = _company(tmp_path / "demo")
     done = _run([sys.executable, "-c", block.body], project, _env())
     assert done.returncode == 0, done.stderr
