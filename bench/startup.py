@@ -34,7 +34,7 @@ fallback: [anthropic:claude-haiku-4-5]
 tools: [read_file, ask_agent]
 capabilities: [memory, agents]
 reports_to: {boss}
-limits: {{max_turns: 8, max_budget_usd: 0.10}}
+limits: {{max_steps: 8, max_budget_usd: 0.10}}
 memory: {{persona: "diligent"}}
 ---
 You are agent {n} of {{{{input.company}}}}. Focus: {{{{ input.focus? }}}}.

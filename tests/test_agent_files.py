@@ -23,7 +23,7 @@ mcp_servers:
   remote: {url: "http://127.0.0.1:9000/mcp"}
 reports_to: ceo
 trust: workspace
-limits: {max_turns: 8, max_budget_usd: 0.10}
+limits: {max_steps: 8, max_budget_usd: 0.10}
 output_schema: {type: object, properties: {summary: {type: string}}, required: [summary]}
 cache: true
 memory: {persona: "curious", human: "a journalist"}
@@ -66,7 +66,7 @@ def test_every_field_of_the_design_example() -> None:
     assert spec.mcp_servers["remote"].url == "http://127.0.0.1:9000/mcp"
     assert spec.reports_to == "ceo"
     assert spec.trust == "workspace"
-    assert (spec.limits.max_turns, spec.limits.max_budget_usd) == (8, 0.10)
+    assert (spec.limits.max_steps, spec.limits.max_budget_usd) == (8, 0.10)
     assert spec.output_schema is not None and spec.output_schema["required"] == ["summary"]
     assert spec.cache is True
     assert dict(spec.memory) == {"persona": "curious", "human": "a journalist"}
@@ -75,7 +75,7 @@ def test_every_field_of_the_design_example() -> None:
     assert spec.inputs["focus"].default == "everything"
     assert spec.inputs["focus"].required is False
     assert spec.persona == "concise"
-    assert spec.line_of("limits.max_turns") == 14
+    assert spec.line_of("limits.max_steps") == 14
 
 
 def test_spec_is_immutable() -> None:
@@ -99,7 +99,7 @@ def test_defaults_for_a_minimal_file() -> None:
     spec = parse("---\nmodel: test\n---\nHello.\n")
     assert spec.name == "researcher"
     assert spec.trust == "sandboxed"
-    assert spec.limits.max_turns == 10
+    assert spec.limits.max_steps == 10
     assert spec.limits.timeout_s == 600
     assert spec.retry.max == 2
     assert spec.tools == () and spec.enabled and not spec.cache
@@ -121,9 +121,9 @@ def test_unknown_key_names_line_and_nearest_key() -> None:
 
 
 def test_unknown_nested_key_names_its_line() -> None:
-    [err] = problems("---\nmodel: test\nlimits:\n  max_turns: 3\n  max_turn: 4\n---\nbody\n")
+    [err] = problems("---\nmodel: test\nlimits:\n  max_steps: 3\n  max_turn: 4\n---\nbody\n")
     assert err.line == 5
-    assert "limits.max_turn" in err.message and "limits.max_turns" in err.message
+    assert "limits.max_turn" in err.message and "limits.max_steps" in err.message
 
 
 def test_bad_yaml_names_file_and_line() -> None:
@@ -179,7 +179,7 @@ def test_missing_mandatory_input_names_file_and_line() -> None:
     ("line", "fragment"),
     [
         ("trust: everything", "'trust' must be one of sandboxed, workspace, full"),
-        ("limits: {max_turns: 0}", "'limits.max_turns' must be a positive integer"),
+        ("limits: {max_steps: 0}", "'limits.max_steps' must be a positive integer"),
         ("limits: {max_budget_usd: cheap}", "'limits.max_budget_usd' must be a positive number"),
         ("limits: {timeout_s: 0}", "'limits.timeout_s' must be a positive number, got 0"),
         ("limits: {timeout_s: soon}", "'limits.timeout_s' must be a positive number"),
@@ -208,14 +208,25 @@ def test_all_problems_of_a_file_are_reported_together() -> None:
     assert [e.line for e in errs] == [3, 4, 5]
 
 
-def test_tool_grant_can_only_narrow() -> None:
-    spec = parse(FULL)
-    assert spec.narrow_tools(["read_file"]) == ("read_file",)
-    assert spec.narrow_tools([]) == ()
-    with pytest.raises(AgentRunnerError) as info:
-        spec.narrow_tools(["read_file", "delete_everything"])
-    assert info.value.code is ErrorCode.VALIDATION
-    assert "delete_everything" in info.value.message
+@pytest.mark.parametrize("steps", [3, 7])
+def test_max_turns_is_read_as_max_steps_with_a_notice(
+    steps: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The old key still works (two values, two limits), and the file is told to rename it."""
+    text = f"---\nmodel: test\nlimits:\n  max_turns: {steps}\n---\nbody\n"
+    with caplog.at_level("WARNING", logger="agentrunner.agents"):
+        spec = parse(text)
+    assert spec.limits.max_steps == steps
+    [notice] = spec.notices
+    assert notice.startswith("agents/researcher.md:4: 'limits.max_turns' is now 'limits.max_steps'")
+    assert [r.getMessage() for r in caplog.records] == [notice]
+    assert parse("---\nmodel: test\nlimits: {max_steps: 4}\n---\nbody\n").notices == ()
+
+
+def test_max_turns_and_max_steps_together_is_an_error() -> None:
+    [err] = problems("---\nmodel: test\nlimits: {max_turns: 3, max_steps: 4}\n---\nbody\n")
+    assert "'limits.max_turns' and 'limits.max_steps' are the same limit" in err.message
+    assert err.hint and "Delete 'limits.max_turns'" in err.hint
 
 
 def test_unreadable_file_is_runner_io(tmp_path: Path) -> None:

@@ -55,6 +55,19 @@ def test_init_company_then_list_and_show(
     assert code == 0 and "5 agents valid" in out
 
 
+def test_validate_warns_once_about_an_old_key_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(capsys, "init", ".")[0] == 0
+    agent = tmp_path / "agents" / "assistant.md"
+    agent.write_text(agent.read_text().replace("max_steps", "max_turns"))
+    code, out, err = run(capsys, "agents", "validate")
+    assert code == 0 and "1 agent valid" in out
+    assert err.count("'limits.max_turns' is now 'limits.max_steps'") == 1
+    assert "warning: agents/assistant.md:" in err
+
+
 @pytest.mark.parametrize("template", ["basic", "company", "office"])
 def test_every_template_validates(
     template: str,
@@ -131,7 +144,7 @@ def test_validate_prints_one_precise_line_per_problem(
 def test_validate_locates_a_bad_run_deadline(
     write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write_agent("slow", "---\nmodel: test\nlimits:\n  max_turns: 3\n  timeout_s: -5\n---\nx\n")
+    write_agent("slow", "---\nmodel: test\nlimits:\n  max_steps: 3\n  timeout_s: -5\n---\nx\n")
     write_agent("fine", "---\nmodel: test\nlimits:\n  timeout_s: 90\n---\nx\n")
     code, _, err = run(capsys, "agents", "validate")
     assert code == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -186,6 +187,46 @@ def test_public_api_is_pinned() -> None:
     assert agentrunner.__all__ == PUBLIC_API
     for name in PUBLIC_API:
         assert getattr(agentrunner, name) is not None
+
+
+def _exports(tree: ast.Module) -> set[str] | None:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            try:
+                return set(ast.literal_eval(node.value))
+            except ValueError:  # built at import time (the package's lazy table)
+                return None
+    return None
+
+
+def test_every_name_imported_across_modules_is_exported() -> None:
+    """A name one module takes from another is part of that module's interface: it is in its
+    ``__all__`` (private names are not imported across modules)."""
+    src = Path(agentrunner.__file__).parent.parent
+    modules: dict[str, ast.Module] = {}
+    for file in src.rglob("agentrunner/**/*.py"):
+        parts = list(file.relative_to(src).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = ast.parse(
+            file.read_text()
+        )
+    assert len(modules) > 50
+    missing: list[str] = []
+    for name, tree in modules.items():
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+                continue
+            target = modules.get(node.module)
+            if target is None or node.module == "agentrunner":
+                continue
+            exported = _exports(target)
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in modules:  # a submodule
+                    continue
+                if exported is None or alias.name not in exported:
+                    missing.append(f"{name} imports {node.module}.{alias.name}")
+    assert missing == []
 
 
 def test_import_is_light() -> None:

@@ -169,6 +169,7 @@ def check_project(project: Project) -> ProjectCheck:
     models = ModelRegistry.from_config(project.config)
     for spec in [*project.agents, *project.agents.partial.values()]:
         file = display_path(spec.path)
+        check.warnings.extend(spec.notices)
         # the loader already refused capabilities it does not know: each problem once
         seen = {problem.one_line() for problem in check.problems}
         check.problems.extend(p for p in capabilities.problems(spec) if p.one_line() not in seen)

@@ -27,6 +27,7 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 
 __all__ = [
     "CONFIG_FILE",
+    "DEFAULT_MAX_QUEUE",
     "RESERVED_KEYS",
     "Budgets",
     "ChannelConfig",
@@ -356,7 +357,14 @@ def _build(
         channels=MappingProxyType(_channels(raw.get("channels", {}), err)),
         person=str(defaults.get("person", "you")),
         chain_depth=_count(defaults.get("chain_depth", 3), "defaults.chain_depth", err),
-        lease_s=_usd(raw.get("workers", {}).get("lease_s", 30.0), "workers.lease_s", err) or 30.0,
+        lease_s=_amount(
+            raw.get("workers", {}).get("lease_s"),
+            "workers.lease_s",
+            "seconds",
+            err,
+            "Leave it out for the default, 30 s.",
+        )
+        or 30.0,
         worker_concurrency=_count(
             raw.get("workers", {}).get("concurrency", 4), "workers.concurrency", err
         ),
@@ -498,15 +506,17 @@ def _usd(value: Any, name: str, err: _Err) -> float:
     return float(value)
 
 
-def _amount(value: Any, name: str, unit: str, err: _Err) -> float | None:
-    """An optional positive number (absent means no limit)."""
+def _amount(
+    value: Any, name: str, unit: str, err: _Err, hint: str = "Leave it out for no limit."
+) -> float | None:
+    """An optional positive number of ``unit`` (absent: ``None``, no limit or the default)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise err(
             f"{name} must be a positive number of {unit}, got {value!r}",
             name.rsplit(".", 1)[-1],
-            "Leave it out for no limit.",
+            hint,
         )
     return float(value)
 

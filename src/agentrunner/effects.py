@@ -59,7 +59,7 @@ class PostRunEffects:
                 model=model,
                 system=TITLE_PROMPT,
                 message=question[:2000],
-                limits=TurnLimits(max_turns=1, max_output_tokens=32),
+                limits=TurnLimits(max_steps=1, max_output_tokens=32),
                 stream=False,
             )
             title = " ".join(result.text.split()).strip(" \"'.")[:80]

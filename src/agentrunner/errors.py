@@ -138,8 +138,8 @@ _INFO: dict[ErrorCode, CodeInfo] = {
     ),
     _E.TURN_LIMIT: CodeInfo(
         False,
-        "The tool loop reached `limits.max_turns` model requests without a final answer.",
-        "Raise `limits.max_turns` or make the task smaller.",
+        "The tool loop reached `limits.max_steps` model requests without a final answer.",
+        "Raise `limits.max_steps` or make the task smaller.",
     ),
     _E.RUN_TIMEOUT: CodeInfo(
         False,

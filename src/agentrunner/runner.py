@@ -66,7 +66,7 @@ class RunAgentOverrides:
 
     model: str | None = None
     fallback: tuple[str, ...] = ()
-    max_turns: int | None = None
+    max_steps: int | None = None
     background: bool = False
     channel_mode: bool = False
     history: bool = True
@@ -458,7 +458,7 @@ class AgentRunner:
             message=user.content,
             tools=tools,
             limits=TurnLimits(
-                max_turns=overrides.max_turns or limits.max_turns,
+                max_steps=overrides.max_steps or limits.max_steps,
                 max_tool_calls=limits.max_tool_calls,
                 max_tokens=limits.max_tokens,
                 max_output_tokens=limits.max_output_tokens,

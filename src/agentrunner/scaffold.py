@@ -43,7 +43,7 @@ _ASSISTANT = """\
 name: Assistant
 description: A helpful general-purpose assistant
 capabilities: [memory, notes]
-limits: {max_turns: 8}
+limits: {max_steps: 8}
 memory:
   human: "Nothing known about the user yet."
 ---
@@ -57,7 +57,7 @@ name: CEO
 description: Sets direction and delegates to the C-suite
 capabilities: [agents, memory]
 tools: [ask_agent]
-limits: {max_turns: 12, max_budget_usd: 0.50}
+limits: {max_steps: 12, max_budget_usd: 0.50}
 memory:
   company: "Early stage, small team; decisions favour speed over polish."
 ---
@@ -72,7 +72,7 @@ name: {title}
 description: {description}
 reports_to: ceo
 capabilities: [memory, notes]
-limits: {{max_turns: 8, max_budget_usd: 0.20}}
+limits: {{max_steps: 8, max_budget_usd: 0.20}}
 ---
 You are the {title} and report to the CEO. {focus}
 Answer the CEO's questions concretely: numbers, risks and a recommendation.
@@ -85,7 +85,7 @@ description: Writes one-paragraph briefs; run as a task (agentrunner exec analys
 reports_to: cfo
 cache: true
 prompt_template: "Write a brief on {{input.company}}. {{ input.question? }}"
-limits: {max_turns: 2, max_budget_usd: 0.05}
+limits: {max_steps: 2, max_budget_usd: 0.05}
 ---
 You are a financial analyst. Answer in one paragraph: the facts first, then what they mean.
 """
@@ -95,7 +95,7 @@ _OFFICE_AGENT = """\
 name: {name}
 description: {description}
 capabilities: [memory]
-limits: {{max_turns: 5, max_budget_usd: 0.10}}
+limits: {{max_steps: 5, max_budget_usd: 0.10}}
 ---
 You are {name}, {role} at a small paper company. {style}
 In a channel you speak only with the send_message tool, and you may choose do_nothing when a

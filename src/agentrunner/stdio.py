@@ -146,7 +146,7 @@ class StdioServer:
             RunAgentOverrides(
                 model=params.get("model"),
                 fallback=_models(params, "fallback"),
-                max_turns=params.get("max_turns"),
+                max_steps=params.get("max_steps", params.get("max_turns")),  # its old name
             ),
             abort,
             input=values,

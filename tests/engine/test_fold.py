@@ -89,7 +89,6 @@ async def test_an_openai_refusal_folds_alike_streamed_or_not(refusal: str) -> No
         Usage(12, 9, requests=1),
         "content_filter",
         "gpt-4o-2024-08-06",
-        "chatcmpl-refused",
     )
 
 

@@ -280,10 +280,10 @@ async def test_crashing_tool_is_tool_failed() -> None:
     assert "disk on fire" in info.value.message
 
 
-async def test_max_turns_is_turn_limit() -> None:
+async def test_max_steps_is_turn_limit() -> None:
     model = ScriptedModel([[ToolCall(f"w{i}", "get_weather", {"city": "X"})] for i in range(5)])
     with pytest.raises(TurnError) as info:
-        await run_turn(scripted_turn(model, limits=TurnLimits(max_turns=3)))
+        await run_turn(scripted_turn(model, limits=TurnLimits(max_steps=3)))
     assert info.value.code is ErrorCode.TURN_LIMIT and info.value.stop_reason == "max_steps"
     assert len(model.requests) == 3
 

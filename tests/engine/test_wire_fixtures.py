@@ -939,7 +939,6 @@ Here are the key principles for designing scalable systems:
                     ),
                     finish_reason="length",
                     model="claude-sonnet-4-20250514",
-                    response_id="msg_01BPHq1oWdmASZ4LpYgQ73U1",
                 ),
                 "anthropic/cache_read_max_tokens": ModelResponse(
                     message=AssistantMessage(
@@ -961,7 +960,6 @@ A **system** is an organized collection of interconnected components that work t
                     ),
                     finish_reason="length",
                     model="claude-sonnet-4-20250514",
-                    response_id="msg_01YUFu6WCB8ZHZBNCMemdJ2B",
                 ),
                 "anthropic/parallel_tool_results_followup": ModelResponse(
                     message=AssistantMessage(
@@ -979,7 +977,6 @@ Therefore, Daisy is the youngest in the family. She is described as Charlie's yo
                     usage=Usage(input_tokens=771, output_tokens=77, requests=1),
                     finish_reason="stop",
                     model="claude-haiku-4-5-20251001",
-                    response_id="msg_01JVqZPgDwmnyb2kKC3MwCVf",
                 ),
                 "anthropic/parallel_tool_use": ModelResponse(
                     message=AssistantMessage(
@@ -1012,7 +1009,6 @@ Therefore, Daisy is the youngest in the family. She is described as Charlie's yo
                     usage=Usage(input_tokens=423, output_tokens=202, requests=1),
                     finish_reason="tool_calls",
                     model="claude-haiku-4-5-20251001",
-                    response_id="msg_011S3wxtqL5CVescWqS3zeg2",
                 ),
                 "anthropic/parallel_tool_use_stream": ModelResponse(
                     message=AssistantMessage(
@@ -1035,7 +1031,6 @@ Therefore, Daisy is the youngest in the family. She is described as Charlie's yo
                     usage=Usage(input_tokens=416, output_tokens=109, requests=1),
                     finish_reason="tool_calls",
                     model="claude-sonnet-4-20250514",
-                    response_id="msg_013zKrzHmx2EAPhcF2gQKQ4k",
                 ),
                 "anthropic/stop_sequence_prefill_stream": ModelResponse(
                     message=AssistantMessage(
@@ -1050,7 +1045,6 @@ def pelican():
                     usage=Usage(input_tokens=16, output_tokens=28, requests=1),
                     finish_reason="stop_sequence",
                     model="claude-haiku-4-5-20251001",
-                    response_id="msg_01KozUDYHvRtgs3NLgG7jzN9",
                 ),
                 "anthropic/structured_output_json_schema": ModelResponse(
                     message=AssistantMessage(
@@ -1061,7 +1055,6 @@ def pelican():
                     usage=Usage(input_tokens=196, output_tokens=19, requests=1),
                     finish_reason="stop",
                     model="claude-sonnet-4-5-20250929",
-                    response_id="msg_01Hfgh959WDWjL5jkM2FQXTL",
                 ),
                 "anthropic/text_basic": ModelResponse(
                     message=AssistantMessage(
@@ -1072,7 +1065,6 @@ def pelican():
                     usage=Usage(input_tokens=17, output_tokens=15, requests=1),
                     finish_reason="stop",
                     model="claude-sonnet-4-20250514",
-                    response_id="msg_01EXuhhFC9buDpjCcznFPSDs",
                 ),
                 "anthropic/text_stream": ModelResponse(
                     message=AssistantMessage(
@@ -1083,7 +1075,6 @@ def pelican():
                     usage=Usage(input_tokens=17, output_tokens=15, requests=1),
                     finish_reason="stop",
                     model="claude-sonnet-4-20250514",
-                    response_id="msg_018bk6q16LtrDpGDm6TyXTgn",
                 ),
                 "anthropic/thinking": ModelResponse(
                     message=AssistantMessage(
@@ -1137,7 +1128,6 @@ Here's how to cross the street safely:
                     usage=Usage(input_tokens=43, output_tokens=321, requests=1),
                     finish_reason="stop",
                     model="claude-sonnet-4-5-20250929",
-                    response_id="msg_01TGA8SWcHTTn5674cmicbnJ",
                 ),
                 "anthropic/thinking_stream": ModelResponse(
                     message=AssistantMessage(
@@ -1170,7 +1160,6 @@ Let me give two brief, catchy names:\
                     usage=Usage(input_tokens=46, output_tokens=133, requests=1),
                     finish_reason="stop",
                     model="claude-haiku-4-5-20251001",
-                    response_id="msg_01Eg56TYRnKCEgWtZu2yjR1t",
                 ),
                 "anthropic/tool_result_followup": ModelResponse(
                     message=AssistantMessage(
@@ -1181,7 +1170,6 @@ Let me give two brief, catchy names:\
                     usage=Usage(input_tokens=646, output_tokens=31, requests=1),
                     finish_reason="stop",
                     model="claude-sonnet-4-5-20250929",
-                    response_id="msg_016ZQ7FNypND5WzmJJ8stJRh",
                 ),
                 "anthropic/tool_use_single": ModelResponse(
                     message=AssistantMessage(
@@ -1198,7 +1186,6 @@ Let me give two brief, catchy names:\
                     usage=Usage(input_tokens=572, output_tokens=53, requests=1),
                     finish_reason="tool_calls",
                     model="claude-sonnet-4-5-20250929",
-                    response_id="msg_0157RbBMVd2po91eocfMnSDy",
                 ),
                 "openai/finish_length": ModelResponse(
                     message=AssistantMessage(
@@ -1221,7 +1208,6 @@ Certainly! Here is a list of all 50 U.S. states:
                     usage=Usage(input_tokens=14, output_tokens=50, requests=1),
                     finish_reason="length",
                     model="gpt-4o-2024-08-06",
-                    response_id="chatcmpl-CRkRCD45LL6P2L6mVxv5bX1UuLCsM",
                 ),
                 "openai/parallel_tool_calls": ModelResponse(
                     message=AssistantMessage(
@@ -1243,7 +1229,6 @@ Certainly! Here is a list of all 50 U.S. states:
                     usage=Usage(input_tokens=75, output_tokens=53, requests=1),
                     finish_reason="tool_calls",
                     model="gpt-4o-2024-08-06",
-                    response_id="chatcmpl-CRkQLoUbXLK7jHgn0ahxbdvo6XWOD",
                 ),
                 "openai/parallel_tool_results_followup": ModelResponse(
                     message=AssistantMessage(
@@ -1258,7 +1243,6 @@ The secrets associated with the passwords are as follows:
                     usage=Usage(input_tokens=149, output_tokens=32, requests=1),
                     finish_reason="stop",
                     model="gpt-4o-2024-08-06",
-                    response_id="chatcmpl-CRkQMFjWOidhJ5GXrWAEB7z2tYMyn",
                 ),
                 "openai/structured_output_json_schema": ModelResponse(
                     message=AssistantMessage(
@@ -1269,7 +1253,6 @@ The secrets associated with the passwords are as follows:
                     usage=Usage(input_tokens=172, output_tokens=29, requests=1),
                     finish_reason="stop",
                     model="gpt-4o-2024-08-06",
-                    response_id="chatcmpl-CRl1ZG4wFCynijp6yzg6mt5CECdl8",
                 ),
                 "openai/text_basic": ModelResponse(
                     message=AssistantMessage(
@@ -1278,7 +1261,6 @@ The secrets associated with the passwords are as follows:
                     usage=Usage(input_tokens=16, output_tokens=12, requests=1),
                     finish_reason="stop",
                     model="gpt-4o-2024-08-06",
-                    response_id="chatcmpl-CRkJFgcA6BuMrBur38ZHUXgT6zRjg",
                 ),
                 "openai/text_stream_include_usage": ModelResponse(
                     message=AssistantMessage(
@@ -1287,7 +1269,6 @@ The secrets associated with the passwords are as follows:
                     usage=Usage(input_tokens=16, output_tokens=10, requests=1),
                     finish_reason="stop",
                     model="gpt-4o-2024-08-06",
-                    response_id="chatcmpl-CoDWl5rS0pF10P0W0TDVgY3NA26dk",
                 ),
                 "openai/tool_call_single": ModelResponse(
                     message=AssistantMessage(
@@ -1304,7 +1285,6 @@ The secrets associated with the passwords are as follows:
                     usage=Usage(input_tokens=132, output_tokens=23, requests=1),
                     finish_reason="tool_calls",
                     model="gpt-5-mini-2025-08-07",
-                    response_id="chatcmpl-D3Sqix10hJ5DCDejQOQklpm4k7cj8",
                 ),
                 "openai/tool_call_stream": ModelResponse(
                     message=AssistantMessage(
@@ -1321,7 +1301,6 @@ The secrets associated with the passwords are as follows:
                     usage=Usage(input_tokens=53, output_tokens=15, requests=1),
                     finish_reason="tool_calls",
                     model="gpt-4o-mini-2024-07-18",
-                    response_id="chatcmpl-Dx0XpqH8w09uBXwq1zFGYdETjtnEl",
                 ),
                 "openai/tool_result_followup": ModelResponse(
                     message=AssistantMessage(
@@ -1332,7 +1311,6 @@ The secrets associated with the passwords are as follows:
                     usage=Usage(input_tokens=167, output_tokens=171, requests=1),
                     finish_reason="stop",
                     model="gpt-5-mini-2025-08-07",
-                    response_id="chatcmpl-D3SqlRfqaB3DqdqMMzCTcq2Ghx9NY",
                 ),
             }
         )[name(path)]

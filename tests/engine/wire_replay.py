@@ -233,7 +233,7 @@ def openai_body(folded: ModelResponse) -> dict[str, Any]:
             for call in said.tool_calls
         ]
     return {
-        "id": folded.response_id,
+        "id": "replayed",
         "object": "chat.completion",
         "model": folded.model,
         "choices": [
@@ -265,7 +265,7 @@ def anthropic_body(folded: ModelResponse) -> dict[str, Any]:
     ]
     cached = usage.cache_read_tokens + usage.cache_write_tokens
     return {
-        "id": folded.response_id,
+        "id": "replayed",
         "type": "message",
         "role": "assistant",
         "model": folded.model,

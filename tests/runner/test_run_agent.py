@@ -359,7 +359,7 @@ async def test_files_stay_in_scope(
     assert "top secret" not in str(await runner.store.messages.page("t"))
 
 
-async def test_overrides_model_and_max_turns(
+async def test_overrides_model_and_max_steps(
     agent: Agent, open_runner: Any, mock: MockProvider
 ) -> None:
     agent("o", "capabilities: [notes]")
@@ -371,7 +371,7 @@ async def test_overrides_model_and_max_turns(
     assert result.model == "mockant:claude-mock" and result.text == "from claude"
     mock.queue(*(Reply(tool_calls=[("note_list", {})]) for _ in range(3)))
     with pytest.raises(AgentRunnerError) as info:
-        await runner.run_agent("o", "t", "loop", overrides=RunAgentOverrides(max_turns=2))
+        await runner.run_agent("o", "t", "loop", overrides=RunAgentOverrides(max_steps=2))
     assert info.value.code is ErrorCode.TURN_LIMIT
 
 

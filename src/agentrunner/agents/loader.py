@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +33,8 @@ from agentrunner.agents.templating import Template
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
 __all__ = ["load_agent_file", "parse_agent_text"]
+
+log = logging.getLogger("agentrunner.agents")
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 T = TypeVar("T")
@@ -67,6 +70,8 @@ def parse_agent_text(
     reader.problems.extend(duplicates)  # read on: the file's other problems are listed too
     spec = reader.build(agent_id, data, body, body_line, path, default_model)
     AgentFileErrors.raise_if_any(reader.problems, spec)
+    for notice in reader.notices:
+        log.warning("%s", notice)
     return replace(spec, digest=hashlib.sha256(text.encode()).hexdigest())
 
 
@@ -173,6 +178,10 @@ def _nearest(word: str, choices: tuple[str, ...] | list[str]) -> str | None:
     return found[0] if found else None
 
 
+# The old name of `limits.max_steps`, still read (with a notice) so existing files keep working.
+RENAMED_LIMIT = "max_turns"
+
+
 class _Reader:
     """Reads typed fields out of the parsed frontmatter, collecting problems as it goes."""
 
@@ -180,6 +189,7 @@ class _Reader:
         self.file = file
         self.lines = lines
         self.problems: list[AgentRunnerError] = []
+        self.notices: list[str] = []
 
     def fail(
         self, key: str, message: str, hint: str | None = None, line: int | None = None
@@ -195,12 +205,17 @@ class _Reader:
         )
 
     def check_keys(
-        self, data: Mapping[str, Any], allowed: tuple[str, ...], prefix: str = ""
+        self,
+        data: Mapping[str, Any],
+        allowed: tuple[str, ...],
+        prefix: str = "",
+        old_names: Mapping[str, str] = MappingProxyType({}),
     ) -> None:
         for key in data:
-            if key in allowed:
+            if key in allowed or key in old_names:
                 continue
-            near = _nearest(str(key), list(allowed))
+            near = _nearest(str(key), [*allowed, *old_names])
+            near = old_names.get(near, near) if near else near  # suggest the current name
             guess = f" (did you mean '{prefix}{near}'?)" if near else ""
             self.fail(
                 f"{prefix}{key}",
@@ -278,6 +293,7 @@ class _Reader:
         keys: tuple[str, ...],
         build: Callable[[Mapping[str, Any]], T],
         default: T,
+        old_names: Mapping[str, str] = MappingProxyType({}),
     ) -> T:
         value = data.get(key)
         if value is None:
@@ -285,7 +301,7 @@ class _Reader:
         if not isinstance(value, dict):
             self.fail(key, f"'{key}' must be a mapping with keys {', '.join(keys)}, got {value!r}")
             return default
-        self.check_keys(value, keys, f"{key}.")
+        self.check_keys(value, keys, f"{key}.", old_names)
         return build(value)
 
     def template(self, source: str, line: int) -> Template | None:
@@ -319,7 +335,9 @@ class _Reader:
                 line=1,
             )
         retry = self.section(data, "retry", RetryPolicy.KEYS, self._retry, RetryPolicy())
-        limits = self.section(data, "limits", Limits.KEYS, self._limits, Limits())
+        limits = self.section(
+            data, "limits", Limits.KEYS, self._limits, Limits(), {RENAMED_LIMIT: "max_steps"}
+        )
         trust = self.choice(data, "trust", TRUST_LEVELS, "sandboxed")
         capabilities = self.str_list(data, "capabilities")
         for cap in capabilities:
@@ -368,6 +386,7 @@ class _Reader:
             "prompt_template": prompt_template,
             "persona": persona,
             "lines": MappingProxyType(dict(self.lines)),
+            "notices": tuple(self.notices),
         }
         # Built even with problems (their fields at defaults, a broken body as empty): it is
         # what the file is, for the checks across files (reports_to) and against tools and models.
@@ -387,8 +406,23 @@ class _Reader:
     def _limits(self, value: Mapping[str, Any]) -> Limits:
         d = Limits()
         p = "limits."
+        key = "max_steps"
+        if RENAMED_LIMIT in value:
+            if "max_steps" in value:
+                self.fail(
+                    f"{p}{RENAMED_LIMIT}",
+                    f"'{p}{RENAMED_LIMIT}' and '{p}max_steps' are the same limit; keep one",
+                    hint=f"Delete '{p}{RENAMED_LIMIT}' (its old name).",
+                )
+            else:
+                key = RENAMED_LIMIT
+                line = self.lines.get(f"{p}{RENAMED_LIMIT}", 1)
+                self.notices.append(
+                    f"{self.file}:{line}: '{p}{RENAMED_LIMIT}' is now '{p}max_steps' (a run's "
+                    "steps are its model requests); the old name still works, rename it"
+                )
         return Limits(
-            max_turns=self.positive(value, "max_turns", int, d.max_turns, p),
+            max_steps=self.positive(value, key, int, d.max_steps, p),
             max_budget_usd=self.positive(value, "max_budget_usd", float, d.max_budget_usd, p),
             max_tool_calls=self.positive(value, "max_tool_calls", int, d.max_tool_calls, p),
             max_tokens=self.positive(value, "max_tokens", int, d.max_tokens, p),

@@ -6,16 +6,16 @@ loader's "did you mean" hints) and that a tool grant and a trust level can only 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
 from agentrunner.agents.templating import Rendered, Template
-from agentrunner.errors import AgentRunnerError, ErrorCode
 
 __all__ = [
+    "BACKOFFS",
     "CAPABILITIES",
     "PERSONA_PRESETS",
     "TOP_LEVEL_KEYS",
@@ -25,6 +25,7 @@ __all__ = [
     "Limits",
     "McpServerSpec",
     "RetryPolicy",
+    "Trust",
 ]
 
 Trust = Literal["sandboxed", "workspace", "full"]
@@ -66,7 +67,7 @@ class RetryPolicy:
 class Limits:
     """Per-run limits, checked before every model request."""
 
-    max_turns: int = 10
+    max_steps: int = 10  # model requests (each with the tool calls it asks for) in one run
     max_budget_usd: float | None = None
     max_tool_calls: int | None = None
     max_tokens: int | None = None
@@ -74,7 +75,7 @@ class Limits:
     timeout_s: float = 600.0  # the run's deadline: requests, retries, waits and tool calls
 
     KEYS = (
-        "max_turns",
+        "max_steps",
         "max_budget_usd",
         "max_tool_calls",
         "max_tokens",
@@ -160,6 +161,9 @@ class AgentSpec:
     persona: str | None = None
     lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     digest: str = field(default="", compare=False)  # of the file's text: changes with any edit
+    # What the file says in an old way that is still accepted (a renamed key): shown by
+    # `agents check` and logged once when the file is loaded, never a reason to refuse it.
+    notices: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -188,7 +192,7 @@ class AgentSpec:
         }
 
     def line_of(self, key: str) -> int | None:
-        """File line where ``key`` (dotted, e.g. ``limits.max_turns``) was written."""
+        """File line where ``key`` (dotted, e.g. ``limits.max_steps``) was written."""
         return self.lines.get(key)
 
     def input_defaults(self) -> dict[str, Any]:
@@ -210,22 +214,6 @@ class AgentSpec:
         if self.prompt_template is None:
             return None
         return self.prompt_template.render_with_values(self.with_defaults(input))
-
-    def narrow_tools(self, requested: Iterable[str]) -> tuple[str, ...]:
-        """The grant for one run: ``requested`` must be a subset of the agent's ``tools``.
-
-        Seed 001: a grant override can only narrow; widening raises ``validation``.
-        """
-        wanted = tuple(dict.fromkeys(requested))
-        extra = [t for t in wanted if t not in self.tools]
-        if extra:
-            raise AgentRunnerError(
-                ErrorCode.VALIDATION,
-                f"tool grant for agent '{self.id}' can only narrow its tools; "
-                f"not granted to it: {', '.join(extra)}",
-                hint=f"Agent '{self.id}' may use: {', '.join(self.tools) or '(no tools)'}.",
-            )
-        return wanted
 
     def narrow_trust(self, caller: Trust | None) -> Trust:
         """The trust of a run of this agent started by a run with ``caller``'s trust: the lower

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import typer
@@ -120,6 +121,8 @@ def validate() -> None:
     from agentrunner.compose import check_project
     from agentrunner.project import load_project
 
+    # the loader logs a file's notices (an old key name); here they are listed as warnings
+    logging.getLogger("agentrunner.agents").setLevel(logging.ERROR)
     project = load_project(strict=False)
     check = check_project(project)
     for problem in check.problems:
@@ -140,7 +143,7 @@ def validate() -> None:
 
 def _limits_text(spec: AgentSpec) -> str:
     limits = spec.limits
-    parts = [f"max_turns {limits.max_turns}"]
+    parts = [f"max_steps {limits.max_steps}"]
     if limits.max_budget_usd is not None:
         parts.append(f"max_budget_usd {limits.max_budget_usd:g}")
     if limits.max_tool_calls is not None:

@@ -31,7 +31,7 @@ class _Session:
     thread: str | None = None
     model: str | None = None
     fallback: tuple[str, ...] = ()
-    max_turns: int | None = None
+    max_steps: int | None = None
     values: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -63,7 +63,12 @@ def run(
     thread: str | None = _THREAD,
     model: str | None = _MODEL,
     fallback: list[str] = _FALLBACK,
-    max_turns: int | None = typer.Option(None, "--max-turns", help="Override limits.max_turns."),
+    max_steps: int | None = typer.Option(
+        None,
+        "--max-steps",
+        "--max-turns",
+        help="Override limits.max_steps (--max-turns: old name).",
+    ),
     input: str | None = typer.Option(
         None, "--input", "-i", help="Template input: JSON, @file or -."
     ),
@@ -82,7 +87,7 @@ def run(
         )
     text = read_message(message)
     values = parse_input(input) if input else {}
-    session = _Session(agent_id, new, thread, model, tuple(fallback), max_turns, values)
+    session = _Session(agent_id, new, thread, model, tuple(fallback), max_steps, values)
     result = asyncio.run(_run_once(session, text, as_json))
     if result is not None and result.stop_reason == "cancelled":
         raise typer.Exit(130)
@@ -198,7 +203,7 @@ async def _turn(
     loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
     printer = _Printer() if stream else None
     overrides = RunAgentOverrides(
-        model=session.model, fallback=session.fallback, max_turns=session.max_turns
+        model=session.model, fallback=session.fallback, max_steps=session.max_steps
     )
     try:
         result = await runner.run_agent(

@@ -94,7 +94,6 @@ class ResponseFold:
         "finish_reason",
         "model",
         "provider",
-        "response_id",
     )
 
     def __init__(self, provider: str, on_delta: DeltaSink | None = None) -> None:
@@ -103,7 +102,6 @@ class ResponseFold:
         self._parts: list[_Part] = []
         self._by_id: dict[PartId, _Part] = {}
         self.model = ""
-        self.response_id: str | None = None
         self.finish_reason: FinishReason = "stop"
         self.complete = False  # the wire's end marker was seen
         self._input: int | None = None
@@ -168,9 +166,8 @@ class ResponseFold:
 
     # -- the response's own fields ---------------------------------------------------------
 
-    def identify(self, model: str | None, response_id: str | None) -> None:
+    def identify(self, model: str | None) -> None:
         self.model = model or ""
-        self.response_id = response_id
 
     def finish(self, reason: FinishReason) -> None:
         self.finish_reason = reason
@@ -226,7 +223,7 @@ class ResponseFold:
         message = AssistantMessage(
             "".join(text), calls, thinking, self.model or None, self.provider
         )
-        return ModelResponse(message, self._usage(), finish, self.model, self.response_id)
+        return ModelResponse(message, self._usage(), finish, self.model)
 
     def _get(self, part_id: PartId, kind: type[_P]) -> _P:
         part = self._by_id.get(part_id)

@@ -225,7 +225,6 @@ class ModelResponse:
     usage: Usage
     finish_reason: FinishReason
     model: str
-    response_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

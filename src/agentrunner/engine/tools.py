@@ -26,7 +26,15 @@ from typing import Any, Literal, get_args, get_origin, overload
 
 from agentrunner.engine.messages import ToolDefinition
 
-__all__ = ["Tool", "ToolContext", "ToolDenied", "ToolRetry", "tool"]
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolDenied",
+    "ToolRetry",
+    "render_result",
+    "schema_problem",
+    "tool",
+]
 
 ToolFn = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
 

@@ -6,7 +6,7 @@ Events, in the order they happen: ``agent.thinking``, ``agent.token`` (streamed 
 ``agent.tool_call``, ``agent.tool_result``, ``agent.message`` (the final answer).
 
 Limits are checked before every model request, so none is overshot by a request: requests
-(``max_turns`` → ``turn_limit``), tokens, tool calls, and money: each request's worst case is
+(``max_steps`` → ``turn_limit``), tokens, tool calls, and money: each request's worst case is
 reserved against the tightest budget and its output cap lowered to fit (``engine.budget``), so
 a reply cannot overshoot a budget either (``budget_exceeded``). A deadline (``timeout_s``) bounds
 the whole turn — requests, retries, backoff waits and tool calls — and ends it as
@@ -87,7 +87,7 @@ INTERRUPTED = "interrupted: the run stopped before this tool call finished"
 
 @dataclass(slots=True)
 class TurnLimits:
-    max_turns: int = 10
+    max_steps: int = 10
     max_tool_calls: int | None = None
     max_tokens: int | None = None
     max_budget_micros: int | None = None
@@ -481,12 +481,12 @@ class _TurnRun:
 
     def check_limits(self) -> None:
         limits = self.turn.limits
-        if self.responses >= limits.max_turns:
+        if self.responses >= limits.max_steps:
             raise self.error(
                 ErrorCode.TURN_LIMIT,
-                f"reached max_turns ({limits.max_turns}) model requests without a final answer",
+                f"reached max_steps ({limits.max_steps}) model requests without a final answer",
                 "max_steps",
-                hint="Raise limits.max_turns in the agent file.",
+                hint="Raise limits.max_steps in the agent file.",
             )
         if limits.max_tokens is not None and self.usage.total_tokens >= limits.max_tokens:
             raise self.error(

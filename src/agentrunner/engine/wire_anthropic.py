@@ -114,7 +114,7 @@ class AnthropicWire:
 
     def fold_body(self, body: Mapping[str, Any], fold: ResponseFold) -> None:
         """A whole message: each content block is read as the start of a streamed one."""
-        fold.identify(body.get("model"), body.get("id"))
+        fold.identify(body.get("model"))
         _fold_usage(body.get("usage"), fold)
         for index, block in enumerate(body.get("content") or ()):
             _fold_block(index, block, fold)
@@ -131,7 +131,7 @@ class AnthropicWire:
             _fold_block(payload["index"], payload.get("content_block") or {}, fold)
         elif kind == "message_start":
             message = payload.get("message") or {}
-            fold.identify(message.get("model"), message.get("id"))
+            fold.identify(message.get("model"))
             _fold_usage(message.get("usage"), fold)
         elif kind == "message_delta":
             _fold_stop(payload.get("delta") or {}, fold)

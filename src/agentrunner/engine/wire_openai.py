@@ -105,7 +105,7 @@ class OpenAIWire:
             raise ProviderError(
                 FailureKind.UNKNOWN, "response has no choices", provider=self.provider
             )
-        fold.identify(body.get("model"), body.get("id"))
+        fold.identify(body.get("model"))
         _fold_choice(choices[0], choices[0].get("message"), fold)
         _fold_usage(body.get("usage"), fold)
         fold.end()
@@ -119,7 +119,7 @@ class OpenAIWire:
         if "error" in chunk:
             raise stream_error(self.provider, chunk)
         if not fold.model:
-            fold.identify(chunk.get("model"), chunk.get("id"))
+            fold.identify(chunk.get("model"))
         usage = chunk.get("usage")
         if usage:
             _fold_usage(usage, fold)

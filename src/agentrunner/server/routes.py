@@ -44,7 +44,7 @@ from agentrunner.server.responses import (
 from agentrunner.store.channels import Channel
 from agentrunner.store.records import thread_message_dict
 
-__all__ = ["router"]
+__all__ = ["router", "workspace"]
 
 router = APIRouter()
 T = TypeVar("T")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrunner.store.drivers import Op
-from agentrunner.store.repositories import _Repo
+from agentrunner.store.repositories import Repository
 
 __all__ = ["Channel", "ChannelMessage", "Channels"]
 
@@ -33,7 +33,7 @@ class ChannelMessage:
     created_at: float
 
 
-class Channels(_Repo):
+class Channels(Repository):
     async def by_name(self, name: str) -> Channel | None:
         row = await self.db.fetch_one(self.sql["channel_by_name"], {"name": name})
         return Channel(**row) if row else None

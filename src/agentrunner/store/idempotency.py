@@ -15,7 +15,7 @@ from typing import Any
 
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import from_json, to_json
-from agentrunner.store.repositories import _Repo
+from agentrunner.store.repositories import Repository
 
 __all__ = ["IdempotencyKeys", "IdempotencyRecord"]
 
@@ -28,7 +28,7 @@ class IdempotencyRecord:
     expires_at: float
 
 
-class IdempotencyKeys(_Repo):
+class IdempotencyKeys(Repository):
     async def find(self, scope: str, key: str) -> IdempotencyRecord | None:
         """The live record of ``key``; an expired one is deleted and counts as absent."""
         params = {"scope": scope, "client_key": key}

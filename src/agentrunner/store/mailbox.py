@@ -15,7 +15,7 @@ from typing import Any
 
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import from_json, to_json
-from agentrunner.store.repositories import _Repo
+from agentrunner.store.repositories import Repository
 
 __all__ = ["ClaimedRun", "Mailbox", "NewRun", "Workers"]
 
@@ -47,7 +47,7 @@ class NewRun:
     dm_conversation_id: str | None = None
 
 
-class Mailbox(_Repo):
+class Mailbox(Repository):
     async def enqueue(self, runs: Sequence[NewRun], *, with_ops: Sequence[Op] = ()) -> None:
         """Queue ``runs`` in one transaction with ``with_ops`` (what they answer: a post, an
         idempotency key; nothing of either is written if one fails), then wake idle workers:
@@ -158,7 +158,7 @@ class Mailbox(_Repo):
         return out
 
 
-class Workers(_Repo):
+class Workers(Repository):
     async def heartbeat(self, worker_id: str, concurrency: int) -> None:
         await self.db.execute(
             self.sql["worker_upsert"],

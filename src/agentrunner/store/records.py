@@ -19,7 +19,9 @@ __all__ = [
     "RunRecord",
     "StepRecord",
     "Thread",
+    "from_json",
     "thread_message_dict",
+    "to_json",
 ]
 
 

@@ -35,8 +35,11 @@ __all__ = [
     "Memory",
     "Messages",
     "Notes",
+    "Repository",
     "Runs",
+    "TaskCacheRows",
     "Threads",
+    "ops",
     "today",
 ]
 
@@ -66,7 +69,7 @@ def today(now: float | None = None) -> str:
     return day
 
 
-class _Repo:
+class Repository:
     def __init__(self, driver: Driver, sql: SqlSet) -> None:
         self.db = driver
         self.sql = sql
@@ -80,7 +83,7 @@ async def _ids(db: Driver, sql: str, prefix: str, limit: int) -> list[str]:
     return [str(row["id"]) for row in rows]
 
 
-class Threads(_Repo):
+class Threads(Repository):
     async def get(self, thread_id: str) -> Thread | None:
         row = await self.db.fetch_one(self.sql["thread_get"], {"id": thread_id})
         return Thread.from_row(row) if row else None
@@ -149,7 +152,7 @@ class Threads(_Repo):
         )
 
 
-class Messages(_Repo):
+class Messages(Repository):
     async def tail(self, thread_id: str, limit: int) -> tuple[list[Message], int]:
         """The last ``limit`` messages, oldest first — O(limit) rows, not the thread — and the
         thread's last sequence number (0 for an empty thread): the next message is numbered
@@ -190,7 +193,7 @@ class Messages(_Repo):
         ]
 
 
-class Runs(_Repo):
+class Runs(Repository):
     async def get(self, run_id: str) -> RunRecord | None:
         row = await self.db.fetch_one(self.sql["run_get"], {"id": run_id})
         return RunRecord.from_row(row) if row else None
@@ -328,7 +331,7 @@ class Runs(_Repo):
         return [RunRecord.from_row(r) for r in rows]
 
 
-class Events(_Repo):
+class Events(Repository):
     async def list(self, run_id: str, *, after: int = 0, limit: int = 1000) -> list[EventRecord]:
         rows = await self.db.fetch_all(
             self.sql["event_list"], {"run_id": run_id, "after": after, "limit": limit}
@@ -336,7 +339,7 @@ class Events(_Repo):
         return [EventRecord.from_row(r) for r in rows]
 
 
-class Costs(_Repo):
+class Costs(Repository):
     async def spent_and_held(self, agent_id: str) -> tuple[int, int, int, int]:
         """Micro-dollars spent today (UTC) and held by requests in flight: by ``agent_id``
         (spent, held), then by every agent (spent, held)."""
@@ -400,7 +403,7 @@ class Costs(_Repo):
         return await self.db.fetch_all(self.sql["cost_summary"], {"since": since})
 
 
-class Memory(_Repo):
+class Memory(Repository):
     async def blocks(self, agent_id: str) -> dict[str, str]:
         rows = await self.db.fetch_all(self.sql["memory_list"], {"agent_id": agent_id})
         return {r["label"]: r["content"] for r in rows}
@@ -422,7 +425,7 @@ class Memory(_Repo):
         )
 
 
-class Notes(_Repo):
+class Notes(Repository):
     async def upsert(self, agent_id: str, slug: str, title: str, body: str) -> None:
         await self.db.execute(
             self.sql["note_upsert"],
@@ -440,7 +443,7 @@ class Notes(_Repo):
         ]
 
 
-class TaskCacheRows(_Repo):
+class TaskCacheRows(Repository):
     """Rows of the task result cache (``[cache] backend = "store"``)."""
 
     async def get(self, agent_id: str, model: str, key: str) -> tuple[str, float] | None:
@@ -494,7 +497,7 @@ class TaskCacheRows(_Repo):
         return await self.db.execute(self.sql["task_cache_clear_agent"], {"agent_id": agent_id})
 
 
-class AgentStates(_Repo):
+class AgentStates(Repository):
     async def get(self, agent_id: str) -> AgentState:
         """The agent's session thread and its status, derived from its runs: ``working`` while
         a run is running, ``error`` when its last run failed, ``idle`` otherwise."""

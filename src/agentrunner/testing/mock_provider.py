@@ -38,7 +38,7 @@ from agentrunner.testing.mock_responses import (
     output_tokens,
 )
 
-__all__ = ["Fault", "MockProvider", "MockProviderServer", "RecordedRequest", "Reply"]
+__all__ = ["Fault", "MockProvider", "MockProviderServer", "RecordedRequest", "Reply", "main"]
 
 
 Scope = MutableMapping[str, Any]
