@@ -9,7 +9,7 @@ import pytest
 
 from agentrunner.store import Store
 from agentrunner.store.drivers import GuardRefused
-from agentrunner.store.repositories import _Repo
+from agentrunner.store.repositories import Repository
 from agentrunner.store.sql import replace_parameters
 
 
@@ -19,7 +19,7 @@ async def test_a_statement_is_guarded_by_its_name_not_its_text(store: Store) -> 
     sql = store.sql
     twin = replace(sql, queries={**sql.queries, "run_finish_quietly": sql["run_finish"]})
     finish = store.runs.finish_op("run_absent", status="completed", stop_reason="end_turn")
-    quietly = _Repo(store.driver, twin).op("run_finish_quietly", **finish[-1])
+    quietly = Repository(store.driver, twin).op("run_finish_quietly", **finish[-1])
     await store.driver.batch([quietly, store.threads.create_op("t-after", "ceo")])
     assert await store.threads.get("t-after") is not None  # committed, not rolled back
     with pytest.raises(GuardRefused) as refused:
@@ -46,7 +46,7 @@ async def test_referenced_rows_go_first_by_name_not_by_a_prefix_of_their_text(
         await store.batch(
             [
                 store.runs.insert_op(run_id="r1", agent_id="ceo", thread_id="t", status="running"),
-                _Repo(store.driver, named).op("run_seen", run_id="r1", now=1.0),
+                Repository(store.driver, named).op("run_seen", run_id="r1", now=1.0),
             ]
         )
         rows = await store.driver.fetch_all("SELECT run_id FROM threads_seen", {})
