@@ -243,6 +243,8 @@ def _print_status(report: ProjectStatus) -> None:
             f"[yellow]{report.problems} agent file(s) left out for their problems[/] "
             "[dim]· see `agentrunner agents validate`[/]"
         )
+    # The active company session and its running background jobs (report.session,
+    # report.jobs) go here once the session layer fills them in.
     out.print(f"today (UTC): {usd(report.spent_today.micros)} spent")
     for use in report.warnings:
         color = "red" if use.state == "exceeded" else "yellow"
