@@ -20,11 +20,17 @@ if TYPE_CHECKING:
     from agentrunner.store.drivers import Op
     from agentrunner.store.repositories import Costs
 
-__all__ = ["DailyBudgets", "run_limit", "usd_to_micros"]
+__all__ = ["GLOBAL_DAILY_LABEL", "DailyBudgets", "agent_daily_label", "run_limit", "usd_to_micros"]
+
+GLOBAL_DAILY_LABEL = "the global daily budget"
 
 
 def usd_to_micros(usd: float) -> int:
     return round(usd * 1_000_000)
+
+
+def agent_daily_label(agent_id: str) -> str:
+    return f"the daily budget of agent '{agent_id}'"
 
 
 def run_limit(agent: AgentSpec, budgets: Budgets) -> tuple[int, str] | None:
@@ -76,12 +82,12 @@ class DailyBudgets:
         )
         options = []
         if self._agent_limit is not None:
-            label = f"the daily budget of agent '{self._agent_id}'"
+            label = agent_daily_label(self._agent_id)
             options.append(
                 Allowance(label, self._agent_limit, agent_spent, agent_held, DAILY_BUDGET_HINT)
             )
         if self._all_limit is not None:
-            label = "the global daily budget"
+            label = GLOBAL_DAILY_LABEL
             options.append(
                 Allowance(label, self._all_limit, all_spent, all_held, DAILY_BUDGET_HINT)
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -334,6 +335,59 @@ async def test_daily_spend_is_kept_per_agent_and_day(store: Store, store_url: st
         await migrated.close()
 
 
+async def test_cost_summary_splits_days_at_utc_midnight_per_agent_and_model(
+    store: Store,
+) -> None:
+    """``Costs.summary``, which every spend figure is read from: per UTC day, agent and model,
+    from a day on, of one agent or all; a request a millisecond before midnight (UTC) is the
+    day before's, one at midnight the new day's."""
+    midnight = datetime(2030, 5, 2, tzinfo=UTC).timestamp()
+    await store.threads.open("t", "a")
+    for run_id, agent_id in (("r1", "a"), ("r2", "b")):
+        await store.batch(
+            [
+                store.runs.insert_op(
+                    run_id=run_id, agent_id=agent_id, thread_id="t", status="running"
+                )
+            ]
+        )
+    tokens = {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 0}
+    a, b = RunLog(store, "r1", "a"), RunLog(store, "r2", "b")
+    a.cost("x:m", {**tokens, "cache_write_tokens": 0}, 100, False, midnight - 0.001)
+    a.cost("x:m", {**tokens, "cache_write_tokens": 0}, 20, False, midnight)
+    a.cost("x:n", {**tokens, "cache_write_tokens": 0}, 3, False, midnight + 86_399)
+    a.cost("x:n", {**tokens, "cache_write_tokens": 0}, None, False, midnight + 60)  # unknown
+    b.cost("x:m", {**tokens, "cache_write_tokens": 0}, 7, False, midnight + 1)
+    b.cost("x:m", {**tokens, "cache_write_tokens": 0}, 1000, False, midnight - 86_401)
+    await a.flush()
+    await b.flush()
+
+    def rows(found: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return [
+            (r["day"], r["agent_id"], r["model"], r["requests"], r["cost_micros"], r["unknown"])
+            for r in found
+        ]
+
+    assert rows(await store.costs.summary(since="2030-05-01")) == [
+        ("2030-05-02", "a", "x:m", 1, 20, 0),
+        ("2030-05-02", "a", "x:n", 2, 3, 1),
+        ("2030-05-02", "b", "x:m", 1, 7, 0),
+        ("2030-05-01", "a", "x:m", 1, 100, 0),
+    ]
+    assert rows(await store.costs.summary(since="2030-05-02", agent_id="a")) == [
+        ("2030-05-02", "a", "x:m", 1, 20, 0),
+        ("2030-05-02", "a", "x:n", 2, 3, 1),
+    ]
+    assert rows(await store.costs.summary(since="2030-04-01", agent_id="b")) == [
+        ("2030-05-02", "b", "x:m", 1, 7, 0),
+        ("2030-04-30", "b", "x:m", 1, 1000, 0),
+    ]
+    assert await store.costs.summary(since="2030-05-03") == []
+    [row] = await store.costs.summary(since="2030-05-02", agent_id="b")
+    counts = ("requests", "input_tokens", "output_tokens", "cost_micros", "unknown")
+    assert {key: type(row[key]) for key in counts} == dict.fromkeys(counts, int)
+
+
 async def test_steps_and_run_messages_survive_their_rekeying(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -460,7 +514,23 @@ async def test_memory_notes_agent_state(store: Store) -> None:
     state = await store.agent_states.get("a")
     assert (state.status, state.current_run_id) == ("working", "r1")
     await store.batch([store.runs.finish_op("r1", status="failed", stop_reason="error")])
-    assert (await store.agent_states.get("a")).status == "error"
+    state = await store.agent_states.get("a")
+    assert (state.status, state.current_run_id, state.last_run_id) == ("error", None, "r1")
+    await store.batch(
+        [
+            store.runs.insert_op(run_id="r2", agent_id="a", thread_id="t9", status="running"),
+            store.runs.finish_op("r2", status="cancelled", stop_reason="cancelled"),
+        ]
+    )
+    state = await store.agent_states.get("a")  # stopped by a person, a kill or a deadline
+    assert (state.status, state.current_run_id, state.last_run_id) == ("stopped", None, "r2")
+    await store.batch(
+        [
+            store.runs.insert_op(run_id="r3", agent_id="a", thread_id="t9", status="running"),
+            store.runs.finish_op("r3", status="completed", stop_reason="end_turn"),
+        ]
+    )
+    assert (await store.agent_states.get("a")).status == "idle"
 
 
 async def test_thread_lock_is_fifo_across_stores(store: Store, store_url: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 from agentrunner._version import __version__
-from agentrunner.cli import agents, project, run, serve, tasks, threads_runs, workspace
+from agentrunner.cli import agents, cost, project, run, serve, tasks, threads_runs, workspace
 
 __all__ = ["app"]
 
@@ -48,6 +48,7 @@ app.command("post")(workspace.post)
 app.command("dm")(workspace.dm)
 app.command("worker")(workspace.worker)
 app.command("status")(workspace.status)
+app.command("cost")(cost.cost)
 app.command("serve")(serve.serve)
 app.command("stdio")(serve.stdio)
 app.command("mcp")(serve.mcp)

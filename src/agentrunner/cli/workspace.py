@@ -14,6 +14,7 @@ from agentrunner.cli.console import Column, err, listing, out
 
 if TYPE_CHECKING:
     from agentrunner.compose import Workspace
+    from agentrunner.status import ProjectStatus
     from agentrunner.store.channels import Channel, ChannelMessage
 
 __all__ = ["channels_app", "dm", "post", "status", "worker"]
@@ -183,41 +184,97 @@ def worker(
     _with_workspace(work)
 
 
-def status() -> None:
-    """Each agent: idle, working or error, its current run and queued runs; live workers."""
+def status(
+    as_json: bool = typer.Option(False, "--json", help="Print it as JSON, for scripts."),
+) -> None:
+    """The agents down the org chart: state, current run, queued runs, today's spend; live
+    workers; the daily limits nearly or wholly used up."""
+    from agentrunner.cli.cost import with_project_store
+    from agentrunner.status import project_status
 
-    async def work(ws: Workspace) -> Any:
-        store = ws.runner.store
-        states = [await store.agent_states.get(agent.id) for agent in ws.runner.agents]
-        return states, await store.mailbox.depths(), await store.workers.alive()
+    report = with_project_store(
+        lambda project, store: project_status(store, project.agents, project.config.budgets)
+    )
+    if as_json:
+        out.print_json(data=report.to_dict())
+        return
+    _print_status(report)
 
-    states, depths, workers = _with_workspace(work)
-    colors = {"idle": "green", "working": "cyan", "error": "red"}
+
+_STATE_COLORS = {
+    "idle": "green",
+    "working": "cyan",
+    "error": "red",
+    "stopped": "yellow",
+    "disabled": "dim",
+}
+
+
+def _print_status(report: ProjectStatus) -> None:
+    from agentrunner.cli.cost import usd
+
+    rows = []
+    for branch, agent in zip(
+        _branches([a.depth for a in report.agents]), report.agents, strict=True
+    ):
+        run = agent.run_id or (agent.last_run_id if agent.state in ("error", "stopped") else None)
+        rows.append(
+            [
+                f"[dim]{branch}[/]{escape(agent.agent_id)}",
+                f"[{_STATE_COLORS.get(agent.state, 'white')}]{agent.state}[/]",
+                escape(run or "—"),
+                str(agent.queued),
+                usd(agent.spent_today.micros),
+            ]
+        )
     listing(
-        "Agents",
+        "Org chart" if report.org_chart else "Agents",
         [
             Column("agent", whole=True),
-            Column("status", whole=True),
-            Column("current run", whole=True, drop=2),
-            Column("queued", number=True),
-            Column("session thread", whole=True, drop=1),
+            Column("state", whole=True),
+            Column("run", whole=True, drop=2),
+            Column("queued", number=True, drop=1),
+            Column("today", number=True),
         ],
-        [
-            [
-                escape(state.agent_id),
-                f"[{colors.get(state.status, 'white')}]{state.status}[/]",
-                escape(state.current_run_id or "—"),
-                str(depths.get(state.agent_id, {}).get("created", 0)),
-                escape(state.current_thread_id or "—"),
-            ]
-            for state in states
-        ],
+        rows,
     )
-    if workers:
-        for w in workers:
+    if report.problems:
+        out.print(
+            f"[yellow]{report.problems} agent file(s) left out for their problems[/] "
+            "[dim]· see `agentrunner agents validate`[/]"
+        )
+    # The active company session and its running background jobs (report.session,
+    # report.jobs) go here once the session layer fills them in.
+    out.print(f"today (UTC): {usd(report.spent_today.micros)} spent")
+    for use in report.warnings:
+        color = "red" if use.state == "exceeded" else "yellow"
+        out.print(f"[{color}]! {escape(use.message())}[/]", soft_wrap=True)
+    if report.workers:
+        for w in report.workers:
             out.print(f"[green]worker[/] {escape(w['id'])} · concurrency {w['concurrency']}")
     else:
         out.print("[dim]no live workers (post and dm serve the mailboxes themselves)[/]")
+
+
+def _branches(depths: list[int]) -> list[str]:
+    """The tree's guide lines before each agent, from the depths of a depth-first listing:
+    ``├── `` / ``└── `` before a report, ``│   `` under a manager with reports still to come."""
+    last = []
+    for i, depth in enumerate(depths):
+        after = next((d for d in depths[i + 1 :] if d <= depth), None)
+        last.append(after != depth)
+    out: list[str] = []
+    open_levels: list[bool] = []  # per depth above this one: whether a sibling follows there
+    for depth, is_last in zip(depths, last, strict=True):
+        del open_levels[depth:]
+        if depth == 0:
+            out.append("")
+        else:
+            guides = "".join("│   " if more else "    " for more in open_levels[1:depth])
+            out.append(guides + ("└── " if is_last else "├── "))
+        open_levels.extend([False] * (depth + 1 - len(open_levels)))
+        open_levels[depth] = not is_last
+    return out
 
 
 async def _settle(ws: Workspace, channel: Channel, after: str, follow: bool) -> bool:

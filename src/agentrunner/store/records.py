@@ -226,8 +226,9 @@ class AgentState:
     agent_id: str
     current_thread_id: str | None
     status: str
-    current_run_id: str | None
+    current_run_id: str | None  # the run in progress (status ``working``)
     updated_at: float | None
+    last_run_id: str | None = None  # the latest run that started, running or settled
 
 
 @dataclass(slots=True)

@@ -399,8 +399,14 @@ class Costs(Repository):
         )
         return int(row["micros"]) if row else 0
 
-    async def summary(self, *, since: str) -> list[dict[str, Any]]:
-        return await self.db.fetch_all(self.sql["cost_summary"], {"since": since})
+    async def summary(self, *, since: str, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """The cost rows from the UTC day ``since`` (YYYY-MM-DD) on, summed per day, agent and
+        model (newest day first): ``requests``, ``input_tokens``, ``output_tokens``,
+        ``cost_micros`` (requests of unknown price count as nothing) and ``unknown`` (how many
+        those were); one agent's with ``agent_id``."""
+        return await self.db.fetch_all(
+            self.sql["cost_summary"], {"since": since, "agent_id": agent_id}
+        )
 
 
 class Memory(Repository):
@@ -497,23 +503,28 @@ class TaskCacheRows(Repository):
         return await self.db.execute(self.sql["task_cache_clear_agent"], {"agent_id": agent_id})
 
 
+_SETTLED_STATES = {"failed": "error", "cancelled": "stopped"}
+
+
 class AgentStates(Repository):
     async def get(self, agent_id: str) -> AgentState:
         """The agent's session thread and its status, derived from its runs: ``working`` while
-        a run is running, ``error`` when its last run failed, ``idle`` otherwise."""
+        a run is running, ``error`` when its last run failed, ``stopped`` when it was cancelled
+        (stopped by a person, a kill, a deadline), ``idle`` otherwise."""
         row = await self.db.fetch_one(self.sql["agent_state_get"], {"agent_id": agent_id})
         last = await self.db.fetch_one(self.sql["agent_last_run"], {"agent_id": agent_id})
         status, run_id = "idle", None
         if last is not None and last["status"] == "running":
             status, run_id = "working", last["id"]
-        elif last is not None and last["status"] == "failed":
-            status = "error"
+        elif last is not None:
+            status = _SETTLED_STATES.get(last["status"], "idle")
         return AgentState(
             agent_id,
             row["current_thread_id"] if row else None,
             status,
             run_id,
             row["updated_at"] if row else None,
+            last["id"] if last is not None else None,
         )
 
     async def set_current_thread(self, agent_id: str, thread_id: str) -> None:

@@ -233,12 +233,16 @@ RETURNING id;
 DELETE FROM budget_holds WHERE day = :day AND agent_id = :agent_id AND id = :id;
 
 -- name: cost_summary
--- The cast: PostgreSQL sums a BIGINT column as a numeric (Decimal), where an integer is meant.
-SELECT agent_id, model, day, COUNT(*) AS requests, SUM(input_tokens) AS input_tokens,
-       SUM(output_tokens) AS output_tokens,
+-- Every spend figure shown (`agentrunner cost`, `status`, the budget warnings, GET /costs) is
+-- read here: the cost rows per UTC day, agent and model, from :since on, of one agent or all.
+-- The casts: PostgreSQL sums a BIGINT column as a numeric (Decimal), where an integer is meant.
+SELECT agent_id, model, day, COUNT(*) AS requests,
+       CAST(SUM(input_tokens) AS BIGINT) AS input_tokens,
+       CAST(SUM(output_tokens) AS BIGINT) AS output_tokens,
        CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) AS cost_micros,
        SUM(CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END) AS unknown
-FROM costs WHERE day >= :since
+FROM costs
+WHERE day >= :since AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id)
 GROUP BY agent_id, model, day ORDER BY day DESC, agent_id, model;
 
 -- name: memory_list

@@ -1,0 +1,153 @@
+"""``agentrunner cost``: what was spent, per agent, per model and per day, against each limit.
+
+The figures are ``spend.spend_report``'s, the same that ``status`` and the budget check read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+import typer
+from rich.markup import escape
+
+from agentrunner.cli.console import Column, listing, out
+
+if TYPE_CHECKING:
+    from agentrunner.project import Project
+    from agentrunner.spend import LimitUse, Spend, SpendReport
+    from agentrunner.store.store import Store
+
+__all__ = ["cost", "limit_lines", "usd", "with_project_store"]
+
+T = TypeVar("T")
+
+
+def with_project_store(work: Callable[[Project, Store], Awaitable[T]]) -> T:
+    """The project (agent files read leniently: money is the database's, and a broken file
+    must not hide it) and its store, for one piece of work."""
+    from agentrunner.project import load_project
+
+    project = load_project(strict=False)  # before the loop: nothing to stall yet
+
+    async def main() -> T:
+        from agentrunner.store.store import open_store
+
+        store = await open_store(project.config.resolved_database_url)
+        try:
+            return await work(project, store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
+
+
+def cost(
+    days: str = typer.Option(
+        "1", "--days", metavar="N", help="Today and the N-1 days before it (UTC); 1: today."
+    ),
+    agent: str | None = typer.Option(None, "--agent", help="Only this agent's spend."),
+    as_json: bool = typer.Option(False, "--json", help="Print it as JSON, for scripts."),
+) -> None:
+    """Spend per agent, per model and per day, and today's spend against each limit."""
+    from agentrunner.spend import check_days, spend_report
+
+    count = check_days(_whole(days), "--days")
+
+    async def work(project: Project, store: Store) -> SpendReport:
+        report = await spend_report(store, project.config.budgets, days=count, agent=agent)
+        if agent is not None and agent not in project.agents.ids() and not report.by_agent:
+            project.agents.get(agent)  # agent_not_found, with the ids it may have meant
+        return report
+
+    report = with_project_store(work)
+    if as_json:
+        out.print_json(data=report.to_dict())
+        return
+    _print_report(report)
+
+
+def _whole(text: str) -> int | str:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return text
+
+
+def _print_report(report: SpendReport) -> None:
+    who = f" of agent '{escape(report.agent)}'" if report.agent else ""
+    if report.days == 1:
+        out.print(f"[bold]Spend today{who}[/] [dim]· {report.until} (UTC)[/]")
+    else:
+        out.print(
+            f"[bold]Spend{who} over {report.days} days[/] "
+            f"[dim]· {report.since} … {report.until} (UTC)[/]"
+        )
+    if not report.total.requests:
+        out.print("[dim]nothing spent[/]")
+    else:
+        _spend_table("agent", report.by_agent)
+        _spend_table("model", report.by_model)
+        if report.days > 1:
+            _spend_table("day", report.by_day)
+        unknown = report.total.unknown
+        note = f" · {unknown} of unknown price (not counted)" if unknown else ""
+        out.print(
+            f"[bold]total {usd(report.total.micros)}[/] "
+            f"[dim]· {report.total.requests} request(s){note}[/]"
+        )
+    if report.session is not None:
+        out.print(f"this session: {usd(report.session.micros)}")
+    out.print()
+    lines = limit_lines(report.limits)
+    out.print(
+        "[bold]Limits[/] [dim]· today (UTC)[/]"
+        if lines
+        else "[dim]no limits set ([budgets] in agentrunner.toml)[/]"
+    )
+    for line in lines:
+        out.print(line, soft_wrap=True)
+
+
+def _spend_table(key: str, parts: dict[str, Spend]) -> None:
+    listing(
+        "",
+        [
+            Column(key, whole=True),
+            Column("requests", number=True),
+            Column("tokens in", number=True, drop=2),
+            Column("tokens out", number=True, drop=1),
+            Column("spend", number=True),
+        ],
+        [
+            [
+                escape(name),
+                str(spend.requests),
+                str(spend.input_tokens),
+                str(spend.output_tokens),
+                usd(spend.micros) + ("*" if spend.unknown else ""),
+            ]
+            for name, spend in parts.items()
+        ],
+    )
+
+
+def limit_lines(limits: list[LimitUse]) -> list[str]:
+    """One line per limit (Rich markup): its value and, for a daily one, today's use of it."""
+    colors = {"ok": "green", "warning": "yellow", "exceeded": "red"}
+    lines = []
+    for use in limits:
+        if use.spent is None:
+            lines.append(f"  {escape(use.label)}: {usd(use.limit)} [dim]a run[/]")
+            continue
+        color = colors[use.state]
+        lines.append(
+            f"  {escape(use.label)}: {usd(use.spent)} of {usd(use.limit)} "
+            f"[{color}]({use.percent:.0f}%)[/]"
+        )
+    return lines
+
+
+def usd(micros: int) -> str:
+    return f"${micros / 1_000_000:.4f}"

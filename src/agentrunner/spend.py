@@ -1,0 +1,277 @@
+"""What has been spent, against which limit: ``agentrunner cost``, ``status`` and the budget
+check before a brief all read it here, so they always agree.
+
+Every figure comes from the store's cost rows (one per model request, integer micro-dollars,
+each on the UTC day it was made: ``Costs.summary``), never from the runs' own totals or a
+second tally. The daily limits are ``[budgets]`` of ``agentrunner.toml`` (DESIGN decision 5):
+``per_agent_daily_usd`` for each agent and ``global_daily_usd`` for all; ``per_run_usd`` bounds
+each run and is shown, not compared with a day's spend. Enforcement is the runtime's
+(``budgets``, before every model request); this module only reports, and ``preflight`` refuses
+to start work once a daily limit is used up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentrunner.budgets import GLOBAL_DAILY_LABEL, agent_daily_label, usd_to_micros
+from agentrunner.engine.budget import DAILY_BUDGET_HINT
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.store.repositories import today
+
+if TYPE_CHECKING:
+    from agentrunner.config import Budgets
+    from agentrunner.store.store import Store
+
+__all__ = [
+    "MAX_DAYS",
+    "WARN_PERCENT",
+    "LimitUse",
+    "Spend",
+    "SpendReport",
+    "check_days",
+    "limit_uses",
+    "preflight",
+    "spend_report",
+]
+
+WARN_PERCENT = 80  # a daily limit this much used is warned about; used up, work is refused
+MAX_DAYS = 366  # as far back as a report goes (the HTTP API's /costs allows as much)
+
+LimitState = Literal["ok", "warning", "exceeded"]
+
+
+@dataclass(slots=True)
+class Spend:
+    """Money and requests over some cost rows. ``unknown``: requests whose price was unknown
+    (counted in ``requests``, not in ``micros``)."""
+
+    micros: int = 0
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    unknown: int = 0
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self.micros += int(row["cost_micros"])
+        self.requests += int(row["requests"])
+        self.input_tokens += int(row["input_tokens"] or 0)
+        self.output_tokens += int(row["output_tokens"] or 0)
+        self.unknown += int(row["unknown"] or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cost_micros": self.micros,
+            "cost_usd": self.micros / 1e6,
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "unknown": self.unknown,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LimitUse:
+    """One configured limit and today's spend against it (``spent`` is None for the per-run
+    limit, which bounds each run, not a day). ``key`` is its name in ``[budgets]``."""
+
+    key: str
+    label: str
+    limit: int
+    spent: int | None = None
+    agent_id: str | None = None
+
+    @property
+    def percent(self) -> float | None:
+        if self.spent is None:
+            return None
+        return 100.0 if self.limit <= 0 else self.spent * 100 / self.limit
+
+    @property
+    def state(self) -> LimitState:
+        if self.spent is None:
+            return "ok"
+        if self.spent >= self.limit:
+            return "exceeded"
+        # In whole micro-dollars: 80 % is 80 %, not a float's 79.99999.
+        return "warning" if self.spent * 100 >= self.limit * WARN_PERCENT else "ok"
+
+    def message(self) -> str:
+        """What a person is told about it: the limit named, with its value and the spend."""
+        spent = _usd(self.spent or 0)
+        if self.state == "exceeded":
+            return f"{self.label} of {_usd(self.limit)} is used up: {spent} spent today (UTC)"
+        return (
+            f"{self.label} of {_usd(self.limit)} is {self.percent:.0f}% used: "
+            f"{spent} spent today (UTC)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "label": self.label,
+            "agent_id": self.agent_id,
+            "limit_micros": self.limit,
+            "limit_usd": self.limit / 1e6,
+            "spent_micros": self.spent,
+            "percent": None if self.percent is None else round(self.percent, 1),
+            "state": self.state,
+        }
+
+
+@dataclass(slots=True)
+class SpendReport:
+    """Spend over ``days`` UTC days ending today (``since`` … ``until``), of one ``agent`` or
+    all, split per agent, per model and per day; and today's spend against each limit."""
+
+    since: str
+    until: str
+    days: int
+    agent: str | None
+    total: Spend = field(default_factory=Spend)
+    by_agent: dict[str, Spend] = field(default_factory=dict)
+    by_model: dict[str, Spend] = field(default_factory=dict)
+    by_day: dict[str, Spend] = field(default_factory=dict)
+    today: dict[str, Spend] = field(default_factory=dict)  # today's, per agent
+    limits: list[LimitUse] = field(default_factory=list)
+    # The active company session's spend, where one is open: filled by the session layer
+    # (``company``), which knows the session's runs; None otherwise.
+    session: Spend | None = None
+
+    @property
+    def warnings(self) -> list[LimitUse]:
+        return [use for use in self.limits if use.state != "ok"]
+
+    def to_dict(self) -> dict[str, Any]:
+        def each(key: str, parts: dict[str, Spend]) -> list[dict[str, Any]]:
+            return [{key: name, **spend.to_dict()} for name, spend in parts.items()]
+
+        return {
+            "since": self.since,
+            "until": self.until,
+            "days": self.days,
+            "agent": self.agent,
+            "total": self.total.to_dict(),
+            "by_agent": each("agent_id", self.by_agent),
+            "by_model": each("model", self.by_model),
+            "by_day": each("day", self.by_day),
+            "limits": [use.to_dict() for use in self.limits],
+            "session": None if self.session is None else self.session.to_dict(),
+        }
+
+
+async def spend_report(
+    store: Store,
+    budgets: Budgets,
+    *,
+    days: int = 1,
+    agent: str | None = None,
+    agents: Iterable[str] = (),
+    now: float | None = None,
+) -> SpendReport:
+    """Spend over the last ``days`` UTC days (1: today), of ``agent`` or everyone, and today's
+    spend against the limits: the global daily one, and the per-agent daily one for ``agent``,
+    or else for each of ``agents`` and each agent that spent today.
+
+    ``days`` outside 1 … ``MAX_DAYS`` is a ``validation`` error."""
+    check_days(days)
+    day = today(now)  # the day the cost rows are stamped with
+    since = (datetime.strptime(day, "%Y-%m-%d") - timedelta(days=days - 1)).strftime("%Y-%m-%d")
+    report = SpendReport(since=since, until=day, days=days, agent=agent)
+    for row in await store.costs.summary(since=since, agent_id=agent):
+        if row["day"] > day:  # written by a clock ahead of this one: not in these days
+            continue
+        report.total.add(row)
+        for key, parts in (
+            (row["agent_id"], report.by_agent),
+            (row["model"], report.by_model),
+            (row["day"], report.by_day),
+        ):
+            parts.setdefault(key, Spend()).add(row)
+        if row["day"] == day:
+            report.today.setdefault(row["agent_id"], Spend()).add(row)
+    everyone_today = report.today if agent is None else await _today_by_agent(store, day)
+    watched = [agent] if agent is not None else [*agents, *report.today]
+    report.limits = limit_uses(budgets, everyone_today, watched)
+    return report
+
+
+def check_days(days: object, name: str = "days") -> int:
+    """``days`` as a report's number of days; else a ``validation`` error naming ``name``."""
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS:
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"{name} must be a whole number from 1 to {MAX_DAYS}, got {days!r}",
+            hint=f"{name} 1 is today (UTC); {name} 7 is today and the six days before.",
+        )
+    return days
+
+
+def limit_uses(
+    budgets: Budgets, today: Mapping[str, Spend], agents: Iterable[str]
+) -> list[LimitUse]:
+    """Each configured limit with today's spend against it (``today``: every agent's spend
+    today): per run (no spend), global daily, then per agent daily for each of ``agents``."""
+    uses: list[LimitUse] = []
+    if budgets.per_run_usd is not None:
+        uses.append(
+            LimitUse("per_run_usd", "the per-run budget", usd_to_micros(budgets.per_run_usd))
+        )
+    if budgets.global_daily_usd is not None:
+        uses.append(
+            LimitUse(
+                "global_daily_usd",
+                GLOBAL_DAILY_LABEL,
+                usd_to_micros(budgets.global_daily_usd),
+                sum(spend.micros for spend in today.values()),
+            )
+        )
+    if budgets.per_agent_daily_usd is not None:
+        limit = usd_to_micros(budgets.per_agent_daily_usd)
+        for agent_id in dict.fromkeys(agents):  # each once, in order
+            spent = today[agent_id].micros if agent_id in today else 0
+            uses.append(
+                LimitUse("per_agent_daily_usd", agent_daily_label(agent_id), limit, spent, agent_id)
+            )
+    return uses
+
+
+async def preflight(
+    store: Store,
+    budgets: Budgets,
+    agent_id: str,
+    *,
+    team: Iterable[str] = (),
+    now: float | None = None,
+) -> list[LimitUse]:
+    """The budget check before work for ``agent_id`` starts (a brief to the company's root).
+
+    Raises ``budget_exceeded`` naming the limit and its value when today's spend has reached
+    the global daily limit or ``agent_id``'s own (at 100 %: no request could be paid for).
+    Returns the warnings: the limits at ``WARN_PERCENT`` % or more, ``team``'s own daily
+    limits included (an agent of the team whose limit is used up cannot take delegated work;
+    the brief can still go ahead without it). Read ``message()`` of each to show it."""
+    report = await spend_report(store, budgets, agents=[agent_id, *team], now=now)
+    for use in report.warnings:
+        if use.state == "exceeded" and use.agent_id in (None, agent_id) and use.spent is not None:
+            raise AgentRunnerError(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"{use.message()}; nothing was started",
+                hint=f"{DAILY_BUDGET_HINT} See today's spend with `agentrunner cost`.",
+            )
+    return report.warnings
+
+
+async def _today_by_agent(store: Store, day: str) -> dict[str, Spend]:
+    everyone: dict[str, Spend] = {}
+    for row in await store.costs.summary(since=day):
+        if row["day"] == day:
+            everyone.setdefault(row["agent_id"], Spend()).add(row)
+    return everyone
+
+
+def _usd(micros: int) -> str:
+    return f"${micros / 1_000_000:.4f}"
