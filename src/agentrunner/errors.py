@@ -43,6 +43,7 @@ class ErrorCode(StrEnum):
     MISSING_MANDATORY_PLACEHOLDER = "missing_mandatory_placeholder"
     INVALID_PLACEHOLDER_PATH = "invalid_placeholder_path"
     AGENT_NOT_FOUND = "agent_not_found"
+    AGENT_DISABLED = "agent_disabled"
     MODEL_NOT_FOUND = "model_not_found"
     EXECUTION_FAILED = "execution_failed"
     INVALID_SPECIFICATION = "invalid_specification"
@@ -169,6 +170,14 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         "Run `agentrunner agents list` to see the ids; the message suggests close matches.",
         _E.VALIDATION,
         "AGENT_NOT_FOUND",
+    ),
+    _E.AGENT_DISABLED: CodeInfo(
+        False,
+        "The agent file says `enabled: false`: the agent is listed, but it is not run, not "
+        "offered to other agents (`delegate`, `ask_agent`) and not routed channel or direct "
+        "messages.",
+        "Set `enabled: true` (or remove the line) in the agent file named in the message.",
+        _E.VALIDATION,
     ),
     _E.MODEL_NOT_FOUND: CodeInfo(
         False,

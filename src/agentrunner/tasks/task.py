@@ -222,7 +222,7 @@ class Task:
 
         runner = self._runner.runner
         cache = self._runner.cache  # 1. obtain the cache
-        spec = runner.agents.get(self._agent)
+        spec = runner.agents.runnable(self._agent)  # before the cache: no answer when disabled
         if not isinstance(self._input, Mapping):
             raise AgentRunnerError(ErrorCode.VALIDATION, "input must be a JSON object")
         chain = (
