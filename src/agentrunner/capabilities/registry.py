@@ -177,7 +177,7 @@ class CapabilityRegistry:
         return AgentRunnerError(
             ErrorCode.INVALID_SPECIFICATION,
             f"tool '{name}' cannot be granted in an agent file",
-            hint=f"Remove it from tools: {self._implicit[name].format(agent=agent.id)}",
+            hint=f"Remove it from `tools:`. {self._implicit[name].format(agent=agent.id)}",
             file=display_path(agent.path) if agent.path else None,
             line=agent.line_of("tools"),
         )
