@@ -58,6 +58,8 @@ class ErrorCode(StrEnum):
     # Workers: a run is settled once; a run whose worker went away is failed, not re-run.
     RUN_SETTLED = "run_settled"
     WORKER_LOST = "worker_lost"
+    # Agents: one whose file says `enabled: false` is listed, never run.
+    AGENT_DISABLED = "agent_disabled"
 
     @property
     def info(self) -> CodeInfo:
@@ -263,6 +265,14 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         "Run it again if you still want the answer (check what its tool calls did first); a "
         "worker that is often paused needs a longer `[workers] lease_s`.",
         _E.INTERNAL,
+    ),
+    _E.AGENT_DISABLED: CodeInfo(
+        False,
+        "The agent file says `enabled: false`: the agent is listed, but it is not run, not "
+        "offered to other agents (`delegate`, `ask_agent`) and not routed channel or direct "
+        "messages.",
+        "Set `enabled: true` (or remove the line) in the agent file named in the message.",
+        _E.VALIDATION,
     ),
 }
 

@@ -99,7 +99,7 @@ class RunQueue:
         first = await first_result(store, idempotency)
         if first is not None:
             return QueuedRun(first["run_id"], first["thread_id"], repeated=True)
-        self.runner.agents.get(agent_id)
+        self.runner.agents.runnable(agent_id)  # agent_disabled: nothing queued
         if await store.threads.get(thread_id) is None:
             opens = [store.threads.create_op(thread_id, agent_id)]
         else:

@@ -119,7 +119,7 @@ class RunResult:
 
 @dataclass(frozen=True, slots=True)
 class _Parent:
-    """The run that started this one through ``ask_agent``."""
+    """The run that started this one through ``ask_agent`` or ``delegate``."""
 
     run_id: str
     thread_id: str | None
@@ -131,7 +131,8 @@ class _Parent:
 
 @dataclass(frozen=True, slots=True)
 class _Request:
-    """What a run was asked to do: by ``run_agent``, ``run_task`` or ``ask_agent``."""
+    """What a run was asked to do: by ``run_agent``, ``run_task``, ``ask_agent`` or
+    ``delegate``."""
 
     agent_id: str
     thread_id: str | None  # None: a task, a run on no thread
@@ -205,8 +206,9 @@ class AgentRunner:
         await self.close()
 
     async def session_thread(self, agent_id: str, *, new: bool = False) -> str:
-        """The agent's current session thread (DESIGN decision 6); a new one if asked or none."""
-        self.agents.get(agent_id)
+        """The agent's current session thread (DESIGN decision 6); a new one if asked or none.
+        ``agent_disabled`` for an agent that may not run, before a thread is opened."""
+        self.agents.runnable(agent_id)
         return await session_thread(self.store, agent_id, new=new)
 
     async def agent_thread(self, agent_id: str, thread_id: str) -> str:
@@ -300,7 +302,7 @@ class AgentRunner:
         agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
         callbacks, overrides, abort = request.callbacks, request.overrides, request.abort
         input, parent, claimed_run_id = request.input, request.parent, request.claimed_run_id
-        agent = self.agents.get(agent_id)  # 2. agent config
+        agent = self.agents.runnable(agent_id)  # 2. agent config (agent_disabled: not run)
         thread: Thread | None = None
         recent: list[Message] = []
         last_seq = 0
@@ -436,6 +438,7 @@ class AgentRunner:
             depth=parent.depth + 1 if parent else 0,
             max_depth=self.max_depth,
             team=[a for a in self.agents if a.id != agent.id and a.enabled],
+            reports=[a for a in self.agents.direct_reports(agent.id) if a.enabled],
         )
         tools = self.capabilities.resolve(context, grant)  # 6. capabilities → tools
         if agent.mcp_servers:  # … and the agent's MCP servers'
@@ -445,7 +448,7 @@ class AgentRunner:
             tools += served
             grant = grant | {t.name for t in served}
         tools += self._injections(overrides, context)  # 7. run-time injections
-        context.ask_agent = self._ask_agent(run, context, grant, overrides, abort)
+        context.ask_agent = self._child_runs(run, context, grant, overrides, abort)
         run.log.message("system_message", system)
         if notes:
             run.log.message("context_message", notes)
@@ -592,7 +595,7 @@ class AgentRunner:
         """Tools the caller injects for this run (seed 000 step 7), e.g. a channel's tools."""
         return list(overrides.tools)
 
-    def _ask_agent(
+    def _child_runs(
         self,
         run: _Run,
         context: CapabilityContext,
@@ -600,9 +603,11 @@ class AgentRunner:
         overrides: RunAgentOverrides,
         abort: AbortSignal | None,
     ) -> AskAgent:
+        """How ``ask_agent`` and ``delegate`` run another agent: a child run of this one, on
+        a thread of its own under this run's (``<thread>.<agent>``), drawing on this run's
+        budget, its grant and trust no wider than this run's, one level deeper."""
+
         async def ask(target: str, message: str) -> str:
-            if target not in self.agents:
-                raise ToolRetry(f"no agent '{target}'; agents: {', '.join(self.agents.ids())}")
             thread_id = run.thread.id if run.thread else None
             parent = _Parent(run.run_id, thread_id, context.depth, grant, context.trust, run.cost)
             try:

@@ -344,3 +344,31 @@ def test_a_run_on_another_agents_thread_is_refused(agent: Agent, server: Any) ->
     assert refused.status_code == 404
     assert refused.json()["error"]["code"] == "thread_not_found"
     assert "belongs to agent 'ceo'" in refused.json()["error"]["message"]
+
+
+def test_the_http_api_refuses_and_does_not_offer_a_disabled_agent(
+    agent: Agent, server: Any, mock: MockProvider
+) -> None:
+    agent("on", "name: Ada")
+    agent("off", "name: Bo\nenabled: false")
+    srv = server()
+    queued = httpx2.post(
+        f"{srv.url}/threads/t-off/runs", headers=AUTH, json={"agent_id": "off", "message": "hi"}
+    )
+    assert queued.status_code == 409
+    assert queued.json()["error"]["code"] == "agent_disabled"
+    assert "enabled: true" in queued.json()["error"]["hint"]
+    for stream in (False, True):
+        chat = httpx2.post(
+            f"{srv.url}/v1/chat/completions",
+            headers=AUTH,
+            json={"model": "off", "stream": stream, "messages": [{"role": "user", "content": "x"}]},
+        )
+        assert chat.status_code == 409 and chat.json()["error"]["code"] == "agent_disabled"
+    models = httpx2.get(f"{srv.url}/v1/models", headers=AUTH).json()["data"]
+    assert [m["id"] for m in models] == ["on"]
+    listed = httpx2.get(f"{srv.url}/agents", headers=AUTH).json()["data"]
+    assert {a["id"]: a["enabled"] for a in listed} == {"off": False, "on": True}  # listed
+    threads = httpx2.get(f"{srv.url}/threads", params={"agent_id": "off"}, headers=AUTH)
+    assert threads.json()["data"] == []  # nothing half-written
+    assert mock.requests == []

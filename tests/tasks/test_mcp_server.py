@@ -207,3 +207,16 @@ def test_without_the_mcp_extra_the_command_says_what_to_install(root: Path) -> N
     assert "MCP support is not installed" in done.stderr
     assert 'pip install "agentrunner[mcp]"' in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_a_disabled_agent_is_refused_with_agent_disabled(
+    root: Path, mock: MockProvider
+) -> None:
+    (root / "agents" / "off.md").write_text("---\nname: Bo\nenabled: false\n---\nYou help.\n")
+    async with connected(root) as session:
+        ran = error_text(await session.call_tool("run_agent", {"agent": "off", "message": "hi"}))
+        assert ran.startswith("Error executing tool run_agent: agent_disabled: agent 'off'")
+        assert "enabled: true" in ran
+        task = error_text(await session.call_tool("execute_task", {"agent": "off"}))
+        assert "agent_disabled:" in task
+    assert len(mock.requests) == 0

@@ -224,3 +224,18 @@ def test_run_agent_events_carry_what_tools_produce(
         for pipe in (client.proc.stdin, client.proc.stdout, client.proc.stderr):
             if pipe is not None and not pipe.closed:
                 pipe.close()
+
+
+def test_a_disabled_agent_is_refused_with_agent_disabled(
+    client: Client, tmp_path: Path, mock: MockProvider
+) -> None:
+    (tmp_path / "proj" / "agents" / "off.md").write_text(
+        "---\nname: Bo\nenabled: false\n---\nYou help.\n"
+    )
+    client.request("r", "run_agent", agent="off", message="hi")
+    ran, _ = client.response("r")
+    assert ran["error"]["code"] == "agent_disabled" and "enabled: true" in ran["error"]["hint"]
+    client.request("e", "execute", agent="off", input={})
+    task, _ = client.response("e")
+    assert task["result"]["error"]["code"] == "agent_disabled"
+    assert mock.requests == []

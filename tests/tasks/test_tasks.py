@@ -357,3 +357,27 @@ def test_batch_of_a_thousand_in_order(tasks_project: Path, mock: MockProvider) -
     assert sum(o["status"] == "completed" for o in outcomes) == 999
     assert outcomes[500]["error"]["code"] == "missing_mandatory_placeholder"
     assert all("Write about t" in json.dumps(r.body) for r in mock.requests[:3])
+
+
+async def test_the_cache_key_covers_the_reports_a_task_may_delegate_to(
+    tasks_project: Path, mock: MockProvider
+) -> None:
+    """The delegate tool's description lists the agent's reports: what the model sees."""
+    report = tasks_project / "agents" / "researcher.md"
+    mock.queue(Reply(text="Essay one."), Reply(text="Essay two."), Reply(text="Essay three."))
+    topic = {"company": "Acme", "topic": "tides"}
+    first = await run("writer", topic)
+    report.write_text("---\nname: R\ndescription: Finds sources\nreports_to: writer\n---\nHi.\n")
+    second = await run("writer", topic)  # a report now: the delegate tool is offered
+    tools = {t["function"]["name"]: t for t in mock.requests[-1].body.get("tools", [])}
+    assert "researcher: Finds sources" in tools["delegate"]["function"]["description"]
+    report.write_text("---\nname: R\ndescription: Checks facts\nreports_to: writer\n---\nHi.\n")
+    third = await run("writer", topic)
+    again = await run("writer", topic)
+    assert [o.output for o in (first, second, third, again)] == [
+        "Essay one.",
+        "Essay two.",
+        "Essay three.",
+        "Essay three.",
+    ]
+    assert again.cached and len(mock.requests) == 3

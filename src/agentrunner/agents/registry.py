@@ -165,6 +165,21 @@ class AgentRegistry:
                 hint=hint,
             ) from None
 
+    def runnable(self, agent_id: str) -> AgentSpec:
+        """The agent with this id, as ``get`` finds it, if it may run: ``agent_disabled``
+        (naming its file and line) when its file says ``enabled: false``."""
+        spec = self.get(agent_id)
+        if not spec.enabled:
+            file = display_path(spec.path) if spec.path else None
+            raise AgentRunnerError(
+                ErrorCode.AGENT_DISABLED,
+                f"agent '{agent_id}' is disabled (enabled: false)",
+                hint=f"Set `enabled: true` in {file or 'its agent file'} to run it.",
+                file=file,
+                line=spec.line_of("enabled"),
+            )
+        return spec
+
     def __contains__(self, agent_id: object) -> bool:
         self._refresh()
         return agent_id in self._agents
@@ -184,6 +199,7 @@ class AgentRegistry:
     # -- org chart ------------------------------------------------------------------------
 
     def direct_reports(self, agent_id: str) -> list[AgentSpec]:
+        """The agents whose ``reports_to`` names ``agent_id``, disabled ones included."""
         return [self._agents[i] for i in self._reports.get(agent_id, [])]
 
     def chain_of_command(self, agent_id: str) -> list[AgentSpec]:

@@ -1,14 +1,18 @@
-"""The built-in capabilities: memory, notes, notify, agents (files lives in ``files``)."""
+"""The built-in capabilities: memory, notes, notify, agents, delegation (files lives in
+``files``)."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.capabilities.files import TOOL_NAMES as FILE_TOOLS
 from agentrunner.capabilities.files import files_tools
 from agentrunner.capabilities.registry import CapabilityContext, CapabilityRegistry
 from agentrunner.engine.tools import Tool, ToolContext, ToolRetry, tool
+
+if TYPE_CHECKING:
+    from agentrunner.agents.spec import AgentSpec
 
 __all__ = ["builtin_capabilities"]
 
@@ -91,17 +95,15 @@ def notify_tools(ctx: CapabilityContext) -> list[Tool]:
 def agents_tools(ctx: CapabilityContext) -> list[Tool]:
     team = list(ctx.team)
     names = [a.id for a in team]
-    described = "; ".join(f"{a.id}: {a.description or a.name}" for a in team) or "none"
 
     async def ask(args: dict[str, Any], call: ToolContext) -> str:
-        if ctx.ask_agent is None:
-            raise ToolRetry("ask_agent is not available in this run")
-        if ctx.depth >= ctx.max_depth:
+        target = args["agent"]
+        if target not in names:
             raise ToolRetry(
-                f"ask_agent refused: the delegation depth limit ({ctx.max_depth}) is reached; "
-                "answer with what you have"
+                f"ask_agent refused: '{target}' is not an agent you may ask; "
+                f"agents: {', '.join(names) or 'none'}"
             )
-        return await ctx.ask_agent(args["agent"], args["message"])
+        return await _child_run(ctx, "ask_agent", target, args["message"])
 
     schema = {
         "type": "object",
@@ -114,9 +116,59 @@ def agents_tools(ctx: CapabilityContext) -> list[Tool]:
     }
     return [
         Tool(
-            "ask_agent", f"Ask another agent and get its answer. Agents: {described}.", schema, ask
+            "ask_agent",
+            f"Ask another agent and get its answer. Agents: {_described(team)}.",
+            schema,
+            ask,
         )
     ]
+
+
+def delegation_tools(ctx: CapabilityContext) -> list[Tool]:
+    """``delegate``, offered only to an agent with (enabled) direct reports: the org chart is
+    the grant, so a head of department hands work down to its own reports and no further."""
+    reports = list(ctx.reports)
+    if not reports:
+        return []
+    names = [a.id for a in reports]
+
+    async def delegate(args: dict[str, Any], call: ToolContext) -> str:
+        # anyone else is refused before this, by the schema's enum, naming the reports
+        return await _child_run(ctx, "delegate", args["agent"], args["task"])
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "enum": names},
+            "task": {"type": "string", "description": "What to do, with what they need to know."},
+        },
+        "required": ["agent", "task"],
+        "additionalProperties": False,
+    }
+    return [
+        Tool(
+            "delegate",
+            "Hand a task to one of your direct reports; they do it in a run of their own and "
+            f"you get their result. Your direct reports: {_described(reports)}.",
+            schema,
+            delegate,
+        )
+    ]
+
+
+async def _child_run(ctx: CapabilityContext, tool_name: str, target: str, message: str) -> str:
+    if ctx.ask_agent is None:
+        raise ToolRetry(f"{tool_name} is not available in this run")
+    if ctx.depth >= ctx.max_depth:
+        raise ToolRetry(
+            f"{tool_name} refused: the delegation depth limit ({ctx.max_depth}) is reached; "
+            "answer with what you have"
+        )
+    return await ctx.ask_agent(target, message)
+
+
+def _described(agents: list[AgentSpec]) -> str:
+    return "; ".join(f"{a.id}: {a.description or a.name}" for a in agents) or "none"
 
 
 def builtin_capabilities() -> CapabilityRegistry:
@@ -126,4 +178,10 @@ def builtin_capabilities() -> CapabilityRegistry:
     registry.register("files", files_tools, FILE_TOOLS)
     registry.register("notify", notify_tools, ["notify_user"])
     registry.register("agents", agents_tools, ["ask_agent"])
+    registry.register(
+        "delegation",
+        delegation_tools,
+        ["delegate"],
+        implicit="An agent may delegate to the agents whose files say `reports_to: {agent}`.",
+    )
     return registry

@@ -3,8 +3,11 @@
 A capability is a named bundle of tools, built for one run from a ``CapabilityContext``. An
 agent gets the tools of its ``capabilities`` plus the tools it names in ``tools`` (looked up in
 every capability's bundle). A run may be granted fewer tools — never more: a child run started
-by ``ask_agent`` gets at most the intersection of its own grant and its caller's, and the lower
-of its own trust and its caller's (``CapabilityContext.trust``).
+by ``ask_agent`` or ``delegate`` gets at most the intersection of its own grant and its
+caller's, and the lower of its own trust and its caller's (``CapabilityContext.trust``).
+
+An *implicit* capability is in every agent's grant and named in no file: its resolver decides
+from the run what to offer (``delegate``, offered where the org chart gives the agent reports).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AskAgent", "CapabilityContext", "CapabilityRegistry", "Resolver"]
 
+# Runs ``agent`` on ``message`` as a child of the calling run; returns its answer.
 AskAgent = Callable[[str, str], Awaitable[str]]
 
 
@@ -52,8 +56,9 @@ class CapabilityContext:
     emit: EventSink = ignore
     depth: int = 0
     max_depth: int = 3
-    ask_agent: AskAgent | None = None
-    team: Sequence[AgentSpec] = ()
+    ask_agent: AskAgent | None = None  # also what ``delegate`` runs its report with
+    team: Sequence[AgentSpec] = ()  # whom ask_agent may ask: the enabled agents but this one
+    reports: Sequence[AgentSpec] = ()  # whom delegate may hand work to: enabled direct reports
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -91,9 +96,22 @@ class CapabilityRegistry:
     def __init__(self) -> None:
         self._resolvers: dict[str, Resolver] = {}
         self._provides: dict[str, str] = {}
+        # Tool names in every grant, named in no file: what granting them depends on, said
+        # to a file that names one ("{agent}" stands for its id).
+        self._implicit: dict[str, str] = {}
 
-    def register(self, name: str, resolver: Resolver, tool_names: Sequence[str]) -> None:
-        """Add a capability; ``tool_names`` are the tools its resolver builds."""
+    def register(
+        self,
+        name: str,
+        resolver: Resolver,
+        tool_names: Sequence[str],
+        *,
+        implicit: str | None = None,
+    ) -> None:
+        """Add a capability; ``tool_names`` are the tools its resolver builds. An ``implicit``
+        one is granted to every agent and may not be named in a file (``implicit`` says what
+        grants it instead, the hint for a file that names it): its resolver offers its tools
+        only where the run calls for them."""
         if name in self._resolvers:
             raise AgentRunnerError(
                 ErrorCode.VALIDATION, f"capability '{name}' is already registered"
@@ -107,17 +125,20 @@ class CapabilityRegistry:
                 )
         self._resolvers[name] = resolver
         self._provides.update(dict.fromkeys(tool_names, name))
+        if implicit is not None:
+            self._implicit.update(dict.fromkeys(tool_names, implicit))
 
     @property
     def tool_names(self) -> list[str]:
-        return sorted(self._provides)
+        """The tools a file may name (``tools:``)."""
+        return sorted(t for t in self._provides if t not in self._implicit)
 
     def grant(self, agent: AgentSpec) -> frozenset[str]:
         """Every tool name the agent may use. Raises the first of ``problems(agent)``."""
         problems = self.problems(agent)
         if problems:
             raise problems[0]
-        names = set(agent.tools)
+        names = set(agent.tools) | set(self._implicit)
         for capability in agent.capabilities:
             names.update(t for t, c in self._provides.items() if c == capability)
         return frozenset(names)
@@ -134,6 +155,9 @@ class CapabilityRegistry:
             for name in names:
                 if name in known:
                     continue
+                if name in self._implicit:
+                    found.append(self._named_implicit(agent, name))
+                    continue
                 near = difflib.get_close_matches(name, known, n=1)
                 found.append(
                     AgentRunnerError(
@@ -148,6 +172,15 @@ class CapabilityRegistry:
                     )
                 )
         return found
+
+    def _named_implicit(self, agent: AgentSpec, name: str) -> AgentRunnerError:
+        return AgentRunnerError(
+            ErrorCode.INVALID_SPECIFICATION,
+            f"tool '{name}' cannot be granted in an agent file",
+            hint=f"Remove it from `tools:`. {self._implicit[name].format(agent=agent.id)}",
+            file=display_path(agent.path) if agent.path else None,
+            line=agent.line_of("tools"),
+        )
 
     def resolve(self, ctx: CapabilityContext, grant: frozenset[str]) -> list[Tool]:
         """Build the granted tools for one run, in a stable order."""

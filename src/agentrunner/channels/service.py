@@ -97,7 +97,7 @@ class ChannelService:
 
     async def dm_channel(self, agent_id: str, person: str) -> Channel:
         check_id(person, "sender")
-        self.runner.agents.get(agent_id)
+        self.runner.agents.runnable(agent_id)  # a disabled agent is no one to write to
         a, b = sorted((agent_id, person))
         return await self._ensure(
             f"dm:{a}:{b}", "dm", [(agent_id, "agent"), (person, self._kind_of(person))]

@@ -116,7 +116,8 @@ async def _open(session: _Session) -> tuple[AgentRunner, str]:
 
     runner = await open_runner()
     try:
-        runner.agents.get(session.agent_id).render_system(session.values)  # inputs, up front
+        # disabled or missing inputs: refused up front, before a thread is opened
+        runner.agents.runnable(session.agent_id).render_system(session.values)
         if session.model is not None:  # a typo fails before the first turn, not after it
             runner.engine.chain([session.model, *session.fallback])
         if session.thread is not None:

@@ -1,8 +1,13 @@
 """In-process models for offline demos and tests; they go through the same turn core.
 
-* ``TestModel`` — the ``test`` provider: calls each granted tool once with schema-valid
+* ``TestModel`` — the ``test`` provider: calls each granted tool once a run with schema-valid
   arguments, then summarises what it got (or answers schema-valid JSON for ``output_schema``).
-  Everything it says is labelled as coming from a test model.
+  Everything it says is labelled as coming from a test model. Where calling everything would
+  make no sense it behaves as a person would expect, deterministically: it hands the message
+  it got on to one report (``delegate``: the first one the message names, else the first
+  listed) or agent (``ask_agent``), and in a channel it either speaks (``send_message``) or,
+  when the new message is a test model's, stays silent (``do_nothing``) — so a company's
+  delegation is a chain down the org chart and a channel's chatter ends after one round.
 * ``ScriptedModel`` — replies from a list, in order (text, tool calls, or an exception to raise).
 * ``FunctionModel`` — replies by calling your function with the request.
 """
@@ -12,7 +17,8 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agentrunner.engine.fold import DeltaSink
@@ -23,6 +29,7 @@ from agentrunner.engine.messages import (
     ModelResponse,
     TextDelta,
     ToolCall,
+    ToolDefinition,
     ToolResult,
     Usage,
     UserMessage,
@@ -53,24 +60,18 @@ class _InProcessModel:
 
 
 class TestModel(_InProcessModel):
-    """Calls each granted tool once (schema-valid arguments), then summarises. Offline."""
+    """Calls each granted tool once a run (schema-valid arguments), then summarises. Offline.
+    See the module's docstring for the tools it treats as a person would."""
 
     __test__ = False  # not a pytest test class
 
     async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
-        called = {
-            c.name
-            for m in request.messages
-            if isinstance(m, AssistantMessage)
-            for c in m.tool_calls
-        }
-        pending = [t for t in request.tools if t.name not in called]
-        if pending and _last_is_user(request):
-            calls = [
-                ToolCall(f"test_call_{next(_ids)}", t.name, example_from_schema(t.parameters))
-                for t in pending
-            ]
-            return self._respond(request, AssistantMessage(tool_calls=calls), on_delta)
+        if _last_is_user(request):
+            asked = request.messages[-1]
+            assert isinstance(asked, UserMessage)
+            calls = _first_calls(request.tools, asked.content)
+            if calls:
+                return self._respond(request, AssistantMessage(tool_calls=calls), on_delta)
         if request.output_schema is not None:
             text = json.dumps(example_from_schema(request.output_schema))
         else:
@@ -155,6 +156,55 @@ def example_from_schema(schema: Mapping[str, Any], root: Mapping[str, Any] | Non
         length = int(schema.get("minLength", 0))
         return "example".ljust(length, "x")
     return "example"
+
+
+def _first_calls(tools: Sequence[ToolDefinition], asked: str) -> list[ToolCall]:
+    """The test model's tool calls on a new message: every tool once, with the exceptions its
+    module's docstring lists. (A run's later requests call nothing: the last message is a
+    tool result then, so each tool is called at most once a run.)"""
+    names = {t.name for t in tools}
+    channel = {"send_message", "do_nothing"} <= names
+    if channel and _MARK in _newest(asked):  # a test model's message: nothing to add
+        return [_call("do_nothing", {})]
+    calls = []
+    for t in tools:
+        if channel and t.name == "do_nothing":
+            continue  # it speaks instead
+        arguments = example_from_schema(t.parameters)
+        if t.name == "send_message":
+            arguments["text"] = f"{_MARK} Re: {_newest(asked)[:200]}"
+        elif t.name in _PASSES_ON:
+            agent_field, text_field = _PASSES_ON[t.name]
+            agent = _named(t.parameters, agent_field, asked)
+            if agent is not None:
+                arguments[agent_field] = agent
+            arguments[text_field] = asked.strip()[:2000]  # the work, handed on as it came
+        calls.append(_call(t.name, arguments))
+    return calls
+
+
+# Tools that hand the message on to another agent: their agent and text fields.
+_PASSES_ON = {"delegate": ("agent", "task"), "ask_agent": ("agent", "message")}
+_MARK = "[test model]"
+
+
+def _call(name: str, arguments: Any) -> ToolCall:
+    return ToolCall(f"test_call_{next(_ids)}", name, arguments)
+
+
+def _newest(asked: str) -> str:
+    """The last line of a message: in a channel transcript, the new message's."""
+    lines = [line for line in asked.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def _named(parameters: Mapping[str, Any], field: str, asked: str) -> str | None:
+    """The first of the ``field``'s choices that ``asked`` names as a word, if any."""
+    choices = (parameters.get("properties") or {}).get(field, {}).get("enum") or []
+    for choice in choices:
+        if re.search(rf"(?<![\w-]){re.escape(str(choice))}(?![\w-])", asked, re.IGNORECASE):
+            return str(choice)
+    return None
 
 
 def _summary(request: ModelRequest) -> str:

@@ -32,6 +32,7 @@ _STATUS: dict[ErrorCode, int] = {
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
     ErrorCode.BUDGET_EXCEEDED: 402,
     ErrorCode.CANCELLED: 409,
+    ErrorCode.AGENT_DISABLED: 409,
     ErrorCode.QUEUE_FULL: 429,
     ErrorCode.RUN_TIMEOUT: 504,
 }
@@ -58,7 +59,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         403: "tool denied; a Host not accepted by a server without a token",
         404: "no such agent, thread, run or channel",
         405: "method not allowed (the Allow header lists those that are)",
-        409: "cancelled",
+        409: "cancelled; the agent is disabled (enabled: false in its file)",
         413: "request body too large",
         422: "bad input: the request does not match the schema, or a field breaks its rules",
         429: "the agent's queue is full (Retry-After says when to try again)",

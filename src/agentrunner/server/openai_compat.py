@@ -109,6 +109,7 @@ async def models(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
         "data": [
             {"id": a.id, "object": "model", "created": 0, "owned_by": "agentrunner"}
             for a in ws.runner.agents
+            if a.enabled  # a disabled agent is no model to talk to
         ],
     }
 
@@ -125,7 +126,7 @@ async def chat_completions(
     ws: Workspace = Depends(workspace),
     x_agentrunner_thread: Id | None = Header(default=None),
 ) -> dict[str, Any] | StreamingResponse:
-    agent = ws.runner.agents.get(body.model)
+    agent = ws.runner.agents.runnable(body.model)  # refused before a stream starts
     text = check_text(_last_user_text(body.messages), "messages: the last user message")
     thread = x_agentrunner_thread or (
         f"{agent.id}-{body.user}" if body.user else new_id(f"{agent.id}-")

@@ -222,7 +222,7 @@ class Task:
 
         runner = self._runner.runner
         cache = self._runner.cache  # 1. obtain the cache
-        spec = runner.agents.get(self._agent)
+        spec = runner.agents.runnable(self._agent)  # before the cache: no answer when disabled
         if not isinstance(self._input, Mapping):
             raise AgentRunnerError(ErrorCode.VALIDATION, "input must be a JSON object")
         chain = (
@@ -283,9 +283,13 @@ class Task:
     ) -> dict[str, Any]:
         """Besides the agent's id and model, everything that decides what the model is sent:
         the input values that reach it, the definition (any edit of the agent file), the whole
-        model chain, the project's default tone, and the memory the agent may have written."""
+        model chain, the project's default tone, the memory the agent may have written, and the
+        reports it may delegate to (the delegate tool lists them)."""
         runner = self._runner.runner
         facts: dict[str, Any] = {"input": dict(sent), "agent": spec.digest, "models": models}
+        reports = [r for r in runner.agents.direct_reports(spec.id) if r.enabled]
+        if reports:
+            facts["reports"] = {r.id: r.description or r.name for r in reports}
         if spec.persona is None:
             facts["persona"] = runner.config.default_persona
         if "memory" in spec.capabilities:
