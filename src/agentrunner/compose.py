@@ -15,6 +15,7 @@ from agentrunner._paths import display_path
 from agentrunner.capabilities.builtin import builtin_capabilities
 from agentrunner.capabilities.mcp import unset_variables
 from agentrunner.capabilities.scope import RuntimeFiles
+from agentrunner.config import CONFIG_FILE
 from agentrunner.effects import PostRunEffects
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.models import ModelRegistry
@@ -52,7 +53,7 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
         agents=project.agents,
         store=store,
         engine=engine,
-        prompt=PromptBuilder(default_persona=config.default_persona),
+        prompt=PromptBuilder(personas=project.personas),
         capabilities=builtin_capabilities(),
         effects=PostRunEffects(engine, store, title_model=config.title_model),
         runtime_files=runtime_files,
@@ -165,6 +166,13 @@ def check_project(project: Project) -> ProjectCheck:
     """Check the project's agents against what runs use: the files themselves (as loaded), the
     tools the capabilities provide, and the models the configured providers serve."""
     check = ProjectCheck(list(project.agents.problems))
+    config = project.config
+    check.warnings.extend(
+        project.personas.warnings(
+            {*project.agents.ids(), *project.agents.partial},
+            display_path(config.path) if config.path else CONFIG_FILE,
+        )
+    )
     capabilities = builtin_capabilities()
     models = ModelRegistry.from_config(project.config)
     for spec in [*project.agents, *project.agents.partial.values()]:

@@ -283,11 +283,11 @@ class Task:
     ) -> dict[str, Any]:
         """Besides the agent's id and model, everything that decides what the model is sent:
         the input values that reach it, the definition (any edit of the agent file), the whole
-        model chain, the project's default tone, and the memory the agent may have written."""
+        model chain, the tone it is given (the project's persona configuration and files), and
+        the memory the agent may have written."""
         runner = self._runner.runner
         facts: dict[str, Any] = {"input": dict(sent), "agent": spec.digest, "models": models}
-        if spec.persona is None:
-            facts["persona"] = runner.config.default_persona
+        facts["persona"] = runner.prompt.personas.tone(spec)
         if "memory" in spec.capabilities:
             facts["memory"] = await runner.store.memory.blocks(spec.id)
         return facts
