@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from agentrunner.effects import PostRunEffects
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.models import ModelRegistry
 from agentrunner.errors import AgentRunnerError
+from agentrunner.extensions import Extensions, load_extensions
 from agentrunner.project import Project, load_project
 from agentrunner.prompt import PromptBuilder
 from agentrunner.runner import AgentRunner
@@ -44,25 +45,29 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
     """Load the project at (or above) ``start`` and open its store (migrating it) and engine."""
     # Reading the config and agent files and resolving the runtime's own paths is file system
     # work: on a thread, so a runner opened inside a running application stalls nothing.
-    project, runtime_files = await asyncio.to_thread(_load, start)
+    # Extensions are imported there too (an import reads files, and runs the module).
+    project, runtime_files, extensions = await asyncio.to_thread(_load, start)
     config = project.config
-    store = await open_store(database_url or config.resolved_database_url)
+    store = await open_store(database_url or config.resolved_database_url, tables=extensions.tables)
     engine = Engine.from_config(config)
     return AgentRunner(
         config=config,
         agents=project.agents,
         store=store,
         engine=engine,
-        prompt=PromptBuilder(personas=project.personas),
+        prompt=PromptBuilder(personas=project.personas, providers=extensions.context_providers),
         capabilities=builtin_capabilities(),
         effects=PostRunEffects(engine, store, title_model=config.title_model),
         runtime_files=runtime_files,
+        handlers=extensions.message_handlers,
     )
 
 
-def _load(start: Path | None) -> tuple[Project, RuntimeFiles]:
+def _load(start: Path | None) -> tuple[Project, RuntimeFiles, Extensions]:
     project = load_project(start)
-    return project, RuntimeFiles.of(project.config, project.agents)
+    extensions = load_extensions(project.config)
+    project = replace(project, config=extensions.apply(project.config))
+    return project, RuntimeFiles.of(project.config, project.agents), extensions
 
 
 async def open_task_runner(start: Path | None = None) -> TaskRunner:

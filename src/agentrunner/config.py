@@ -159,6 +159,9 @@ class ConfigExtensionRegistry:
     def __contains__(self, key: object) -> bool:
         return key in self._extensions
 
+    def __len__(self) -> int:
+        return len(self._extensions)
+
     def resolve(self, raw: Mapping[str, Any], file: str | None) -> dict[str, Mapping[str, Any]]:
         """Every registered section: the file's partial value shallow-merged over defaults."""
         out: dict[str, Mapping[str, Any]] = {}

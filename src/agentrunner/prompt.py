@@ -22,7 +22,14 @@ from agentrunner.agents.personas import Personas
 from agentrunner.agents.spec import AgentSpec
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
-__all__ = ["ContextProviders", "PromptBuilder", "PromptContext", "agent_notes", "notes_message"]
+__all__ = [
+    "ContextProvider",
+    "ContextProviders",
+    "PromptBuilder",
+    "PromptContext",
+    "agent_notes",
+    "notes_message",
+]
 
 log = logging.getLogger("agentrunner.prompt")
 
