@@ -36,6 +36,7 @@ __all__ = [
     "ConfigExtensionRegistry",
     "PriceOverride",
     "ProviderConfig",
+    "default_extensions",
     "find_config_file",
     "load_config",
     "register_config_extension",
