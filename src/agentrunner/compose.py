@@ -169,9 +169,14 @@ class ProjectCheck:
 
 def check_project(project: Project) -> ProjectCheck:
     """Check the project's agents against what runs use: the files themselves (as loaded), the
-    tools the capabilities provide, and the models the configured providers serve."""
+    tools the capabilities provide, the models the configured providers serve, the persona
+    configuration (warnings) and the extensions (imported and registered, as a run would)."""
     check = ProjectCheck(list(project.agents.problems))
     config = project.config
+    try:  # the project's extensions, loaded as a run loads them
+        load_extensions(config)
+    except AgentRunnerError as exc:
+        check.problems.append(exc)
     check.warnings.extend(
         project.personas.warnings(
             {*project.agents.ids(), *project.agents.partial},

@@ -3,6 +3,7 @@ handlers and tables, from `[extensions] modules` and the `agentrunner.extensions
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -214,6 +215,11 @@ async def test_clashes_and_reserved_keys_raise_naming_the_module(
     assert "invalid_specification: extension module 'ext_b': context provider 'facts'" in (
         done.stderr
     )
+    validate = cli(project, "agents", "validate")
+    assert validate.returncode == 1
+    assert "extension module 'ext_b': context provider 'facts' is already registered" in (
+        validate.stderr
+    )
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
@@ -244,3 +250,38 @@ async def test_an_extension_owns_a_config_section(
     finally:
         await runner.close()
     assert "## Greeting\nGreet Acme." in mock.requests[-1].body["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_channel_runs_served_by_a_worker_and_stdio_have_them_too(
+    project: Path, agent: Agent, mock: MockProvider
+) -> None:
+    agent("ceo")
+    (project / "office_ext.py").write_text(EXTENSION.replace("XTBL", "office_audit"))
+    configure(project, ["office_ext"])
+    toml = project / "agentrunner.toml"
+    toml.write_text(toml.read_text() + '\n[channels.general]\nmembers = ["ceo", "you"]\n')
+    # a post is served by a worker (in this process, as none is running)
+    mock.queue(Reply(text="Posted reply."))
+    done = cli(project, "post", "general", "hello team")
+    assert done.returncode == 0, done.stderr
+    assert "## Office facts\nThe office cat" in mock.requests[0].body["messages"][0]["content"]
+    assert "agent.message" in (project / "events.log").read_text()
+    # and over stdio
+    (project / "events.log").unlink()
+    mock.queue(Reply(text="Over stdio."))
+    request = {"id": 1, "method": "run_agent", "params": {"agent": "ceo", "message": "hi"}}
+    stdio = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "stdio"],
+        cwd=project,
+        env=os.environ.copy(),
+        input=json.dumps(request) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert stdio.returncode == 0, stdio.stderr
+    answer = [json.loads(line) for line in stdio.stdout.splitlines()][-1]
+    assert answer["result"]["text"] == "Over stdio.", stdio.stdout
+    assert "## Office facts" in mock.requests[-1].body["messages"][0]["content"]
+    assert "agent.message" in (project / "events.log").read_text()
