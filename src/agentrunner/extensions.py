@@ -165,6 +165,8 @@ def load_extensions(config: Config, *, entry_points: bool = True) -> Extensions:
     seen: set[str] = set()
     if entry_points:
         for owner, target, load in _entry_points():
+            if target in seen:  # one distribution found twice on sys.path
+                continue
             seen.add(target)
             extensions.run(owner, _register_of(owner, load()))
     if config.extension_modules:

@@ -161,3 +161,33 @@ def test_an_agent_file_may_name_a_project_persona(
     (root / "personas").mkdir()
     (root / "personas" / "pirate.md").write_text("Arr.\n")
     assert validate(root).returncode == 0
+
+
+def test_agents_show_says_which_persona_and_why(
+    root: Path, mock_server: MockProviderServer
+) -> None:
+    (root / "personas").mkdir()
+    (root / "personas" / "pirate.md").write_text("Arr.\n")
+    configure(
+        root,
+        mock_server,
+        '[persona]\npreset = "concise"\n[persona.overrides]\ncto = "pirate"\n',
+        ceo="",
+        cto="",
+        cmo="persona: academic\n",
+    )
+    shown = {}
+    for agent_id in ("ceo", "cto", "cmo"):
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrunner", "agents", "show", agent_id],
+            cwd=root,
+            env={**os.environ, "COLUMNS": "200"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        shown[agent_id] = next(line for line in done.stdout.splitlines() if " persona " in line)
+    assert "concise (project default; built-in)" in shown["ceo"]
+    assert "pirate ([persona.overrides]; personas/pirate.md)" in shown["cto"]
+    assert "academic (agent file; built-in)" in shown["cmo"]

@@ -152,7 +152,7 @@ def _persona_text(spec: AgentSpec, project: Project) -> str:
     else:
         why = "project default"
     source = personas.source(name)
-    shown = f"{escape(name)} [dim]({why}; {escape(source)})[/]"
+    shown = f"{escape(name)} [dim]({escape(why)}; {escape(source)})[/]"
     return shown if source != "unknown" else f"{shown} [yellow]no such persona[/]"
 
 
