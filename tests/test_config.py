@@ -138,6 +138,13 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ('[server]\nallowed_hosts = ["http://a.b"]\n', "'http://a.b' is not a host name"),
         ('[server]\nallowed_hosts = ["a.b:8080"]\n', "'a.b:8080' is not a host name"),
         ('[server]\nallow_hosts = ["a.b"]\n', "did you mean 'server.allowed_hosts'"),
+        ("[persona]\npreset = 3\n", "the persona must be a name, got 3"),
+        ('[persona]\nprest = "friendly"\n', "did you mean 'persona.preset'"),
+        ('[persona]\noverrides = ["cto"]\n', "must map agent ids to persona names"),
+        ("[persona.overrides]\ncto = 1\n", "must map agent ids to persona names"),
+        ('[extensions]\nmodules = "my_ext"\n', "must be a list of Python module names"),
+        ('[extensions]\nmodules = ["my-ext"]\n', "must be a list of Python module names"),
+        ('[extensions]\nmodule = ["my_ext"]\n', "did you mean 'extensions.modules'"),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
@@ -149,6 +156,25 @@ def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
     assert fragment in err.message
     assert err.file and err.file.endswith("agentrunner.toml")
     assert "sk-123" not in err.message and "hunter2" not in err.message
+
+
+def test_persona_and_extensions_sections(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        '[persona]\npreset = "academic"\n[persona.overrides]\ncto = "concise"\n'
+        '[extensions]\nmodules = ["acme.audit", "acme.slack:setup"]\n',
+    )
+    config = load_config(tmp_path, env={})
+    assert config.default_persona == "academic"
+    assert dict(config.persona_overrides) == {"cto": "concise"}
+    assert config.extension_modules == ("acme.audit", "acme.slack:setup")
+    write(tmp_path, "")
+    bare = load_config(tmp_path, env={})
+    assert (bare.default_persona, dict(bare.persona_overrides), bare.extension_modules) == (
+        "professional",
+        {},
+        (),
+    )
 
 
 def test_queue_bound_and_allowed_hosts(tmp_path: Path) -> None:

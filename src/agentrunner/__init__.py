@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         parse_agent_text as parse_agent_text,
     )
     from agentrunner.callbacks import AgentRunnerCallbacks as AgentRunnerCallbacks
+    from agentrunner.callbacks import RunEvent as RunEvent
     from agentrunner.compose import execute as execute
     from agentrunner.compose import open_runner as open_runner
     from agentrunner.compose import open_task_runner as open_task_runner
@@ -121,8 +122,10 @@ if TYPE_CHECKING:
     from agentrunner.errors import (
         ErrorCode as ErrorCode,
     )
+    from agentrunner.extensions import Extensions as Extensions
     from agentrunner.project import Project as Project
     from agentrunner.project import load_project as load_project
+    from agentrunner.prompt import PromptContext as PromptContext
     from agentrunner.runner import (
         AgentRunner as AgentRunner,
     )
@@ -147,6 +150,9 @@ _EXPORTS: dict[str, str] = {
     "AgentRunnerCallbacks": "agentrunner.callbacks",
     "RunAgentOverrides": "agentrunner.runner",
     "RunResult": "agentrunner.runner",
+    "RunEvent": "agentrunner.callbacks",
+    "Extensions": "agentrunner.extensions",
+    "PromptContext": "agentrunner.prompt",
     "Store": "agentrunner.store",
     "open_store": "agentrunner.store",
     "AbortSignal": "agentrunner.engine",

@@ -7,15 +7,26 @@ caller. A callback that raises is logged and never breaks the run.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import EventData, EventSink, from_child, typed
 
-__all__ = ["AgentRunnerCallbacks", "child_callbacks", "event_adapter", "safely"]
+__all__ = [
+    "AgentRunnerCallbacks",
+    "MessageHandler",
+    "MessageHandlers",
+    "RunEvent",
+    "child_callbacks",
+    "event_adapter",
+    "safely",
+    "tee",
+]
 
 log = logging.getLogger("agentrunner.callbacks")
 
@@ -137,3 +148,89 @@ def child_callbacks(
 def _summary(name: str, arguments: dict[str, Any]) -> str:
     text = json.dumps(arguments, ensure_ascii=False, separators=(", ", ": "))
     return f"{name}({text[1:-1][:100]})"
+
+
+def tee(first: EventSink | None, second: EventSink | None) -> EventSink | None:
+    """One sink that gives each event to both (either may be None: no work for it)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(kind: str, data: EventData) -> None:
+        first(kind, data)
+        second(kind, data)
+
+    return both
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """What a message handler receives: one event of one run. ``data`` is the event's shape
+    (``agentrunner.events``), shared with the run's other readers: read it, never change it."""
+
+    run_id: str
+    agent_id: str
+    thread_id: str | None  # None: a task, a run on no thread
+    kind: str
+    data: EventData
+
+
+MessageHandler = Callable[[RunEvent], object]  # what it returns is ignored
+
+
+class MessageHandlers:
+    """Named taps on every event of every run of a runner (seed 002's message handlers).
+
+    A handler is a plain function called on the run's event loop as each event happens, deltas
+    included, so it must be quick: hand slow work (a network call) to a queue or thread of its
+    own. A handler that raises is logged (once per run) and never breaks the run; nor do the
+    other handlers miss the event.
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, MessageHandler] = {}
+
+    def register(self, name: str, handler: MessageHandler) -> None:
+        if name in self._handlers:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"message handler '{name}' is already registered",
+                hint="Register each handler once (e.g. at import time of its module).",
+            )
+        self._handlers[name] = handler
+
+    def items(self) -> list[tuple[str, MessageHandler]]:
+        return list(self._handlers.items())
+
+    def __len__(self) -> int:
+        return len(self._handlers)
+
+    def sink(self, run_id: str, agent_id: str, thread_id: str | None) -> EventSink | None:
+        """The sink that gives one run's events to every handler; None without handlers, so a
+        runner without any does no work per event."""
+        if not self._handlers:
+            return None
+        handlers = list(self._handlers.items())
+        failed: set[str] = set()
+
+        def tap(kind: str, data: EventData) -> None:
+            event = RunEvent(run_id, agent_id, thread_id, kind, data)
+            for name, handler in handlers:
+                try:
+                    result = handler(event)
+                    if inspect.isawaitable(result):
+                        close = getattr(result, "close", None)
+                        if close is not None:
+                            close()  # never awaited: not left to warn at garbage collection
+                        raise TypeError("a message handler must be a plain function, not async")
+                except Exception:
+                    if name not in failed:  # once per run: deltas would repeat it hundreds of times
+                        failed.add(name)
+                        log.warning(
+                            "message handler %r failed on %s of run %s; the run goes on",
+                            name,
+                            kind,
+                            run_id,
+                            exc_info=True,
+                        )
+
+        return tap

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,12 @@ from agentrunner._paths import display_path
 from agentrunner.capabilities.builtin import builtin_capabilities
 from agentrunner.capabilities.mcp import unset_variables
 from agentrunner.capabilities.scope import RuntimeFiles
+from agentrunner.config import CONFIG_FILE
 from agentrunner.effects import PostRunEffects
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.models import ModelRegistry
 from agentrunner.errors import AgentRunnerError
+from agentrunner.extensions import Extensions, load_extensions
 from agentrunner.project import Project, load_project
 from agentrunner.prompt import PromptBuilder
 from agentrunner.runner import AgentRunner
@@ -43,25 +45,29 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
     """Load the project at (or above) ``start`` and open its store (migrating it) and engine."""
     # Reading the config and agent files and resolving the runtime's own paths is file system
     # work: on a thread, so a runner opened inside a running application stalls nothing.
-    project, runtime_files = await asyncio.to_thread(_load, start)
+    # Extensions are imported there too (an import reads files, and runs the module).
+    project, runtime_files, extensions = await asyncio.to_thread(_load, start)
     config = project.config
-    store = await open_store(database_url or config.resolved_database_url)
+    store = await open_store(database_url or config.resolved_database_url, tables=extensions.tables)
     engine = Engine.from_config(config)
     return AgentRunner(
         config=config,
         agents=project.agents,
         store=store,
         engine=engine,
-        prompt=PromptBuilder(default_persona=config.default_persona),
+        prompt=PromptBuilder(personas=project.personas, providers=extensions.context_providers),
         capabilities=builtin_capabilities(),
         effects=PostRunEffects(engine, store, title_model=config.title_model),
         runtime_files=runtime_files,
+        handlers=extensions.message_handlers,
     )
 
 
-def _load(start: Path | None) -> tuple[Project, RuntimeFiles]:
+def _load(start: Path | None) -> tuple[Project, RuntimeFiles, Extensions]:
     project = load_project(start)
-    return project, RuntimeFiles.of(project.config, project.agents)
+    extensions = load_extensions(project.config)
+    project = replace(project, config=extensions.apply(project.config))
+    return project, RuntimeFiles.of(project.config, project.agents), extensions
 
 
 async def open_task_runner(start: Path | None = None) -> TaskRunner:
@@ -163,8 +169,20 @@ class ProjectCheck:
 
 def check_project(project: Project) -> ProjectCheck:
     """Check the project's agents against what runs use: the files themselves (as loaded), the
-    tools the capabilities provide, and the models the configured providers serve."""
+    tools the capabilities provide, the models the configured providers serve, the persona
+    configuration (warnings) and the extensions (imported and registered, as a run would)."""
     check = ProjectCheck(list(project.agents.problems))
+    config = project.config
+    try:  # the project's extensions, loaded as a run loads them
+        load_extensions(config)
+    except AgentRunnerError as exc:
+        check.problems.append(exc)
+    check.warnings.extend(
+        project.personas.warnings(
+            {*project.agents.ids(), *project.agents.partial},
+            display_path(config.path) if config.path else CONFIG_FILE,
+        )
+    )
     capabilities = builtin_capabilities()
     models = ModelRegistry.from_config(project.config)
     for spec in [*project.agents, *project.agents.partial.values()]:

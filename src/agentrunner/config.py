@@ -36,6 +36,7 @@ __all__ = [
     "ConfigExtensionRegistry",
     "PriceOverride",
     "ProviderConfig",
+    "default_extensions",
     "find_config_file",
     "load_config",
     "register_config_extension",
@@ -56,8 +57,11 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "providers": (),
     "aliases": (),
     "prices": (),
+    "persona": ("preset", "overrides"),
+    "extensions": ("modules",),
 }
-RESERVED_KEYS: frozenset[str] = frozenset(_SECTION_KEYS)
+# Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
+RESERVED_KEYS: frozenset[str] = frozenset(_SECTION_KEYS) | {"company", "agents", "settings"}
 _PROVIDER_KEYS = (
     "kind",
     "base_url",
@@ -73,6 +77,7 @@ _PASSWORD_IN_URL = re.compile(r"://[^/@:]+:[^/@]+@")
 # A host name, an IPv4 address, or an IPv6 address in brackets (as a Host header writes it).
 _HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\]")
 DEFAULT_MAX_QUEUE = 1000
+_MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +160,9 @@ class ConfigExtensionRegistry:
     def __contains__(self, key: object) -> bool:
         return key in self._extensions
 
+    def __len__(self) -> int:
+        return len(self._extensions)
+
     def resolve(self, raw: Mapping[str, Any], file: str | None) -> dict[str, Mapping[str, Any]]:
         """Every registered section: the file's partial value shallow-merged over defaults."""
         out: dict[str, Mapping[str, Any]] = {}
@@ -187,7 +195,9 @@ class Config:
     agents_dir: Path = Path("agents")
     state_dir: Path = Path(".agentrunner")
     default_model: str | None = None
-    default_persona: str = "professional"
+    default_persona: str = "professional"  # [persona] preset (or [defaults] persona)
+    persona_overrides: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    extension_modules: tuple[str, ...] = ()  # [extensions] modules
     title_model: str | None = None
     database_url: str | None = None
     providers: Mapping[str, ProviderConfig] = field(default_factory=lambda: MappingProxyType({}))
@@ -347,7 +357,9 @@ def _build(
         agents_dir=(root / str(agents_dir)).resolve(),
         state_dir=(root / str(state_dir)).resolve(),
         default_model=env.get("AGENTRUNNER_DEFAULT_MODEL") or defaults.get("model"),
-        default_persona=str(defaults.get("persona", "professional")),
+        default_persona=_persona(raw.get("persona", {}), defaults, err),
+        persona_overrides=MappingProxyType(_persona_overrides(raw.get("persona", {}), err)),
+        extension_modules=_names(raw.get("extensions", {}).get("modules", []), err),
         title_model=defaults.get("title_model"),
         database_url=db_url,
         providers=MappingProxyType(_providers(raw.get("providers", {}), err)),
@@ -426,6 +438,47 @@ def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]
             ),
         )
     return out
+
+
+def _persona(persona: Mapping[str, Any], defaults: Mapping[str, Any], err: _Err) -> str:
+    """``[persona] preset``, or its older spelling ``[defaults] persona``; not both, differing."""
+    preset, older = persona.get("preset"), defaults.get("persona")
+    for value, key in ((preset, "preset"), (older, "persona")):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise err(f"the persona must be a name, got {value!r}", key)
+    if preset is not None and older is not None and preset != older:
+        raise err(
+            f"[persona] preset = {preset!r} and [defaults] persona = {older!r} disagree",
+            "preset",
+            "Keep [persona] preset and remove [defaults] persona (its older spelling).",
+        )
+    return str(preset or older or "professional")
+
+
+def _persona_overrides(persona: Mapping[str, Any], err: _Err) -> dict[str, str]:
+    overrides = persona.get("overrides", {})
+    if not isinstance(overrides, dict) or not all(
+        isinstance(v, str) and v for v in overrides.values()
+    ):
+        raise err(
+            "[persona.overrides] must map agent ids to persona names",
+            "overrides",
+            'e.g. [persona.overrides] with cto = "concise"',
+        )
+    return {str(k): v for k, v in overrides.items()}
+
+
+def _names(value: Any, err: _Err) -> tuple[str, ...]:
+    """``[extensions] modules``: Python module names (``pkg.mod`` or ``pkg.mod:function``)."""
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and _MODULE_NAME.fullmatch(v) for v in value
+    ):
+        raise err(
+            "extensions.modules must be a list of Python module names",
+            "modules",
+            'e.g. modules = ["my_extension", "package.module:register"]',
+        )
+    return tuple(value)
 
 
 def _channels(value: Mapping[str, Any], err: _Err) -> dict[str, ChannelConfig]:

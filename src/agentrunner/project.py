@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentrunner._paths import display_path
+from agentrunner.agents.personas import Personas
 from agentrunner.agents.registry import AgentRegistry
-from agentrunner.config import Config, load_config
+from agentrunner.config import CONFIG_FILE, Config, load_config
 
 __all__ = ["Project", "load_project"]
 
@@ -15,16 +17,26 @@ __all__ = ["Project", "load_project"]
 class Project:
     config: Config
     agents: AgentRegistry
+    personas: Personas = field(default_factory=Personas)
 
 
 def load_project(start: Path | None = None, *, strict: bool = True) -> Project:
     """Load ``agentrunner.toml`` (walking up from ``start``) and the agents it points at.
 
     Raises ``invalid_specification`` / ``AgentFileErrors`` for bad files (strict), or keeps the
-    problems on ``project.agents.problems`` (``strict=False``).
+    problems on ``project.agents.problems`` (``strict=False``). What the persona configuration
+    names that does not exist is logged as a warning (``agents validate`` lists it).
     """
     config = load_config(start)
-    agents = AgentRegistry.load(
-        config.agents_dir, default_model=config.default_model, strict=strict
+    personas = Personas.load(
+        config.root, preset=config.default_persona, overrides=config.persona_overrides
     )
-    return Project(config, agents)
+    agents = AgentRegistry.load(
+        config.agents_dir,
+        default_model=config.default_model,
+        strict=strict,
+        personas=personas.names(),
+    )
+    ids = {*agents.ids(), *agents.partial}
+    personas.log_warnings(ids, display_path(config.path) if config.path else CONFIG_FILE)
+    return Project(config, agents, personas)

@@ -18,10 +18,18 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrunner.agents.spec import PERSONA_PRESETS, AgentSpec
+from agentrunner.agents.personas import Personas
+from agentrunner.agents.spec import AgentSpec
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
-__all__ = ["ContextProviders", "PromptBuilder", "PromptContext", "agent_notes", "notes_message"]
+__all__ = [
+    "ContextProvider",
+    "ContextProviders",
+    "PromptBuilder",
+    "PromptContext",
+    "agent_notes",
+    "notes_message",
+]
 
 log = logging.getLogger("agentrunner.prompt")
 
@@ -88,10 +96,17 @@ _BACKGROUND = "No one is watching this run live: work on your own and be complet
 
 
 class PromptBuilder:
+    """``personas``: the project's (``Project.personas``); without them, the built-in presets
+    with ``default_persona`` as the project's choice."""
+
     def __init__(
-        self, *, default_persona: str = "professional", providers: ContextProviders | None = None
+        self,
+        *,
+        default_persona: str = "professional",
+        providers: ContextProviders | None = None,
+        personas: Personas | None = None,
     ) -> None:
-        self.default_persona = default_persona
+        self.personas = personas or Personas(preset=default_persona)
         self.providers = providers or ContextProviders()
 
     async def build(self, ctx: PromptContext, *, memory: Mapping[str, str]) -> str:
@@ -100,7 +115,7 @@ class PromptBuilder:
         a failing context provider is logged and skipped."""
         agent = ctx.agent
         sections = [agent.render_system(ctx.input).text.strip()]
-        tone = PERSONA_PRESETS.get(agent.persona or self.default_persona)
+        tone = self.personas.tone(agent)
         if tone:
             sections.append(f"## Tone\n{tone}")
         if memory:

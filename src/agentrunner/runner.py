@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner._paths import display_path
 from agentrunner.budgets import DailyBudgets, run_limit
-from agentrunner.callbacks import AgentRunnerCallbacks, child_callbacks, event_adapter, safely
+from agentrunner.callbacks import (
+    AgentRunnerCallbacks,
+    MessageHandlers,
+    child_callbacks,
+    event_adapter,
+    safely,
+    tee,
+)
 from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
 from agentrunner.capabilities.scope import RuntimeFiles
@@ -179,6 +186,7 @@ class AgentRunner:
         max_depth: int = 3,
         mcp: McpServers | None = None,
         runtime_files: RuntimeFiles | None = None,
+        handlers: MessageHandlers | None = None,
     ) -> None:
         self.config = config
         self.agents = agents
@@ -191,6 +199,7 @@ class AgentRunner:
         self.max_depth = max_depth
         self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
         self.runtime_files = runtime_files or RuntimeFiles.of(config, agents)
+        self.handlers = handlers or MessageHandlers()  # taps on every run's events
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
 
     async def close(self) -> None:
@@ -322,7 +331,13 @@ class AgentRunner:
             thread,
             run_id,
             RunRows(
-                self.store, run_id, agent_id, event_adapter(callbacks, agent_id, thread_id or "")
+                self.store,
+                run_id,
+                agent_id,
+                tee(
+                    event_adapter(callbacks, agent_id, thread_id or ""),
+                    self.handlers.sink(run_id, agent_id, thread_id),
+                ),
             ),
             callbacks,
             last_seq + 1,

@@ -22,7 +22,10 @@ agents_dir = "agents"
 # "test" is the built-in offline model: it calls each granted tool once, then summarises.
 # Switch to a real one, e.g. "openai:gpt-4.1-mini" or "anthropic:claude-haiku-4-5".
 model = "test"
-persona = "professional"
+
+[persona]
+# professional | friendly | concise | academic | direct, or your own personas/NAME.md
+preset = "professional"
 
 [budgets]
 per_run_usd = 0.50

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -41,9 +41,14 @@ T = TypeVar("T")
 
 
 def load_agent_file(
-    path: Path, *, default_model: str | None = None, display: str | None = None
+    path: Path,
+    *,
+    default_model: str | None = None,
+    display: str | None = None,
+    personas: Collection[str] = PERSONA_PRESETS,
 ) -> AgentSpec:
-    """Read and parse one agent file. Raises ``AgentFileErrors`` listing every problem."""
+    """Read and parse one agent file. Raises ``AgentFileErrors`` listing every problem.
+    ``personas``: the names its ``persona:`` may give (the project's own with the presets)."""
     shown = display or str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -52,7 +57,12 @@ def load_agent_file(
             [AgentRunnerError(ErrorCode.RUNNER_IO, f"cannot read agent file: {exc}", file=shown)]
         ) from exc
     return parse_agent_text(
-        text, agent_id=path.stem, file=shown, path=path, default_model=default_model
+        text,
+        agent_id=path.stem,
+        file=shown,
+        path=path,
+        default_model=default_model,
+        personas=personas,
     )
 
 
@@ -63,12 +73,13 @@ def parse_agent_text(
     file: str,
     path: Path | None = None,
     default_model: str | None = None,
+    personas: Collection[str] = PERSONA_PRESETS,
 ) -> AgentSpec:
     front, body, body_line = _split_front_matter(text, file)
     data, lines, duplicates = _parse_yaml(front, file) if front is not None else ({}, {}, [])
     reader = _Reader(file, lines)
     reader.problems.extend(duplicates)  # read on: the file's other problems are listed too
-    spec = reader.build(agent_id, data, body, body_line, path, default_model)
+    spec = reader.build(agent_id, data, body, body_line, path, default_model, personas)
     AgentFileErrors.raise_if_any(reader.problems, spec)
     for notice in reader.notices:
         log.warning("%s", notice)
@@ -321,6 +332,7 @@ class _Reader:
         body_line: int,
         path: Path | None,
         default_model: str | None,
+        personas: Collection[str] = PERSONA_PRESETS,
     ) -> AgentSpec:
         self.check_keys(data, TOP_LEVEL_KEYS)
         name = self.typed(data, "name", str, agent_id, "a string")
@@ -348,14 +360,14 @@ class _Reader:
                     f"unknown capability '{cap}'" + (f" (did you mean '{near}'?)" if near else ""),
                     hint=f"capabilities: {', '.join(CAPABILITIES)}",
                 )
-        persona = self.typed(data, "persona", str, None, "a preset name")
-        if persona is not None and persona not in PERSONA_PRESETS:
-            near = _nearest(persona, list(PERSONA_PRESETS))
+        persona = self.typed(data, "persona", str, None, "a persona name")
+        if persona is not None and persona not in personas:
+            near = _nearest(persona, sorted(personas))
             self.fail(
                 "persona",
                 f"unknown persona preset '{persona}'"
                 + (f" (did you mean '{near}'?)" if near else ""),
-                hint=f"presets: {', '.join(PERSONA_PRESETS)}",
+                hint=f"presets: {', '.join(sorted(personas))}; or add personas/{persona}.md",
             )
         system = self.template(body.strip("\n"), body_line + _leading_newlines(body))
         prompt_source = self.typed(data, "prompt_template", str, None, "a string")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentrunner._paths import display_path
 from agentrunner.agents.loader import load_agent_file
-from agentrunner.agents.spec import AgentSpec
+from agentrunner.agents.spec import PERSONA_PRESETS, AgentSpec
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
 __all__ = ["AgentRegistry"]
@@ -60,10 +60,16 @@ class AgentRegistry:
                 self._reports.setdefault(spec.reports_to, []).append(spec.id)
         self._seen: _Seen | None = None  # set by load(): a registry built in code is fixed
         self._default_model: str | None = None
+        self._personas: Collection[str] = PERSONA_PRESETS
 
     @classmethod
     def load(
-        cls, directory: Path, *, default_model: str | None = None, strict: bool = True
+        cls,
+        directory: Path,
+        *,
+        default_model: str | None = None,
+        strict: bool = True,
+        personas: Collection[str] = PERSONA_PRESETS,
     ) -> AgentRegistry:
         """Load every agent file in ``directory``.
 
@@ -103,7 +109,7 @@ class AgentRegistry:
             seen[folded] = path
             try:
                 agents[path.stem] = load_agent_file(
-                    path, default_model=default_model, display=shown
+                    path, default_model=default_model, display=shown, personas=personas
                 )
             except AgentFileErrors as exc:
                 problems.extend(exc.problems)
@@ -122,7 +128,7 @@ class AgentRegistry:
             **partial,
             **{k: v for k, v in agents.items() if k not in good},
         }
-        loaded._seen, loaded._default_model = looked, default_model
+        loaded._seen, loaded._default_model, loaded._personas = looked, default_model, personas
         return loaded
 
     def _refresh(self, agent_id: str | None = None) -> None:
@@ -136,7 +142,10 @@ class AgentRegistry:
             changed = _stamp(path) != stamp
         if changed:
             fresh = AgentRegistry.load(
-                self.directory, default_model=self._default_model, strict=False
+                self.directory,
+                default_model=self._default_model,
+                strict=False,
+                personas=self._personas,
             )
             self._agents, self._reports = fresh._agents, fresh._reports
             self.problems, self.partial, self._seen = fresh.problems, fresh.partial, fresh._seen

@@ -36,7 +36,8 @@ BACKOFFS: tuple[str, ...] = ("exponential", "linear", "none")
 CAPABILITIES: tuple[str, ...] = ("memory", "notes", "files", "notify", "agents")
 
 # Seed 002: a preset appends tone guidelines to every agent's prompt; `professional` is the
-# default when the config names none.
+# default when the config names none. A project adds its own, or replaces one of these, with a
+# file `personas/NAME.md` (``agents.personas``).
 PERSONA_PRESETS: Mapping[str, str] = MappingProxyType(
     {
         "professional": "Tone: professional and precise. Lead with the answer, then the "
@@ -47,6 +48,8 @@ PERSONA_PRESETS: Mapping[str, str] = MappingProxyType(
         "paragraphs.",
         "direct": "Tone: candid and decisive. State your recommendation first and own it; flag "
         "risks bluntly.",
+        "academic": "Tone: scholarly and careful. Define terms, separate evidence from "
+        "inference, state your confidence and what would change your mind.",
     }
 )
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from agentrunner.agents import AgentRegistry, AgentSpec
     from agentrunner.config import Config
+    from agentrunner.project import Project
 
 __all__ = ["app"]
 
@@ -91,7 +92,7 @@ def show(agent_id: str = typer.Argument(..., help="The agent id.")) -> None:
         ("mcp servers", escape(", ".join(spec.mcp_servers)) or "—"),
         ("trust", spec.trust),
         ("limits", _limits_text(spec)),
-        ("persona", escape(spec.persona or f"{project.config.default_persona} (default)")),
+        ("persona", _persona_text(spec, project)),
         ("memory", escape(", ".join(spec.memory)) or "—"),
         ("inputs", escape(", ".join(p.dotted for p in spec.system.placeholders)) or "—"),
         ("output schema", "yes" if spec.output_schema else "—"),
@@ -139,6 +140,20 @@ def validate() -> None:
     out.print(
         f"[green]✓[/] {len(project.agents)} agent{'s' if len(project.agents) != 1 else ''} valid"
     )
+
+
+def _persona_text(spec: AgentSpec, project: Project) -> str:
+    personas = project.personas
+    name = personas.name_for(spec)
+    if spec.id in personas.overrides:
+        why = "[persona.overrides]"
+    elif spec.persona:
+        why = "agent file"
+    else:
+        why = "project default"
+    source = personas.source(name)
+    shown = f"{escape(name)} [dim]({escape(why)}; {escape(source)})[/]"
+    return shown if source != "unknown" else f"{shown} [yellow]no such persona[/]"
 
 
 def _limits_text(spec: AgentSpec) -> str:

@@ -1,15 +1,26 @@
 """The store's SQL: named blocks in ``sql/queries.sql`` (with per-dialect overrides) and the
-numbered migrations in ``sql/schema.sql``, rendered for one dialect at load time."""
+numbered migrations in ``sql/schema.sql``, rendered for one dialect at load time; and the
+tables extensions register (``ExtensionTable``), created beside them."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Literal
 
-__all__ = ["Dialect", "SqlSet", "load_sql", "replace_parameters"]
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+__all__ = [
+    "TABLE_EXISTS",
+    "Dialect",
+    "ExtensionTable",
+    "SqlSet",
+    "load_sql",
+    "replace_parameters",
+    "with_tables",
+]
 
 Dialect = Literal["sqlite", "postgres"]
 
@@ -41,6 +52,8 @@ class SqlSet:
     # The names of the blocks marked ``-- guarded:``: a batch in which one changes no row is
     # refused and rolled back (drivers' ``GuardRefused``).
     guarded: frozenset[str] = frozenset()
+    # Extensions' tables: (name, statements, who registered it), created when missing.
+    tables: tuple[tuple[str, list[str], str], ...] = ()
 
     def __getitem__(self, name: str) -> str:
         return self.queries[name]
@@ -86,3 +99,86 @@ def _migrations(text: str, dialect: Dialect) -> list[tuple[int, list[str]]]:
         statements = [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
         out.append((int(parts[i]), statements))
     return out
+
+
+# Whether a table exists (its name the one parameter), per dialect.
+TABLE_EXISTS: dict[Dialect, str] = {
+    "sqlite": "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+    "postgres": "SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = %s",
+}
+_TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_CREATED = re.compile(r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionTable:
+    """A table an extension registers (seed 002's ``registerTable``), created when the store
+    opens and it does not exist yet, with its indexes; never altered afterwards.
+
+    ``create`` is one ``CREATE TABLE`` for both back ends, where ``{json}``, ``{serial}`` and
+    ``{clustered}`` are written as in agentrunner's own schema — or a map from dialect
+    (``sqlite``, ``postgres``) to its own statement. ``indexes`` are further statements, the
+    same for both. ``owner`` names who registered it, for errors."""
+
+    name: str
+    create: str | Mapping[str, str]
+    indexes: tuple[str, ...] = ()
+    owner: str = "code"
+
+    def statements(self, dialect: Dialect) -> list[str]:
+        if isinstance(self.create, str):
+            create = self.create
+        elif dialect in self.create:
+            create = self.create[dialect]
+        else:
+            raise self._error(
+                f"its SQL names no statement for {dialect}",
+                "Give create= one statement for both, or one per dialect: sqlite and postgres.",
+            )
+        out = []
+        for statement in (create, *self.indexes):
+            for placeholder, sql_type in _TYPES[dialect].items():
+                statement = statement.replace(placeholder, sql_type)
+            out.append(statement.strip().rstrip(";"))
+        return out
+
+    def _error(self, message: str, hint: str | None = None) -> AgentRunnerError:
+        return AgentRunnerError(
+            ErrorCode.INVALID_SPECIFICATION,
+            f"{self.owner}: table '{self.name}': {message}",
+            hint=hint,
+        )
+
+
+def with_tables(sql: SqlSet, tables: Sequence[ExtensionTable]) -> SqlSet:
+    """``sql`` with the extensions' tables to create; ``invalid_specification`` naming who
+    registered it for a table whose name is agentrunner's own or not a plain lower-case name,
+    or whose SQL creates another table."""
+    if not tables:
+        return sql
+    own = {
+        match[1].lower()
+        for _, statements in sql.migrations
+        for statement in statements
+        for match in _CREATED.finditer(statement)
+    } | {"schema_migrations"}
+    out = []
+    for table in tables:
+        if not _TABLE_NAME.fullmatch(table.name):
+            raise table._error(
+                "a table name is lower-case letters, digits and _",
+                "e.g. audit_log (an extension's own prefix keeps names apart).",
+            )
+        if table.name in own:
+            raise table._error(
+                "the name is one of agentrunner's own tables", "Give the table a name of its own."
+            )
+        statements = table.statements(sql.dialect)
+        created = [m[1].lower() for m in _CREATED.finditer(statements[0])]
+        if created != [table.name]:
+            raise table._error(
+                f"its SQL must create table {table.name} and only it",
+                f"Start it with CREATE TABLE {table.name} (...).",
+            )
+        out.append((table.name, statements, table.owner))
+    return replace(sql, tables=tuple(out))

@@ -27,7 +27,7 @@ from agentrunner.store.repositories import (
     TaskCacheRows,
     Threads,
 )
-from agentrunner.store.sql import SqlSet, load_sql
+from agentrunner.store.sql import ExtensionTable, SqlSet, load_sql, with_tables
 
 __all__ = ["Store", "open_store"]
 
@@ -106,13 +106,22 @@ class Store:
         await self.driver.close()
 
 
-async def open_store(url: str, *, lock_lease_s: float = 30.0) -> Store:
-    """Open (creating and migrating as needed) the store at ``url``."""
+async def open_store(
+    url: str, *, lock_lease_s: float = 30.0, tables: Sequence[ExtensionTable] = ()
+) -> Store:
+    """Open (creating and migrating as needed) the store at ``url``; ``tables``, extensions'
+    tables, are created with the migrations when they do not exist yet."""
     driver = await open_driver(url)
-    # The package's SQL files, read on a thread: a store opened by a running app stalls nothing.
-    sql = await asyncio.to_thread(
-        load_sql, "postgres" if driver.dialect == "postgres" else "sqlite"
-    )
+    try:
+        # The package's SQL files, read on a thread: a store opened by a running app stalls
+        # nothing.
+        sql = await asyncio.to_thread(
+            load_sql, "postgres" if driver.dialect == "postgres" else "sqlite"
+        )
+        sql = with_tables(sql, tables)
+    except BaseException:
+        await driver.close()
+        raise
     try:
         await driver.migrate(sql)
     except BaseException:

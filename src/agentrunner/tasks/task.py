@@ -283,15 +283,15 @@ class Task:
     ) -> dict[str, Any]:
         """Besides the agent's id and model, everything that decides what the model is sent:
         the input values that reach it, the definition (any edit of the agent file), the whole
-        model chain, the project's default tone, the memory the agent may have written, and the
-        reports it may delegate to (the delegate tool lists them)."""
+        model chain, the tone it is given (the project's persona configuration and files), the
+        memory the agent may have written, and the reports it may delegate to (the delegate tool
+        lists them)."""
         runner = self._runner.runner
         facts: dict[str, Any] = {"input": dict(sent), "agent": spec.digest, "models": models}
         reports = [r for r in runner.agents.direct_reports(spec.id) if r.enabled]
         if reports:
             facts["reports"] = {r.id: r.description or r.name for r in reports}
-        if spec.persona is None:
-            facts["persona"] = runner.config.default_persona
+        facts["persona"] = runner.prompt.personas.tone(spec)
         if "memory" in spec.capabilities:
             facts["memory"] = await runner.store.memory.blocks(spec.id)
         return facts

@@ -18,7 +18,7 @@ from agentrunner.store.drivers.contract import MIGRATIONS_TABLE, Listener, Op, P
 from agentrunner.store.drivers.errors import GuardRefused
 from agentrunner.store.drivers.postgres_listener import PostgresListener
 from agentrunner.store.drivers.postgres_reconnect import in_transaction, reconnecting
-from agentrunner.store.sql import SqlSet
+from agentrunner.store.sql import TABLE_EXISTS, SqlSet
 
 __all__ = ["PostgresDriver"]
 
@@ -147,6 +147,11 @@ class PostgresDriver:
                     (version, time.time()),
                 )
                 applied.append(version)
+            for name, statements, _owner in sql.tables:  # extensions' tables, once each
+                cursor = await conn.execute(TABLE_EXISTS["postgres"], (name,))
+                if await cursor.fetchone() is None:
+                    for statement in statements:
+                        await conn.execute(statement)
             return applied
 
         return await self._run(lambda conn: in_transaction(conn, run))

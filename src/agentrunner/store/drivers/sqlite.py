@@ -23,7 +23,7 @@ from agentrunner.store.drivers.contract import MIGRATIONS_TABLE, Listener, Op, P
 from agentrunner.store.drivers.errors import GuardRefused
 from agentrunner.store.drivers.sqlite_statements import bind, bind_many, grouped
 from agentrunner.store.drivers.sqlite_wal import WAL_KEEP_BYTES, Checkpointer
-from agentrunner.store.sql import SqlSet
+from agentrunner.store.sql import TABLE_EXISTS, SqlSet
 from agentrunner.store.wake import SocketListener, notify_sockets
 
 __all__ = ["SQLiteDriver"]
@@ -187,6 +187,11 @@ class SQLiteDriver:
                     (version, time.time()),
                 )
                 applied.append(version)
+            exists = TABLE_EXISTS["sqlite"]
+            for name, statements, _owner in sql.tables:  # extensions' tables, once each
+                if conn.execute(exists, (name,)).fetchone() is None:
+                    for statement in statements:
+                        conn.execute(statement)
         except BaseException:
             conn.execute("ROLLBACK")
             raise

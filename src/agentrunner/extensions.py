@@ -1,0 +1,239 @@
+"""Extensions (seed 002's hooks), loaded for every entry point by the composition root.
+
+An extension is a Python module with a ``register(extensions)`` function (or that function
+itself, named ``module:function``). It is found two ways: the project's ``[extensions] modules =
+[...]`` in ``agentrunner.toml`` (looked up on ``sys.path``, and in the project directory), and the
+``agentrunner.extensions`` entry-point group of installed distributions. ``compose`` loads them
+when it builds a runner, so the CLI, the server, the worker, stdio and MCP all get them. Through
+the ``Extensions`` it is given, a module registers:
+
+- context providers: a section of every agent's system prompt (``prompt.ContextProviders``);
+- message handlers: a tap on every event of every run (``callbacks.MessageHandlers``);
+- tables: created by the store's migrations, on SQLite and PostgreSQL (``store.sql``);
+- config sections: a top-level table of ``agentrunner.toml`` with defaults (``config``).
+
+A name registered twice, a reserved config key, a module that cannot be imported or whose
+``register`` fails: ``invalid_specification``, naming the module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType, ModuleType
+from typing import Any
+
+from agentrunner._paths import display_path
+from agentrunner.callbacks import MessageHandler, MessageHandlers
+from agentrunner.config import (
+    CONFIG_FILE,
+    RESERVED_KEYS,
+    Config,
+    ConfigExtensionRegistry,
+    default_extensions,
+)
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.prompt import ContextProvider, ContextProviders
+from agentrunner.store.sql import ExtensionTable
+
+__all__ = ["ENTRY_POINT_GROUP", "Extensions", "load_extensions"]
+
+ENTRY_POINT_GROUP = "agentrunner.extensions"
+Register = Callable[["Extensions"], object]
+
+
+class Extensions:
+    """What extension modules registered. Each registration names its owner (the module being
+    loaded) so that a clash says which two modules clash."""
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config  # the project's, for a module that reads its own section
+        self.context_providers = ContextProviders()
+        self.message_handlers = MessageHandlers()
+        self.tables: list[ExtensionTable] = []
+        self.config_sections = ConfigExtensionRegistry()
+        self.loaded: list[str] = []  # who registered, in order
+        self._owners: dict[tuple[str, str], str] = {}
+        self._current = "code"
+
+    def context_provider(self, name: str, provider: ContextProvider) -> None:
+        """``provider(ctx)`` (a ``PromptContext``) returns text, or None for no section; its
+        text becomes the section ``## name`` of every system prompt. It may be async."""
+        self._claim("context provider", name)
+        self.context_providers.register(name, provider)
+
+    def message_handler(self, name: str, handler: MessageHandler) -> None:
+        """``handler(event)`` (a ``RunEvent``) is called with every event of every run."""
+        self._claim("message handler", name)
+        self.message_handlers.register(name, handler)
+
+    def table(
+        self, name: str, create: str | Mapping[str, str], *, indexes: Sequence[str] = ()
+    ) -> None:
+        """A table of the extension's own, created when the store opens if it does not exist
+        (``store.sql.ExtensionTable`` says how ``create`` is written)."""
+        self._claim("table", name)
+        self.tables.append(ExtensionTable(name, create, tuple(indexes), self._current))
+
+    def config_section(
+        self,
+        key: str,
+        defaults: Mapping[str, Any],
+        validate: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> Mapping[str, Any]:
+        """A top-level section of ``agentrunner.toml``: the file's table merged over
+        ``defaults``, then checked by ``validate``; returned, and the runner's
+        ``config.extensions[key]``."""
+        if key in RESERVED_KEYS:
+            raise self._error(
+                f"config key '{key}' is reserved by agentrunner",
+                f"Reserved: {', '.join(sorted(RESERVED_KEYS))}. Choose a key of your own.",
+            )
+        if key in default_extensions:
+            raise self._error(f"config key '{key}' is already registered in this process")
+        self._claim("config section", key)
+        self.config_sections.register(key, defaults, validate)
+        config = self.config
+        section = ConfigExtensionRegistry()
+        section.register(key, defaults, validate)
+        file = display_path(config.path) if config and config.path else CONFIG_FILE
+        return section.resolve(config.raw if config else {}, file)[key]
+
+    def _claim(self, kind: str, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise self._error(f"a {kind} needs a name, got {name!r}")
+        owner = self._owners.get((kind, name))
+        if owner is not None:
+            by = "it too" if owner == self._current else f"{owner} too"
+            raise self._error(
+                f"{kind} '{name}' is already registered (by {by})",
+                "Each name is registered once: rename one, or load the module once.",
+            )
+        self._owners[(kind, name)] = self._current
+
+    def _error(self, message: str, hint: str | None = None) -> AgentRunnerError:
+        return AgentRunnerError(
+            ErrorCode.INVALID_SPECIFICATION, f"{self._current}: {message}", hint=hint
+        )
+
+    def run(self, owner: str, register: Register) -> None:
+        """Call ``register(self)`` as ``owner``; a failure is ``invalid_specification`` naming
+        it (the module's own error kept as the cause)."""
+        self._current = owner
+        try:
+            result = register(self)
+            if inspect.isawaitable(result):
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+                raise self._error("register() must be a plain function, not async")
+        except AgentRunnerError as exc:
+            if not exc.message.startswith(f"{owner}:"):
+                exc.message = f"{owner}: {exc.message}"
+            raise
+        except Exception as exc:
+            raise self._error(
+                f"register() failed: {type(exc).__name__}: {exc}",
+                "Run with --debug for the traceback.",
+            ) from exc
+        finally:
+            self._current = "code"
+        self.loaded.append(owner)
+
+    def apply(self, config: Config) -> Config:
+        """``config`` with the registered sections resolved from its file."""
+        if not len(self.config_sections):
+            return config
+        file = display_path(config.path) if config.path else CONFIG_FILE
+        resolved = self.config_sections.resolve(config.raw, file)
+        return replace(
+            config,
+            extensions=MappingProxyType({**config.extensions, **resolved}),
+            unknown=MappingProxyType(
+                {k: v for k, v in config.unknown.items() if k not in resolved}
+            ),
+        )
+
+
+def load_extensions(config: Config, *, entry_points: bool = True) -> Extensions:
+    """Import and register every extension: the installed entry points first, then the
+    project's ``[extensions] modules`` (a module named both ways is loaded once)."""
+    extensions = Extensions(config)
+    seen: set[str] = set()
+    if entry_points:
+        for owner, target, load in _entry_points():
+            if target in seen:  # one distribution found twice on sys.path
+                continue
+            seen.add(target)
+            extensions.run(owner, _register_of(owner, load()))
+    if config.extension_modules:
+        root = str(config.root)
+        if root not in sys.path:  # a project's own modules sit beside agentrunner.toml
+            sys.path.append(root)
+        for target in config.extension_modules:
+            if target in seen:
+                continue
+            seen.add(target)
+            owner = f"extension module '{target}'"
+            extensions.run(owner, _register_of(owner, _import(target, owner)))
+    return extensions
+
+
+def _entry_points() -> Iterator[tuple[str, str, Callable[[], Any]]]:
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(point.dist, "name", None)
+        owner = f"entry point '{point.name}' ({point.value}" + (f", {dist})" if dist else ")")
+
+        def load(point: Any = point, owner: str = owner) -> Any:
+            try:
+                return point.load()
+            except Exception as exc:
+                raise _import_error(owner, exc) from exc
+
+        yield owner, point.value, load
+
+
+def _import(target: str, owner: str) -> Any:
+    module_name, _, attribute = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise _import_error(owner, exc, from_config=True) from exc
+    if not attribute:
+        return module
+    try:
+        return getattr(module, attribute)
+    except AttributeError as exc:
+        raise AgentRunnerError(
+            ErrorCode.INVALID_SPECIFICATION,
+            f"{owner}: module '{module_name}' has no '{attribute}'",
+            file=CONFIG_FILE,
+        ) from exc
+
+
+def _register_of(owner: str, loaded: Any) -> Register:
+    register = getattr(loaded, "register", None) if isinstance(loaded, ModuleType) else loaded
+    if not callable(register):
+        raise AgentRunnerError(
+            ErrorCode.INVALID_SPECIFICATION,
+            f"{owner}: no register(extensions) function to call",
+            hint="Define `def register(extensions): ...` in the module, or name the function "
+            "as module:function.",
+        )
+    return register  # type: ignore[no-any-return]
+
+
+def _import_error(owner: str, exc: Exception, *, from_config: bool = False) -> AgentRunnerError:
+    return AgentRunnerError(
+        ErrorCode.INVALID_SPECIFICATION,
+        f"{owner}: cannot be imported: {type(exc).__name__}: {exc}",
+        hint="Install it, or put it in the project directory (beside agentrunner.toml)."
+        if from_config
+        else "Reinstall the distribution that provides it, or uninstall it.",
+        file=CONFIG_FILE if from_config else None,
+    )
