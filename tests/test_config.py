@@ -91,10 +91,10 @@ def test_company_defaults_and_bad_values(tmp_path: Path) -> None:
     config = load_config(tmp_path, env={})
     assert (config.company_root, config.journal_model) == ("ceo", None)
     write(tmp_path, "[company]\nroot = 3\n")
-    with pytest.raises(AgentRunnerError, match="company.root must be a non-empty string"):
+    with pytest.raises(AgentRunnerError, match=r"company\.root must be a non-empty string"):
         load_config(tmp_path, env={})
     write(tmp_path, "[journal]\nmodle = 'x'\n")
-    with pytest.raises(AgentRunnerError, match="did you mean 'journal.model'"):
+    with pytest.raises(AgentRunnerError, match=r"did you mean 'journal\.model'"):
         load_config(tmp_path, env={})
 
 

@@ -41,7 +41,8 @@ def test_taxonomy_is_closed_and_complete() -> None:
     interfaces = {"thread_not_found", "not_found", "address_in_use", "unauthorized", "queue_full"}
     limits = {"budget_exceeded", "run_timeout"}
     workers = {"run_settled", "worker_lost"}
-    expected = set(SEED_001) | set(SEED_004.values()) | limits | interfaces | workers
+    company = {"session_active"}
+    expected = set(SEED_001) | set(SEED_004.values()) | limits | interfaces | workers | company
     assert {str(c) for c in ErrorCode} == expected
     assert ErrorCode.RUN_TIMEOUT.category is ErrorCode.TURN_LIMIT  # a limit, for seed 001
 

@@ -58,6 +58,7 @@ class ErrorCode(StrEnum):
     # Workers: a run is settled once; a run whose worker went away is failed, not re-run.
     RUN_SETTLED = "run_settled"
     WORKER_LOST = "worker_lost"
+    SESSION_ACTIVE = "session_active"
 
     @property
     def info(self) -> CodeInfo:
@@ -258,11 +259,21 @@ _INFO: dict[ErrorCode, CodeInfo] = {
     _E.WORKER_LOST: CodeInfo(
         False,
         "The worker serving the run stopped renewing its lease (killed, its machine lost, or "
-        "paused past `[workers] lease_s`), and another worker failed the run. It is not run "
-        "again by itself: its tools may already have had effects.",
+        "paused past `[workers] lease_s`), and another worker failed the run; or the process "
+        "running a company job was found gone (`agentrunner jobs` heals such a job, naming "
+        "the process in the run's error). It is not run again by itself: its tools may "
+        "already have had effects.",
         "Run it again if you still want the answer (check what its tool calls did first); a "
         "worker that is often paused needs a longer `[workers] lease_s`.",
         _E.INTERNAL,
+    ),
+    _E.SESSION_ACTIVE: CodeInfo(
+        False,
+        "`agentrunner start` found a company session active already: a project has at most "
+        "one, which `brief` continues.",
+        "Continue it (`agentrunner start --resume`, or just `agentrunner brief`), or end it "
+        "first with `agentrunner stop`.",
+        _E.VALIDATION,
     ),
 }
 
