@@ -85,6 +85,7 @@ class Job:
         return {
             **self.run.to_dict(),
             "session_id": self.session_id,
+            "worker_id": self.run.worker_id,
             "kind": self.kind,
             "background": self.background,
             "directive": self.directive,
