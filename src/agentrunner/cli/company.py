@@ -139,13 +139,13 @@ def _brief_background(text: str) -> None:
 
     async def main() -> Queued:
         from agentrunner.company.brief import queue_brief
-        from agentrunner.project import load_project
+        from agentrunner.config import load_config
         from agentrunner.store.store import open_store
 
-        project = await asyncio.to_thread(load_project)
-        store = await open_store(project.config.resolved_database_url)
+        config = await asyncio.to_thread(load_config)
+        store = await open_store(config.resolved_database_url)
         try:
-            return await queue_brief(project.config, project.agents, store, text)
+            return await queue_brief(config, store, text)
         finally:
             await store.close()
 

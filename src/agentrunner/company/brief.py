@@ -102,7 +102,7 @@ async def start(
             return Briefed(current, root)
     warnings: list[str] = []
     history = await _history(store, warnings)
-    opened = await session.open_session(store, root)
+    opened = await session.open_session(store, root.id)
     briefed = Briefed(opened, root, warnings=warnings, opened=True)
     message = _with_history(history, intro_message(runner.agents, root))
     briefed.run_id, briefed.result = await _run_here(
@@ -124,7 +124,7 @@ async def brief(
     _check_directive(directive)
     store = runner.store
     root = session.root_agent(runner.config, runner.agents)
-    current, message, warnings, opened = await _session_for(store, root, directive)
+    current, message, warnings, opened = await _session_for(store, root.id, directive)
     briefed = Briefed(current, root, warnings=warnings, opened=opened)
     briefed.run_id, briefed.result = await _run_here(
         runner, current, root, message, {"kind": "brief", "directive": directive}, callbacks, abort
@@ -139,21 +139,20 @@ async def brief(
     return briefed
 
 
-async def queue_brief(
-    config: Config, agents: AgentRegistry, store: Store, directive: str
-) -> Queued:
+async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
     """Queue ``directive`` as a run of the root on the active session's thread (opening a
-    session if none) and make sure a worker will serve it; returns at once."""
+    session if none) and make sure a worker will serve it; returns at once. The agent files
+    are the worker's to read: a broken root file fails the job, not this call."""
     from agentrunner.company.jobs import ensure_worker
     from agentrunner.queueing import queue_runs
     from agentrunner.store.mailbox import NewRun
 
     _check_directive(directive)
-    root = session.root_agent(config, agents)
+    root = await asyncio.to_thread(session.root_agent_id, config)  # a stat: off the loop
     current, message, warnings, opened = await _session_for(store, root, directive)
     run = NewRun(
         new_id("run_"),
-        root.id,
+        root,
         current.thread_id,
         _request(message, current, {"kind": "brief", "directive": directive, "background": True}),
     )
@@ -197,7 +196,7 @@ def _with_history(history: str | None, text: str) -> str:
 
 
 async def _session_for(
-    store: Store, root: AgentSpec, directive: str
+    store: Store, root: str, directive: str
 ) -> tuple[CompanySession, str, list[str], bool]:
     """The active session and the message to send it; a new session (its first message
     carrying the journal's history) when none is active."""

@@ -16,7 +16,15 @@ if TYPE_CHECKING:
     from agentrunner.config import Config
     from agentrunner.store.store import Store
 
-__all__ = ["CompanySession", "active", "end", "open_session", "root_agent", "team_lines"]
+__all__ = [
+    "CompanySession",
+    "active",
+    "end",
+    "open_session",
+    "root_agent",
+    "root_agent_id",
+    "team_lines",
+]
 
 RESUME_HINT = "End it with `agentrunner stop`, or continue it with `agentrunner start --resume`."
 
@@ -30,15 +38,28 @@ def root_agent(config: Config, agents: AgentRegistry) -> AgentSpec:
     except AgentRunnerError as exc:
         if exc.code is not ErrorCode.AGENT_NOT_FOUND:
             raise  # the file is there, and broken: its own problems say how
-        from agentrunner._paths import display_path
+        raise _missing_root(config) from None
 
-        file = display_path(config.agents_dir / f"{root_id}.md")
-        raise AgentRunnerError(
-            ErrorCode.AGENT_NOT_FOUND,
-            f"this project has no root agent '{root_id}': create {file}",
-            hint="Start from a company: `agentrunner init --template company` in a new "
-            'directory; or name another agent in agentrunner.toml: [company] root = "…".',
-        ) from None
+
+def root_agent_id(config: Config) -> str:
+    """The root agent's id, checked only as far as its file being there: what a background brief
+    needs before it is queued, without reading every agent file (the worker reads them)."""
+    file = config.agents_dir / f"{config.company_root}.md"
+    if not file.is_file():
+        raise _missing_root(config)
+    return config.company_root
+
+
+def _missing_root(config: Config) -> AgentRunnerError:
+    from agentrunner._paths import display_path
+
+    file = display_path(config.agents_dir / f"{config.company_root}.md")
+    return AgentRunnerError(
+        ErrorCode.AGENT_NOT_FOUND,
+        f"this project has no root agent '{config.company_root}': create {file}",
+        hint="Start from a company: `agentrunner init --template company` in a new "
+        'directory; or name another agent in agentrunner.toml: [company] root = "…".',
+    )
 
 
 async def active(store: Store) -> CompanySession | None:
@@ -46,11 +67,11 @@ async def active(store: Store) -> CompanySession | None:
     return await store.company.active()
 
 
-async def open_session(store: Store, root: AgentSpec) -> CompanySession:
+async def open_session(store: Store, root: str) -> CompanySession:
     """A new active session on a new session thread of ``root``; ``session_active`` when one is
     active already (nothing is changed then)."""
-    thread_id = new_id(f"{root.id}-")
-    session = await store.company.open_session(root.id, thread_id)
+    thread_id = new_id(f"{root}-")
+    session = await store.company.open_session(root, thread_id)
     if session is None:
         current = await store.company.active()
         since = (
@@ -64,8 +85,8 @@ async def open_session(store: Store, root: AgentSpec) -> CompanySession:
             + (f" ({current.id}, thread {current.thread_id})" if current else ""),
             hint=RESUME_HINT,
         )
-    await store.threads.open(thread_id, root.id)
-    await store.agent_states.set_current_thread(root.id, thread_id)  # `run ceo …` continues it
+    await store.threads.open(thread_id, root)
+    await store.agent_states.set_current_thread(root, thread_id)  # `run ceo …` continues it
     return session
 
 
