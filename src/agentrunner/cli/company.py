@@ -253,50 +253,19 @@ def _breakdown(micros: dict[str, int]) -> str:
 def stop() -> None:
     """End the active company session: its background jobs are killed, the last brief's
     journal entry written if it has none, and the session marked ended."""
+    from agentrunner.company.brief import stop as stop_session
 
-    async def work(runner: AgentRunner) -> tuple[Any, list[Any], list[str]]:
-        from agentrunner.company import jobs, journal, session
-
-        store = runner.store
-        current = await session.active(store)
-        if current is None:
-            return None, [], []
-        killed = []
-        for job in await jobs.list_jobs(store, limit=100):
-            if job.session_id == current.id and job.run.status in ("created", "running"):
-                killed.append(await jobs.kill(store, job.id))
-        warnings = []
-        briefs = [
-            (run_id, request)
-            for run_id, request in await store.company.unjournaled(current.id)
-            if (request.get("company") or {}).get("kind") == "brief"
-        ]
-        if briefs:
-            run_id, request = briefs[-1]
-            try:
-                root = runner.agents.get(current.root_agent)
-                await journal.write_entry(
-                    runner, current, root, run_id, str(request["company"].get("directive", ""))
-                )
-            except Exception as exc:
-                from agentrunner.errors import AgentRunnerError
-
-                why = (
-                    f"{exc.code}: {exc.message}" if isinstance(exc, AgentRunnerError) else repr(exc)
-                )
-                warnings.append(f"the last brief's journal entry was not written: {why}")
-        await session.end(store, current)
-        return current, killed, warnings
-
-    current, killed, warnings = _with_runner(work)
-    if current is None:
+    stopped = _with_runner(stop_session)
+    if stopped.session is None:
         err.print("[dim]no company session is active: nothing to stop[/]")
         return
-    for job in killed:
+    for job in stopped.killed:
         err.print(f"[yellow]killed[/] job {escape(job.job_id)} [dim]({job.status})[/]")
-    for warning in warnings:
+    for warning in stopped.warnings:
         err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    out.print(f"[green]session {escape(current.id)} ended[/]")
+    if stopped.journal is not None:
+        err.print(f"[dim]journal: {escape(stopped.journal.summary)}[/]", soft_wrap=True)
+    out.print(f"[green]session {escape(stopped.session.id)} ended[/]")
 
 
 # -- journal, jobs, logs, kill ----------------------------------------------------------------

@@ -26,13 +26,24 @@ if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.callbacks import AgentRunnerCallbacks
+    from agentrunner.company.jobs import Killed
     from agentrunner.config import Config
     from agentrunner.engine.abort import AbortSignal
     from agentrunner.runner import AgentRunner, RunResult
     from agentrunner.store.company import CompanySession, JournalEntry
     from agentrunner.store.store import Store
 
-__all__ = ["Briefed", "Queued", "brief", "intro_message", "queue_brief", "start", "this_process"]
+__all__ = [
+    "Briefed",
+    "Queued",
+    "Stopped",
+    "brief",
+    "intro_message",
+    "queue_brief",
+    "start",
+    "stop",
+    "this_process",
+]
 
 log = logging.getLogger("agentrunner.company")
 
@@ -63,6 +74,16 @@ class Queued:
     worker_pid: int | None
     warnings: list[str] = field(default_factory=list)
     opened: bool = False
+
+
+@dataclass
+class Stopped:
+    """What ``stop`` did: the session it ended (None: none was active), the jobs it killed."""
+
+    session: CompanySession | None
+    killed: list[Killed] = field(default_factory=list)
+    journal: JournalEntry | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 def this_process() -> str:
@@ -164,6 +185,38 @@ async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
     )
     pid = await ensure_worker(config, store)
     return Queued(run.id, current, pid, warnings, opened)
+
+
+async def stop(runner: AgentRunner) -> Stopped:
+    """End the active session: its queued and running jobs are killed (as ``kill``), the last
+    brief's journal entry is written if it has none (a failure is a warning), and the session
+    is marked ended. Nothing to do when none is active."""
+    from agentrunner.company import jobs
+
+    store = runner.store
+    current = await session.active(store)
+    if current is None:
+        return Stopped(None)
+    stopped = Stopped(current)
+    for job in await jobs.list_jobs(store, limit=100):
+        if job.session_id == current.id and job.run.status in ("created", "running"):
+            stopped.killed.append(await jobs.kill(store, job.id))
+    briefs = [
+        (run_id, request["company"])
+        for run_id, request in await store.company.unjournaled(current.id)
+        if (request.get("company") or {}).get("kind") == "brief"
+    ]
+    if briefs:
+        run_id, company = briefs[-1]
+        try:
+            root = runner.agents.get(current.root_agent)
+            stopped.journal = await journal.write_entry(
+                runner, current, root, run_id, str(company.get("directive", ""))
+            )
+        except Exception as exc:
+            stopped.warnings.append(f"the last brief's journal entry was not written: {_why(exc)}")
+    await session.end(store, current)
+    return stopped
 
 
 # -- helpers ------------------------------------------------------------------------------
