@@ -181,6 +181,9 @@ def test_a_failed_brief_fails_the_command_with_its_job(
     [job] = company.json("jobs")
     assert (job["status"], job["error"]["code"]) == ("failed", "provider_auth")
     assert company.json("journal") == []
+    refused = company.run("start")  # the brief opened the session; its failure is not this one's
+    assert refused.code == 1 and "session_active" in refused.err
+    assert "provider_auth" not in refused.err and "job run_" not in refused.err
 
 
 def test_brief_reads_the_directive_from_stdin_and_refuses_an_empty_one(

@@ -182,10 +182,11 @@ async def _foreground(
     header = _Header(root.id, printer)
     try:
         briefed = await call(AgentRunnerCallbacks(on_event=header), abort)
-    except AgentRunnerError:
+    except AgentRunnerError as exc:
         printer.end()
-        failed = await _latest_job(runner.store)
-        if failed is not None and failed.status == "failed":
+        job_id = exc.details.get("job_id")  # set when the job itself failed
+        failed = await runner.store.runs.get(job_id) if isinstance(job_id, str) else None
+        if failed is not None:
             await _print_end(runner.store, failed)
         raise
     finally:
@@ -200,11 +201,6 @@ async def _foreground(
         if run is not None:
             await _print_end(runner.store, run)
     return briefed
-
-
-async def _latest_job(store: Store) -> RunRecord | None:
-    jobs = await store.company.jobs(limit=1)
-    return jobs[0][0] if jobs else None
 
 
 class _Header:

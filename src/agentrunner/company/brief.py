@@ -323,6 +323,7 @@ async def _run_here(
         )
         with contextlib.suppress(AgentRunnerError):
             await store.batch([finish])
+        exc.details.setdefault("job_id", run_id)  # the failed job, for whoever shows it
         raise
     finally:
         watcher.cancel()
