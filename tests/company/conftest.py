@@ -58,9 +58,12 @@ AGENTS = {
 @dataclass
 class Company:
     root: Path
+    database_url: str | None = None  # None: the project's SQLite file
 
     def run(self, *args: str, stdin: str | None = None, timeout: float = 90) -> Done:
         env = {**os.environ, "MOCK_KEY": "sk-mock-key", "COLUMNS": "200"}
+        if self.database_url:
+            env["AGENTRUNNER_DATABASE_URL"] = self.database_url
         done = subprocess.run(
             [sys.executable, "-m", "agentrunner", *args],
             cwd=self.root,
@@ -93,6 +96,11 @@ class Company:
             time.sleep(0.2)
 
     def worker_pids(self) -> list[int]:
+        if self.database_url:
+            import psycopg
+
+            with psycopg.connect(self.database_url) as pg:
+                return [int(pid) for (pid,) in pg.execute("SELECT pid FROM workers")]
         db = self.root / ".agentrunner" / "agentrunner.db"
         if not db.exists():
             return []
@@ -109,12 +117,34 @@ class Done:
 
 @pytest.fixture
 def company(tmp_path: Path, mock_server: MockProviderServer) -> Iterator[Company]:
+    yield from _company(tmp_path, mock_server, None)
+
+
+@pytest.fixture
+def company_on_postgres(
+    tmp_path: Path, mock_server: MockProviderServer, pg_database: str
+) -> Iterator[Company]:
+    """The company with its store on the test PostgreSQL, emptied first."""
+    import psycopg
+
+    from tests.conftest import _TABLES
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        exists = conn.execute("SELECT to_regclass('company_sessions') IS NOT NULL").fetchone()
+        if exists and exists[0]:
+            conn.execute(f"TRUNCATE {_TABLES} RESTART IDENTITY CASCADE")
+    yield from _company(tmp_path, mock_server, pg_database)
+
+
+def _company(
+    tmp_path: Path, mock_server: MockProviderServer, database_url: str | None
+) -> Iterator[Company]:
     root = tmp_path / "acme"
     (root / "agents").mkdir(parents=True)
     (root / "agentrunner.toml").write_text(CONFIG.format(openai=mock_server.openai_url, extra=""))
     for agent_id, text in AGENTS.items():
         (root / "agents" / f"{agent_id}.md").write_text(f"---\n{text}\n")
-    made = Company(root)
+    made = Company(root, database_url)
     yield made
     for pid in made.worker_pids():  # a detached worker a test left serving
         with contextlib.suppress(ProcessLookupError):

@@ -328,3 +328,17 @@ def test_stop_kills_the_sessions_jobs_and_ends_it(company: Company, mock: MockPr
     company.ok("start")  # no longer refused
     newest = company.json("jobs")[0]
     assert newest["session_id"] != session_id and newest["kind"] == "start"
+
+
+def test_a_background_brief_on_postgresql(company_on_postgres: Company, mock: MockProvider) -> None:
+    """The same jobs over PostgreSQL: the worker wakes on NOTIFY, the rows are the same."""
+    company = company_on_postgres
+    mock.queue(*delegating("Done on PostgreSQL."))
+    mock.queue(Reply(text="Asked and done, on PostgreSQL."), model=JOURNAL)
+    job_id = company.ok("brief", "--background", "Use the big database").out.split()[-1]
+    followed = company.ok("logs", job_id, "--follow")
+    assert "Done on PostgreSQL." in followed.out and "cto › answered" in followed.err
+    assert company.job(job_id)["status"] == "completed"
+    company.wait_for("the journal entry", lambda: bool(company.json("journal")))
+    assert company.json("journal")[0]["summary"] == "Asked and done, on PostgreSQL."
+    assert "ended" in company.ok("stop").out
