@@ -95,6 +95,12 @@ class Company:
                 pytest.fail(f"still waiting for {what} after {within_s} s")
             time.sleep(0.2)
 
+    def status_of(self, run_id: str) -> str | None:
+        """A run's status read from the SQLite file: looking, without healing anything."""
+        with sqlite3.connect(self.root / ".agentrunner" / "agentrunner.db") as conn:
+            row = conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return row[0] if row else None
+
     def worker_pids(self) -> list[int]:
         if self.database_url:
             import psycopg

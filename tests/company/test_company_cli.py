@@ -342,3 +342,36 @@ def test_a_background_brief_on_postgresql(company_on_postgres: Company, mock: Mo
     company.wait_for("the journal entry", lambda: bool(company.json("journal")))
     assert company.json("journal")[0]["summary"] == "Asked and done, on PostgreSQL."
     assert "ended" in company.ok("stop").out
+
+
+def test_a_job_left_running_by_a_dead_brief_does_not_keep_the_worker_alive(
+    company: Company, mock: MockProvider
+) -> None:
+    import subprocess
+    import sys
+
+    mock.queue(Reply(text="never", delay_s=60))
+    brief = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "brief", "Hang in the foreground"],
+        cwd=company.root,
+        env={**os.environ, "MOCK_KEY": "sk-mock-key"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    company.wait_for("the brief to run", lambda: len(mock.requests) == 1)
+    stale = company.json("jobs")[0]["id"]
+    assert company.status_of(stale) == "running"
+    brief.kill()  # kill -9: its job is left marked running
+    brief.wait()
+
+    mock.queue(Reply(text="Quick."))
+    mock.queue(Reply(text="Summary."), model=JOURNAL)
+    job_id = company.ok("brief", "--background", "Quick one").out.split()[-1]
+    # no command that heals runs meanwhile: the worker heals the stale job itself, then finds
+    # nothing to do and leaves
+    company.wait_for("the quick job", lambda: company.status_of(job_id) == "completed")
+    company.wait_for("the worker to leave", lambda: not company.worker_pids(), within_s=60)
+    assert company.status_of(stale) == "failed"
+    job = company.job(stale)
+    assert (job["status"], job["error"]["code"]) == ("failed", "worker_lost")
+    assert f"pid {brief.pid} " in job["error"]["message"]

@@ -220,9 +220,19 @@ async def serve_background(workspace: Workspace) -> int:
 
 
 async def _journal_loop(runner: AgentRunner, failed: set[str]) -> None:
+    """Journal entries as briefs complete; and stale jobs healed now and then — a job left
+    running by a dead process would otherwise keep this worker from ever being idle."""
+    rounds = 0
     while True:
         await asyncio.sleep(_JOURNAL_POLL_S)
         await _write_journals(runner, failed)
+        rounds += 1
+        if rounds % 10 == 0:
+            try:
+                for healed in await heal(runner.store):
+                    log.warning("job %s: %s", healed.run_id, healed.reason)
+            except Exception as exc:
+                log.warning("healing stale jobs failed: %r", exc)
 
 
 async def _write_journals(runner: AgentRunner, failed: set[str]) -> None:
