@@ -37,8 +37,14 @@ fast = "openai:gpt-4.1-mini"
 input_per_mtok = 0.1
 output_per_mtok = 0.2
 
-[journal]
+[slack]
 enabled = true
+
+[company]
+root = "chief"
+
+[journal]
+model = "openai:gpt-4.1-nano"
 """
 
 
@@ -76,7 +82,20 @@ def test_all_sections(tmp_path: Path) -> None:
     assert dict(local.headers) == {"x-team": "research"}
     assert config.aliases["fast"] == "openai:gpt-4.1-mini"
     assert config.prices["local:llama3"].output_per_mtok == 0.2
-    assert dict(config.unknown) == {"journal": {"enabled": True}}
+    assert (config.company_root, config.journal_model) == ("chief", "openai:gpt-4.1-nano")
+    assert dict(config.unknown) == {"slack": {"enabled": True}}
+
+
+def test_company_defaults_and_bad_values(tmp_path: Path) -> None:
+    write(tmp_path, "")
+    config = load_config(tmp_path, env={})
+    assert (config.company_root, config.journal_model) == ("ceo", None)
+    write(tmp_path, "[company]\nroot = 3\n")
+    with pytest.raises(AgentRunnerError, match=r"company\.root must be a non-empty string"):
+        load_config(tmp_path, env={})
+    write(tmp_path, "[journal]\nmodle = 'x'\n")
+    with pytest.raises(AgentRunnerError, match=r"did you mean 'journal\.model'"):
+        load_config(tmp_path, env={})
 
 
 def test_outside_a_project_is_an_error_naming_init(tmp_path: Path) -> None:
@@ -216,9 +235,12 @@ class TestExtensions:
         registry = ConfigExtensionRegistry()
         with pytest.raises(AgentRunnerError, match="reserved"):
             registry.register("database", {})
-        registry.register("journal", {"enabled": True})
+        registry.register("slack", {"enabled": True})
         with pytest.raises(AgentRunnerError, match="already registered"):
-            registry.register("journal", {})
+            registry.register("slack", {})
+        for company_key in ("company", "journal"):
+            with pytest.raises(AgentRunnerError, match="reserved"):
+                registry.register(company_key, {})
 
     def test_partial_values_are_shallow_merged(self, tmp_path: Path) -> None:
         registry = ConfigExtensionRegistry()
@@ -244,6 +266,6 @@ class TestExtensions:
         config = load_config(tmp_path, env={}, extensions=registry)
         config.with_extension("alerts", {"level": "low"}).save()
         again = load_config(tmp_path, env={}, extensions=registry)
-        assert dict(again.unknown) == {"journal": {"enabled": True}}
+        assert dict(again.unknown) == {"slack": {"enabled": True}}
         assert dict(again.extensions["alerts"]) == {"enabled": True, "level": "low"}
         assert again.providers["local"].base_url == "http://127.0.0.1:11434/v1"

@@ -42,7 +42,10 @@ def test_taxonomy_is_closed_and_complete() -> None:
     limits = {"budget_exceeded", "run_timeout"}
     workers = {"run_settled", "worker_lost"}
     agents = {"agent_disabled"}
-    expected = set(SEED_001) | set(SEED_004.values()) | limits | interfaces | workers | agents
+    company = {"session_active"}
+    expected = (
+        set(SEED_001) | set(SEED_004.values()) | limits | interfaces | workers | agents | company
+    )
     assert {str(c) for c in ErrorCode} == expected
     assert ErrorCode.RUN_TIMEOUT.category is ErrorCode.TURN_LIMIT  # a limit, for seed 001
 

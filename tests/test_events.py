@@ -242,3 +242,13 @@ def test_a_snapshot_that_does_not_match_fails(tmp_path: Path, ci: bool) -> None:
 
 if __name__ == "__main__":
     (ROOT / "docs" / "events.md").write_text(events_markdown())
+
+
+def test_a_grandchild_event_keeps_its_own_agent_on_its_way_up() -> None:
+    """A delegate's delegate (ceo → cto → engineer): its events pass through the cto's
+    callbacks on their way to the caller, and must still say they are the engineer's."""
+    data: EventData = {"name": "write_file", "input": {}, "tool_call_id": "c1"}
+    from_grandchild = events.from_child(data, "engineer", 2)
+    through_child = events.from_child(from_grandchild, "cto", 1)
+    assert events.child_of(through_child) == ("engineer", 2)
+    assert events.child_of(events.from_child(data, "cto", 1)) == ("cto", 1)

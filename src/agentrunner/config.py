@@ -59,6 +59,8 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "prices": (),
     "persona": ("preset", "overrides"),
     "extensions": ("modules",),
+    "company": ("root",),
+    "journal": ("model",),
 }
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
 RESERVED_KEYS: frozenset[str] = frozenset(_SECTION_KEYS) | {"company", "agents", "settings"}
@@ -214,6 +216,8 @@ class Config:
     cache_ttl_s: float | None = None
     cache_max_bytes: int | None = None
     cache_backend: str = "file"
+    company_root: str = "ceo"
+    journal_model: str | None = None
     extensions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: MappingProxyType({})
     )
@@ -387,6 +391,8 @@ def _build(
         cache_ttl_s=cache_ttl_s,
         cache_backend=cache_backend,
         cache_max_bytes=None if cache_max_mb is None else int(cache_max_mb * 1024 * 1024),
+        company_root=_name(raw.get("company", {}).get("root", "ceo"), "company.root", err),
+        journal_model=_optional_name(raw.get("journal", {}).get("model"), "journal.model", err),
         extensions=MappingProxyType(extensions.resolve(raw, file)),
         unknown=MappingProxyType(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}
@@ -494,6 +500,16 @@ def _channels(value: Mapping[str, Any], err: _Err) -> dict[str, ChannelConfig]:
             raise err(f"channels.{name}.members must be a list of names", "members")
         out[str(name)] = ChannelConfig(str(name), bool(table.get("private", False)), tuple(members))
     return out
+
+
+def _name(value: Any, name: str, err: _Err) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise err(f"{name} must be a non-empty string, got {value!r}", name.rsplit(".", 1)[-1])
+    return value.strip()
+
+
+def _optional_name(value: Any, name: str, err: _Err) -> str | None:
+    return None if value is None else _name(value, name, err)
 
 
 def _count(value: Any, name: str, err: _Err) -> int:

@@ -60,6 +60,7 @@ class ErrorCode(StrEnum):
     WORKER_LOST = "worker_lost"
     # Agents: one whose file says `enabled: false` is listed, never run.
     AGENT_DISABLED = "agent_disabled"
+    SESSION_ACTIVE = "session_active"
 
     @property
     def info(self) -> CodeInfo:
@@ -260,8 +261,10 @@ _INFO: dict[ErrorCode, CodeInfo] = {
     _E.WORKER_LOST: CodeInfo(
         False,
         "The worker serving the run stopped renewing its lease (killed, its machine lost, or "
-        "paused past `[workers] lease_s`), and another worker failed the run. It is not run "
-        "again by itself: its tools may already have had effects.",
+        "paused past `[workers] lease_s`), and another worker failed the run; or the process "
+        "running a company job was found gone (`agentrunner jobs` heals such a job, naming "
+        "the process in the run's error). It is not run again by itself: its tools may "
+        "already have had effects.",
         "Run it again if you still want the answer (check what its tool calls did first); a "
         "worker that is often paused needs a longer `[workers] lease_s`.",
         _E.INTERNAL,
@@ -272,6 +275,14 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         "offered to other agents (`delegate`, `ask_agent`) and not routed channel or direct "
         "messages.",
         "Set `enabled: true` (or remove the line) in the agent file named in the message.",
+        _E.VALIDATION,
+    ),
+    _E.SESSION_ACTIVE: CodeInfo(
+        False,
+        "`agentrunner start` found a company session active already: a project has at most "
+        "one, which `brief` continues.",
+        "Continue it (`agentrunner start --resume`, or just `agentrunner brief`), or end it "
+        "first with `agentrunner stop`.",
         _E.VALIDATION,
     ),
 }

@@ -250,7 +250,10 @@ def ignore(kind: str, data: EventData) -> None:
 
 
 def from_child(data: EventData, agent_id: str, depth: int) -> EventData:
-    """``data`` marked as coming from ``agent_id``'s run, ``depth`` delegations down."""
+    """``data`` marked as coming from ``agent_id``'s run, ``depth`` delegations down. An event
+    already marked (a grandchild's, passing through its parent's callbacks) keeps its mark."""
+    if "from_agent" in data:
+        return data
     return cast("EventData", {**data, "from_agent": agent_id, "depth": depth})
 
 

@@ -9,7 +9,17 @@ from __future__ import annotations
 import typer
 
 from agentrunner._version import __version__
-from agentrunner.cli import agents, cost, project, run, serve, tasks, threads_runs, workspace
+from agentrunner.cli import (
+    agents,
+    company,
+    cost,
+    project,
+    run,
+    serve,
+    tasks,
+    threads_runs,
+    workspace,
+)
 
 __all__ = ["app"]
 
@@ -53,6 +63,14 @@ app.command("serve")(serve.serve)
 app.command("stdio")(serve.stdio)
 app.command("mcp")(serve.mcp)
 app.command("exec")(tasks.exec_command)
+app.command("start")(company.start)
+app.command("brief")(company.brief)
+app.command("stop")(company.stop)
+app.command("journal")(company.journal)
+app.command("jobs")(company.jobs)
+app.command("logs")(company.logs)
+app.command("kill")(company.kill)
+app.command("serve-briefs", hidden=True)(company.serve_briefs)
 app.add_typer(tasks.cache_app, name="cache")
 app.add_typer(workspace.channels_app, name="channels")
 app.add_typer(agents.app, name="agents")

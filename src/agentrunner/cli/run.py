@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from agentrunner.events import Event, EventData
     from agentrunner.runner import AgentRunner, RunResult
 
-__all__ = ["chat", "run"]
+__all__ = ["EventPrinter", "chat", "run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +202,7 @@ async def _turn(
     abort = AbortSignal()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
-    printer = _Printer() if stream else None
+    printer = EventPrinter() if stream else None
     overrides = RunAgentOverrides(
         model=session.model, fallback=session.fallback, max_steps=session.max_steps
     )
@@ -225,7 +225,7 @@ async def _turn(
     return result
 
 
-class _Printer:
+class EventPrinter:
     """Streams tokens to stdout and tool activity to stderr as events arrive."""
 
     def __init__(self) -> None:

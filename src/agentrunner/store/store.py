@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.channels import Channels
+from agentrunner.store.company import Company
 from agentrunner.store.drivers import Driver, GuardRefused, Listener, Op, open_driver
 from agentrunner.store.idempotency import IdempotencyKeys
 from agentrunner.store.locks import ThreadLocks
@@ -53,6 +54,7 @@ class Store:
         self.channels = Channels(driver, sql)
         self.task_cache = TaskCacheRows(driver, sql)
         self.idempotency = IdempotencyKeys(driver, sql)
+        self.company = Company(driver, sql)
 
     @property
     def dialect(self) -> str:

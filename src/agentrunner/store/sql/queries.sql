@@ -506,3 +506,80 @@ DELETE FROM idempotency_keys WHERE expires_at <= :now;
 SELECT COUNT(*) AS runs FROM (
     SELECT 1 FROM runs WHERE agent_id = :agent_id AND status = 'created' LIMIT :limit
 ) AS queued;
+
+-- name: company_session_open
+-- Nothing is written when a session is active already (the UNIQUE `active` column).
+INSERT INTO company_sessions (id, root_agent, thread_id, active, started_at, ended_at)
+VALUES (:id, :root_agent, :thread_id, TRUE, :now, NULL)
+ON CONFLICT DO NOTHING;
+
+-- name: company_session_active
+SELECT id, root_agent, thread_id, started_at, ended_at FROM company_sessions WHERE active;
+
+-- name: company_session_get
+SELECT id, root_agent, thread_id, started_at, ended_at FROM company_sessions WHERE id = :id;
+
+-- name: company_session_end
+UPDATE company_sessions SET active = NULL, ended_at = :now WHERE id = :id AND active;
+
+-- name: journal_insert
+-- At most one entry per brief: a second writer (the worker and a `stop`) adds nothing.
+INSERT INTO journal_entries (id, session_id, run_id, directive, summary, model, cost_micros,
+                             created_at)
+VALUES (:id, :session_id, :run_id, :directive, :summary, :model, :cost_micros, :now)
+ON CONFLICT DO NOTHING;
+
+-- name: journal_recent
+SELECT id, session_id, run_id, directive, summary, model, cost_micros, created_at
+FROM journal_entries ORDER BY id DESC LIMIT :limit;
+
+-- name: journal_search
+-- :pattern is the lower-cased search text, LIKE's wildcards escaped, wrapped in wildcards.
+SELECT id, session_id, run_id, directive, summary, model, cost_micros, created_at
+FROM journal_entries
+WHERE LOWER(summary) LIKE :pattern ESCAPE '\' OR LOWER(directive) LIKE :pattern ESCAPE '\'
+ORDER BY id DESC LIMIT :limit;
+
+-- name: journal_pending
+-- The session's completed root runs with no journal entry (briefs among them have a request).
+SELECT r.id, r.request FROM company_sessions s JOIN runs r ON r.thread_id = s.thread_id
+WHERE s.id = :session_id AND r.parent_run_id IS NULL AND r.status = 'completed'
+  AND NOT EXISTS (SELECT 1 FROM journal_entries j WHERE j.run_id = r.id)
+ORDER BY r.created_at, r.id;
+
+-- name: company_jobs
+-- A company's jobs are the root runs on its sessions' threads, newest first.
+SELECT r.id, r.agent_id, r.thread_id, r.parent_run_id, r.status, r.stop_reason,
+       r.trigger_message_id, r.channel_id, r.dm_conversation_id, r.request, r.model,
+       r.error_code, r.error_message, r.token_usage, r.cost_micros, r.cost_known, r.depth,
+       r.created_at, r.started_at, r.completed_at, r.worker_id, r.attempts,
+       s.id AS session_id
+FROM company_sessions s JOIN runs r ON r.thread_id = s.thread_id
+WHERE r.parent_run_id IS NULL
+ORDER BY r.created_at DESC, r.id DESC LIMIT :limit;
+
+-- name: company_jobs_running
+SELECT r.id, r.thread_id, r.worker_id, s.id AS session_id
+FROM company_sessions s JOIN runs r ON r.thread_id = s.thread_id
+WHERE r.parent_run_id IS NULL AND r.status = 'running';
+
+-- name: run_children
+SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
+       channel_id, dm_conversation_id, request, model, error_code, error_message,
+       token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
+       worker_id, attempts
+FROM runs WHERE parent_run_id = :id ORDER BY created_at, id;
+
+-- name: company_brief_insert
+-- A foreground brief's root run, running in the process named by :worker_id ("host:pid", as
+-- a worker is named), so a `kill` reaches it and a dead process is seen.
+INSERT INTO runs (id, agent_id, thread_id, status, request, depth, created_at, started_at,
+                  worker_id)
+VALUES (:id, :agent_id, :thread_id, 'running', :request{json}, 0, :now, :now, :worker_id);
+
+-- name: run_process_gone
+-- A run whose process died (it held no lease, or its lease has not run out yet).
+UPDATE runs
+SET status = 'failed', stop_reason = 'error', error_code = 'worker_lost', error_message = :message,
+    completed_at = :now
+WHERE id = :id AND status = 'running';

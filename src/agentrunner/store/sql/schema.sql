@@ -329,3 +329,33 @@ CREATE TABLE idempotency_keys (
     PRIMARY KEY (scope, client_key)
 ){clustered};
 CREATE INDEX idempotency_keys_expires ON idempotency_keys (expires_at)
+
+-- migration: 12
+-- Company mode (seed 002, DESIGN decision 6): a company session is the root agent's session
+-- thread marked active. `active` is TRUE while it is, NULL once it ended: the UNIQUE constraint
+-- (NULLs never clash) keeps at most one active session per project, in any process. A journal
+-- entry is a model-written summary of one brief (its root run), at most one per brief.
+CREATE TABLE company_sessions (
+    id TEXT PRIMARY KEY,
+    root_agent TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    active BOOLEAN UNIQUE,
+    started_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION
+){clustered};
+CREATE INDEX company_sessions_thread ON company_sessions (thread_id);
+
+CREATE TABLE journal_entries (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    run_id TEXT NOT NULL UNIQUE,
+    directive TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    model TEXT,
+    cost_micros BIGINT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+){clustered};
+
+-- A brief's delegations are its child runs: followed by `agentrunner logs`. Only child runs are
+-- in this index, so a run without a parent writes nothing to it.
+CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL

@@ -1,0 +1,390 @@
+"""A company's jobs — which are runs (DESIGN decision 6; no second job system).
+
+A job is a root run on a company session's thread: a ``start``, a foreground ``brief`` (run by
+the process that was asked, named in the run's ``worker_id``) or a background one (queued, served
+by a worker). Its log is its events and its child runs' events; killing it is cancelling the run.
+A job still marked running whose process is gone is *stale*: the commands that look at jobs heal
+it — failed with ``worker_lost``, the reason naming the process — before they show it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.events import from_child
+
+if TYPE_CHECKING:
+    from agentrunner.compose import Workspace
+    from agentrunner.config import Config
+    from agentrunner.runner import AgentRunner
+    from agentrunner.store.records import RunRecord
+    from agentrunner.store.store import Store
+
+__all__ = [
+    "Healed",
+    "Job",
+    "Killed",
+    "TreeCost",
+    "ensure_worker",
+    "find_job",
+    "heal",
+    "kill",
+    "list_jobs",
+    "process_alive",
+    "replay",
+    "serve_background",
+    "tree_cost",
+]
+
+log = logging.getLogger("agentrunner.company")
+
+_SETTLED = ("completed", "failed", "cancelled")
+_KILL_WAIT_S = 15.0
+_JOURNAL_POLL_S = 0.5
+_spawned: list[subprocess.Popen[bytes]] = []  # kept, so none is reaped (and warned about) early
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    run: RunRecord
+    session_id: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.run.id
+
+    @property
+    def _company(self) -> dict[str, Any]:
+        company = (self.run.request or {}).get("company")
+        return company if isinstance(company, dict) else {}
+
+    @property
+    def kind(self) -> str:
+        """``start``, ``brief``, or ``run`` (an ``agentrunner run`` on the session thread)."""
+        return str(self._company.get("kind", "run"))
+
+    @property
+    def background(self) -> bool:
+        return bool(self._company.get("background", False))
+
+    @property
+    def directive(self) -> str:
+        return str(self._company.get("directive", ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.run.to_dict(),
+            "session_id": self.session_id,
+            "worker_id": self.run.worker_id,
+            "kind": self.kind,
+            "background": self.background,
+            "directive": self.directive,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Healed:
+    run_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Killed:
+    """``outcome``: ``cancelled`` (it was queued), ``requested`` (its process was asked to stop
+    it), or ``settled`` (it had ended: left as it was). ``status``: the job's status after."""
+
+    job_id: str
+    outcome: str
+    status: str
+
+
+@dataclass
+class TreeCost:
+    """What a job cost: the whole tree, and per agent and per model (from its runs' steps)."""
+
+    micros: int = 0
+    known: bool = True
+    tokens: int = 0
+    by_agent: dict[str, int] = field(default_factory=dict)
+    by_model: dict[str, int] = field(default_factory=dict)
+
+
+# -- processes ------------------------------------------------------------------------------
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` on this machine is alive (a zombie is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's: alive
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc here: the signal said it exists
+
+
+def _gone(worker_ids: Iterable[str]) -> dict[str, str]:
+    """Of ``host:pid`` names, those on this machine whose process is gone, with the reason."""
+    host = socket.gethostname()
+    out = {}
+    for worker_id in worker_ids:
+        name, _, pid = worker_id.rpartition(":")
+        if name == host and pid.isdigit() and not process_alive(int(pid)):
+            out[worker_id] = f"its process (pid {pid} on {host}) is gone"
+    return out
+
+
+async def heal(store: Store) -> list[Healed]:
+    """Fail the jobs marked running whose process is gone, with the reason (and their
+    delegations still running), and the runs of workers whose lease ran out."""
+    await store.mailbox.fail_expired()
+    running = await store.company.running_jobs()
+    gone = await asyncio.to_thread(_gone, {r["worker_id"] for r in running if r["worker_id"]})
+    healed = []
+    for row in running:
+        reason = gone.get(row["worker_id"] or "")
+        if reason is None:
+            continue
+        reason += "; the job was marked failed when it was found so"
+        for child in await _descendants(store, row["id"]):
+            if child.status == "running":
+                await store.company.fail_gone(child.id, reason)
+        if await store.company.fail_gone(row["id"], reason):
+            healed.append(Healed(row["id"], reason))
+    return healed
+
+
+async def ensure_worker(config: Config, store: Store) -> int | None:
+    """Start a worker, detached (it outlives this process and its terminal), unless one is
+    alive; returns the new worker's pid, or None. It serves until nothing is queued."""
+    alive = await store.workers.alive()
+    gone = await asyncio.to_thread(
+        _gone, [f"{w['host']}:{w['pid']}" for w in alive if w.get("host") and w.get("pid")]
+    )
+    if any(f"{w['host']}:{w['pid']}" not in gone for w in alive):
+        return None
+    return await asyncio.to_thread(_spawn, config)
+
+
+def _spawn(config: Config) -> int:
+    logs = config.state_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / "background-worker.log", "ab") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agentrunner", "serve-briefs"],
+            cwd=config.root,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # no SIGHUP when the terminal closes
+        )
+    _spawned.append(process)
+    return process.pid
+
+
+async def serve_background(workspace: Workspace) -> int:
+    """What a detached worker does: serve the mailboxes until nothing is queued or running,
+    writing the journal entry of each background brief as it completes. Returns runs served."""
+    store = workspace.runner.store
+    failed: set[str] = set()
+    journals = asyncio.ensure_future(_journal_loop(workspace.runner, failed))
+    served = 0
+    try:
+        while True:
+            served += await workspace.worker().run(until_idle=True)
+            # It left the live workers before this look: a brief queued since then either
+            # saw it gone (and started another) or is seen here.
+            depths = await store.mailbox.depths()
+            if not any(d.get("created") for d in depths.values()):
+                break
+    finally:
+        journals.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await journals
+        await _write_journals(workspace.runner, failed)
+    return served
+
+
+async def _journal_loop(runner: AgentRunner, failed: set[str]) -> None:
+    """Journal entries as briefs complete; and stale jobs healed now and then — a job left
+    running by a dead process would otherwise keep this worker from ever being idle."""
+    rounds = 0
+    while True:
+        await asyncio.sleep(_JOURNAL_POLL_S)
+        await _write_journals(runner, failed)
+        rounds += 1
+        if rounds % 10 == 0:
+            try:
+                for healed in await heal(runner.store):
+                    log.warning("job %s: %s", healed.run_id, healed.reason)
+            except Exception as exc:
+                log.warning("healing stale jobs failed: %r", exc)
+
+
+async def _write_journals(runner: AgentRunner, failed: set[str]) -> None:
+    """The entries of the active session's completed background briefs that have none; a
+    failure is logged (once per brief) and never stops the worker."""
+    from agentrunner.company import journal, session
+
+    try:
+        current = await session.active(runner.store)
+        if current is None:
+            return
+        pending = await runner.store.company.unjournaled(current.id)
+        root = runner.agents.get(current.root_agent)
+    except Exception as exc:
+        log.warning("journal: cannot look for briefs without an entry: %r", exc)
+        return
+    for run_id, request in pending:
+        company = request.get("company") or {}
+        if company.get("kind") != "brief" or not company.get("background") or run_id in failed:
+            continue
+        try:
+            await journal.write_entry(runner, current, root, run_id, str(company["directive"]))
+        except Exception as exc:
+            failed.add(run_id)
+            why = f"{exc.code}: {exc.message}" if isinstance(exc, AgentRunnerError) else repr(exc)
+            log.warning("the journal entry of brief %s was not written: %s", run_id, why)
+
+
+# -- listing, killing, following -------------------------------------------------------------
+
+
+async def list_jobs(store: Store, *, limit: int = 20) -> list[Job]:
+    """The company's jobs, newest first, stale ones healed first."""
+    await heal(store)
+    return [Job(run, session_id) for run, session_id in await store.company.jobs(limit=limit)]
+
+
+async def find_job(store: Store, job_id: str | None) -> RunRecord:
+    """The job ``job_id`` (a run id, or the only one beginning so); the newest job for None.
+    ``not_found`` otherwise."""
+    if job_id is None:
+        jobs = await store.company.jobs(limit=1)
+        if not jobs:
+            raise AgentRunnerError(
+                ErrorCode.NOT_FOUND,
+                "this project has no jobs yet",
+                hint='Brief the company: agentrunner brief "…" (--background for a job).',
+            )
+        return jobs[0][0]
+    run = await store.runs.get(job_id)
+    if run is None:
+        starting = await store.runs.ids_starting(job_id, 2)
+        run = await store.runs.get(starting[0]) if len(starting) == 1 else None
+    if run is None:
+        raise AgentRunnerError(
+            ErrorCode.NOT_FOUND,
+            f"no job '{job_id}'",
+            hint="`agentrunner jobs` lists the jobs, running and recent.",
+        )
+    return run
+
+
+async def kill(store: Store, job_id: str) -> Killed:
+    """Stop the job: a queued one at once, a running one by asking its process (which aborts
+    it and its delegations), waited for. A job that had ended is left as it was — a completed
+    one is never turned into a failed one."""
+    await heal(store)
+    run = await find_job(store, job_id)
+    outcome = await store.mailbox.cancel(run.id)
+    if outcome == "not_cancellable":
+        return Killed(run.id, "settled", run.status if run.status in _SETTLED else "unknown")
+    if outcome == "requested":
+        waited = 0.0
+        while waited < _KILL_WAIT_S:
+            current = await store.runs.get(run.id)
+            if current is None or current.status in _SETTLED:
+                break
+            await asyncio.sleep(0.1)
+            waited += 0.1
+    after = await store.runs.get(run.id)
+    return Killed(run.id, outcome, after.status if after else "unknown")
+
+
+async def _descendants(store: Store, run_id: str) -> list[RunRecord]:
+    found: list[RunRecord] = []
+    frontier = [run_id]
+    while frontier:
+        children = await store.company.children(frontier.pop())
+        found.extend(children)
+        frontier.extend(child.id for child in children)
+    return found
+
+
+async def replay(
+    store: Store,
+    job_id: str,
+    sink: Callable[[str, Any], None],
+    *,
+    follow: bool = False,
+    poll_s: float = 0.2,
+) -> RunRecord:
+    """Pass the job's events, and its delegations' (marked as theirs, as a live caller gets
+    them), to ``sink`` in the order they happened; with ``follow``, as they come, until the job
+    ends. Returns the job's run as it was when its last event had been passed on."""
+    runs: dict[str, tuple[str, int]] = {}
+    seen: dict[str, int] = {}
+    while True:
+        root = await store.runs.get(job_id)
+        if root is None:
+            raise AgentRunnerError(ErrorCode.NOT_FOUND, f"no job '{job_id}'")
+        done = root.status in _SETTLED  # read first: the events read after it are all there
+        if not runs:
+            runs[root.id] = (root.agent_id, 0)
+            seen[root.id] = 0
+        for child in await _descendants(store, root.id):
+            if child.id not in runs:
+                runs[child.id] = (child.agent_id, child.depth)
+                seen[child.id] = 0
+        batch: list[tuple[float, int, str, dict[str, Any], str, int]] = []
+        for run_id, (agent_id, depth) in runs.items():
+            while True:
+                events = await store.events.list(run_id, after=seen[run_id], limit=500)
+                for event in events:
+                    batch.append(
+                        (event.created_at, event.seq, event.type, event.payload, agent_id, depth)
+                    )
+                if events:
+                    seen[run_id] = events[-1].seq
+                if len(events) < 500:
+                    break
+        batch.sort(key=lambda item: (item[0], item[1]))
+        for _, _, kind, payload, agent_id, depth in batch:
+            sink(kind, from_child(payload, agent_id, depth) if depth else payload)  # type: ignore[arg-type]
+        if done or not follow:
+            return root
+        await asyncio.sleep(poll_s)
+
+
+async def tree_cost(store: Store, run_id: str) -> TreeCost:
+    """The job's cost: the whole tree, per agent and per model, from its runs' steps."""
+    cost = TreeCost()
+    root = await store.runs.get(run_id)
+    if root is None:
+        return cost
+    cost.micros, cost.known = root.cost_micros, root.cost_known
+    for run in [root, *await _descendants(store, run_id)]:
+        for step in await store.runs.steps(run.id):
+            usage = step.token_usage or {}
+            cost.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            if step.cost_micros is None:
+                cost.known = False
+                continue
+            cost.by_agent[run.agent_id] = cost.by_agent.get(run.agent_id, 0) + step.cost_micros
+            cost.by_model[step.model_id] = cost.by_model.get(step.model_id, 0) + step.cost_micros
+    return cost

@@ -1,0 +1,112 @@
+"""The active company session (seed 002's start / stop, DESIGN decision 6): the root agent's
+session thread, marked active in the store — at most one per project, whichever process asks."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.ids import new_id
+from agentrunner.store.company import CompanySession
+
+if TYPE_CHECKING:
+    from agentrunner.agents.registry import AgentRegistry
+    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.config import Config
+    from agentrunner.store.store import Store
+
+__all__ = [
+    "CompanySession",
+    "active",
+    "end",
+    "open_session",
+    "root_agent",
+    "root_agent_id",
+    "team_lines",
+]
+
+RESUME_HINT = "End it with `agentrunner stop`, or continue it with `agentrunner start --resume`."
+
+
+def root_agent(config: Config, agents: AgentRegistry) -> AgentSpec:
+    """The agent people brief (``[company] root``, default ``ceo``). Missing: ``agent_not_found``
+    naming the file to create; a broken file: its own problems."""
+    root_id = config.company_root
+    try:
+        return agents.get(root_id)
+    except AgentRunnerError as exc:
+        if exc.code is not ErrorCode.AGENT_NOT_FOUND:
+            raise  # the file is there, and broken: its own problems say how
+        raise _missing_root(config) from None
+
+
+def root_agent_id(config: Config) -> str:
+    """The root agent's id, checked only as far as its file being there: what a background brief
+    needs before it is queued, without reading every agent file (the worker reads them)."""
+    file = config.agents_dir / f"{config.company_root}.md"
+    if not file.is_file():
+        raise _missing_root(config)
+    return config.company_root
+
+
+def _missing_root(config: Config) -> AgentRunnerError:
+    from agentrunner._paths import display_path
+
+    file = display_path(config.agents_dir / f"{config.company_root}.md")
+    return AgentRunnerError(
+        ErrorCode.AGENT_NOT_FOUND,
+        f"this project has no root agent '{config.company_root}': create {file}",
+        hint="Start from a company: `agentrunner init --template company` in a new "
+        'directory; or name another agent in agentrunner.toml: [company] root = "…".',
+    )
+
+
+async def active(store: Store) -> CompanySession | None:
+    """The project's active company session, if one is."""
+    return await store.company.active()
+
+
+async def open_session(store: Store, root: str) -> CompanySession:
+    """A new active session on a new session thread of ``root``; ``session_active`` when one is
+    active already (nothing is changed then)."""
+    thread_id = new_id(f"{root}-")
+    session = await store.company.open_session(root, thread_id)
+    if session is None:
+        current = await store.company.active()
+        since = (
+            f" since {time.strftime('%Y-%m-%d %H:%M', time.localtime(current.started_at))}"
+            if current
+            else ""
+        )
+        raise AgentRunnerError(
+            ErrorCode.SESSION_ACTIVE,
+            f"a company session is active already{since}"
+            + (f" ({current.id}, thread {current.thread_id})" if current else ""),
+            hint=RESUME_HINT,
+        )
+    await store.threads.open(thread_id, root)
+    await store.agent_states.set_current_thread(root, thread_id)  # `run ceo …` continues it
+    return session
+
+
+async def end(store: Store, session: CompanySession) -> bool:
+    """Mark ``session`` ended; False when it had ended already."""
+    return await store.company.end(session.id)
+
+
+def team_lines(agents: AgentRegistry, root: AgentSpec) -> list[str]:
+    """The root's team as lines for its prompt: each enabled agent under it, indented by level,
+    with its title; who can be delegated to is who reports to whom."""
+    lines: list[str] = []
+
+    def walk(boss: AgentSpec, level: int) -> None:
+        for report in agents.direct_reports(boss.id):
+            if not report.enabled:
+                continue
+            about = f": {report.description}" if report.description else ""
+            lines.append(f"{'  ' * level}- {report.id} ({report.name}){about}")
+            walk(report, level + 1)
+
+    walk(root, 0)
+    return lines

@@ -1,0 +1,116 @@
+"""Company sessions, journal entries and jobs: the same contract on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentrunner.store import Store
+
+
+async def test_one_active_session_at_a_time(store: Store) -> None:
+    assert await store.company.active() is None
+    first = await store.company.open_session("ceo", "ceo-t1")
+    assert first is not None and (first.root_agent, first.thread_id) == ("ceo", "ceo-t1")
+    assert first.ended_at is None
+    assert await store.company.open_session("ceo", "ceo-t2") is None  # refused, nothing written
+    assert await store.company.active() == first
+    # two processes starting at once: one wins
+    racing = await asyncio.gather(*(store.company.open_session("ceo", "x") for _ in range(3)))
+    assert racing == [None, None, None]
+    assert await store.company.end(first.id)
+    assert not await store.company.end(first.id)  # ended once
+    assert await store.company.active() is None
+    ended = await store.company.get(first.id)
+    assert ended is not None and ended.ended_at is not None
+    second = await store.company.open_session("ceo", "ceo-t2")
+    assert second is not None and second.id != first.id
+    assert (await store.company.active()) == second
+
+
+async def test_journal_entries_newest_first_one_per_brief_and_search(store: Store) -> None:
+    session = await store.company.open_session("ceo", "ceo-t1")
+    assert session is not None
+
+    async def add(run_id: str, directive: str, summary: str) -> bool:
+        return await store.company.add_entry(
+            session_id=session.id,
+            run_id=run_id,
+            directive=directive,
+            summary=summary,
+            model="m",
+            cost_micros=1200,
+        )
+
+    assert await add("run_1", "Plan the launch", "We planned a launch in May.")
+    assert await add("run_2", "Hire 50% more", "Hiring_plan agreed: two engineers.")
+    assert not await add("run_1", "again", "A second writer adds nothing.")
+    entries = await store.company.entries(limit=10)
+    assert [e.run_id for e in entries] == ["run_2", "run_1"]
+    assert entries[1].summary == "We planned a launch in May."
+    assert entries[1].to_dict()["cost_usd"] == 0.0012
+    assert [e.run_id for e in await store.company.entries(limit=1)] == ["run_2"]
+    assert [e.run_id for e in await store.company.entries(search="LAUNCH")] == ["run_1"]
+    assert [e.run_id for e in await store.company.entries(search="50%")] == ["run_2"]
+    assert await store.company.entries(search="5%0") == []  # % is literal
+    assert [e.run_id for e in await store.company.entries(search="g_p")] == ["run_2"]
+    assert await store.company.entries(search="gxp") == []  # _ is literal
+    assert await store.company.entries(search="nothing like it") == []
+
+
+async def test_jobs_are_root_runs_on_session_threads(store: Store) -> None:
+    session = await store.company.open_session("ceo", "ceo-t1")
+    assert session is not None
+    await store.threads.open("ceo-t1", "ceo")
+    request = {"kind": "direct", "message": "go", "company": {"kind": "brief"}}
+    await store.batch(
+        [
+            store.company.brief_op(
+                "run_a", agent_id="ceo", thread_id="ceo-t1", request=request, worker_id="h:1"
+            ),
+            store.runs.insert_op(
+                run_id="run_child",
+                agent_id="cto",
+                thread_id="ceo-t1.cto",
+                status="running",
+                parent_run_id="run_a",
+                depth=1,
+            ),
+            store.runs.insert_op(
+                run_id="run_elsewhere", agent_id="ceo", thread_id="other", status="running"
+            ),
+        ]
+    )
+    jobs = await store.company.jobs()
+    assert [(run.id, sid) for run, sid in jobs] == [("run_a", session.id)]
+    assert jobs[0][0].worker_id == "h:1" and jobs[0][0].request == request
+    assert jobs[0][0].status == "running"
+    assert [row["id"] for row in await store.company.running_jobs()] == ["run_a"]
+    assert [r.id for r in await store.company.children("run_a")] == ["run_child"]
+    assert await store.company.children("run_child") == []
+    assert await store.company.unjournaled(session.id) == []  # still running
+
+    assert await store.company.fail_gone("run_a", "its process (pid 1) is gone")
+    assert not await store.company.fail_gone("run_a", "again")
+    failed = await store.runs.get("run_a")
+    assert failed is not None and (failed.status, failed.error_code) == ("failed", "worker_lost")
+    assert failed.error_message == "its process (pid 1) is gone"
+    assert await store.company.running_jobs() == []
+
+    await store.batch(
+        [
+            store.company.brief_op(
+                "run_b", agent_id="ceo", thread_id="ceo-t1", request=request, worker_id="h:1"
+            ),
+            store.runs.finish_op("run_b", status="completed", stop_reason="end_turn"),
+        ]
+    )
+    assert await store.company.unjournaled(session.id) == [("run_b", request)]
+    await store.company.add_entry(
+        session_id=session.id,
+        run_id="run_b",
+        directive="go",
+        summary="s",
+        model=None,
+        cost_micros=0,
+    )
+    assert await store.company.unjournaled(session.id) == []
