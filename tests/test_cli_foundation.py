@@ -45,14 +45,14 @@ def test_init_company_then_list_and_show(
     monkeypatch.chdir(tmp_path / "demo")
     code, out, err = run(capsys, "agents", "list")
     assert code == 0, err
-    for agent_id in ("ceo", "cto", "cmo", "cfo", "analyst"):
+    for agent_id in ("ceo", "cto", "cmo", "cfo", "engineer", "analyst"):
         assert agent_id in out
     assert "test model" in out
     code, out, err = run(capsys, "agents", "show", "ceo")
     assert code == 0, err
     assert "org chart" in out and "cto (CTO)" in out
     code, out, _ = run(capsys, "agents", "validate")
-    assert code == 0 and "5 agents valid" in out
+    assert code == 0 and "6 agents valid" in out
 
 
 def test_validate_warns_once_about_an_old_key_name(

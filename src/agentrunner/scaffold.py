@@ -30,6 +30,7 @@ preset = "professional"
 [budgets]
 per_run_usd = 0.50
 per_agent_daily_usd = 5.00
+global_daily_usd = 20.00
 
 # A local OpenAI-compatible server, for example Ollama:
 # [providers.ollama]
@@ -58,15 +59,16 @@ _CEO = """\
 ---
 name: CEO
 description: Sets direction and delegates to the C-suite
-capabilities: [agents, memory]
-tools: [ask_agent]
+capabilities: [memory]
 limits: {max_steps: 12, max_budget_usd: 0.50}
+inputs:
+  company: {description: The company's name, default: our company}
 memory:
   company: "Early stage, small team; decisions favour speed over polish."
 ---
-You are the CEO of {{ input.company? }}. You set direction, make decisions and delegate:
-ask the CTO about technology, the CMO about marketing and the CFO about money, then combine
-their answers into one clear recommendation with owners and next steps.
+You are the CEO of {{input.company}}. You set direction, make decisions and delegate: hand
+technology to the CTO, marketing to the CMO and money to the CFO (the delegate tool), then
+combine their answers into one clear recommendation with owners and next steps.
 """
 
 _REPORT = """\
@@ -79,6 +81,36 @@ limits: {{max_steps: 8, max_budget_usd: 0.20}}
 ---
 You are the {title} and report to the CEO. {focus}
 Answer the CEO's questions concretely: numbers, risks and a recommendation.
+"""
+
+_ENGINEER = """\
+---
+name: Engineer
+description: Builds what the CTO hands on; run as a delegate of the CTO
+reports_to: cto
+capabilities: [notes]
+limits: {max_steps: 6, max_budget_usd: 0.10}
+---
+You are an engineer on the CTO's team. Do the task you are handed and report back briefly:
+what you did, what is left, and any risk the CTO should know.
+"""
+
+_BOARD_PERSONA = """\
+Write as you would for a board: the decision first, then the two or three reasons that carry
+it, then the owners and dates. No preamble, no hedging.
+"""
+
+_COMPANY_CONFIG = """
+[company]
+root = "ceo"                   # who `agentrunner start` and `brief` talk to
+
+[journal]
+# Writes 3 to 5 sentences after each brief, without tools: use your cheapest model.
+model = "test"
+
+[persona.overrides]
+ceo = "board"                  # personas/board.md
+cfo = "concise"
 """
 
 _ANALYST = """\
@@ -124,7 +156,9 @@ TEMPLATES: Mapping[str, Mapping[str, str]] = {
             description="Owns budget, runway and pricing",
             focus="You own the budget, runway, pricing and financial risk.",
         ),
+        "agents/engineer.md": _ENGINEER,
         "agents/analyst.md": _ANALYST,
+        "personas/board.md": _BOARD_PERSONA,
     },
     "office": {
         "agents/manager.md": _OFFICE_AGENT.format(
@@ -179,7 +213,8 @@ def create_project(directory: Path, template: str = "basic") -> list[Path]:
             f"unknown template '{template}'",
             hint=f"Templates: {', '.join(TEMPLATES)}.",
         )
-    config = _CONFIG + (_OFFICE_CHANNELS if template == "office" else "")
+    extra = {"office": _OFFICE_CHANNELS, "company": _COMPANY_CONFIG}
+    config = _CONFIG + extra.get(template, "")
     files = {"agentrunner.toml": config, **TEMPLATES[template]}
     clashes = [name for name in files if (directory / name).exists()]
     if clashes:

@@ -5,7 +5,7 @@ used up. What it shows of money comes from ``spend``, as ``cost`` and the budget
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.spend import LimitUse, Spend, spend_report
@@ -62,8 +62,8 @@ class ProjectStatus:
     spent_today: Spend
     limits: list[LimitUse]
     problems: int = 0  # agent files left out for their problems
-    # The active company session and its background jobs: filled by the session layer
-    # (``company``) where one is open; status shows them when set.
+    # The active company session (with what it has cost so far) and the company's jobs still
+    # queued or running (stale ones healed first).
     session: dict[str, Any] | None = None
     jobs: list[dict[str, Any]] = field(default_factory=list)
 
@@ -105,6 +105,7 @@ async def project_status(store: Store, agents: AgentRegistry, budgets: Budgets) 
                 spent_today=spend.today.get(spec.id, Spend()),
             )
         )
+    session, jobs = await _company(store)
     return ProjectStatus(
         agents=rows,
         org_chart=any(spec.reports_to is not None for spec, _ in specs),
@@ -112,7 +113,22 @@ async def project_status(store: Store, agents: AgentRegistry, budgets: Budgets) 
         spent_today=spend.total,
         limits=spend.limits,
         problems=len({p.file for p in agents.problems}),
+        session=session,
+        jobs=jobs,
     )
+
+
+async def _company(store: Store) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The active session and the unfinished jobs (listing heals the stale ones first)."""
+    from agentrunner.company.jobs import list_jobs
+    from agentrunner.company.session import active, spent
+
+    current = await active(store)
+    session = None
+    if current is not None:
+        session = {**asdict(current), "spent": (await spent(store, current)).to_dict()}
+    jobs = [job.to_dict() for job in await list_jobs(store, limit=50)]
+    return session, [job for job in jobs if job["status"] in ("created", "running")]
 
 
 def _chart_order(specs: list[AgentSpec]) -> list[tuple[AgentSpec, int]]:

@@ -204,6 +204,20 @@ async def test_test_model_calls_each_tool_once_then_summarises() -> None:
     assert result.text.startswith("[test model] I called lookup, note.")
     assert result.cost_micros == 0 and result.cost_known
 
+    # the next message on the same conversation: answered for itself, not for the first
+    rec = Recorder()
+    again = await run_turn(
+        Turn(
+            system="s",
+            messages=[*t.messages, UserMessage("and book the hotel")],
+            chain=chain(reg, "test"),
+            tools=[lookup, note],
+            emit=rec,
+        )
+    )
+    assert again.text.startswith("[test model] I called lookup, note.\n")
+    assert again.text.count("- lookup:") == 1  # this message's calls only
+
 
 async def test_test_model_answers_schema_valid_json() -> None:
     from agentrunner.engine import Turn, UserMessage

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from agentrunner.store import Store
+from agentrunner.store.repositories import today
 
 
 async def test_one_active_session_at_a_time(store: Store) -> None:
@@ -114,3 +115,57 @@ async def test_jobs_are_root_runs_on_session_threads(store: Store) -> None:
         cost_micros=0,
     )
     assert await store.company.unjournaled(session.id) == []
+
+
+async def test_a_sessions_cost_is_its_briefs_and_their_delegations(store: Store) -> None:
+    """The cost rows of the session's root runs and of their delegations at any depth; not
+    another session's, not another thread's, not those of days before the session began."""
+    from agentrunner.store.run_log import RunLog
+
+    first = await store.company.open_session("ceo", "ceo-s1")
+    assert first is not None
+    day = today(first.started_at)
+    tree = [
+        ("run_1", "ceo", "ceo-s1", None, 1),
+        ("run_1c", "cto", "ceo-s1.cto", "run_1", 1),
+        ("run_1cc", "dev", "ceo-s1.cto.dev", "run_1c", 2),
+        ("run_2", "ceo", "ceo-s1", None, 0),
+        ("run_x", "ceo", "other", None, 0),
+    ]
+    for run_id, agent, thread, parent, depth in tree:
+        await store.threads.open(thread, agent)
+        await store.batch(
+            [
+                store.runs.insert_op(
+                    run_id=run_id,
+                    agent_id=agent,
+                    thread_id=thread,
+                    status="running",
+                    parent_run_id=parent,
+                    depth=depth,
+                )
+            ]
+        )
+    tokens = {"input_tokens": 10, "output_tokens": 5, "cache_read_tokens": 0}
+    tokens["cache_write_tokens"] = 0
+    now = first.started_at
+    for run_id, agent, micros in [
+        ("run_1", "ceo", 100),
+        ("run_1c", "cto", 20),
+        ("run_1cc", "dev", 3),
+        ("run_2", "ceo", 4000),
+        ("run_x", "ceo", 900_000),
+    ]:
+        log = RunLog(store, run_id, agent)
+        log.cost("x:m", tokens, micros, False, now)
+        log.cost("x:m", tokens, None, False, now)  # a request of unknown price
+        await log.flush()
+    spent = await store.company.cost(first.id, day)
+    assert (spent["requests"], spent["cost_micros"], spent["unknown"]) == (8, 4123, 4)
+    assert (spent["input_tokens"], spent["output_tokens"]) == (80, 40)
+    assert (await store.company.cost(first.id, "2999-01-01"))["requests"] == 0
+    assert await store.company.end(first.id)
+    second = await store.company.open_session("ceo", "ceo-s2")
+    assert second is not None
+    assert (await store.company.cost(second.id, day))["cost_micros"] == 0
+    assert (await store.company.cost("no-such-session", day))["requests"] == 0

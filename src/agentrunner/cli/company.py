@@ -83,7 +83,7 @@ def start(
         return await _foreground(
             runner,
             lambda callbacks, abort: briefs.start(
-                runner, callbacks=callbacks, abort=abort, resume=resume
+                runner, callbacks=callbacks, abort=abort, resume=resume, warn=_warn
             ),
         )
 
@@ -98,7 +98,8 @@ def start(
         f"[green]session {escape(briefed.session.id)}[/] [dim]· {escape(briefed.root.id)}'s "
         'thread {thread} · next: agentrunner brief "…"[/]'.replace(
             "{thread}", escape(briefed.session.thread_id)
-        )
+        ),
+        soft_wrap=True,
     )
 
 
@@ -124,7 +125,9 @@ def brief(
     async def work(runner: AgentRunner) -> Briefed:
         return await _foreground(
             runner,
-            lambda callbacks, abort: briefs.brief(runner, text, callbacks=callbacks, abort=abort),
+            lambda callbacks, abort: briefs.brief(
+                runner, text, callbacks=callbacks, abort=abort, warn=_warn
+            ),
         )
 
     briefed = _with_runner(work)
@@ -161,6 +164,10 @@ def _brief_background(text: str) -> None:
     )
     out.print(f"job {queued.job_id}")
     err.print(f"[dim]queued · {worker} · follow it: agentrunner logs {queued.job_id} --follow[/]")
+
+
+def _warn(warning: str) -> None:
+    err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
 
 
 async def _foreground(

@@ -51,12 +51,16 @@ def cost(
     as_json: bool = typer.Option(False, "--json", help="Print it as JSON, for scripts."),
 ) -> None:
     """Spend per agent, per model and per day, and today's spend against each limit."""
+    from agentrunner.company.session import active, spent
     from agentrunner.spend import check_days, spend_report
 
     count = check_days(_whole(days), "--days")
 
     async def work(project: Project, store: Store) -> SpendReport:
         report = await spend_report(store, project.config.budgets, days=count, agent=agent)
+        current = await active(store)
+        if current is not None and agent is None:
+            report.session = await spent(store, current)
         if agent is not None and agent not in project.agents.ids() and not report.by_agent:
             project.agents.get(agent)  # agent_not_found, with the ids it may have meant
         return report

@@ -243,8 +243,19 @@ def _print_status(report: ProjectStatus) -> None:
             f"[yellow]{report.problems} agent file(s) left out for their problems[/] "
             "[dim]· see `agentrunner agents validate`[/]"
         )
-    # The active company session and its running background jobs (report.session,
-    # report.jobs) go here once the session layer fills them in.
+    if report.session is not None:
+        s = report.session
+        out.print(
+            f"session [bold]{escape(s['id'])}[/] · {escape(s['root_agent'])} · "
+            f"{usd(s['spent']['cost_micros'])} so far"
+        )
+    for job in report.jobs:
+        where = "background" if job["background"] else "here"
+        what = job["directive"] or job["kind"]
+        out.print(
+            f"[cyan]job[/] {escape(job['id'])} · {job['status']} · {where} · {escape(what[:60])}",
+            soft_wrap=True,
+        )
     out.print(f"today (UTC): {usd(report.spent_today.micros)} spent")
     for use in report.warnings:
         color = "red" if use.state == "exceeded" else "yellow"

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from agentrunner.company import journal, session
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.ids import new_id
 from agentrunner.inputs import check_text
+from agentrunner.spend import preflight
 
 if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
@@ -110,18 +112,20 @@ async def start(
     callbacks: AgentRunnerCallbacks | None = None,
     abort: AbortSignal | None = None,
     resume: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> Briefed:
     """Open a new company session: a new session thread of the root agent, marked active,
     whose first message carries the journal's recent history; the root introduces itself and
     confirms its team. ``session_active`` when one is active — unless ``resume``, which
-    returns the active one, running nothing."""
+    returns the active one, running nothing. Before it runs, ``budget_exceeded`` when the
+    root's or the global daily limit is used up; the limits 80 % used are warnings."""
     store = runner.store
     root = session.root_agent(runner.config, runner.agents)
     if resume:
         current = await session.active(store)
         if current is not None:
             return Briefed(current, root)
-    warnings: list[str] = []
+    warnings = _told(await _budget_warnings(runner, root), warn)
     history = await _history(store, warnings)
     opened = await session.open_session(store, root.id)
     briefed = Briefed(opened, root, warnings=warnings, opened=True)
@@ -138,15 +142,17 @@ async def brief(
     *,
     callbacks: AgentRunnerCallbacks | None = None,
     abort: AbortSignal | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Briefed:
     """Send ``directive`` to the active session (opening one if none), run it here, then write
     its journal entry. A failed run raises its error, as ``run_agent`` does; a journal that
-    cannot be written is a warning in the result."""
+    cannot be written is a warning in the result. The budget is checked first, as ``start`` does."""
     _check_directive(directive)
     store = runner.store
     root = session.root_agent(runner.config, runner.agents)
+    spending = _told(await _budget_warnings(runner, root), warn)
     current, message, warnings, opened = await _session_for(store, root.id, directive)
-    briefed = Briefed(current, root, warnings=warnings, opened=opened)
+    briefed = Briefed(current, root, warnings=spending + warnings, opened=opened)
     briefed.run_id, briefed.result = await _run_here(
         runner, current, root, message, {"kind": "brief", "directive": directive}, callbacks, abort
     )
@@ -170,7 +176,11 @@ async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
 
     _check_directive(directive)
     root = await asyncio.to_thread(session.root_agent_id, config)  # a stat: off the loop
+    # the root's and the global daily limits; the team's own are the worker's to meet (the
+    # agent files are not read here, to return at once)
+    spending = [use.message() for use in await preflight(store, config.budgets, root)]
     current, message, warnings, opened = await _session_for(store, root, directive)
+    warnings = spending + warnings
     run = NewRun(
         new_id("run_"),
         root,
@@ -220,6 +230,25 @@ async def stop(runner: AgentRunner) -> Stopped:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _told(warnings: list[str], warn: Callable[[str], None] | None) -> list[str]:
+    """Budget warnings go to ``warn`` at once where given (before the work starts, for the
+    person to see first), else with the result."""
+    if warn is None:
+        return warnings
+    for warning in warnings:
+        warn(warning)
+    return []
+
+
+async def _budget_warnings(runner: AgentRunner, root: AgentSpec) -> list[str]:
+    """Today's spend before the work starts: ``budget_exceeded`` (nothing started) when the
+    root's or the global daily limit is used up; a warning for each limit at 80 % or more."""
+    uses = await preflight(
+        runner.store, runner.config.budgets, root.id, team=session.team_ids(runner.agents, root)
+    )
+    return [use.message() for use in uses]
 
 
 def _check_directive(directive: str) -> None:

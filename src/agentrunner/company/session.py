@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.config import Config
+    from agentrunner.spend import Spend
     from agentrunner.store.store import Store
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "open_session",
     "root_agent",
     "root_agent_id",
+    "spent",
+    "team_ids",
     "team_lines",
 ]
 
@@ -95,6 +98,20 @@ async def end(store: Store, session: CompanySession) -> bool:
     return await store.company.end(session.id)
 
 
+def team_ids(agents: AgentRegistry, root: AgentSpec) -> list[str]:
+    """Every enabled agent under the root, at any depth (who a brief may reach)."""
+    ids: list[str] = []
+
+    def walk(boss: str) -> None:
+        for report in agents.direct_reports(boss):
+            if report.enabled and report.id not in ids:
+                ids.append(report.id)
+                walk(report.id)
+
+    walk(root.id)
+    return ids
+
+
 def team_lines(agents: AgentRegistry, root: AgentSpec) -> list[str]:
     """The root's team as lines for its prompt: each enabled agent under it, indented by level,
     with its title; who can be delegated to is who reports to whom."""
@@ -110,3 +127,15 @@ def team_lines(agents: AgentRegistry, root: AgentSpec) -> list[str]:
 
     walk(root, 0)
     return lines
+
+
+async def spent(store: Store, current: CompanySession) -> Spend:
+    """What the session's briefs and their delegations have cost so far (the cost rows)."""
+    from agentrunner.spend import Spend  # the CLI's startup path imports this module
+    from agentrunner.store.repositories import today
+
+    spend = Spend()
+    row = await store.company.cost(current.id, today(current.started_at))
+    if row.get("requests"):
+        spend.add(row)
+    return spend

@@ -208,10 +208,14 @@ def _named(parameters: Mapping[str, Any], field: str, asked: str) -> str | None:
 
 
 def _summary(request: ModelRequest) -> str:
-    results = [m for m in request.messages if isinstance(m, ToolResult)]
-    question = next(
-        (m.content for m in reversed(request.messages) if isinstance(m, UserMessage)), ""
+    """The answer to the last user message: what it said, or the tools called since it (the
+    thread's earlier turns were answered already)."""
+    last = max(
+        (i for i, m in enumerate(request.messages) if isinstance(m, UserMessage)), default=-1
     )
+    asked = request.messages[last] if last >= 0 else None
+    question = asked.content if isinstance(asked, UserMessage) else ""
+    results = [m for m in request.messages[last + 1 :] if isinstance(m, ToolResult)]
     if not results:
         return f"[test model] You said: {question[:200]}"
     lines = [f"- {r.name}: {'error: ' if r.is_error else ''}{r.content[:200]}" for r in results]

@@ -75,6 +75,14 @@ class Company(Repository):
         row = await self.db.fetch_one(self.sql["company_session_get"], {"id": session_id})
         return CompanySession(**row) if row else None
 
+    async def cost(self, session_id: str, since_day: str) -> dict[str, Any]:
+        """The cost rows of the session's briefs and their delegations, summed as
+        ``costs.summary`` sums them (``since_day``: the UTC day the session started)."""
+        row = await self.db.fetch_one(
+            self.sql["company_session_cost"], {"id": session_id, "since": since_day}
+        )
+        return dict(row) if row else {}
+
     async def end(self, session_id: str) -> bool:
         """Mark the session ended; False when it was not active."""
         changed = await self.db.execute(

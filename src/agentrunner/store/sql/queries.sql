@@ -519,6 +519,22 @@ SELECT id, root_agent, thread_id, started_at, ended_at FROM company_sessions WHE
 -- name: company_session_get
 SELECT id, root_agent, thread_id, started_at, ended_at FROM company_sessions WHERE id = :id;
 
+-- name: company_session_cost
+-- What a session's work cost: the cost rows of its root runs (those on its thread) and of
+-- their delegations at any depth, from the day it started on (the costs key's first column).
+WITH RECURSIVE tree(id) AS (
+    SELECT r.id FROM company_sessions s JOIN runs r ON r.thread_id = s.thread_id
+    WHERE s.id = :id AND r.parent_run_id IS NULL
+    UNION ALL
+    SELECT c.id FROM runs c JOIN tree t ON c.parent_run_id = t.id
+)
+SELECT COUNT(*) AS requests,
+       CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) AS input_tokens,
+       CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) AS output_tokens,
+       CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) AS cost_micros,
+       SUM(CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END) AS unknown
+FROM costs WHERE day >= :since AND run_id IN (SELECT id FROM tree);
+
 -- name: company_session_end
 UPDATE company_sessions SET active = NULL, ended_at = :now WHERE id = :id AND active;
 
