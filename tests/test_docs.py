@@ -376,7 +376,20 @@ def _cli_validate(block: Block, tmp_path: Path) -> None:
     assert problems == block.body.splitlines()
 
 
-CLI_OUTPUTS = {"typo": _cli_typo, "validate": _cli_validate}
+def _company_session(block: Block, tmp_path: Path) -> None:
+    """docs/company.md's terminal session is what the commands print today."""
+    from tests.company.session_capture import capture, masked
+
+    assert masked(capture(tmp_path)) == masked(block.body), (
+        "docs/company.md's session is out of date: run `python tests/company/session_capture.py`"
+    )
+
+
+CLI_OUTPUTS = {
+    "typo": _cli_typo,
+    "validate": _cli_validate,
+    "company-session": _company_session,
+}
 
 
 # -- the README's CLI tour -------------------------------------------------------------------

@@ -18,7 +18,10 @@ __all__ = ["init", "parse_input", "read_message", "render"]
 def init(
     directory: Path = typer.Argument(Path("."), help="Where to create the project."),
     template: str = typer.Option(
-        "basic", "--template", "-t", help="basic (one assistant), company (CEO + C-suite), office."
+        "basic",
+        "--template",
+        "-t",
+        help="basic (one assistant), company (a CEO, its C-suite and their teams), office.",
     ),
 ) -> None:
     """Create agentrunner.toml and an agents/ directory from a template."""
@@ -33,7 +36,8 @@ def init(
     for path in written:
         out.print(f"  {escape(str(path))}")
     where = "" if directory.resolve() == Path.cwd() else f"cd {directory} && "
-    out.print(f"\nNext: [bold]{escape(where)}agentrunner agents list[/]")
+    first = {"company": "agentrunner start", "office": 'agentrunner post general "Hello"'}
+    out.print(f"\nNext: [bold]{escape(where)}{first.get(template, 'agentrunner agents list')}[/]")
 
 
 def render(
