@@ -239,9 +239,9 @@ async def test_status_shows_the_org_chart_with_each_agents_state(
     agent("intern", "name: Intern\nreports_to: busy\nenabled: false")
     agent("solo", "name: Solo")
     with (project / "agentrunner.toml").open("a") as config:
-        config.write("\n[budgets]\nper_agent_daily_usd = 0.001\n")
+        config.write("\n[budgets]\nper_agent_daily_usd = 0.002\n")
     runner: AgentRunner = await open_runner()
-    mock.queue(Reply(text="Done", input_tokens=400, output_tokens=200))  # $0.0008: 80 %
+    mock.queue(Reply(text="Done", input_tokens=800, output_tokens=400))  # $0.0016: 80 %
     await runner.run_agent("boss", "t-boss", "hello")
     mock.queue(Reply(fault=Fault.http(400, error_type="invalid_request_error")))
     with pytest.raises(AgentRunnerError):
@@ -276,10 +276,10 @@ async def test_status_shows_the_org_chart_with_each_agents_state(
     [broke_run] = await runner.store.runs.list(agent_id="broke")
     assert (agents["broke"]["run_id"], agents["broke"]["last_run_id"]) == (None, broke_run.id)
     [boss_run] = await runner.store.runs.list(agent_id="boss")
-    assert agents["boss"]["spent_today_micros"] == boss_run.cost_micros == 800
-    assert report["spent_today"]["cost_micros"] == 800
+    assert agents["boss"]["spent_today_micros"] == boss_run.cost_micros == 1600
+    assert report["spent_today"]["cost_micros"] == 1600
     assert report["warnings"] == [
-        "the daily budget of agent 'boss' of $0.0010 is 80% used: $0.0008 spent today (UTC)"
+        "the daily budget of agent 'boss' of $0.0020 is 80% used: $0.0016 spent today (UTC)"
     ]
     assert report["org_chart"] is True and report["session"] is None
 
@@ -295,8 +295,8 @@ async def test_status_shows_the_org_chart_with_each_agents_state(
         ["solo", "idle", "—"],
     ]
     assert "Org chart" in shown.stdout and broke_run.id in shown.stdout
-    assert busy_run.id in shown.stdout and "$0.0008" in shown.stdout
-    assert "! the daily budget of agent 'boss' of $0.0010 is 80% used" in shown.stdout
+    assert busy_run.id in shown.stdout and "$0.0016" in shown.stdout
+    assert "! the daily budget of agent 'boss' of $0.0020 is 80% used" in shown.stdout
     assert "no live workers" in shown.stdout and "Traceback" not in shown.stderr
     # Once the run is cancelled, the agent shows as stopped.
     after = json.loads((await asyncio.to_thread(run_cli, project, "status", "--json")).stdout)
