@@ -183,8 +183,13 @@ def test_the_company_walk_through(
     assert sum(by_agent.values()) == cost["total"]["cost_micros"]
     assert sum(row["cost_micros"] for row in cost["by_model"]) == cost["total"]["cost_micros"]
     root_runs_cost = sum(r["cost_micros"] for r in runs if r["parent_run_id"] is None)
-    assert cost["total"]["cost_micros"] == root_runs_cost
-    assert cost["session"]["cost_micros"] == root_runs_cost  # all of it in this session
+    # the journal's requests are paid for too, on the CEO's account, with the brief they sum up
+    journal_cost = next(
+        row["cost_micros"] for row in cost["by_model"] if row["model"] == "mockai:journal-mock"
+    )
+    assert journal_cost > 0
+    assert cost["total"]["cost_micros"] == root_runs_cost + journal_cost
+    assert cost["session"]["cost_micros"] == cost["total"]["cost_micros"]  # all in this session
     # a delegate's cost is its own model's: the engineer's is priced lowest per token
     assert by_agent["engineer"] < by_agent["ceo"]
 
@@ -196,7 +201,7 @@ def test_the_company_walk_through(
         ("engineer", 2, "idle"),
     ]
     assert status["session"]["root_agent"] == "ceo" and status["jobs"] == []
-    assert status["session"]["spent"]["cost_micros"] == root_runs_cost
+    assert status["session"]["spent"]["cost_micros"] == root_runs_cost + journal_cost
     shown = company.ok("status").out
     assert "└── engineer" in shown and "session ses_" in shown
 

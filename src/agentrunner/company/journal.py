@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.store.company import JournalEntry
 
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
+    from agentrunner.engine.turn import TurnResult
     from agentrunner.runner import AgentRunner
     from agentrunner.store.company import CompanySession
     from agentrunner.store.store import Store
@@ -83,6 +84,44 @@ def journal_model(runner: AgentRunner, root: AgentSpec) -> str:
     return refs[0][1] if refs else "test"
 
 
+async def _paid_request(
+    runner: AgentRunner, root: AgentSpec, run_id: str, model: str, message: str
+) -> TurnResult:
+    """The journal's one model request, on the root agent's account like the brief it sums up:
+    its worst case reserved against the daily budgets first (refused, or its reply shortened,
+    as any request is), and what it cost recorded with the brief's run, so that `cost`,
+    `status` and the next budget check count it."""
+    from agentrunner.budgets import DailyBudgets
+    from agentrunner.engine.turn import TurnLimits
+    from agentrunner.store.run_log import RunLog
+
+    log = RunLog(runner.store, run_id, root.id)
+    budget = DailyBudgets.applying(
+        runner.store.costs, root.id, run_id, runner.config.budgets, log.write
+    )
+
+    def charge(kind: str, data: Any) -> None:
+        if kind == "cost.updated":
+            usage = {key: data[key] for key in _USAGE_KEYS}
+            log.cost(data["model"], usage, data["cost_micros"], data["estimated"], time.time())
+
+    try:
+        return await runner.engine.run(
+            model=model,
+            system=JOURNAL_PROMPT,
+            message=message,
+            limits=TurnLimits(max_steps=1, max_output_tokens=400),
+            stream=False,
+            emit=charge,
+            budget=budget,
+        )
+    finally:
+        await log.flush()
+
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
 async def write_entry(
     runner: AgentRunner,
     session: CompanySession,
@@ -93,7 +132,6 @@ async def write_entry(
     """Write the journal entry of the brief ``run_id`` (a completed root run of ``session``):
     one model request, no tools. None when the brief has an entry already (another process
     wrote it first). Raises the model's or the store's error: the caller warns."""
-    from agentrunner.engine.turn import TurnLimits
 
     store = runner.store
     run = await store.runs.get(run_id)
@@ -108,13 +146,7 @@ async def write_entry(
         facts.append(f"{root.id} delegated to: {', '.join(delegates)}.")
     facts.append(f"{root.id}'s final answer:\n{answer[:_ANSWER_CHARS] or '(none)'}")
     model = journal_model(runner, root)
-    result = await runner.engine.run(
-        model=model,
-        system=JOURNAL_PROMPT,
-        message="\n\n".join(facts),
-        limits=TurnLimits(max_steps=1, max_output_tokens=400),
-        stream=False,
-    )
+    result = await _paid_request(runner, root, run_id, model, "\n\n".join(facts))
     summary = result.text.strip()
     if not summary:
         from agentrunner.errors import AgentRunnerError, ErrorCode
