@@ -429,8 +429,23 @@ async def test_a_cancelled_run_records_what_it_said_and_on_which_model(
     runner: AgentRunner = await open_runner()
     mock.queue(Reply(text=f"{words} " * 300, chunk_delay_s=0.01))
     abort = AbortSignal()
-    running = asyncio.ensure_future(runner.run_agent("talker", "t", "a long story", abort=abort))
-    await asyncio.sleep(0.3)
+    speaking = asyncio.Event()
+
+    def on_event(kind: str, data: Any) -> None:
+        if kind == "agent.token":
+            speaking.set()
+
+    running = asyncio.ensure_future(
+        runner.run_agent(
+            "talker",
+            "t",
+            "a long story",
+            abort=abort,
+            callbacks=AgentRunnerCallbacks(on_event=on_event),
+        )
+    )
+    await asyncio.wait_for(speaking.wait(), timeout=30)  # cancelled mid-answer, however slow
+    await asyncio.sleep(0.1)
     abort.abort("Ctrl-C")
     result = await running
     [run] = await runner.store.runs.list(thread_id="t")
