@@ -106,13 +106,17 @@ async def test_abort_follows_seed_000(agent: Agent, open_runner: Any, mock: Mock
     abort = AbortSignal()
     errors: list[str] = []
     responses: list[str] = []
+    speaking = asyncio.Event()
     callbacks = AgentRunnerCallbacks(
-        on_error=lambda a, t, e: errors.append(e), on_response=lambda a, t, x: responses.append(x)
+        on_event=lambda kind, data: speaking.set() if kind == "agent.token" else None,
+        on_error=lambda a, t, e: errors.append(e),
+        on_response=lambda a, t, x: responses.append(x),
     )
     task = asyncio.ensure_future(
         runner.run_agent("talker", "t", "tell me a long story", callbacks, abort=abort)
     )
-    await asyncio.sleep(0.3)
+    await asyncio.wait_for(speaking.wait(), timeout=30)  # cut off mid-answer, however slow
+    await asyncio.sleep(0.1)
     abort.abort()
     result = await task
     assert result.text == "" and result.stop_reason == "cancelled"
