@@ -178,6 +178,8 @@ def test_a_failed_brief_fails_the_command_with_its_job(
     done = company.run("brief", "Try")
     assert done.code == 1 and "provider_auth" in done.err
     assert "failed" in done.err and "job run_" in done.err
+    assert done.err.count("mock fault: HTTP 401") == 1  # said once, by the error line + hint
+    assert "provider_auth" in company.ok("logs").err  # the job's log keeps why it failed
     [job] = company.json("jobs")
     assert (job["status"], job["error"]["code"]) == ("failed", "provider_auth")
     assert company.json("journal") == []

@@ -194,7 +194,7 @@ async def _foreground(
         job_id = exc.details.get("job_id")  # set when the job itself failed
         failed = await runner.store.runs.get(job_id) if isinstance(job_id, str) else None
         if failed is not None:
-            await _print_end(runner.store, failed)
+            await _print_end(runner.store, failed, with_error=False)  # the error line follows
         raise
     finally:
         loop.remove_signal_handler(signal.SIGINT)
@@ -227,8 +227,9 @@ def _say_header(agent_id: str) -> None:
     err.print(f"[bold]{escape(agent_id)}[/] ›")
 
 
-async def _print_end(store: Store, run: RunRecord) -> None:
-    """The job's last lines: its state, tokens and cost, per agent and per model."""
+async def _print_end(store: Store, run: RunRecord, *, with_error: bool = True) -> None:
+    """The job's last lines: its state, tokens and cost, per agent and per model, and why it
+    failed (left out where the command's own error line follows and says it, with its hint)."""
     from agentrunner.company.jobs import tree_cost
 
     cost = await tree_cost(store, run.id)
@@ -240,7 +241,7 @@ async def _print_end(store: Store, run: RunRecord) -> None:
     if cost.by_agent:
         err.print(f"[dim]  by agent: {_breakdown(cost.by_agent)}[/]")
         err.print(f"[dim]  by model: {_breakdown(cost.by_model)}[/]")
-    if run.status == "failed" and run.error_code:
+    if with_error and run.status == "failed" and run.error_code:
         err.print(f"[red]  {escape(run.error_code)}: {escape(run.error_message or '')}[/]")
 
 
