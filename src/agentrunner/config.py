@@ -333,6 +333,18 @@ def _build(
                     key,
                     f"[{section}] accepts: {', '.join(allowed)}",
                 )
+    for section in raw:
+        # An extension's own section (or one kept for a tool of the person's) is left alone; a
+        # misspelt section of ours is not, or `[budgts]` would quietly turn the limits off.
+        if section in RESERVED_KEYS or section in extensions:
+            continue
+        near = difflib.get_close_matches(str(section), sorted(RESERVED_KEYS), n=1, cutoff=0.75)
+        if near:
+            raise err(
+                f"unknown section '[{section}]' (did you mean '[{near[0]}]'?)",
+                str(section),
+                f"agentrunner's sections: {', '.join(sorted(_SECTION_KEYS))}.",
+            )
     project, defaults = raw.get("project", {}), raw.get("defaults", {})
     database, budgets = raw.get("database", {}), raw.get("budgets", {})
 

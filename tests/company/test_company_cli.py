@@ -84,6 +84,34 @@ def test_start_without_a_root_agent_names_the_file_and_the_template(company: Com
     assert "init --template company" in other.err
 
 
+def test_a_root_typo_suggests_the_agent_meant(company: Company) -> None:
+    toml = company.root / "agentrunner.toml"
+    toml.write_text(toml.read_text() + '\n[company]\nroot = "ceoo"\n')
+    done = company.run("start")
+    assert done.code == 1 and "agents/ceoo.md" in done.err
+    assert "Did you mean 'ceo'?" in done.err and "init --template" not in done.err
+
+
+def test_a_start_that_fails_leaves_no_session_behind(company: Company, mock: MockProvider) -> None:
+    """A disabled root is refused before anything is opened; an introduction that fails ends
+    the session it opened: either way the next start goes ahead."""
+    ceo = company.root / "agents" / "ceo.md"
+    text = ceo.read_text()
+    ceo.write_text(text.replace("name: Chief Executive", "name: Chief Executive\nenabled: false"))
+    refused = company.run("start")
+    assert refused.code == 1 and "agent_disabled" in refused.err
+    assert company.json("jobs") == [] and company.json("status")["session"] is None
+    ceo.write_text(text)
+
+    mock.queue(Reply(fault=Fault.http(401, error_type="authentication_error")))
+    failed = company.run("start")
+    assert failed.code == 1 and "provider_auth" in failed.err
+    assert company.json("status")["session"] is None
+    mock.queue(Reply(text="Hello, I am the CEO."))
+    assert "Hello, I am the CEO." in company.ok("start").out
+    assert company.json("status")["session"] is not None
+
+
 # -- brief and the journal ---------------------------------------------------------------------
 
 

@@ -108,7 +108,7 @@ def _print_report(report: SpendReport) -> None:
     out.print(
         "[bold]Limits[/] [dim]· today (UTC)[/]"
         if lines
-        else "[dim]no limits set ([budgets] in agentrunner.toml)[/]"
+        else "[dim]no limits set (\\[budgets] in agentrunner.toml)[/]"
     )
     for line in lines:
         out.print(line, soft_wrap=True)

@@ -130,9 +130,14 @@ async def start(
     opened = await session.open_session(store, root.id)
     briefed = Briefed(opened, root, warnings=warnings, opened=True)
     message = _with_history(history, intro_message(runner.agents, root))
-    briefed.run_id, briefed.result = await _run_here(
-        runner, opened, root, message, {"kind": "start"}, callbacks, abort
-    )
+    try:
+        briefed.run_id, briefed.result = await _run_here(
+            runner, opened, root, message, {"kind": "start"}, callbacks, abort
+        )
+    except AgentRunnerError:
+        # the introduction failed: no session was started (the next `start` is not refused)
+        await session.end(store, opened)
+        raise
     return briefed
 
 

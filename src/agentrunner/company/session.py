@@ -3,7 +3,9 @@ session thread, marked active in the store — at most one per project, whicheve
 
 from __future__ import annotations
 
+import difflib
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -37,11 +39,11 @@ def root_agent(config: Config, agents: AgentRegistry) -> AgentSpec:
     naming the file to create; a broken file: its own problems."""
     root_id = config.company_root
     try:
-        return agents.get(root_id)
+        return agents.runnable(root_id)  # agent_disabled before anything is opened or run
     except AgentRunnerError as exc:
         if exc.code is not ErrorCode.AGENT_NOT_FOUND:
-            raise  # the file is there, and broken: its own problems say how
-        raise _missing_root(config) from None
+            raise  # the file is there, and broken or disabled: its own error says how
+        raise _missing_root(config, agents.ids()) from None
 
 
 def root_agent_id(config: Config) -> str:
@@ -53,15 +55,21 @@ def root_agent_id(config: Config) -> str:
     return config.company_root
 
 
-def _missing_root(config: Config) -> AgentRunnerError:
+def _missing_root(config: Config, ids: Sequence[str] = ()) -> AgentRunnerError:
     from agentrunner._paths import display_path
 
     file = display_path(config.agents_dir / f"{config.company_root}.md")
+    near = difflib.get_close_matches(config.company_root, list(ids), n=1)
+    hint = (
+        f"Did you mean '{near[0]}'? Set [company] root = \"{near[0]}\" in agentrunner.toml."
+        if near
+        else "Start from a company: `agentrunner init --template company` in a new "
+        'directory; or name another agent in agentrunner.toml: [company] root = "…".'
+    )
     return AgentRunnerError(
         ErrorCode.AGENT_NOT_FOUND,
         f"this project has no root agent '{config.company_root}': create {file}",
-        hint="Start from a company: `agentrunner init --template company` in a new "
-        'directory; or name another agent in agentrunner.toml: [company] root = "…".',
+        hint=hint,
     )
 
 
