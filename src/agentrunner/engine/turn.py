@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.budget import (
@@ -58,6 +58,9 @@ from agentrunner.engine.structured_output import (
 from agentrunner.engine.tools import Tool, ToolContext, ToolDenied, ToolRetry, render_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import Emit, EventData, EventSink
+
+if TYPE_CHECKING:
+    from agentrunner.engine.tracing import Tracing
 
 __all__ = [
     "CostTracker",
@@ -159,6 +162,7 @@ class Turn:
     before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None
     budget: ExternalBudget | None = None
     secrets: Secrets | None = None  # cut out of tool results: a tool may read a key
+    tracing: Tracing | None = None  # telemetry on: each tool call is a span
 
 
 async def run_turn(turn: Turn) -> TurnResult:
@@ -562,6 +566,15 @@ class _TurnRun:
             )
 
     async def run_tool(self, call: ToolCall) -> None:
+        tracing = self.turn.tracing
+        if tracing is None:
+            await self.call_tool(call)
+            return
+        with tracing.tool(call) as span:  # current while the tool runs: runs it starts nest
+            await self.call_tool(call)
+            tracing.tool_result(span, self.finished[call.id])
+
+    async def call_tool(self, call: ToolCall) -> None:
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(self.tools) or "none"
