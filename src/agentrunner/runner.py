@@ -304,7 +304,7 @@ class AgentRunner:
         run_id = request.claimed_run_id or new_id("run_")
         tracing = self.engine.tracing
         if tracing is None:
-            return await self._locked(request, run_id)
+            return await self._locked(request, run_id, None)
         parent = request.parent
         with tracing.run(  # the run's span: its requests, tool calls and child runs nest
             request.agent_id,
@@ -314,7 +314,7 @@ class AgentRunner:
             parent_run_id=parent.run_id if parent else None,
             depth=parent.depth + 1 if parent else 0,
         ) as span:
-            result = await self._locked(request, run_id)
+            result = await self._locked(request, run_id, tracing.trace_id(span))
             tracing.run_done(
                 span,
                 stop_reason=result.stop_reason,
@@ -326,14 +326,16 @@ class AgentRunner:
             )
             return result
 
-    async def _locked(self, request: _Request, run_id: str) -> RunResult:
+    async def _locked(self, request: _Request, run_id: str, trace_id: str | None) -> RunResult:
         if request.thread_id is None:  # a task: no thread, so nothing to lock
-            return await self._turn(request, None, run_id)
+            return await self._turn(request, None, run_id, trace_id)
         async with self.store.locks.hold(request.thread_id) as held:  # 1. thread lock
-            return await self._turn(request, held, run_id)
+            return await self._turn(request, held, run_id, trace_id)
         # 14. the lock is released when the block exits
 
-    async def _turn(self, request: _Request, held: HeldLock | None, run_id: str) -> RunResult:
+    async def _turn(
+        self, request: _Request, held: HeldLock | None, run_id: str, trace_id: str | None
+    ) -> RunResult:
         agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
         callbacks, overrides, abort = request.callbacks, request.overrides, request.abort
         input, parent, claimed_run_id = request.input, request.parent, request.claimed_run_id
@@ -384,7 +386,7 @@ class AgentRunner:
                 else self.store.runs.abandon_ops(  # runs that died holding this thread (now ours)
                     thread.id, run_id, message_count=thread.message_count, last_seq=last_seq
                 ),
-                []
+                self._trace_op(run_id, trace_id)  # a queued run's row exists: its trace now
                 if claimed_run_id
                 else self.store.runs.insert_op(
                     run_id=run.run_id,
@@ -393,6 +395,7 @@ class AgentRunner:
                     status="running",
                     parent_run_id=parent.run_id if parent else None,
                     depth=parent.depth + 1 if parent else 0,
+                    trace_id=trace_id,
                 ),
                 self._append(run, [*repairs, user], session=False, final=False),
             )
@@ -607,6 +610,9 @@ class AgentRunner:
             error_code=str(error.code) if error else None,
             error_message=error.message if error else None,
         )
+
+    def _trace_op(self, run_id: str, trace_id: str | None) -> list[Any]:
+        return [] if trace_id is None else [self.store.runs.trace_op(run_id, trace_id)]
 
     def _chain(self, agent: AgentSpec, overrides: RunAgentOverrides) -> FallbackChain:
         if overrides.model:

@@ -5,6 +5,7 @@ in the OpenTelemetry GenAI conventions, read here from the SDK's in-memory expor
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -19,10 +20,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from agentrunner import AgentRunner, AgentRunnerCallbacks
+from agentrunner.compose import open_workspace
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
+from tests.runner.test_cli_run import cli
 from tests.runner.test_delegation import org
 
 
@@ -253,6 +256,9 @@ async def test_different_runs_give_different_attributes(
     assert [attrs(s)["gen_ai.usage.input_tokens"] for s in chats] == [11, 13]
     assert [attrs(s)["gen_ai.usage.output_tokens"] for s in chats] == [2, 5]
     assert runs[0].context.trace_id != runs[1].context.trace_id  # two runs, two traces
+    for run, span in ((first, runs[0]), (second, runs[1])):
+        stored = await runner.store.runs.get(run.run_id)
+        assert stored is not None and stored.trace_id == format(span.context.trace_id, "032x")
 
 
 async def test_contents_are_recorded_only_when_asked_and_never_a_key(
@@ -304,8 +310,10 @@ async def test_telemetry_off_makes_no_spans(
     mock.queue(Reply(tool_calls=[("notify_user", {"message": "x"})]), Reply(text="ok"))
     runner: AgentRunner = await open_runner()
     assert runner.engine.tracing is None
-    await runner.run_agent("clerk", "desk", "hi")
+    result = await runner.run_agent("clerk", "desk", "hi")
     assert await finished(runner, spans) == ()
+    stored = await runner.store.runs.get(result.run_id)
+    assert stored is not None and stored.trace_id is None
 
 
 async def test_a_delegation_two_levels_deep_nests_under_the_calling_tool(
@@ -348,6 +356,10 @@ async def test_a_delegation_two_levels_deep_nests_under_the_calling_tool(
     assert runs["engineer"]["agentrunner.parent_run.id"] == runs["cto"]["agentrunner.run.id"]
     assert [runs[a]["agentrunner.depth"] for a in ("ceo", "cto", "engineer")] == [0, 1, 2]
     assert runs["engineer"]["gen_ai.conversation.id"] == "board.cto.engineer"
+    # each stored run keeps its trace: one, the whole tree's
+    (trace_id,) = {format(s.context.trace_id, "032x") for s in got}
+    stored = [await runner.store.runs.get(runs[a]["agentrunner.run.id"]) for a in runs]
+    assert [r.trace_id for r in stored if r] == [trace_id] * 3
 
 
 @pytest.mark.parametrize("how", ["abort", "cancel"])
@@ -385,3 +397,49 @@ async def test_a_run_stopped_mid_reply_is_cancelled_on_both_spans(
     for span in got:
         assert attrs(span)["error.type"] == "cancelled"
         assert span.status.status_code is StatusCode.ERROR
+
+
+async def test_a_queued_run_keeps_the_trace_its_worker_made(
+    agent: Agent, project: Path, spans: InMemorySpanExporter
+) -> None:
+    telemetry(project, "enabled = true")
+    agent("clerk")
+    workspace = await open_workspace(project)
+    try:
+        queued = await workspace.runs.queue("clerk", "desk", "hi")
+        before = await workspace.runner.store.runs.get(queued.run_id)
+        assert before is not None and before.trace_id is None  # not run yet: no trace
+        assert await workspace.worker().run(until_idle=True) == 1
+        got = await finished(workspace.runner, spans)
+        stored = await workspace.runner.store.runs.get(queued.run_id)
+    finally:
+        await workspace.close()
+    (run,) = named(got, "invoke_agent")
+    assert attrs(run)["agentrunner.run.id"] == queued.run_id
+    assert stored is not None and stored.status == "completed"
+    assert stored.trace_id == format(run.context.trace_id, "032x")
+
+
+def test_runs_show_prints_the_trace_id(
+    agent: Agent,
+    mock: MockProvider,
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    spans: InMemorySpanExporter,
+) -> None:
+    telemetry(project, "enabled = true")
+    agent("clerk")
+    mock.queue(Reply(text="one"), Reply(text="two"))
+    ids = [json.loads(cli(capsys, "run", "clerk", text, "--json")[1])["run_id"] for text in "ab"]
+    traces = {
+        attrs(s)["agentrunner.run.id"]: format(s.context.trace_id, "032x")
+        for s in named(spans.get_finished_spans(), "invoke_agent")
+    }
+    assert set(traces) == set(ids) and len(set(traces.values())) == 2
+    for run_id in ids:
+        code, out, _ = cli(capsys, "runs", "show", run_id)
+        assert code == 0 and f"trace {traces[run_id]}" in out
+        other = next(t for r, t in traces.items() if r != run_id)
+        assert other not in out
+        code, out, _ = cli(capsys, "runs", "show", run_id, "--json")
+        assert json.loads(out)["run"]["trace_id"] == traces[run_id]

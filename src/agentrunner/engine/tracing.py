@@ -127,6 +127,11 @@ class Tracing:
         with self._span(f"invoke_agent {agent_id}", SpanKind.INTERNAL, attributes) as span:
             yield span
 
+    @staticmethod
+    def trace_id(span: Span) -> str:
+        """The span's trace id as the tools show it: 32 hex digits."""
+        return trace.format_trace_id(span.get_span_context().trace_id)
+
     def agent(self, name: str, description: str) -> None:
         """What the agent's file says it is, once it is loaded: on the current run's span."""
         span = trace.get_current_span()
