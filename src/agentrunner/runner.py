@@ -301,20 +301,18 @@ class AgentRunner:
         )
 
     async def _run(self, request: _Request) -> RunResult:
-        run_id = request.claimed_run_id or new_id("run_")
         tracing = self.engine.tracing
         if tracing is None:
-            return await self._locked(request, run_id, None)
+            return await self._locked(request)
         parent = request.parent
         with tracing.run(  # the run's span: its requests, tool calls and child runs nest
             request.agent_id,
-            run_id=run_id,
             thread_id=request.thread_id,
             message=request.message,
             parent_run_id=parent.run_id if parent else None,
             depth=parent.depth + 1 if parent else 0,
         ) as span:
-            result = await self._locked(request, run_id, tracing.trace_id(span))
+            result = await self._locked(request)
             tracing.run_done(
                 span,
                 stop_reason=result.stop_reason,
@@ -326,22 +324,18 @@ class AgentRunner:
             )
             return result
 
-    async def _locked(self, request: _Request, run_id: str, trace_id: str | None) -> RunResult:
+    async def _locked(self, request: _Request) -> RunResult:
         if request.thread_id is None:  # a task: no thread, so nothing to lock
-            return await self._turn(request, None, run_id, trace_id)
+            return await self._turn(request, None)
         async with self.store.locks.hold(request.thread_id) as held:  # 1. thread lock
-            return await self._turn(request, held, run_id, trace_id)
+            return await self._turn(request, held)
         # 14. the lock is released when the block exits
 
-    async def _turn(
-        self, request: _Request, held: HeldLock | None, run_id: str, trace_id: str | None
-    ) -> RunResult:
+    async def _turn(self, request: _Request, held: HeldLock | None) -> RunResult:
         agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
         callbacks, overrides, abort = request.callbacks, request.overrides, request.abort
         input, parent, claimed_run_id = request.input, request.parent, request.claimed_run_id
         agent = self.agents.runnable(agent_id)  # 2. agent config (agent_disabled: not run)
-        if self.engine.tracing is not None:
-            self.engine.tracing.agent(agent.name, agent.description)
         thread: Thread | None = None
         recent: list[Message] = []
         last_seq = 0
@@ -355,6 +349,10 @@ class AgentRunner:
         repairs = missing_results(history)
         if not overrides.history:
             history = []
+        run_id = claimed_run_id or new_id("run_")
+        trace_id = None
+        if self.engine.tracing is not None:  # the run's span is current: what it now knows
+            trace_id = self.engine.tracing.run_started(run_id, agent.name, agent.description)
         run = _Run(
             agent,
             thread,

@@ -443,3 +443,28 @@ def test_runs_show_prints_the_trace_id(
         assert other not in out
         code, out, _ = cli(capsys, "runs", "show", run_id, "--json")
         assert json.loads(out)["run"]["trace_id"] == traces[run_id]
+
+
+async def test_tool_calls_run_together_are_sibling_spans(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, spans: InMemorySpanExporter
+) -> None:
+    telemetry(project, "enabled = true")
+    agent("clerk", "capabilities: [notify, notes]")
+    mock.queue(
+        Reply(
+            tool_calls=[
+                ("notify_user", {"message": "one"}),
+                ("note_create", {"title": "Plan", "body": "two"}),
+            ]
+        ),
+        Reply(text="Both done."),
+    )
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("clerk", "desk", "do both")
+    got = await finished(runner, spans)
+    (run,) = named(got, "invoke_agent")
+    tools = named(got, "execute_tool")
+    assert sorted(attrs(s)["gen_ai.tool.name"] for s in tools) == ["note_create", "notify_user"]
+    assert len({attrs(s)["gen_ai.tool.call.id"] for s in tools}) == 2
+    assert all(s.parent and s.parent.span_id == run.context.span_id for s in tools)
+    assert all(s.status.status_code is StatusCode.UNSET for s in tools)

@@ -101,7 +101,6 @@ class Tracing:
         self,
         agent_id: str,
         *,
-        run_id: str,
         thread_id: str | None,
         message: str,
         parent_run_id: str | None = None,
@@ -114,7 +113,6 @@ class Tracing:
             OPERATION: "invoke_agent",
             AGENT_ID: agent_id,
             AGENT_NAME: agent_id,
-            RUN_ID: run_id,
             DEPTH: depth,
         }
         if thread_id is not None:
@@ -127,17 +125,16 @@ class Tracing:
         with self._span(f"invoke_agent {agent_id}", SpanKind.INTERNAL, attributes) as span:
             yield span
 
-    @staticmethod
-    def trace_id(span: Span) -> str:
-        """The span's trace id as the tools show it: 32 hex digits."""
-        return trace.format_trace_id(span.get_span_context().trace_id)
-
-    def agent(self, name: str, description: str) -> None:
-        """What the agent's file says it is, once it is loaded: on the current run's span."""
+    def run_started(self, run_id: str, name: str, description: str) -> str:
+        """What a run knows once its agent is loaded and its id given (after the thread lock,
+        so that a thread's runs are numbered in the order they ran), on the current run's span;
+        its trace id, as the tools show it (32 hex digits)."""
         span = trace.get_current_span()
+        span.set_attribute(RUN_ID, run_id)
         span.set_attribute(AGENT_NAME, name)
         if description:
             span.set_attribute(AGENT_DESCRIPTION, description)
+        return trace.format_trace_id(span.get_span_context().trace_id)
 
     def run_done(
         self,

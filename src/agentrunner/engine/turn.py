@@ -530,13 +530,14 @@ class _TurnRun:
             # tool runs, so a crash leaves a record the next run can repair.
             await self.turn.before_tools(self.turn.messages[self.start :])
         self.finished = {}
+        run_tool = self.run_tool if self.turn.tracing is None else self.traced_tool
         try:
             if len(calls) == 1:
-                await self.run_tool(calls[0])
+                await run_tool(calls[0])
             else:
                 async with asyncio.TaskGroup() as group:
                     for call in calls:
-                        group.create_task(self.run_tool(call))
+                        group.create_task(run_tool(call))
         except* ToolDenied as group:
             self.answer_calls(calls, INTERRUPTED)
             raise self.error(
@@ -565,16 +566,14 @@ class _TurnRun:
                 "invalid_tool_call",
             )
 
-    async def run_tool(self, call: ToolCall) -> None:
+    async def traced_tool(self, call: ToolCall) -> None:
         tracing = self.turn.tracing
-        if tracing is None:
-            await self.call_tool(call)
-            return
+        assert tracing is not None
         with tracing.tool(call) as span:  # current while the tool runs: runs it starts nest
-            await self.call_tool(call)
+            await self.run_tool(call)
             tracing.tool_result(span, self.finished[call.id])
 
-    async def call_tool(self, call: ToolCall) -> None:
+    async def run_tool(self, call: ToolCall) -> None:
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(self.tools) or "none"
