@@ -5,6 +5,7 @@ endpoint, headers from ``OTEL_EXPORTER_OTLP_HEADERS``; without the ``otel`` extr
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -33,7 +34,9 @@ asyncio.run(main())
 """
 
 
-def run(project: Path, env: dict[str, str], before: str = "") -> subprocess.CompletedProcess[str]:
+def run(
+    project: Path, env: dict[str, str], before: str = "", timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTRUNNER_"))}
     return subprocess.run(
         [sys.executable, "-c", RUN.format(before=before)],
@@ -41,7 +44,7 @@ def run(project: Path, env: dict[str, str], before: str = "") -> subprocess.Comp
         env={**clean, "PYTHONPATH": str(ROOT / "src"), **env},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
     )
 
 
@@ -165,3 +168,20 @@ def test_telemetry_on_without_the_sdk_says_which_extra_to_install(project: Path)
     assert "internal: [telemetry] is enabled but the OpenTelemetry SDK is not installed" in out
     assert 'hint: pip install "agentrunner[otel]"' in out
     assert "Traceback" not in out
+
+
+def test_a_receiver_that_never_answers_does_not_hold_the_exit(project: Path) -> None:
+    """The exporter would wait for it as long as OTEL_EXPORTER_OTLP_TIMEOUT says (here two
+    minutes), and the SDK's own exit for 30 s, both past this test's limit (a hang, not a
+    timing: the run itself takes a second or two); agentrunner's exit gives up after 3 s."""
+    stalled = socket.create_server(("127.0.0.1", 0))  # accepts connections, never reads
+    try:
+        with (project / "agentrunner.toml").open("a") as toml:
+            port = stalled.getsockname()[1]
+            toml.write(f'[telemetry]\nenabled = true\nendpoint = "http://127.0.0.1:{port}"\n')
+        done = run(project, {"OTEL_EXPORTER_OTLP_TIMEOUT": "120"}, timeout=20)
+    finally:
+        stalled.close()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0]  # the run answered
+    assert f"traces not sent: http://127.0.0.1:{port}/v1/traces did not take them" in (done.stderr)

@@ -5,7 +5,10 @@ the modules below never import this one, so the layers stay a straight line."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import logging
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,7 +33,7 @@ from agentrunner.tasks.task import Outcome, TaskRunner
 from agentrunner.worker import Worker
 
 if TYPE_CHECKING:
-    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
 
     from agentrunner.engine.tracing import Tracing
 
@@ -69,13 +72,18 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
     )
 
 
+EXIT_FLUSH_S = 3.0  # the longest a process's exit waits for its last spans to be sent
+log = logging.getLogger("agentrunner.telemetry")
+
+
 def start_tracing(settings: Telemetry, models: ModelRegistry) -> Tracing | None:
     """The engine's tracing, with ``[telemetry]`` on; ``None`` (and nothing imported) off.
 
     An application that set up OpenTelemetry itself (a global tracer provider: Logfire, its own
     SDK) gets agentrunner's spans there. Otherwise the SDK is set up here, once per process:
     a provider for ``service_name`` whose spans are batched to ``traces_url`` over OTLP/HTTP
-    (the exporter reads ``OTEL_EXPORTER_OTLP_HEADERS`` itself) and flushed at exit."""
+    (the exporter reads ``OTEL_EXPORTER_OTLP_HEADERS`` itself) and flushed at exit, for at
+    most ``EXIT_FLUSH_S``."""
     if not settings.enabled:
         return None
     from opentelemetry import trace
@@ -94,7 +102,7 @@ def start_tracing(settings: Telemetry, models: ModelRegistry) -> Tracing | None:
     )
 
 
-def _sdk_provider(settings: Telemetry) -> trace.TracerProvider:
+def _sdk_provider(settings: Telemetry) -> TracerProvider:
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
@@ -106,9 +114,23 @@ def _sdk_provider(settings: Telemetry) -> trace.TracerProvider:
             f"[telemetry] is enabled but the OpenTelemetry SDK is not installed ({exc.name})",
             hint='pip install "agentrunner[otel]", or turn telemetry off in agentrunner.toml.',
         ) from exc
-    provider = TracerProvider(resource=Resource.create({"service.name": settings.service_name}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.traces_url)))
+    resource = Resource.create({"service.name": settings.service_name})
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    batches = BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.traces_url))
+    provider.add_span_processor(batches)
+    atexit.register(_send_the_rest, provider, settings.traces_url)
     return provider
+
+
+def _send_the_rest(provider: TracerProvider, url: str) -> None:
+    """At exit, the spans not sent yet are; but a receiver that is down or stalled must not
+    hold a command's exit for the exporter's whole timeout and retries (10 s by default, or
+    ``OTEL_EXPORTER_OTLP_TIMEOUT``): past ``EXIT_FLUSH_S`` they are given up."""
+    stopping = threading.Thread(target=provider.shutdown, name="agentrunner-spans", daemon=True)
+    stopping.start()
+    stopping.join(EXIT_FLUSH_S)
+    if stopping.is_alive():
+        log.warning("traces not sent: %s did not take them within %g s", url, EXIT_FLUSH_S)
 
 
 def _load(start: Path | None) -> tuple[Project, RuntimeFiles, Extensions]:
