@@ -355,6 +355,9 @@ async def test_a_delegation_two_levels_deep_nests_under_the_calling_tool(
     assert runs["cto"]["agentrunner.parent_run.id"] == result.run_id
     assert runs["engineer"]["agentrunner.parent_run.id"] == runs["cto"]["agentrunner.run.id"]
     assert [runs[a]["agentrunner.depth"] for a in ("ceo", "cto", "engineer")] == [0, 1, 2]
+    # a run's cost counts its children's, as its budget does
+    cost = [runs[a]["agentrunner.cost_usd"] for a in ("ceo", "cto", "engineer")]
+    assert cost[0] == pytest.approx(result.cost_usd) and cost[0] > cost[1] > cost[2] > 0
     assert runs["engineer"]["gen_ai.conversation.id"] == "board.cto.engineer"
     # each stored run keeps its trace: one, the whole tree's
     (trace_id,) = {format(s.context.trace_id, "032x") for s in got}
