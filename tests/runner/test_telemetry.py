@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from agentrunner import AgentRunner, AgentRunnerCallbacks
+from agentrunner import AgentRunner, AgentRunnerCallbacks, RunAgentOverrides, Tool, ToolContext
 from agentrunner.compose import open_workspace
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -471,3 +472,31 @@ async def test_tool_calls_run_together_are_sibling_spans(
     assert len({attrs(s)["gen_ai.tool.call.id"] for s in tools}) == 2
     assert all(s.parent and s.parent.span_id == run.context.span_id for s in tools)
     assert all(s.status.status_code is StatusCode.UNSET for s in tools)
+
+
+async def test_a_tool_that_crashes_fails_its_span_and_the_run_with_no_key_in_them(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, spans: InMemorySpanExporter
+) -> None:
+    telemetry(project, "enabled = true")
+    agent("clerk")
+
+    async def leaky(args: dict[str, Any], ctx: ToolContext) -> str:
+        raise RuntimeError(f"cannot reach the vault with {os.environ['MOCK_KEY']}")
+
+    tool = Tool("vault", "Opens the vault.", {"type": "object", "properties": {}}, leaky)
+    mock.queue(Reply(tool_calls=[("vault", {})]))
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as failed:
+        await runner.run_agent(
+            "clerk", "desk", "open it", overrides=RunAgentOverrides(tools=(tool,))
+        )
+    assert failed.value.code is ErrorCode.TOOL_FAILED
+
+    got = await finished(runner, spans)
+    assert tree(got) == "invoke_agent clerk\n  chat gpt-mock\n  execute_tool vault"
+    (run,), (crashed,) = named(got, "invoke_agent"), named(got, "execute_tool")
+    for span in (run, crashed):
+        assert attrs(span)["error.type"] == "tool_failed"
+        assert span.status.description == (
+            "tool_failed: tool 'vault' failed: RuntimeError: cannot reach the vault with [redacted]"
+        )

@@ -143,8 +143,7 @@ class FallbackChain:
             try:
                 response = await entry.client.request(request, on_delta)
             except ProviderError as exc:
-                if exc.status is not None:
-                    span.set_attribute("http.response.status_code", exc.status)
+                self.tracing.provider_error(span, exc)
                 raise
             self.tracing.response(span, response)
             return response

@@ -38,6 +38,7 @@ from agentrunner.engine.tools import ToolDenied
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
+    from agentrunner.engine.failures import ProviderError
     from agentrunner.engine.fallback import ChainEntry
     from agentrunner.engine.secrets import Secrets
 
@@ -202,6 +203,11 @@ class Tracing:
         with self._span(f"chat {model.name}", SpanKind.CLIENT, attributes) as span:
             yield span
 
+    def provider_error(self, span: Span, error: ProviderError) -> None:
+        """What the provider answered, beside ``error.type`` (set as the error leaves the span)."""
+        if error.status is not None:
+            span.set_attribute(HTTP_STATUS, error.status)
+
     def response(self, span: Span, response: ModelResponse) -> None:
         span.set_attribute(RESPONSE_MODEL, response.model)
         span.set_attribute(FINISH_REASONS, [response.finish_reason])
@@ -264,8 +270,8 @@ class Tracing:
         ) as span:
             try:
                 yield span
-            except BaseException as exc:
-                _failed(span, _code(exc, otherwise), str(exc) or type(exc).__name__)
+            except BaseException as exc:  # its text may quote a key a tool read: cut out
+                _failed(span, _code(exc, otherwise), self._scrub(str(exc) or type(exc).__name__))
                 raise
 
     def _json(self, value: Sequence[Any]) -> str:

@@ -686,6 +686,6 @@ class _TurnRun:
 
 class _ToolCrashed(Exception):
     def __init__(self, name: str, cause: BaseException) -> None:
-        super().__init__(name)
         self.name = name
         self.cause = f"{type(cause).__name__}: {cause}"
+        super().__init__(f"tool '{name}' failed: {self.cause}")  # what its span says
