@@ -598,7 +598,7 @@ class _TurnRun:
         except (ToolDenied, asyncio.CancelledError):
             raise
         except Exception as exc:
-            raise _ToolCrashed(call.name, exc) from exc
+            raise _ToolCrashed(call.name, exc, self.turn.secrets) from exc
         self.settle(call, render_result(value), error=False)
 
     def settle(self, call: ToolCall, content: str, *, error: bool) -> None:
@@ -685,7 +685,9 @@ class _TurnRun:
 
 
 class _ToolCrashed(Exception):
-    def __init__(self, name: str, cause: BaseException) -> None:
+    def __init__(self, name: str, cause: BaseException, secrets: Secrets | None) -> None:
         self.name = name
         self.cause = f"{type(cause).__name__}: {cause}"
+        if secrets:  # the run's error, its record and events quote it: no key a tool read
+            self.cause = secrets.scrub(self.cause)
         super().__init__(f"tool '{name}' failed: {self.cause}")  # what its span says
