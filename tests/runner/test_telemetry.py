@@ -111,6 +111,8 @@ async def test_a_run_with_a_tool_and_a_fallback_is_one_span_tree(
     got = await finished(runner, spans)
     assert tree(got) == (
         "invoke_agent clerk\n"
+        "  thread_lock\n"
+        "  build_prompt\n"
         "  chat gpt-down\n"
         "  chat claude-mock\n"
         "  execute_tool notify_user\n"
@@ -206,7 +208,9 @@ async def test_a_failed_run_names_its_error_code(
     assert failed.value.code is code
 
     got = await finished(runner, spans)
-    assert tree(got) == "invoke_agent clerk\n  chat gpt-mock"  # a failed run gets no title
+    assert tree(got) == (  # a failed run gets no title
+        "invoke_agent clerk\n  thread_lock\n  build_prompt\n  chat gpt-mock"
+    )
     run, chat = named(got, "invoke_agent")[0], named(got, "chat")[0]
     for span in (run, chat):
         assert attrs(span)["error.type"] == str(code)
@@ -335,12 +339,18 @@ async def test_a_delegation_two_levels_deep_nests_under_the_calling_tool(
     got = await finished(runner, spans)
     assert tree(got) == (
         "invoke_agent ceo\n"
+        "  thread_lock\n"
+        "  build_prompt\n"
         "  chat gpt-mock\n"
         "  execute_tool delegate\n"
         "    invoke_agent cto\n"
+        "      thread_lock\n"
+        "      build_prompt\n"
         "      chat gpt-mock\n"
         "      execute_tool delegate\n"
         "        invoke_agent engineer\n"
+        "          thread_lock\n"
+        "          build_prompt\n"
         "          chat gpt-mock\n"
         "          post_run title\n"
         "            chat test\n"
@@ -397,8 +407,8 @@ async def test_a_run_stopped_mid_reply_is_cancelled_on_both_spans(
             await tasks[0]
 
     got = await finished(runner, spans)
-    assert tree(got) == "invoke_agent talker\n  chat gpt-mock"
-    for span in got:
+    assert tree(got) == "invoke_agent talker\n  thread_lock\n  build_prompt\n  chat gpt-mock"
+    for span in named(got, "invoke_agent") + named(got, "chat"):
         assert attrs(span)["error.type"] == "cancelled"
         assert span.status.status_code is StatusCode.ERROR
 
@@ -493,10 +503,44 @@ async def test_a_tool_that_crashes_fails_its_span_and_the_run_with_no_key_in_the
     assert failed.value.code is ErrorCode.TOOL_FAILED
 
     got = await finished(runner, spans)
-    assert tree(got) == "invoke_agent clerk\n  chat gpt-mock\n  execute_tool vault"
+    assert tree(got) == (
+        "invoke_agent clerk\n  thread_lock\n  build_prompt\n  chat gpt-mock\n  execute_tool vault"
+    )
     (run,), (crashed,) = named(got, "invoke_agent"), named(got, "execute_tool")
     for span in (run, crashed):
         assert attrs(span)["error.type"] == "tool_failed"
         assert span.status.description == (
             "tool_failed: tool 'vault' failed: RuntimeError: cannot reach the vault with [redacted]"
         )
+
+
+async def test_the_wait_for_a_busy_thread_is_its_own_span(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, spans: InMemorySpanExporter
+) -> None:
+    telemetry(project, "enabled = true")
+    agent("clerk")
+    mock.queue(Reply(text="first", delay_s=0.3), Reply(text="second"))
+    runner: AgentRunner = await open_runner()
+    first = asyncio.ensure_future(runner.run_agent("clerk", "desk", "one"))
+    while not mock.requests:  # the first run holds the thread, its request in flight
+        await asyncio.sleep(0.01)
+    second = await runner.run_agent("clerk", "desk", "two")
+    await first
+
+    got = await finished(runner, spans)
+    runs = {attrs(s)["agentrunner.run.id"]: s for s in named(got, "invoke_agent")}
+    (waited,) = (
+        s
+        for s in got
+        if s.name == "thread_lock"
+        and s.parent
+        and s.parent.span_id == runs[second.run_id].context.span_id
+    )
+    (held,) = (
+        s
+        for s in named(got, "chat")
+        if s.parent and s.parent.span_id == runs[first.result().run_id].context.span_id
+    )
+    assert attrs(waited) == {"agentrunner.thread.id": "desk"}
+    # it began while the first run's request was in flight, and ended after that request
+    assert (waited.start_time or 0) < (held.end_time or 0) <= (waited.end_time or 0)

@@ -79,6 +79,8 @@ MODEL_REF = "agentrunner.model"
 ATTEMPT = "agentrunner.attempt"
 FALLBACK = "agentrunner.fallback"
 RETRY_REASON = "agentrunner.retry.reason"
+PROMPT_CHARS = "agentrunner.prompt.system_chars"
+NOTES_CHARS = "agentrunner.prompt.notes_chars"
 
 
 class Tracing:
@@ -160,6 +162,18 @@ class Tracing:
             _failed(span, str(ErrorCode.CANCELLED), "cancelled")
         elif self.capture_content:
             span.set_attribute(OUTPUT_MESSAGES, self._json([_assistant(text, (), stop_reason)]))
+
+    @contextmanager
+    def step(self, name: str, *, thread_id: str | None = None) -> Iterator[Span]:
+        """A step of a run that is not a model request or a tool call: the wait for its
+        thread's lock (``thread_lock``), building its prompt (``build_prompt``)."""
+        attributes: dict[str, Any] = {} if thread_id is None else {THREAD_ID: thread_id}
+        with self._span(name, SpanKind.INTERNAL, attributes) as span:
+            yield span
+
+    def prompt_built(self, span: Span, system: str, notes: str | None) -> None:
+        span.set_attribute(PROMPT_CHARS, len(system))
+        span.set_attribute(NOTES_CHARS, len(notes or ""))
 
     @contextmanager
     def effect(self, name: str, thread_id: str) -> Iterator[Span]:
