@@ -1,7 +1,8 @@
 """``agentrunner.toml``: found by walking up from the working directory (like git).
 
 Environment variables override the file (``AGENTRUNNER_CONFIG``, ``AGENTRUNNER_DATABASE_URL``,
-``AGENTRUNNER_AGENTS_DIR``, ``AGENTRUNNER_DEFAULT_MODEL``). Secrets never live in the file: a
+``AGENTRUNNER_AGENTS_DIR``, ``AGENTRUNNER_DEFAULT_MODEL``; for ``[telemetry]``
+``AGENTRUNNER_TELEMETRY`` and the standard ``OTEL_*`` variables). Secrets never live in the file: a
 provider names the environment variable that holds its key (``api_key_env``), and a key written
 into the file is rejected.
 

@@ -2,8 +2,11 @@
 semantic conventions, so that Phoenix, Langfuse, Logfire, Jaeger or Tempo show them as they are:
 
     invoke_agent {agent}          a run (the runner)
+      thread_lock                 the wait for its thread
+      build_prompt                its system prompt and notes
       chat {model}                one per model request attempt, fallbacks as siblings
       execute_tool {tool}         one per tool call; a delegated run nests under it
+      post_run {effect}           a thread's title, after the run
 
 Only the API is used here; the SDK (a tracer provider and its exporter) is set up by the
 composition root, and only when ``[telemetry] enabled``. With telemetry off this module is
