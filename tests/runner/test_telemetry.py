@@ -519,7 +519,7 @@ async def test_the_wait_for_a_busy_thread_is_its_own_span(
 ) -> None:
     telemetry(project, "enabled = true")
     agent("clerk")
-    mock.queue(Reply(text="first", delay_s=0.3), Reply(text="second"))
+    mock.queue(Reply(text="first", delay_s=0.5), Reply(text="second"))
     runner: AgentRunner = await open_runner()
     first = asyncio.ensure_future(runner.run_agent("clerk", "desk", "one"))
     while not mock.requests:  # the first run holds the thread, its request in flight
