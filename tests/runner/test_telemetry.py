@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from agentrunner import AgentRunner, AgentRunnerCallbacks, RunAgentOverrides, Tool, ToolContext
-from agentrunner.compose import open_workspace
+from agentrunner.compose import open_task_runner, open_workspace
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import Fault, MockProvider, Reply
@@ -544,3 +544,32 @@ async def test_the_wait_for_a_busy_thread_is_its_own_span(
     assert attrs(waited) == {"agentrunner.thread.id": "desk"}
     # it began while the first run's request was in flight, and ended after that request
     assert (waited.start_time or 0) < (held.end_time or 0) <= (waited.end_time or 0)
+
+
+async def test_a_task_is_a_span_with_its_cache_lookup_and_its_run(
+    agent: Agent, mock: MockProvider, project: Path, spans: InMemorySpanExporter
+) -> None:
+    telemetry(project, "enabled = true")
+    agent("cfo", "cache: true", body="You are {{ input.company? }}'s CFO.")
+    mock.queue(Reply(text="Hire."), Reply(text="Fire."), Reply(fault=Fault.http(401)))
+    outcomes = []
+    for company in ("Acme", "Acme", "Globex", "Initech"):
+        async with await open_task_runner(project) as tasks:
+            outcomes.append(await tasks.execute("cfo", {"company": company}))
+    assert [(o.status, o.cached) for o in outcomes] == [
+        ("completed", False),
+        ("completed", True),  # the same request: answered by the cache, no run
+        ("completed", False),
+        ("failed", False),
+    ]
+    got = spans.get_finished_spans()
+    task = "execute_task cfo\n  cache_lookup\n"
+    run = "  invoke_agent cfo\n    build_prompt\n    chat gpt-mock\n"
+    assert tree(got) == (task + run + task + task + run + task + run).rstrip("\n")
+    lookups = [attrs(s)["agentrunner.cache.hit"] for s in got if s.name == "cache_lookup"]
+    assert lookups == [False, True, False, False]
+    tasks_ = named(got, "execute_task")
+    hits = [attrs(s).get("agentrunner.cache.hit") for s in tasks_]
+    assert hits == [False, True, False, None]  # the last one raised: no answer to describe
+    assert [attrs(s).get("error.type") for s in tasks_] == [None, None, None, "provider_auth"]
+    assert tasks_[-1].status.status_code is StatusCode.ERROR

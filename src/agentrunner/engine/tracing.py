@@ -7,6 +7,7 @@ semantic conventions, so that Phoenix, Langfuse, Logfire, Jaeger or Tempo show t
       chat {model}                one per model request attempt, fallbacks as siblings
       execute_tool {tool}         one per tool call; a delegated run nests under it
       post_run {effect}           a thread's title, after the run
+    execute_task {agent}          a task: its cache_lookup, and its run (invoke_agent) on a miss
 
 Only the API is used here; the SDK (a tracer provider and its exporter) is set up by the
 composition root, and only when ``[telemetry] enabled``. With telemetry off this module is
@@ -19,7 +20,7 @@ then with every provider key cut out, as from tool results.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +83,7 @@ MODEL_REF = "agentrunner.model"
 ATTEMPT = "agentrunner.attempt"
 FALLBACK = "agentrunner.fallback"
 RETRY_REASON = "agentrunner.retry.reason"
+CACHE_HIT = "agentrunner.cache.hit"
 PROMPT_CHARS = "agentrunner.prompt.system_chars"
 NOTES_CHARS = "agentrunner.prompt.notes_chars"
 
@@ -166,10 +168,40 @@ class Tracing:
         elif self.capture_content:
             span.set_attribute(OUTPUT_MESSAGES, self._json([_assistant(text, (), stop_reason)]))
 
+    # -- tasks ----------------------------------------------------------------------------
+
+    @contextmanager
+    def task(self, agent_id: str) -> Iterator[Span]:
+        """One task (seed 004's ``execute``): its cache lookup, and its run unless the cache
+        answered. A failure becomes the task's outcome, but is ``error.type`` here."""
+        attributes = {OPERATION: "execute_task", AGENT_ID: agent_id}
+        with self._span(f"execute_task {agent_id}", SpanKind.INTERNAL, attributes) as span:
+            yield span
+
+    def task_done(
+        self,
+        span: Span,
+        *,
+        model: str | None,
+        cached: bool,
+        error: Mapping[str, Any] | None,
+    ) -> None:
+        """A task that returned its outcome: answered (from the cache or not), or failed as
+        an outcome (a run stopped by its abort signal)."""
+        if model is not None:
+            span.set_attribute(MODEL_REF, model)
+        span.set_attribute(CACHE_HIT, cached)
+        if error is not None:
+            _failed(span, str(error["code"]), self._scrub(str(error["message"])))
+
+    def cache_looked_up(self, span: Span, *, hit: bool) -> None:
+        span.set_attribute(CACHE_HIT, hit)
+
     @contextmanager
     def step(self, name: str, *, thread_id: str | None = None) -> Iterator[Span]:
-        """A step of a run that is not a model request or a tool call: the wait for its
-        thread's lock (``thread_lock``), building its prompt (``build_prompt``)."""
+        """A step that is not a model request or a tool call: the wait for a run's thread
+        lock (``thread_lock``), building its prompt (``build_prompt``), a task's cache lookup
+        (``cache_lookup``)."""
         attributes: dict[str, Any] = {} if thread_id is None else {THREAD_ID: thread_id}
         with self._span(name, SpanKind.INTERNAL, attributes) as span:
             yield span
