@@ -174,7 +174,8 @@ class Tracing:
     def task(self, agent_id: str) -> Iterator[Span]:
         """One task (seed 004's ``execute``): its cache lookup, and its run unless the cache
         answered. A failure becomes the task's outcome, but is ``error.type`` here."""
-        attributes = {OPERATION: "execute_task", AGENT_ID: agent_id}
+        # no gen_ai.operation.name: the conventions have no task, and tools read that name
+        attributes = {AGENT_ID: agent_id}
         with self._span(f"execute_task {agent_id}", SpanKind.INTERNAL, attributes) as span:
             yield span
 
