@@ -573,3 +573,8 @@ async def test_a_task_is_a_span_with_its_cache_lookup_and_its_run(
     assert hits == [False, True, False, None]  # the last one raised: no answer to describe
     assert [attrs(s).get("error.type") for s in tasks_] == [None, None, None, "provider_auth"]
     assert tasks_[-1].status.status_code is StatusCode.ERROR
+    assert attrs(tasks_[0]) == {
+        "gen_ai.agent.id": "cfo",
+        "agentrunner.model": "mockai:gpt-mock",
+        "agentrunner.cache.hit": False,
+    }
