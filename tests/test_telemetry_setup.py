@@ -122,14 +122,22 @@ def test_telemetry_on_exports_the_run_over_otlp_http(project: Path, receiver: Re
     spans = [span for scope in resource.scope_spans for span in scope.spans]
     assert {scope.scope.name for scope in resource.scope_spans} == {"agentrunner"}
     assert sorted(span.name for span in spans) == [
+        "build_prompt",
         "chat test",  # the agent's request
         "chat test",  # the title's
         "invoke_agent clerk",
         "post_run title",
+        "thread_lock",
     ]
     (run_span,) = (span for span in spans if span.name == "invoke_agent clerk")
     assert {span.trace_id for span in spans} == {run_span.trace_id}
-    assert [s.name for s in spans if s.parent_span_id == run_span.span_id] == [
+    under_run = sorted(
+        (s for s in spans if s.parent_span_id == run_span.span_id),
+        key=lambda s: s.start_time_unix_nano,
+    )
+    assert [s.name for s in under_run] == [
+        "thread_lock",
+        "build_prompt",
         "chat test",
         "post_run title",
     ]
