@@ -53,11 +53,11 @@ def bench_tool() -> Any:
     return Tool("get_weather", "Weather.", TOOL_SCHEMA, fn)
 
 
-async def open_bench_runner(root: Path, url: str) -> Any:
+async def open_bench_runner(root: Path, url: str, extra: str = "") -> Any:
     from agentrunner import open_runner
 
     (root / "agents").mkdir(parents=True)
-    (root / "agentrunner.toml").write_text(CONFIG.format(url=url))
+    (root / "agentrunner.toml").write_text(CONFIG.format(url=url) + extra)
     (root / "agents" / "bench.md").write_text(AGENT)
     runner = await open_runner(root)
     runner.capabilities.register("bench", lambda ctx: [bench_tool()], ["get_weather"])

@@ -167,6 +167,13 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ('[extensions]\nmodules = "my_ext"\n', "must be a list of Python module names"),
         ('[extensions]\nmodules = ["my-ext"]\n', "must be a list of Python module names"),
         ('[extensions]\nmodule = ["my_ext"]\n', "did you mean 'extensions.modules'"),
+        ('[telemetry]\nenabled = "yes"\n', "telemetry.enabled must be true or false"),
+        ("[telemetry]\ncapture_content = 1\n", "telemetry.capture_content must be true or"),
+        ('[telemetry]\nendpoint = "localhost:4318"\n', "must be an http:// or https:// URL"),
+        ("[telemetry]\nendpoint = 4318\n", "must be an http:// or https:// URL"),
+        ('[telemetry]\nendpoint = "https://me:hunter2@otel.example"\n', "holds a password"),
+        ('[telemetry]\nendpiont = "http://x"\n', "did you mean 'telemetry.endpoint'"),
+        ('[telemetry]\nservice_name = ""\n', "telemetry.service_name must be a non-empty"),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
@@ -216,6 +223,77 @@ def test_cache_limits(tmp_path: Path) -> None:
     write(tmp_path, "[cache]\n")
     config = load_config(tmp_path, env={})
     assert (config.cache_ttl_s, config.cache_max_bytes) == (None, None)
+
+
+def test_telemetry_is_off_until_asked_and_the_file_sets_it(tmp_path: Path) -> None:
+    bare = load_config(write(tmp_path, "[project]\n").parent, env={}).telemetry
+    assert (bare.enabled, bare.capture_content, bare.service_name) == (False, False, "agentrunner")
+    assert bare.traces_url == "http://localhost:4318/v1/traces"  # OTLP/HTTP's own default
+    write(
+        tmp_path,
+        "[telemetry]\nenabled = true\ncapture_content = true\n"
+        'service_name = "agents-prod"\nendpoint = "http://localhost:6006/"\n',
+    )
+    set_ = load_config(tmp_path, env={}).telemetry
+    assert (set_.enabled, set_.capture_content, set_.service_name) == (True, True, "agents-prod")
+    assert set_.traces_url == "http://localhost:6006/v1/traces"
+
+
+def test_telemetry_reads_the_standard_variables_over_the_file(tmp_path: Path) -> None:
+    write(tmp_path, '[telemetry]\nenabled = true\nservice_name = "file"\n')
+    env = {
+        "OTEL_SERVICE_NAME": "from-env",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+    }
+    telemetry = load_config(tmp_path, env=env).telemetry
+    assert (telemetry.enabled, telemetry.capture_content) == (True, True)
+    assert telemetry.service_name == "from-env"
+    assert telemetry.traces_url == "http://collector:4318/v1/traces"
+    # the traces' own endpoint is used as it is, as the SDK uses it
+    env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = (
+        "https://cloud.langfuse.com/api/public/otel/v1/traces"
+    )
+    assert load_config(tmp_path, env=env).telemetry.traces_url == (
+        "https://cloud.langfuse.com/api/public/otel/v1/traces"
+    )
+    for off in ({"AGENTRUNNER_TELEMETRY": "false"}, {"OTEL_SDK_DISABLED": "true"}):
+        assert load_config(tmp_path, env=off).telemetry.enabled is False
+    write(tmp_path, "[project]\n")
+    assert load_config(tmp_path, env={"AGENTRUNNER_TELEMETRY": "1"}).telemetry.enabled is True
+    assert load_config(tmp_path, env={"AGENTRUNNER_TELEMETRY": ""}).telemetry.enabled is False
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"AGENTRUNNER_TELEMETRY": "maybe"}, "AGENTRUNNER_TELEMETRY must be true or false"),
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"),
+        (
+            {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"},
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json",
+        ),
+    ],
+)
+def test_telemetry_variables_that_cannot_be_honoured(
+    tmp_path: Path, env: dict[str, str], fragment: str
+) -> None:
+    write(tmp_path, "[telemetry]\nenabled = true\n")
+    with pytest.raises(AgentRunnerError) as info:
+        load_config(tmp_path, env=env)
+    assert info.value.code is ErrorCode.VALIDATION
+    assert fragment in info.value.message and info.value.hint
+    # the protocol matters only to telemetry that is on
+    write(tmp_path, "[telemetry]\nenabled = false\n")
+    if "PROTOCOL" in next(iter(env)):
+        assert load_config(tmp_path, env=env).telemetry.enabled is False
+    # the traces' own variable wins over the general one
+    write(tmp_path, "[telemetry]\nenabled = true\n")
+    both = {
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+    }
+    assert load_config(tmp_path, env=both).telemetry.enabled is True
 
 
 def test_bad_toml_names_the_file(tmp_path: Path) -> None:

@@ -241,7 +241,7 @@ def test_import_is_light() -> None:
     code = (
         "import sys, agentrunner; "
         "heavy = [m for m in ('httpx', 'httpx2', 'typer', 'rich', 'yaml', 'jsonschema', "
-        "'genai_prices') if m in sys.modules]; print(','.join(heavy))"
+        "'genai_prices', 'opentelemetry') if m in sys.modules]; print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

@@ -5,21 +5,24 @@ the modules below never import this one, so the layers stay a straight line."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import logging
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner._paths import display_path
 from agentrunner.capabilities.builtin import builtin_capabilities
 from agentrunner.capabilities.mcp import unset_variables
 from agentrunner.capabilities.scope import RuntimeFiles
-from agentrunner.config import CONFIG_FILE
+from agentrunner.config import CONFIG_FILE, Telemetry
 from agentrunner.effects import PostRunEffects
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.models import ModelRegistry
-from agentrunner.errors import AgentRunnerError
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.extensions import Extensions, load_extensions
 from agentrunner.project import Project, load_project
 from agentrunner.prompt import PromptBuilder
@@ -28,6 +31,11 @@ from agentrunner.store.store import open_store
 from agentrunner.tasks.cache import open_cache
 from agentrunner.tasks.task import Outcome, TaskRunner
 from agentrunner.worker import Worker
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from agentrunner.engine.tracing import Tracing
 
 __all__ = [
     "ProjectCheck",
@@ -49,7 +57,8 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
     project, runtime_files, extensions = await asyncio.to_thread(_load, start)
     config = project.config
     store = await open_store(database_url or config.resolved_database_url, tables=extensions.tables)
-    engine = Engine.from_config(config)
+    models = ModelRegistry.from_config(config)
+    engine = Engine(models, tracing=start_tracing(config.telemetry, models))
     return AgentRunner(
         config=config,
         agents=project.agents,
@@ -61,6 +70,67 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
         runtime_files=runtime_files,
         handlers=extensions.message_handlers,
     )
+
+
+EXIT_FLUSH_S = 3.0  # the longest a process's exit waits for its last spans to be sent
+log = logging.getLogger("agentrunner.telemetry")
+
+
+def start_tracing(settings: Telemetry, models: ModelRegistry) -> Tracing | None:
+    """The engine's tracing, with ``[telemetry]`` on; ``None`` (and nothing imported) off.
+
+    An application that set up OpenTelemetry itself (a global tracer provider: Logfire, its own
+    SDK) gets agentrunner's spans there. Otherwise the SDK is set up here, once per process:
+    a provider for ``service_name`` whose spans are batched to ``traces_url`` over OTLP/HTTP
+    (the exporter reads ``OTEL_EXPORTER_OTLP_HEADERS`` itself) and flushed at exit, for at
+    most ``EXIT_FLUSH_S``."""
+    if not settings.enabled:
+        return None
+    from opentelemetry import trace
+
+    from agentrunner._version import __version__
+    from agentrunner.engine.tracing import Tracing
+
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider):  # nobody has set one up
+        provider = _sdk_provider(settings)
+        trace.set_tracer_provider(provider)
+    return Tracing(
+        provider.get_tracer("agentrunner", __version__),
+        capture_content=settings.capture_content,
+        secrets=models.secrets,
+    )
+
+
+def _sdk_provider(settings: Telemetry) -> TracerProvider:
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        raise AgentRunnerError(
+            ErrorCode.INTERNAL,
+            f"[telemetry] is enabled but the OpenTelemetry SDK is not installed ({exc.name})",
+            hint='pip install "agentrunner[otel]", or turn telemetry off in agentrunner.toml.',
+        ) from exc
+    resource = Resource.create({"service.name": settings.service_name})
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    batches = BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.traces_url))
+    provider.add_span_processor(batches)
+    atexit.register(_send_the_rest, provider, settings.traces_url)
+    return provider
+
+
+def _send_the_rest(provider: TracerProvider, url: str) -> None:
+    """At exit, the spans not sent yet are; but a receiver that is down or stalled must not
+    hold a command's exit for the exporter's whole timeout and retries (10 s by default, or
+    ``OTEL_EXPORTER_OTLP_TIMEOUT``): past ``EXIT_FLUSH_S`` they are given up."""
+    stopping = threading.Thread(target=provider.shutdown, name="agentrunner-spans", daemon=True)
+    stopping.start()
+    stopping.join(EXIT_FLUSH_S)
+    if stopping.is_alive():
+        log.warning("traces not sent: %s did not take them within %g s", url, EXIT_FLUSH_S)
 
 
 def _load(start: Path | None) -> tuple[Project, RuntimeFiles, Extensions]:

@@ -1,7 +1,8 @@
 """``agentrunner.toml``: found by walking up from the working directory (like git).
 
 Environment variables override the file (``AGENTRUNNER_CONFIG``, ``AGENTRUNNER_DATABASE_URL``,
-``AGENTRUNNER_AGENTS_DIR``, ``AGENTRUNNER_DEFAULT_MODEL``). Secrets never live in the file: a
+``AGENTRUNNER_AGENTS_DIR``, ``AGENTRUNNER_DEFAULT_MODEL``; for ``[telemetry]``
+``AGENTRUNNER_TELEMETRY`` and the standard ``OTEL_*`` variables). Secrets never live in the file: a
 provider names the environment variable that holds its key (``api_key_env``), and a key written
 into the file is rejected.
 
@@ -36,6 +37,7 @@ __all__ = [
     "ConfigExtensionRegistry",
     "PriceOverride",
     "ProviderConfig",
+    "Telemetry",
     "default_extensions",
     "find_config_file",
     "load_config",
@@ -61,6 +63,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "extensions": ("modules",),
     "company": ("root",),
     "journal": ("model",),
+    "telemetry": ("enabled", "capture_content", "service_name", "endpoint"),
 }
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
 RESERVED_KEYS: frozenset[str] = frozenset(_SECTION_KEYS) | {"company", "agents", "settings"}
@@ -113,6 +116,24 @@ class PriceOverride:
     output_per_mtok: float = 0.0
     cache_read_per_mtok: float | None = None
     cache_write_per_mtok: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """``[telemetry]`` with the standard ``OTEL_*`` variables applied: traces sent over OTLP
+    (HTTP, protobuf) when ``enabled``. Headers, such as a receiver's API key, come only from
+    ``OTEL_EXPORTER_OTLP_HEADERS``, which the exporter reads itself."""
+
+    enabled: bool = False
+    capture_content: bool = False  # prompts, replies, tool arguments and results on spans
+    service_name: str = "agentrunner"
+    endpoint: str = "http://localhost:4318"  # the receiver's OTLP/HTTP base URL
+    traces_endpoint: str | None = None  # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: used as it is
+
+    @property
+    def traces_url(self) -> str:
+        """Where spans are posted: the traces endpoint, or the base URL's ``/v1/traces``."""
+        return self.traces_endpoint or self.endpoint.rstrip("/") + "/v1/traces"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +239,7 @@ class Config:
     cache_backend: str = "file"
     company_root: str = "ceo"
     journal_model: str | None = None
+    telemetry: Telemetry = Telemetry()
     extensions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: MappingProxyType({})
     )
@@ -405,6 +427,7 @@ def _build(
         cache_max_bytes=None if cache_max_mb is None else int(cache_max_mb * 1024 * 1024),
         company_root=_name(raw.get("company", {}).get("root", "ceo"), "company.root", err),
         journal_model=_optional_name(raw.get("journal", {}).get("model"), "journal.model", err),
+        telemetry=_telemetry(raw.get("telemetry", {}), env, err),
         extensions=MappingProxyType(extensions.resolve(raw, file)),
         unknown=MappingProxyType(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}
@@ -456,6 +479,83 @@ def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]
             ),
         )
     return out
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+_OTLP_HTTP = "http/protobuf"
+_OTLP_ENDPOINT = "http://localhost:4318"  # OTLP/HTTP's own default
+
+
+def _telemetry(table: Mapping[str, Any], env: Mapping[str, str], err: _Err) -> Telemetry:
+    """``[telemetry]``, then the environment over it: ``AGENTRUNNER_TELEMETRY`` and
+    ``OTEL_SDK_DISABLED`` (on or off), the OpenTelemetry SDK's ``OTEL_SERVICE_NAME`` and
+    ``OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT``, and the GenAI conventions'
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``."""
+    for key in ("enabled", "capture_content"):
+        if key in table and not isinstance(table[key], bool):
+            raise err(f"telemetry.{key} must be true or false, got {table[key]!r}", key)
+    endpoint = table.get("endpoint", _OTLP_ENDPOINT)
+    if not isinstance(endpoint, str) or not re.match(r"https?://[^/\s]+", endpoint):
+        raise err(
+            f"telemetry.endpoint must be an http:// or https:// URL, got {endpoint!r}",
+            "endpoint",
+            'The receiver\'s OTLP/HTTP address, e.g. "http://localhost:4318" (Jaeger, a '
+            'Collector) or "http://localhost:6006" (Phoenix); /v1/traces is added.',
+        )
+    if _PASSWORD_IN_URL.search(endpoint):
+        raise err(
+            "telemetry.endpoint holds a password; secrets never go in agentrunner.toml",
+            "endpoint",
+            "Give the receiver's credentials in OTEL_EXPORTER_OTLP_HEADERS instead.",
+        )
+    telemetry = Telemetry(
+        enabled=_switch(env, "AGENTRUNNER_TELEMETRY", table.get("enabled", False)),
+        capture_content=_switch(
+            env,
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+            table.get("capture_content", False),
+        ),
+        service_name=env.get("OTEL_SERVICE_NAME")
+        or _name(table.get("service_name", "agentrunner"), "telemetry.service_name", err),
+        endpoint=env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or endpoint,
+        traces_endpoint=env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or None,
+    )
+    if _switch(env, "OTEL_SDK_DISABLED", False):
+        return replace(telemetry, enabled=False)
+    if telemetry.enabled:
+        # the traces' own variable wins over the general one, as in the SDK
+        named = [
+            (variable, env[variable].strip().lower())
+            for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+            if env.get(variable, "").strip()
+        ]
+        if named:
+            variable, protocol = named[0]
+            if protocol != _OTLP_HTTP:
+                raise AgentRunnerError(
+                    ErrorCode.VALIDATION,
+                    f"{variable}={protocol}: agentrunner sends traces as OTLP over HTTP "
+                    f"({_OTLP_HTTP}) only",
+                    hint=f"Unset {variable}, or set it to {_OTLP_HTTP}, and point the endpoint "
+                    "at the receiver's OTLP/HTTP port (4318 for Jaeger and a Collector).",
+                )
+    return telemetry
+
+
+def _switch(env: Mapping[str, str], variable: str, default: bool) -> bool:
+    """An on/off environment variable over the file's value; anything else is an error."""
+    value = env.get(variable, "")
+    if not value.strip():  # set but empty reads as unset, as the OpenTelemetry SDK reads it
+        return default
+    if value.strip().lower() in _TRUE:
+        return True
+    if value.strip().lower() in _FALSE:
+        return False
+    raise AgentRunnerError(
+        ErrorCode.VALIDATION,
+        f"{variable} must be true or false, got {value!r}",
+        hint=f"Set {variable}=true or {variable}=false, or unset it.",
+    )
 
 
 def _persona(persona: Mapping[str, Any], defaults: Mapping[str, Any], err: _Err) -> str:

@@ -54,6 +54,16 @@ class PostRunEffects:
         task.add_done_callback(self._tasks.discard)
 
     async def _title(self, thread_id: str, model: str, question: str, answer: str) -> None:
+        tracing = self.engine.tracing
+        if tracing is None:
+            await self._make_title(thread_id, model, question)
+            return
+        # under the run's span (the task was started in it): its own, so that the title's
+        # model request is not taken for one of the agent's
+        with tracing.effect("title", thread_id):
+            await self._make_title(thread_id, model, question)
+
+    async def _make_title(self, thread_id: str, model: str, question: str) -> None:
         try:
             result = await self.engine.run(
                 model=model,

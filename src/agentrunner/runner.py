@@ -8,6 +8,7 @@ does). The numbered comments are seed 000's execution sequence.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from agentrunner.effects import PostRunEffects
     from agentrunner.engine.engine import Engine
     from agentrunner.engine.fallback import FallbackChain
+    from agentrunner.engine.tracing import Tracing
     from agentrunner.store.locks import HeldLock
     from agentrunner.store.records import Thread
     from agentrunner.store.run_log import RunLog
@@ -301,11 +303,45 @@ class AgentRunner:
         )
 
     async def _run(self, request: _Request) -> RunResult:
+        tracing = self.engine.tracing
+        if tracing is None:
+            return await self._locked(request)
+        parent = request.parent
+        with tracing.run(  # the run's span: its requests, tool calls and child runs nest
+            request.agent_id,
+            thread_id=request.thread_id,
+            message=request.message,
+            parent_run_id=parent.run_id if parent else None,
+            depth=parent.depth + 1 if parent else 0,
+        ) as span:
+            result = await self._locked(request)
+            tracing.run_done(
+                span,
+                stop_reason=result.stop_reason,
+                model=result.model,
+                usage=result.usage,
+                cost_micros=result.cost_micros,
+                cost_known=result.cost_known,
+                text=result.text,
+            )
+            return result
+
+    async def _locked(self, request: _Request) -> RunResult:
         if request.thread_id is None:  # a task: no thread, so nothing to lock
             return await self._turn(request, None)
+        tracing = self.engine.tracing
+        if tracing is not None:
+            return await self._traced_lock(tracing, request, request.thread_id)
         async with self.store.locks.hold(request.thread_id) as held:  # 1. thread lock
             return await self._turn(request, held)
         # 14. the lock is released when the block exits
+
+    async def _traced_lock(self, tracing: Tracing, request: _Request, thread_id: str) -> RunResult:
+        """As ``_locked``, the wait for the thread's lock a span of its own."""
+        async with contextlib.AsyncExitStack() as locked:
+            with tracing.step("thread_lock", thread_id=thread_id):
+                held = await locked.enter_async_context(self.store.locks.hold(thread_id))
+            return await self._turn(request, held)
 
     async def _turn(self, request: _Request, held: HeldLock | None) -> RunResult:
         agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
@@ -326,6 +362,9 @@ class AgentRunner:
         if not overrides.history:
             history = []
         run_id = claimed_run_id or new_id("run_")
+        trace_id = None
+        if self.engine.tracing is not None:  # the run's span is current: what it now knows
+            trace_id = self.engine.tracing.run_started(run_id, agent.name, agent.description)
         run = _Run(
             agent,
             thread,
@@ -357,7 +396,7 @@ class AgentRunner:
                 else self.store.runs.abandon_ops(  # runs that died holding this thread (now ours)
                     thread.id, run_id, message_count=thread.message_count, last_seq=last_seq
                 ),
-                []
+                self._trace_op(run_id, trace_id)  # a queued run's row exists: its trace now
                 if claimed_run_id
                 else self.store.runs.insert_op(
                     run_id=run.run_id,
@@ -366,6 +405,7 @@ class AgentRunner:
                     status="running",
                     parent_run_id=parent.run_id if parent else None,
                     depth=parent.depth + 1 if parent else 0,
+                    trace_id=trace_id,
                 ),
                 self._append(run, [*repairs, user], session=False, final=False),
             )
@@ -423,19 +463,13 @@ class AgentRunner:
     ) -> TurnResult:
         agent = run.agent
         thread_id = run.thread.id if run.thread else None
-        system = await self.prompt.build(  # 5. system prompt: the seeded memory only
-            PromptContext(
-                agent,
-                thread_id,
-                input,
-                overrides.background,
-                channel_mode=overrides.channel_mode,
-                task=run.thread.active_task if run.thread else None,
-            ),
-            memory=agent.memory,
-        )
-        # What the agent wrote into its memory is untrusted: its notes, in the user position
-        notes = notes_message(await self._notes(agent))
+        tracing = self.engine.tracing
+        if tracing is None:
+            system, notes = await self._prompt(run, overrides, input)
+        else:
+            with tracing.step("build_prompt") as span:
+                system, notes = await self._prompt(run, overrides, input)
+                tracing.prompt_built(span, system, notes)
         grant = self.capabilities.grant(agent)
         if parent is not None:
             grant = grant & parent.grant  # a child never gets more than its caller
@@ -493,6 +527,25 @@ class AgentRunner:
                 self.store.costs, agent.id, run.run_id, self.config.budgets, run.log.write
             ),
         )
+
+    async def _prompt(
+        self, run: _Run, overrides: RunAgentOverrides, input: dict[str, Any]
+    ) -> tuple[str, str | None]:
+        """The system prompt (5: the seeded memory only) and the agent's own notes: what it
+        wrote into its memory is untrusted, so they go in the user position."""
+        agent = run.agent
+        system = await self.prompt.build(
+            PromptContext(
+                agent,
+                run.thread.id if run.thread else None,
+                input,
+                overrides.background,
+                channel_mode=overrides.channel_mode,
+                task=run.thread.active_task if run.thread else None,
+            ),
+            memory=agent.memory,
+        )
+        return system, notes_message(await self._notes(agent))
 
     async def _settle_failure(
         self, run: _Run, exc: AgentRunnerError, partial: TurnResult | None
@@ -580,6 +633,9 @@ class AgentRunner:
             error_code=str(error.code) if error else None,
             error_message=error.message if error else None,
         )
+
+    def _trace_op(self, run_id: str, trace_id: str | None) -> list[Any]:
+        return [] if trace_id is None else [self.store.runs.trace_op(run_id, trace_id)]
 
     def _chain(self, agent: AgentSpec, overrides: RunAgentOverrides) -> FallbackChain:
         if overrides.model:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from agentrunner import AgentRunner
+from agentrunner import AgentRunner, AgentRunnerCallbacks
 from agentrunner.engine import http_client
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider
@@ -130,3 +130,37 @@ async def test_a_key_a_tool_read_is_kept_nowhere(
     stored = await stored_text(runner, "t")
     assert KEY not in stored and "[redacted]" in stored  # the rest of the result is kept
     assert "MOCK_KEY=" in stored or '"k"' in stored
+
+
+async def test_a_key_in_a_crashing_tools_error_is_kept_nowhere(
+    agent: Agent, open_runner: Any, mock: MockProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool that fails quoting a key it read (an exception, not a result): the run fails
+    with tool_failed, and the key is cut from the error the caller, the record and the
+    events get."""
+    from agentrunner import RunAgentOverrides, Tool, ToolContext
+    from agentrunner.testing import Reply
+
+    monkeypatch.setenv("MOCK_KEY", KEY)
+
+    async def leaky(args: dict[str, Any], ctx: ToolContext) -> str:
+        raise RuntimeError(f"the vault refused {KEY}")
+
+    vault = Tool("vault", "Opens the vault.", {"type": "object", "properties": {}}, leaky)
+    agent("opener")
+    mock.queue(Reply(tool_calls=[("vault", {})]))
+    runner: AgentRunner = await open_runner()
+    errors: list[str] = []
+    with pytest.raises(AgentRunnerError) as failed:
+        await runner.run_agent(
+            "opener",
+            "t",
+            "open it",
+            AgentRunnerCallbacks(on_error=lambda a, t, e: errors.append(e)),
+            RunAgentOverrides(tools=(vault,)),
+        )
+    assert failed.value.code is ErrorCode.TOOL_FAILED
+    assert failed.value.message == "tool 'vault' failed: RuntimeError: the vault refused [redacted]"
+    assert errors == [failed.value.message]
+    stored = await stored_text(runner, "t")
+    assert KEY not in stored and "the vault refused [redacted]" in stored

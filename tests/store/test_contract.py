@@ -414,7 +414,11 @@ async def test_steps_and_run_messages_survive_their_rekeying(
         # Cost rows as version 8 wrote them: migration 10 added their `estimated` column.
         v8_cost = sql["cost_insert"].replace(", estimated", "", 1)
         v8_cost = v8_cost.replace(", :estimated", "").replace(", %(estimated)s", "")
-        old = Store(driver, SqlSet(sql.dialect, {**sql.queries, "cost_insert": v8_cost}, []))
+        # … and migration 13 the runs' `trace_id`.
+        v8_run = sql["run_insert"].replace(", trace_id", "", 1)
+        v8_run = v8_run.replace(", :trace_id", "").replace(", %(trace_id)s", "")
+        v8 = {**sql.queries, "cost_insert": v8_cost, "run_insert": v8_run}
+        old = Store(driver, SqlSet(sql.dialect, v8, []))
         await old.threads.open("t", "a")
         await old.batch(
             [old.runs.insert_op(run_id="r1", agent_id="a", thread_id="t", status="running")]

@@ -274,6 +274,8 @@ def runs_show(
         f"{estimated} · cost {_usd(run.cost_micros, run.cost_known)}{estimated} · "
         f"started {_when(run.started_at)} · ended {_when(run.completed_at)}"
     )
+    if run.trace_id:  # where to find it in the tracing tool (docs/observability.md)
+        out.print(f"trace {run.trace_id}")
     if run.error_code:
         out.print(f"[red]error {escape(run.error_code)}:[/] {escape(run.error_message or '')}")
     listing(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.agents.spec import RetryPolicy
 from agentrunner.config import Config
@@ -24,18 +24,31 @@ from agentrunner.engine.turn import (
     run_turn,
 )
 
+if TYPE_CHECKING:
+    from agentrunner.engine.tracing import Tracing
+
 __all__ = ["Engine"]
 
 
 class Engine:
-    """Runs turns. ``async with Engine() as engine`` closes every provider client on exit."""
+    """Runs turns. ``async with Engine() as engine`` closes every provider client on exit.
+    With ``tracing`` (telemetry on), its model requests and tool calls are spans."""
 
-    def __init__(self, models: ModelRegistry | None = None) -> None:
+    def __init__(
+        self, models: ModelRegistry | None = None, *, tracing: Tracing | None = None
+    ) -> None:
         self.models = models or ModelRegistry()
+        self.tracing = tracing
 
     @classmethod
-    def from_config(cls, config: Config, *, env: Mapping[str, str] | None = None) -> Engine:
-        return cls(ModelRegistry.from_config(config, env=env))
+    def from_config(
+        cls,
+        config: Config,
+        *,
+        env: Mapping[str, str] | None = None,
+        tracing: Tracing | None = None,
+    ) -> Engine:
+        return cls(ModelRegistry.from_config(config, env=env), tracing=tracing)
 
     async def __aenter__(self) -> Engine:
         return self
@@ -60,7 +73,7 @@ class Engine:
         for ref in refs:
             resolved = self.models.resolve(ref)
             entries.append(ChainEntry(resolved, self.models.client(resolved), policy))
-        return FallbackChain(entries)
+        return FallbackChain(entries, tracing=self.tracing)
 
     async def run(
         self,
@@ -112,5 +125,6 @@ class Engine:
             before_tools=before_tools,
             budget=budget,
             secrets=self.models.secrets,
+            tracing=self.tracing,
         )
         return await run_turn(turn)

@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentrunner.agents.spec import RetryPolicy
 from agentrunner.engine.failures import FailureKind, ProviderError
@@ -25,6 +25,9 @@ from agentrunner.engine.fold import DeltaSink
 from agentrunner.engine.http_client import ModelClient
 from agentrunner.engine.messages import ModelRequest, ModelResponse
 from agentrunner.engine.models import ResolvedModel
+
+if TYPE_CHECKING:
+    from agentrunner.engine.tracing import Tracing
 
 __all__ = ["Attempt", "ChainEntry", "FallbackChain"]
 
@@ -63,6 +66,7 @@ class FallbackChain:
     clock: Callable[[], float] = time.monotonic
     attempts: list[Attempt] = field(default_factory=list)
     cooldown_until: dict[str, float] = field(default_factory=dict)
+    tracing: Tracing | None = None  # telemetry on: each attempt that is sent is a span
 
     async def request(
         self,
@@ -93,7 +97,10 @@ class FallbackChain:
                 request = await build(entry)
                 start = self.clock()
                 try:
-                    response = await entry.client.request(request, on_delta)
+                    if self.tracing is None:
+                        response = await entry.client.request(request, on_delta)
+                    else:
+                        response = await self._traced(entry, request, on_delta, index > 0, last)
                 except ProviderError as exc:
                     last = exc
                     attempt = self._record(entry, "error", self.clock() - start, exc)
@@ -114,6 +121,32 @@ class FallbackChain:
                 return response, entry
         assert last is not None, "a chain needs at least one entry"
         raise last
+
+    async def _traced(
+        self,
+        entry: ChainEntry,
+        request: ModelRequest,
+        on_delta: DeltaSink | None,
+        fallback: bool,
+        last: ProviderError | None,
+    ) -> ModelResponse:
+        """The request inside its ``chat`` span: siblings under the run's, the failure that
+        led to a retry or a fallback named on the next one."""
+        assert self.tracing is not None
+        with self.tracing.chat(
+            entry,
+            request,
+            attempt=len(self.attempts) + 1,
+            fallback=fallback,
+            retry_reason=str(last.code) if last is not None else None,
+        ) as span:
+            try:
+                response = await entry.client.request(request, on_delta)
+            except ProviderError as exc:
+                self.tracing.provider_error(span, exc)
+                raise
+            self.tracing.response(span, response)
+            return response
 
     def _delay(self, entry: ChainEntry, tries: int, exc: ProviderError) -> float:
         """Seconds before the next try of this entry, setting the provider's cooldown."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Literal, assert_never
 
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.budget import (
@@ -58,6 +58,9 @@ from agentrunner.engine.structured_output import (
 from agentrunner.engine.tools import Tool, ToolContext, ToolDenied, ToolRetry, render_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import Emit, EventData, EventSink
+
+if TYPE_CHECKING:
+    from agentrunner.engine.tracing import Tracing
 
 __all__ = [
     "CostTracker",
@@ -159,6 +162,7 @@ class Turn:
     before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None
     budget: ExternalBudget | None = None
     secrets: Secrets | None = None  # cut out of tool results: a tool may read a key
+    tracing: Tracing | None = None  # telemetry on: each tool call is a span
 
 
 async def run_turn(turn: Turn) -> TurnResult:
@@ -526,13 +530,14 @@ class _TurnRun:
             # tool runs, so a crash leaves a record the next run can repair.
             await self.turn.before_tools(self.turn.messages[self.start :])
         self.finished = {}
+        run_tool = self.run_tool if self.turn.tracing is None else self.traced_tool
         try:
             if len(calls) == 1:
-                await self.run_tool(calls[0])
+                await run_tool(calls[0])
             else:
                 async with asyncio.TaskGroup() as group:
                     for call in calls:
-                        group.create_task(self.run_tool(call))
+                        group.create_task(run_tool(call))
         except* ToolDenied as group:
             self.answer_calls(calls, INTERRUPTED)
             raise self.error(
@@ -561,6 +566,13 @@ class _TurnRun:
                 "invalid_tool_call",
             )
 
+    async def traced_tool(self, call: ToolCall) -> None:
+        tracing = self.turn.tracing
+        assert tracing is not None
+        with tracing.tool(call) as span:  # current while the tool runs: runs it starts nest
+            await self.run_tool(call)
+            tracing.tool_result(span, self.finished[call.id])
+
     async def run_tool(self, call: ToolCall) -> None:
         tool = self.tools.get(call.name)
         if tool is None:
@@ -586,7 +598,7 @@ class _TurnRun:
         except (ToolDenied, asyncio.CancelledError):
             raise
         except Exception as exc:
-            raise _ToolCrashed(call.name, exc) from exc
+            raise _ToolCrashed(call.name, exc, self.turn.secrets) from exc
         self.settle(call, render_result(value), error=False)
 
     def settle(self, call: ToolCall, content: str, *, error: bool) -> None:
@@ -673,7 +685,9 @@ class _TurnRun:
 
 
 class _ToolCrashed(Exception):
-    def __init__(self, name: str, cause: BaseException) -> None:
-        super().__init__(name)
+    def __init__(self, name: str, cause: BaseException, secrets: Secrets | None) -> None:
         self.name = name
         self.cause = f"{type(cause).__name__}: {cause}"
+        if secrets:  # the run's error, its record and events quote it: no key a tool read
+            self.cause = secrets.scrub(self.cause)
+        super().__init__(f"tool '{name}' failed: {self.cause}")  # what its span says

@@ -204,6 +204,9 @@ class Run(BaseModel):
     created_at: float
     started_at: float | None
     completed_at: float | None
+    trace_id: str | None = Field(
+        description="its OpenTelemetry trace id (32 hex digits); null when telemetry was off"
+    )
 
 
 class Cancelled(BaseModel):

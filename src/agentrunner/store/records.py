@@ -103,6 +103,7 @@ class RunRecord:
     completed_at: float | None
     worker_id: str | None = None
     attempts: int = 0
+    trace_id: str | None = None  # its OpenTelemetry trace, when telemetry was on
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRecord:
@@ -127,6 +128,7 @@ class RunRecord:
             "created_at": self.created_at,
             "started_at": self.started_at,
             "completed_at": self.completed_at,
+            "trace_id": self.trace_id,
         }
 
 

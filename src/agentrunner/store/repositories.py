@@ -232,6 +232,7 @@ class Runs(Repository):
         trigger_message_id: str | None = None,
         channel_id: str | None = None,
         dm_conversation_id: str | None = None,
+        trace_id: str | None = None,
     ) -> Op:
         now = time.time()
         return self.op(
@@ -248,7 +249,12 @@ class Runs(Repository):
             depth=depth,
             now=now,
             started_at=now if status == "running" else None,
+            trace_id=trace_id,
         )
+
+    def trace_op(self, run_id: str, trace_id: str) -> Op:
+        """Keep the trace id of a run inserted before it ran (a queued one)."""
+        return self.op("run_trace", id=run_id, trace_id=trace_id)
 
     def abandon_ops(
         self, thread_id: str, current_run_id: str, *, message_count: int, last_seq: int

@@ -201,7 +201,15 @@ class Task:
             raise RuntimeError("a Task runs once; create another for another run")
         self._spent = True
         try:
-            return await self._run()
+            tracing = self._runner.engine.tracing
+            if tracing is None:
+                return await self._run()
+            with tracing.task(self._agent) as span:  # its cache lookup and run nest under it
+                outcome = await self._run()
+                tracing.task_done(
+                    span, model=outcome.model, cached=outcome.cached, error=outcome.error
+                )
+                return outcome
         except AgentRunnerError as exc:
             if exc.code is ErrorCode.INTERNAL:  # a bug in the run, in seed 004's words
                 exc = AgentRunnerError(
@@ -239,7 +247,7 @@ class Task:
         if use_cache:  # 3. the key
             sent = {**system.used, **prompt.used} if prompt else spec.with_defaults(self._input)
             key = cache_key(spec.id, models[0], await self._request_facts(spec, models, sent))
-            hit = await cache.get(spec.id, models[0], key)  # 4. look up
+            hit = await self._look_up(cache, spec.id, models[0], key)  # 4. look up
             if hit is not None:
                 return Outcome(
                     "completed",
@@ -277,6 +285,17 @@ class Task:
         if use_cache:  # 7.
             cache.put(spec.id, models[0], key, {"output": outcome.output, "usage": outcome.usage})
         return outcome
+
+    async def _look_up(
+        self, cache: ResultCache, agent_id: str, model: str, key: str
+    ) -> dict[str, Any] | None:
+        tracing = self._runner.engine.tracing
+        if tracing is None:
+            return await cache.get(agent_id, model, key)
+        with tracing.step("cache_lookup") as span:
+            hit = await cache.get(agent_id, model, key)
+            tracing.cache_looked_up(span, hit=hit is not None)
+            return hit
 
     async def _request_facts(
         self, spec: AgentSpec, models: list[str], sent: Mapping[str, Any]

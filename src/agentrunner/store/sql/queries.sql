@@ -73,9 +73,13 @@ ORDER BY seq LIMIT :limit;
 
 -- name: run_insert
 INSERT INTO runs (id, agent_id, thread_id, parent_run_id, status, trigger_message_id,
-                  channel_id, dm_conversation_id, request, depth, created_at, started_at)
+                  channel_id, dm_conversation_id, request, depth, created_at, started_at, trace_id)
 VALUES (:id, :agent_id, :thread_id, :parent_run_id, :status, :trigger_message_id,
-        :channel_id, :dm_conversation_id, :request{json}, :depth, :now, :started_at);
+        :channel_id, :dm_conversation_id, :request{json}, :depth, :now, :started_at, :trace_id);
+
+-- name: run_trace
+-- A queued run's trace id, known once a worker runs it.
+UPDATE runs SET trace_id = :trace_id WHERE id = :id;
 
 -- name: run_finish
 -- guarded: a run settles once, from `running`. A run the lease rules failed while its worker
@@ -106,7 +110,7 @@ UPDATE runs SET stop_reason = :stop_reason WHERE id = :id;
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,
        token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
-       worker_id, attempts
+       worker_id, attempts, trace_id
 FROM runs WHERE id = :id;
 
 -- name: run_ids_starting
@@ -117,7 +121,7 @@ ORDER BY id LIMIT :limit;
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,
        token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
-       worker_id, attempts
+       worker_id, attempts, trace_id
 FROM runs
 WHERE thread_id = :thread_id AND created_at < :before
   AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id)
@@ -129,7 +133,7 @@ ORDER BY created_at DESC LIMIT :limit;
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,
        token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
-       worker_id, attempts
+       worker_id, attempts, trace_id
 FROM runs
 WHERE status = :status AND created_at < :before
 ORDER BY created_at DESC LIMIT :limit;
@@ -139,7 +143,7 @@ ORDER BY created_at DESC LIMIT :limit;
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,
        token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
-       worker_id, attempts
+       worker_id, attempts, trace_id
 FROM runs
 WHERE agent_id = :agent_id AND status = :status AND created_at < :before
 ORDER BY created_at DESC LIMIT :limit;
@@ -583,7 +587,7 @@ WHERE r.parent_run_id IS NULL AND r.status = 'running';
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,
        token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
-       worker_id, attempts
+       worker_id, attempts, trace_id
 FROM runs WHERE parent_run_id = :id ORDER BY created_at, id;
 
 -- name: company_brief_insert

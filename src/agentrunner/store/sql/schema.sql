@@ -359,3 +359,8 @@ CREATE TABLE journal_entries (
 -- A brief's delegations are its child runs: followed by `agentrunner logs`. Only child runs are
 -- in this index, so a run without a parent writes nothing to it.
 CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL
+
+-- migration: 13
+-- A run's OpenTelemetry trace id (32 hex digits), kept when telemetry was on, so that a run
+-- found in the database can be found in the tracing tool (`runs show`).
+ALTER TABLE runs ADD COLUMN trace_id TEXT

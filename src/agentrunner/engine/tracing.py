@@ -1,0 +1,376 @@
+"""Spans of runs, model requests and tool calls, with the OpenTelemetry API in the GenAI
+semantic conventions, so that Phoenix, Langfuse, Logfire, Jaeger or Tempo show them as they are:
+
+    invoke_agent {agent}          a run (the runner)
+      thread_lock                 the wait for its thread
+      build_prompt                its system prompt and notes
+      chat {model}                one per model request attempt, fallbacks as siblings
+      execute_tool {tool}         one per tool call; a delegated run nests under it
+      post_run {effect}           a thread's title, after the run
+    execute_task {agent}          a task: its cache_lookup, and its run (invoke_agent) on a miss
+
+Only the API is used here; the SDK (a tracer provider and its exporter) is set up by the
+composition root, and only when ``[telemetry] enabled``. With telemetry off this module is
+never imported: the engine and the runner hold ``None`` and check for it.
+
+Prompts, replies, tool arguments and results go on spans only with ``capture_content``, and
+then with every provider key cut out, as from tool results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, StatusCode
+
+from agentrunner.engine.messages import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+from agentrunner.engine.tools import ToolDenied
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.engine.failures import ProviderError
+    from agentrunner.engine.fallback import ChainEntry
+    from agentrunner.engine.secrets import Secrets
+
+__all__ = ["Tracing"]
+
+# The GenAI conventions' names (opentelemetry-semantic-conventions holds them as incubating,
+# so they are spelled out here rather than imported from a module that may move).
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+AGENT_ID = "gen_ai.agent.id"
+AGENT_NAME = "gen_ai.agent.name"
+AGENT_DESCRIPTION = "gen_ai.agent.description"
+CONVERSATION = "gen_ai.conversation.id"
+REQUEST_MODEL = "gen_ai.request.model"
+REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+RESPONSE_MODEL = "gen_ai.response.model"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_RESULT = "gen_ai.tool.call.result"
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+ERROR_TYPE = "error.type"
+HTTP_STATUS = "http.response.status_code"
+# Ours, for what the conventions have no name for.
+RUN_ID = "agentrunner.run.id"
+THREAD_ID = "agentrunner.thread.id"
+PARENT_RUN_ID = "agentrunner.parent_run.id"
+DEPTH = "agentrunner.depth"
+STOP_REASON = "agentrunner.stop_reason"
+COST_USD = "agentrunner.cost_usd"
+MODEL_REF = "agentrunner.model"
+ATTEMPT = "agentrunner.attempt"
+FALLBACK = "agentrunner.fallback"
+RETRY_REASON = "agentrunner.retry.reason"
+CACHE_HIT = "agentrunner.cache.hit"
+PROMPT_CHARS = "agentrunner.prompt.system_chars"
+NOTES_CHARS = "agentrunner.prompt.notes_chars"
+
+
+class Tracing:
+    """Makes the spans; one per engine, shared by its runs."""
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        *,
+        capture_content: bool = False,
+        secrets: Secrets | None = None,
+    ) -> None:
+        self.tracer = tracer
+        self.capture_content = capture_content
+        self.secrets = secrets
+
+    # -- runs (the runner) -------------------------------------------------------------------
+
+    @contextmanager
+    def run(
+        self,
+        agent_id: str,
+        *,
+        thread_id: str | None,
+        message: str,
+        parent_run_id: str | None = None,
+        depth: int = 0,
+    ) -> Iterator[Span]:
+        """The span of one run, current while it runs (its model requests and tool calls,
+        and the runs its tools start, are its descendants); a raised error sets
+        ``error.type`` to its code."""
+        attributes: dict[str, Any] = {
+            OPERATION: "invoke_agent",
+            AGENT_ID: agent_id,
+            AGENT_NAME: agent_id,
+            DEPTH: depth,
+        }
+        if thread_id is not None:
+            attributes[THREAD_ID] = thread_id
+            attributes[CONVERSATION] = thread_id
+        if parent_run_id is not None:
+            attributes[PARENT_RUN_ID] = parent_run_id
+        if self.capture_content:
+            attributes[INPUT_MESSAGES] = self._json([_user(message)])
+        with self._span(f"invoke_agent {agent_id}", SpanKind.INTERNAL, attributes) as span:
+            yield span
+
+    def run_started(self, run_id: str, name: str, description: str) -> str:
+        """What a run knows once its agent is loaded and its id given (after the thread lock,
+        so that a thread's runs are numbered in the order they ran), on the current run's span;
+        its trace id, as the tools show it (32 hex digits)."""
+        span = trace.get_current_span()
+        span.set_attribute(RUN_ID, run_id)
+        span.set_attribute(AGENT_NAME, name)
+        if description:
+            span.set_attribute(AGENT_DESCRIPTION, description)
+        return trace.format_trace_id(span.get_span_context().trace_id)
+
+    def run_done(
+        self,
+        span: Span,
+        *,
+        stop_reason: str,
+        model: str | None,
+        usage: Usage,
+        cost_micros: int,
+        cost_known: bool,
+        text: str,
+    ) -> None:
+        """A run that returned: settled as completed, or cancelled (``error.type``)."""
+        span.set_attribute(STOP_REASON, stop_reason)
+        if model is not None:
+            span.set_attribute(MODEL_REF, model)
+        span.set_attribute(INPUT_TOKENS, usage.input_tokens)
+        span.set_attribute(OUTPUT_TOKENS, usage.output_tokens)
+        if cost_known:
+            span.set_attribute(COST_USD, cost_micros / 1_000_000)
+        if stop_reason == "cancelled":
+            _failed(span, str(ErrorCode.CANCELLED), "cancelled")
+        elif self.capture_content:
+            span.set_attribute(OUTPUT_MESSAGES, self._json([_assistant(text, (), stop_reason)]))
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    @contextmanager
+    def task(self, agent_id: str) -> Iterator[Span]:
+        """One task (seed 004's ``execute``): its cache lookup, and its run unless the cache
+        answered. A failure becomes the task's outcome, but is ``error.type`` here."""
+        # no gen_ai.operation.name: the conventions have no task, and tools read that name
+        attributes = {AGENT_ID: agent_id}
+        with self._span(f"execute_task {agent_id}", SpanKind.INTERNAL, attributes) as span:
+            yield span
+
+    def task_done(
+        self,
+        span: Span,
+        *,
+        model: str | None,
+        cached: bool,
+        error: Mapping[str, Any] | None,
+    ) -> None:
+        """A task that returned its outcome: answered (from the cache or not), or failed as
+        an outcome (a run stopped by its abort signal)."""
+        if model is not None:
+            span.set_attribute(MODEL_REF, model)
+        span.set_attribute(CACHE_HIT, cached)
+        if error is not None:
+            _failed(span, str(error["code"]), self._scrub(str(error["message"])))
+
+    def cache_looked_up(self, span: Span, *, hit: bool) -> None:
+        span.set_attribute(CACHE_HIT, hit)
+
+    @contextmanager
+    def step(self, name: str, *, thread_id: str | None = None) -> Iterator[Span]:
+        """A step that is not a model request or a tool call: the wait for a run's thread
+        lock (``thread_lock``), building its prompt (``build_prompt``), a task's cache lookup
+        (``cache_lookup``)."""
+        attributes: dict[str, Any] = {} if thread_id is None else {THREAD_ID: thread_id}
+        with self._span(name, SpanKind.INTERNAL, attributes) as span:
+            yield span
+
+    def prompt_built(self, span: Span, system: str, notes: str | None) -> None:
+        span.set_attribute(PROMPT_CHARS, len(system))
+        span.set_attribute(NOTES_CHARS, len(notes or ""))
+
+    @contextmanager
+    def effect(self, name: str, thread_id: str) -> Iterator[Span]:
+        """A post-run effect (a thread's title), started by the run, done after it."""
+        attributes = {THREAD_ID: thread_id, CONVERSATION: thread_id}
+        with self._span(f"post_run {name}", SpanKind.INTERNAL, attributes) as span:
+            yield span
+
+    # -- model requests (the fallback chain) -----------------------------------------------
+
+    @contextmanager
+    def chat(
+        self,
+        entry: ChainEntry,
+        request: ModelRequest,
+        *,
+        attempt: int,
+        fallback: bool,
+        retry_reason: str | None,
+    ) -> Iterator[Span]:
+        """One model request attempt; ``retry_reason`` is the code of the failure before it."""
+        model = entry.model
+        attributes: dict[str, Any] = {
+            OPERATION: "chat",
+            PROVIDER: model.provider.name,
+            REQUEST_MODEL: model.name,
+            MODEL_REF: model.ref,
+            ATTEMPT: attempt,
+            FALLBACK: fallback,
+        }
+        if retry_reason is not None:
+            attributes[RETRY_REASON] = retry_reason
+        if request.max_output_tokens is not None:
+            attributes[REQUEST_MAX_TOKENS] = request.max_output_tokens
+        if self.capture_content:
+            if request.system:
+                attributes[SYSTEM_INSTRUCTIONS] = self._json(
+                    [{"type": "text", "content": request.system}]
+                )
+            attributes[INPUT_MESSAGES] = self._json([_message(m) for m in request.messages])
+        with self._span(f"chat {model.name}", SpanKind.CLIENT, attributes) as span:
+            yield span
+
+    def provider_error(self, span: Span, error: ProviderError) -> None:
+        """What the provider answered, beside ``error.type`` (set as the error leaves the span)."""
+        if error.status is not None:
+            span.set_attribute(HTTP_STATUS, error.status)
+
+    def response(self, span: Span, response: ModelResponse) -> None:
+        span.set_attribute(RESPONSE_MODEL, response.model)
+        span.set_attribute(FINISH_REASONS, [response.finish_reason])
+        span.set_attribute(INPUT_TOKENS, response.usage.input_tokens)
+        span.set_attribute(OUTPUT_TOKENS, response.usage.output_tokens)
+        if self.capture_content:
+            message = response.message
+            span.set_attribute(
+                OUTPUT_MESSAGES,
+                self._json([_assistant(message.text, message.tool_calls, response.finish_reason)]),
+            )
+
+    # -- tool calls (the turn) ----------------------------------------------------------------
+
+    @contextmanager
+    def tool(self, call: ToolCall) -> Iterator[Span]:
+        """One tool call, current while the tool runs (a run it starts nests under it)."""
+        attributes: dict[str, Any] = {
+            OPERATION: "execute_tool",
+            TOOL_NAME: call.name,
+            TOOL_CALL_ID: call.id,
+            TOOL_TYPE: "function",
+        }
+        if self.capture_content:
+            attributes[TOOL_ARGUMENTS] = self._scrub(
+                call.raw_arguments
+                if call.raw_arguments is not None
+                else orjson.dumps(call.arguments).decode()
+            )
+        with self._span(
+            f"execute_tool {call.name}", SpanKind.INTERNAL, attributes, ErrorCode.TOOL_FAILED
+        ) as span:
+            yield span
+
+    def tool_result(self, span: Span, result: ToolResult) -> None:
+        """The result the model gets; one marked as an error is a failed call."""
+        if result.is_error:
+            _failed(span, str(ErrorCode.TOOL_FAILED), result.content[:200])
+        if self.capture_content:
+            span.set_attribute(TOOL_RESULT, result.content)  # already scrubbed by the turn
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    @contextmanager
+    def _span(
+        self,
+        name: str,
+        kind: SpanKind,
+        attributes: dict[str, Any],
+        otherwise: ErrorCode = ErrorCode.INTERNAL,
+    ) -> Iterator[Span]:
+        """A span current while the block runs; an exception ends it as failed, with our
+        code as ``error.type`` (``otherwise`` for an exception that carries none)."""
+        with self.tracer.start_as_current_span(
+            name,
+            kind=kind,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:  # its text may quote a key a tool read: cut out
+                _failed(span, _code(exc, otherwise), self._scrub(str(exc) or type(exc).__name__))
+                raise
+
+    def _json(self, value: Sequence[Any]) -> str:
+        return self._scrub(orjson.dumps(value).decode())
+
+    def _scrub(self, text: str) -> str:
+        return self.secrets.scrub(text) if self.secrets else text
+
+
+def _code(exc: BaseException, otherwise: ErrorCode) -> str:
+    if isinstance(exc, AgentRunnerError):
+        return str(exc.code)
+    if isinstance(exc, asyncio.CancelledError):
+        return str(ErrorCode.CANCELLED)
+    if isinstance(exc, ToolDenied):
+        return str(ErrorCode.TOOL_DENIED)
+    return str(otherwise)
+
+
+def _failed(span: Span, code: str, description: str) -> None:
+    span.set_attribute(ERROR_TYPE, code)
+    span.set_status(StatusCode.ERROR, f"{code}: {description}")
+
+
+# The conventions' message shapes: a role and its parts.
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"type": "text", "content": text}]}
+
+
+def _assistant(text: str, calls: Sequence[ToolCall], finish_reason: str) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"type": "text", "content": text}] if text else []
+    parts += [
+        {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments} for c in calls
+    ]
+    return {"role": "assistant", "parts": parts, "finish_reason": finish_reason}
+
+
+def _message(message: Message) -> dict[str, Any]:
+    if isinstance(message, UserMessage):
+        return _user(message.content)
+    if isinstance(message, AssistantMessage):
+        shaped = _assistant(message.text, message.tool_calls, "")
+        del shaped["finish_reason"]
+        return shaped
+    return {
+        "role": "tool",
+        "parts": [
+            {"type": "tool_call_response", "id": message.call_id, "response": message.content}
+        ],
+    }
