@@ -27,6 +27,7 @@ __all__ = [
     "root_agent",
     "root_agent_id",
     "spent",
+    "team",
     "team_ids",
     "team_lines",
 ]
@@ -106,35 +107,33 @@ async def end(store: Store, session: CompanySession) -> bool:
     return await store.company.end(session.id)
 
 
-def team_ids(agents: AgentRegistry, root: AgentSpec) -> list[str]:
-    """Every enabled agent under the root, at any depth (who a brief may reach)."""
-    ids: list[str] = []
+def team(agents: AgentRegistry, root: AgentSpec) -> list[tuple[AgentSpec, int]]:
+    """Every enabled agent under the root, depth first, with its level below the root (the
+    registry refuses cycles in ``reports_to``, so the walk ends)."""
+    found: list[tuple[AgentSpec, int]] = []
 
-    def walk(boss: str) -> None:
+    def walk(boss: str, level: int) -> None:
         for report in agents.direct_reports(boss):
-            if report.enabled and report.id not in ids:
-                ids.append(report.id)
-                walk(report.id)
+            if report.enabled:
+                found.append((report, level))
+                walk(report.id, level + 1)
 
-    walk(root.id)
-    return ids
+    walk(root.id, 0)
+    return found
+
+
+def team_ids(agents: AgentRegistry, root: AgentSpec) -> list[str]:
+    """Who a brief may reach."""
+    return [report.id for report, _ in team(agents, root)]
 
 
 def team_lines(agents: AgentRegistry, root: AgentSpec) -> list[str]:
-    """The root's team as lines for its prompt: each enabled agent under it, indented by level,
-    with its title; who can be delegated to is who reports to whom."""
-    lines: list[str] = []
-
-    def walk(boss: AgentSpec, level: int) -> None:
-        for report in agents.direct_reports(boss.id):
-            if not report.enabled:
-                continue
-            about = f": {report.description}" if report.description else ""
-            lines.append(f"{'  ' * level}- {report.id} ({report.name}){about}")
-            walk(report, level + 1)
-
-    walk(root, 0)
-    return lines
+    """The root's team as lines for its prompt, indented by level, with each title; who can be
+    delegated to is who reports to whom."""
+    return [
+        f"{'  ' * level}- {r.id} ({r.name})" + (f": {r.description}" if r.description else "")
+        for r, level in team(agents, root)
+    ]
 
 
 async def spent(store: Store, current: CompanySession) -> Spend:
