@@ -109,6 +109,8 @@ async def test_a_reply_cut_off_names_the_budget_that_cut_it(
         await runner.run_agent("writer", "t", "Write me a novel")
     message = caught.value.message
     assert "the reply was cut off at" in message and named in message, message
+    # a person reads `budget_exceeded: the reply was cut off…`: the code, not an echo of it
+    assert "budget exceeded" not in caught.value.one_line()
     assert "spent" in message  # what was spent of it before this reply
     assert hint in (caught.value.hint or "")
     other = "next day" if hint == "max_budget_usd" else "max_budget_usd"
@@ -127,6 +129,7 @@ async def test_a_budget_too_small_for_a_minimal_reply_sends_nothing(
     assert caught.value.code is ErrorCode.BUDGET_EXCEEDED
     assert "the per-run budget of $0.0100 has $0.0100 left ($0.0000 spent)" in message
     assert "needs at least $0.0" in message and "minimal reply of 32 tokens" in message
+    assert "budget exceeded" not in caught.value.one_line()  # the code says it, once
     assert not mock.requests  # refused before sending: nothing was spent
     [run] = await runner.store.runs.list(thread_id="t")
     assert run.cost_micros == 0 and run.stop_reason == "budget_exceeded"

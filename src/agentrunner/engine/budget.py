@@ -334,16 +334,14 @@ def budget_exceeded(allowance: Allowance, needed: int | None = None) -> AgentRun
             f"({spent}); the next request needs at least {_usd(needed)} for its input and a "
             f"minimal reply of {MIN_REPLY_TOKENS} tokens"
         )
-    return AgentRunnerError(
-        ErrorCode.BUDGET_EXCEEDED, f"budget exceeded: {detail}", hint=allowance.hint
-    )
+    return AgentRunnerError(ErrorCode.BUDGET_EXCEEDED, detail, hint=allowance.hint)
 
 
 def budget_cut_off(held: Reservation) -> str:
     """Why a reply stopped at the output cap its budget set: the budget, its limit, its spend."""
     budget = held.budget
     return (
-        f"budget exceeded: the reply was cut off at {held.cap} output tokens, all that "
+        f"the reply was cut off at {held.cap} output tokens, all that "
         f"{budget.label} of {_usd(budget.limit)} had left room for ({_usd(budget.spent)} "
         "spent before it)"
     )
