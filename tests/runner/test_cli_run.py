@@ -363,7 +363,7 @@ def test_a_message_from_stdin_or_a_file(
     big = "word " * 220_000  # ~1 MB: more than one command-line argument may hold
     done = subprocess.run(
         [sys.executable, "-m", "agentrunner", "run", "echo", "-", "--json"],
-        input=big,
+        input=big + "\n",
         capture_output=True,
         text=True,
         cwd=project,
@@ -371,10 +371,16 @@ def test_a_message_from_stdin_or_a_file(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["text"] == f"Echo: {big}"
+    assert json.loads(done.stdout)["text"] == f"Echo: {big}"  # its last newline dropped
     (project / "question.md").write_text("# Question\nWhat is our runway?\n")
     code, out, _ = cli(capsys, "run", "echo", "@question.md", "--json")
-    assert code == 0 and json.loads(out)["text"] == "Echo: # Question\nWhat is our runway?\n"
+    # a file's (or stdin's) last newline ends the file, not the message
+    assert code == 0 and json.loads(out)["text"] == "Echo: # Question\nWhat is our runway?"
+    (project / "other.md").write_text("Hire a CFO?\r\n\n")
+    code, out, _ = cli(capsys, "run", "echo", "@other.md", "--json")
+    assert code == 0 and json.loads(out)["text"] == "Echo: Hire a CFO?"
+    code, out, err = cli(capsys, "run", "echo", "@")  # a file name forgotten, not a message
+    assert code == 1 and out == "" and "validation: @ names no file" in err and "@@" in err
     code, out, _ = cli(capsys, "run", "echo", "@@cfo", "--json")
     assert code == 0 and json.loads(out)["text"] == "Echo: @cfo"
     code, out, err = cli(capsys, "run", "echo", "@missing.md")

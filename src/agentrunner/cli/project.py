@@ -85,18 +85,25 @@ def parse_input(text: str) -> Any:
 
 def read_message(text: str) -> str:
     """A message argument: ``-`` reads stdin, ``@path`` a file (a message too long for an
-    argument), ``@@…`` is a literal ``@…``; anything else is the message itself. A message that
+    argument), without their last newlines; ``@@…`` is a literal ``@…``; anything else is the
+    message itself. A message that
     is empty after all is refused: a model would be asked nothing."""
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
     if text == "-":
-        text = sys.stdin.read()
+        text = sys.stdin.read().rstrip("\r\n")  # the input's last newline ends it, not the message
     elif text.startswith("@@"):
         text = text[1:]
-    elif text.startswith("@") and len(text) > 1 and not any(c.isspace() for c in text):
+    elif text == "@":
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            "@ names no file",
+            hint="Write @file to send a file's text (e.g. @question.md), or @@ to send an @.",
+        )
+    elif text.startswith("@") and not any(c.isspace() for c in text):
         path = Path(text[1:])
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8").rstrip("\r\n")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
             raise AgentRunnerError(
