@@ -67,3 +67,29 @@ def test_a_text_column_wraps_instead_of_being_dropped_when_it_fits(
     assert len([line for line in lines if RUN_ID in line]) == 2
     assert len(lines) > 2 + 2 + 1  # the titles took more than one line each
     assert all(len(line) <= 110 for line in lines)
+
+
+@pytest.mark.parametrize("width", [60, 45])
+def test_columns_that_cannot_be_left_out_are_never_cut_silently(
+    monkeypatch: pytest.MonkeyPatch, width: int
+) -> None:
+    """When the columns that must stay do not fit, the table is printed wider than the terminal
+    (which wraps its lines) rather than losing a column or a digit: `jobs` at 60 columns showed
+    spend as `$0.0` and no directive, with no note."""
+    screen = io.StringIO()
+    monkeypatch.setattr(console, "out", Console(file=screen, width=width, highlight=False))
+    row = [RUN_ID, "background", "running", "12s", "$0.0123", "Draft the hiring plan"]
+    columns = [
+        Column("job", whole=True),
+        Column("kind", whole=True),
+        Column("state", whole=True),
+        Column("age", number=True),
+        Column("spend", number=True),
+        Column("directive"),
+    ]
+    listing("jobs", columns, [row])
+    text = " ".join(screen.getvalue().split())
+    for cell in row:
+        for word in cell.split():
+            assert word in text, (word, screen.getvalue())
+    assert "not shown" not in text

@@ -329,11 +329,11 @@ def jobs(
         "Jobs",
         [
             Column("job", whole=True),
-            Column("kind", whole=True),
+            Column("kind", whole=True, drop=2),
             Column("state", whole=True),
             Column("age", number=True),
             Column("spend", number=True),
-            Column("directive"),
+            Column("directive", drop=1),
         ],
         [
             [

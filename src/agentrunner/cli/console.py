@@ -77,7 +77,8 @@ _TEXT_MIN = 12  # a wrapping column narrower than this reads badly
 def listing(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
     """Print ``rows`` (cells in Rich markup) as a borderless table that fits the terminal:
     whole ids, wrapped text, and the least useful columns left out, with a note, when they
-    would not fit (an 80-column terminal folded every cell of ``runs list``)."""
+    would not fit (an 80-column terminal folded every cell of ``runs list``). What must stay is
+    never cut: past the droppable columns the table is wider than the terminal."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -116,6 +117,16 @@ def listing(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]
         )
     for row in rows:
         table.add_row(*(row[i] for i in shown))
-    out.print(table)
+    # Columns that may not be left out and still do not fit: wider than the terminal (which
+    # wraps the lines) rather than Rich's cut, which drops cells and digits without a word.
+    width, wide = out.width, needed(shown) + 1  # + the last cell's padding
+    if wide <= width:
+        out.print(table)
+    else:
+        out.width = wide  # Console.print(width=) only narrows
+        try:
+            out.print(table)
+        finally:
+            out.width = width
     if hidden:
-        out.print(f"[dim]not shown, to fit {out.width} columns: {', '.join(hidden)}[/]")
+        out.print(f"[dim]not shown, to fit {width} columns: {', '.join(hidden)}[/]")
