@@ -28,7 +28,13 @@ from agentrunner.capabilities.registry import AskAgent, CapabilityContext, Capab
 from agentrunner.capabilities.scope import RuntimeFiles
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.history import missing_results, window
-from agentrunner.engine.messages import AssistantMessage, Message, Usage, UserMessage
+from agentrunner.engine.messages import (
+    AssistantMessage,
+    Message,
+    Usage,
+    UserMessage,
+    prompt_cache_key,
+)
 from agentrunner.engine.tools import Tool, ToolRetry
 from agentrunner.engine.turn import (
     CostTracker,
@@ -526,6 +532,8 @@ class AgentRunner:
             budget=DailyBudgets.applying(
                 self.store.costs, agent.id, run.run_id, self.config.budgets, run.log.write
             ),
+            # A thread's turns share their prefix; runs on no thread share their agent's.
+            cache_key=prompt_cache_key(f"thread:{thread_id}" if thread_id else f"agent:{agent.id}"),
         )
 
     async def _prompt(
