@@ -27,7 +27,7 @@ from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
 from agentrunner.capabilities.scope import RuntimeFiles
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.history import missing_results, window
+from agentrunner.engine.history import missing_results, stable_tail, window
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -363,7 +363,7 @@ class AgentRunner:
             )
             check_owner(thread, agent_id)
             recent, last_seq = await self.store.messages.tail(thread_id, self.history_window)
-        history = window(recent)
+        history = window(stable_tail(recent, last_seq, self.history_window))
         repairs = missing_results(history)
         if not overrides.history:
             history = []

@@ -2,7 +2,8 @@
 real HTTP. Each request starts with the whole of the request before it, byte for byte, on both
 wires; Anthropic's ``cache_control`` breakpoints move with the conversation (never more than
 four) so each request reads what the one before wrote; OpenAI's ``prompt_cache_key`` is one per
-thread; and the hints can be turned off per provider."""
+thread; a long thread's history starts at the same message for many turns; and the hints can be
+turned off per provider."""
 
 from __future__ import annotations
 
@@ -190,3 +191,26 @@ async def test_prompt_cache_hints_follow_the_provider_setting(
             assert hinted or b"cache_control" not in dump(body)
     if provider == "mockant" and hinted:  # a first turn has one user turn: three, then four
         assert [len(marked(body)) for body in bodies] == [3, 4]
+
+
+@SQLITE_ONLY
+async def test_a_long_threads_history_starts_at_the_same_message_for_many_turns(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("helper", "model: mockai:gpt-mock")
+    runner: AgentRunner = await open_runner()
+    runner.history_window = 12  # a turn is 2 messages: the window holds 6 turns
+    firsts: list[str] = []
+    for turn in range(20):
+        before = len(mock.requests)
+        await runner.run_agent("helper", "t-long", f"message {turn}")
+        [body] = [r.body for r in mock.requests[before:]]
+        history = body["messages"][1:-1]  # after the system prompt, before the new message
+        assert 6 <= len(history) <= 12 or turn < 3
+        assert body["messages"][-1]["content"] == f"message {turn}"
+        firsts.append(body["messages"][1]["content"])
+    # 20 turns: the first 7 send the whole thread; from then on the start moves on by 6
+    # messages (3 turns) at a time, where a sliding window moved it every turn (14 starts).
+    starts = list(dict.fromkeys(firsts))
+    assert starts == [f"message {n}" for n in (0, 3, 6, 9, 12, 15)]
+    assert firsts.count("message 0") == 7 and firsts.count("message 3") == 3
