@@ -17,6 +17,7 @@ import pytest
 from agentrunner import AgentRunner
 from agentrunner.testing import MockProvider, PromptCacheModel, Reply
 from tests.runner.conftest import Agent
+from tests.runner.test_cli_run import cli
 
 SQLITE_ONLY = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 WIRES = pytest.mark.parametrize("model", ["mockai:gpt-mock", "mockant:claude-mock"])
@@ -214,3 +215,80 @@ async def test_a_long_threads_history_starts_at_the_same_message_for_many_turns(
     starts = list(dict.fromkeys(firsts))
     assert starts == [f"message {n}" for n in (0, 3, 6, 9, 12, 15)]
     assert firsts.count("message 0") == 7 and firsts.count("message 3") == 3
+
+
+def test_runs_show_and_cost_show_the_prompt_cache_and_what_it_cost(
+    agent: Agent, mock: MockProvider, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = project / "agentrunner.toml"
+    path.write_text(  # whole micro-dollars: plain input 8, a read 1, a write 10 per token
+        path.read_text().replace(
+            '[prices."mockant:claude-mock"]\ninput_per_mtok = 1.0\n',
+            '[prices."mockant:claude-mock"]\ninput_per_mtok = 8.0\n'
+            "cache_read_per_mtok = 1.0\ncache_write_per_mtok = 10.0\n",
+        )
+    )
+    agent("helper", "model: mockant:claude-mock\ncapabilities: [notes]")
+    agent("plain", "model: mockai:gpt-mock")
+    mock.prompt_cache = small_cache()
+    runs = []
+    for question in ("Plan a day in Paris.", "Add a museum."):
+        mock.queue(Reply(tool_calls=[("note_create", {"title": "T", "body": question})]))
+        mock.queue(Reply(text="Noted."))
+        code, out, err = cli(capsys, "run", "helper", question, "--json")
+        assert code == 0, err
+        runs.append(json.loads(out)["run_id"])
+    mock.prompt_cache = None
+    code, out, err = cli(capsys, "run", "plain", "hello", "--json")
+    assert code == 0, err
+    plain_run = json.loads(out)["run_id"]
+
+    totals = {"read": 0, "written": 0}
+    for run_id in runs:
+        code, out, err = cli(capsys, "runs", "show", run_id, "--json")
+        assert code == 0, err
+        shown = json.loads(out)
+        usage = [s["usage"] for s in shown["steps"]]
+        read = sum(u["cache_read_tokens"] for u in usage)
+        written = sum(u["cache_write_tokens"] for u in usage)
+        assert read > 0 and written > 0
+        assert shown["cache"] == {
+            "read_tokens": read,
+            "write_tokens": written,
+            "read_micros": read,
+            "write_micros": written * 10,
+            "saved_micros": (read + written) * 8 - read - written * 10,
+        }
+        code, out, err = cli(capsys, "runs", "show", run_id)
+        assert code == 0, err
+        line = (
+            f"prompt cache: {read:,} tokens read (${read / 1e6:.4f}) · {written:,} written "
+            f"(${written * 10 / 1e6:.4f})"
+        )
+        assert line in out and "cached" in out, out  # the line, and the steps' column
+        totals["read"] += read
+        totals["written"] += written
+    code, out, _ = cli(capsys, "runs", "show", plain_run)
+    assert code == 0 and "prompt cache" not in out and "cached" not in out  # none used, none shown
+
+    code, out, err = cli(capsys, "cost", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    read, written = totals["read"], totals["written"]
+    assert report["cache"] == {
+        "read_tokens": read,
+        "write_tokens": written,
+        "read_micros": read,
+        "write_micros": written * 10,
+        "saved_micros": (read + written) * 8 - read - written * 10,
+    }
+    models = {m["model"]: m for m in report["by_model"]}
+    assert models["mockant:claude-mock"]["cache_read_tokens"] == read
+    assert models["mockant:claude-mock"]["cache_write_tokens"] == written
+    assert models["mockai:gpt-mock"]["cache_read_tokens"] == 0
+    code, out, _ = cli(capsys, "cost")
+    assert f"prompt cache: {read:,} tokens read (${read / 1e6:.4f})" in out, out
+    assert "cached" in out
+    code, out, _ = cli(capsys, "cost", "--agent", "plain")
+    assert code == 0 and "plain" in out
+    assert "prompt cache" not in out and "cached" not in out
