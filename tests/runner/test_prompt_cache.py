@@ -77,8 +77,9 @@ def expected_marks(body: dict[str, Any]) -> list[int]:
 async def converse(
     runner: AgentRunner, mock: MockProvider, threads: dict[str, list[str]]
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[str]]]:
-    """Each thread's turns, interleaved (one turn of each in turn): a note written with a tool,
-    then an answer. The bodies each thread's requests sent, and its runs."""
+    """Each thread's turns, interleaved (one turn of each in turn): a note written with a tool
+    (after some signed thinking, which Anthropic's wire replays), then an answer. The bodies
+    each thread's requests sent, and its runs."""
     sent: dict[str, list[dict[str, Any]]] = {thread: [] for thread in threads}
     runs: dict[str, list[str]] = {thread: [] for thread in threads}
     for turn in range(len(next(iter(threads.values())))):
@@ -86,7 +87,7 @@ async def converse(
             question = questions[turn]
             note = {"title": f"{thread} {turn}", "body": question}
             mock.queue(
-                Reply(tool_calls=[("note_create", note)]),
+                Reply(tool_calls=[("note_create", note)], thinking=f"Noting {question}"),
                 Reply(text=f"Noted for {thread}: {question}"),
             )
             before = len(mock.requests)
@@ -153,6 +154,35 @@ async def test_each_request_of_a_thread_starts_with_the_whole_request_before_it(
     # The second thread's first request read the tools and system prompt the first wrote.
     [rome_first, *_] = await runner.store.runs.steps(runs["t-rome"][0])
     assert (rome_first.token_usage or {})["cache_read_tokens"] > 0
+    if model.startswith("mockant"):  # the thinking was sent back, signed, as it came
+        assert any(b["type"] == "thinking" for m in paris[-1]["messages"] for b in m["content"])
+
+
+@SQLITE_ONLY
+@WIRES
+async def test_a_memory_write_starts_the_history_over_once_after_the_system_prompt(
+    agent: Agent, open_runner: Any, mock: MockProvider, model: str
+) -> None:
+    agent("helper", f"model: {model}\ncapabilities: [memory]")
+    runner: AgentRunner = await open_runner()
+    mock.queue(
+        Reply(tool_calls=[("memory_append", {"label": "facts", "text": "Likes tea."})]),
+        Reply(text="Noted."),
+        Reply(text="Tea it is."),
+        Reply(text="Green, then."),
+    )
+    for question in ("I like tea.", "What do I drink?", "Which tea?"):
+        await runner.run_agent("helper", "t-1", question)
+    first, second, third, fourth = (prompt(r.body) for r in mock.requests)
+    assert second[: len(first)] == first  # within the run: the whole request before
+    # The next run sends the agent's notes first: its prompt is the same up to the messages ...
+    same = 0
+    while third[same] == second[same]:
+        same += 1
+    assert same == len(mock.requests[0].body["tools"]) + 1  # the tools and the system prompt
+    assert b"Likes tea." in third[same] and b"Likes tea." not in b"".join(second[:same])
+    # ... and from then on it is stable again: the next turn starts with all of this one.
+    assert fourth[: len(third)] == third
 
 
 @SQLITE_ONLY
