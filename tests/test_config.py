@@ -174,6 +174,9 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ('[telemetry]\nendpoint = "https://me:hunter2@otel.example"\n', "holds a password"),
         ('[telemetry]\nendpiont = "http://x"\n', "did you mean 'telemetry.endpoint'"),
         ('[telemetry]\nservice_name = ""\n', "telemetry.service_name must be a non-empty"),
+        ('[providers.x]\nprompt_cache = "no"\n', "providers.x.prompt_cache must be true or false"),
+        ("[providers.x]\nprompt_cache = 0\n", "providers.x.prompt_cache must be true or false"),
+        ("[providers.x]\nprompt_cahce = false\n", "did you mean 'prompt_cache'"),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
@@ -185,6 +188,16 @@ def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
     assert fragment in err.message
     assert err.file and err.file.endswith("agentrunner.toml")
     assert "sk-123" not in err.message and "hunter2" not in err.message
+
+
+def test_prompt_cache_hints_are_the_providers_default_unless_set(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "[providers.a]\nprompt_cache = false\n[providers.b]\nprompt_cache = true\n"
+        "[providers.c]\nkind = 'anthropic'\n",
+    )
+    providers = load_config(tmp_path, env={}).providers
+    assert [providers[n].prompt_cache for n in "abc"] == [False, True, None]
 
 
 def test_persona_and_extensions_sections(tmp_path: Path) -> None:

@@ -75,6 +75,7 @@ _PROVIDER_KEYS = (
     "timeout_s",
     "api_version",
     "structured_output",
+    "prompt_cache",
 )
 _PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok", "cache_write_per_mtok")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password")
@@ -97,6 +98,10 @@ class ProviderConfig:
     timeout_s: float = 120.0
     api_version: str | None = None
     structured_output: str = "native"
+    # Prompt-cache hints (Anthropic's cache_control breakpoints, OpenAI's prompt_cache_key):
+    # None is the default, on for Anthropic's wire and for OpenAI itself, off for other
+    # OpenAI-compatible servers (which may refuse a field they do not know).
+    prompt_cache: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,6 +471,13 @@ def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]
                 "kind",
             )
         headers = table.get("headers", {})
+        prompt_cache = table.get("prompt_cache")
+        if prompt_cache is not None and not isinstance(prompt_cache, bool):
+            raise err(
+                f"providers.{name}.prompt_cache must be true or false, got {prompt_cache!r}",
+                "prompt_cache",
+                "false sends no prompt-cache hints (cache_control, prompt_cache_key).",
+            )
         out[str(name)] = ProviderConfig(
             name=str(name),
             kind=kind,
@@ -477,6 +489,7 @@ def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]
             structured_output=_choice(
                 table.get("structured_output", "native"), ("native", "prompted"), name, err
             ),
+            prompt_cache=prompt_cache,
         )
     return out
 

@@ -27,8 +27,14 @@ from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
 from agentrunner.capabilities.scope import RuntimeFiles
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.history import missing_results, window
-from agentrunner.engine.messages import AssistantMessage, Message, Usage, UserMessage
+from agentrunner.engine.history import missing_results, stable_tail, window
+from agentrunner.engine.messages import (
+    AssistantMessage,
+    Message,
+    Usage,
+    UserMessage,
+    prompt_cache_key,
+)
 from agentrunner.engine.tools import Tool, ToolRetry
 from agentrunner.engine.turn import (
     CostTracker,
@@ -357,7 +363,7 @@ class AgentRunner:
             )
             check_owner(thread, agent_id)
             recent, last_seq = await self.store.messages.tail(thread_id, self.history_window)
-        history = window(recent)
+        history = window(stable_tail(recent, last_seq, self.history_window))
         repairs = missing_results(history)
         if not overrides.history:
             history = []
@@ -526,6 +532,8 @@ class AgentRunner:
             budget=DailyBudgets.applying(
                 self.store.costs, agent.id, run.run_id, self.config.budgets, run.log.write
             ),
+            # A thread's turns share their prefix; runs on no thread share their agent's.
+            cache_key=prompt_cache_key(f"thread:{thread_id}" if thread_id else f"agent:{agent.id}"),
         )
 
     async def _prompt(

@@ -24,11 +24,13 @@ from agentrunner.store.repositories import today
 
 if TYPE_CHECKING:
     from agentrunner.config import Budgets
+    from agentrunner.engine.pricing import PriceBook
     from agentrunner.store.store import Store
 
 __all__ = [
     "MAX_DAYS",
     "WARN_PERCENT",
+    "CacheSpend",
     "LimitUse",
     "Spend",
     "SpendReport",
@@ -51,9 +53,11 @@ class Spend:
 
     micros: int = 0
     requests: int = 0
-    input_tokens: int = 0
+    input_tokens: int = 0  # prompt-cache reads and writes included
     output_tokens: int = 0
     unknown: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def add(self, row: Mapping[str, Any]) -> None:
         self.micros += int(row["cost_micros"])
@@ -61,6 +65,8 @@ class Spend:
         self.input_tokens += int(row["input_tokens"] or 0)
         self.output_tokens += int(row["output_tokens"] or 0)
         self.unknown += int(row["unknown"] or 0)
+        self.cache_read_tokens += int(row.get("cache_read_tokens") or 0)
+        self.cache_write_tokens += int(row.get("cache_write_tokens") or 0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,7 +75,57 @@ class Spend:
             "requests": self.requests,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
             "unknown": self.unknown,
+        }
+
+
+@dataclass(slots=True)
+class CacheSpend:
+    """The prompt cache over some requests: the input tokens read from it and written to it,
+    what those cost, and what they saved against the same tokens sent as plain input
+    (negative where writes cost more than reads saved). The money is None where a model's
+    price is unknown; it is priced from the tokens (``PriceBook.cache_cost``), since a cost
+    row keeps one total per request."""
+
+    read_tokens: int = 0
+    write_tokens: int = 0
+    read_micros: int | None = 0
+    write_micros: int | None = 0
+    saved_micros: int | None = 0
+
+    def add(
+        self, model: str, read: int, written: int, requests: int, prices: PriceBook | None
+    ) -> None:
+        """``read`` and ``written`` tokens of ``requests`` requests to ``model``
+        (``provider:model``), priced by ``prices`` (None: the money is unknown)."""
+        self.read_tokens += read
+        self.write_tokens += written
+        if not read and not written:
+            return
+        provider, _, name = model.partition(":")
+        cost = (
+            None if prices is None else prices.cache_cost(provider, name, read, written, requests)
+        )
+        if cost is None or self.read_micros is None:
+            self.read_micros = self.write_micros = self.saved_micros = None
+            return
+        self.read_micros += cost.read_micros
+        self.write_micros = (self.write_micros or 0) + cost.write_micros
+        self.saved_micros = (self.saved_micros or 0) + cost.saved_micros
+
+    @property
+    def used(self) -> bool:
+        return bool(self.read_tokens or self.write_tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "read_tokens": self.read_tokens,
+            "write_tokens": self.write_tokens,
+            "read_micros": self.read_micros,
+            "write_micros": self.write_micros,
+            "saved_micros": self.saved_micros,
         }
 
 
@@ -140,6 +196,8 @@ class SpendReport:
     # The active company session's spend, where one is open: filled by the session layer
     # (``company``), which knows the session's runs; None otherwise.
     session: Spend | None = None
+    # The prompt cache over these days (priced when ``spend_report`` was given the prices).
+    cache: CacheSpend = field(default_factory=CacheSpend)
 
     @property
     def warnings(self) -> list[LimitUse]:
@@ -160,6 +218,7 @@ class SpendReport:
             "by_day": each("day", self.by_day),
             "limits": [use.to_dict() for use in self.limits],
             "session": None if self.session is None else self.session.to_dict(),
+            "cache": self.cache.to_dict(),
         }
 
 
@@ -171,10 +230,12 @@ async def spend_report(
     agent: str | None = None,
     agents: Iterable[str] = (),
     now: float | None = None,
+    prices: PriceBook | None = None,
 ) -> SpendReport:
     """Spend over the last ``days`` UTC days (1: today), of ``agent`` or everyone, and today's
     spend against the limits: the global daily one, and the per-agent daily one for ``agent``,
-    or else for each of ``agents`` and each agent that spent today.
+    or else for each of ``agents`` and each agent that spent today. With ``prices`` (the
+    project's), the prompt cache's tokens are priced too (``cache``).
 
     ``days`` outside 1 … ``MAX_DAYS`` is a ``validation`` error."""
     check_days(days)
@@ -193,6 +254,13 @@ async def spend_report(
             parts.setdefault(key, Spend()).add(row)
         if row["day"] == day:
             report.today.setdefault(row["agent_id"], Spend()).add(row)
+        report.cache.add(
+            row["model"],
+            int(row["cache_read_tokens"] or 0),
+            int(row["cache_write_tokens"] or 0),
+            int(row["requests"]),
+            prices,
+        )
     everyone_today = report.today if agent is None else await _today_by_agent(store, day)
     watched = [agent] if agent is not None else [*agents, *report.today]
     report.limits = limit_uses(budgets, everyone_today, watched)

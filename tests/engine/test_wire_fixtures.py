@@ -175,6 +175,7 @@ def test_the_request_built_from_a_recorded_conversation(path: Path) -> None:
                                 {
                                     "type": "text",
                                     "text": "What are the key principles for designing scalable systems?",
+                                    "cache_control": {"type": "ephemeral"},
                                 }
                             ],
                         }
@@ -192,7 +193,16 @@ def test_the_request_built_from_a_recorded_conversation(path: Path) -> None:
                     "model": "claude-sonnet-4-20250514",
                     "max_tokens": 100,
                     "messages": [
-                        {"role": "user", "content": [{"type": "text", "text": "What is a system"}]}
+                        {
+                            "role": "user",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "What is a system",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
+                            ],
+                        }
                     ],
                     "system": [
                         {
@@ -213,6 +223,7 @@ def test_the_request_built_from_a_recorded_conversation(path: Path) -> None:
                                 {
                                     "type": "text",
                                     "text": "This should fail with AuthenticationError",
+                                    "cache_control": {"type": "ephemeral"},
                                 }
                             ],
                         }
@@ -226,7 +237,11 @@ def test_the_request_built_from_a_recorded_conversation(path: Path) -> None:
                         {
                             "role": "user",
                             "content": [
-                                {"type": "text", "text": "This should fail with NotFoundError"}
+                                {
+                                    "type": "text",
+                                    "text": "This should fail with NotFoundError",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
                             ],
                         }
                     ],
@@ -242,6 +257,7 @@ def test_the_request_built_from_a_recorded_conversation(path: Path) -> None:
                                 {
                                     "type": "text",
                                     "text": "What is the result of 1,984,135 * 9,343,116?",
+                                    "cache_control": {"type": "ephemeral"},
                                 }
                             ],
                         },
@@ -274,6 +290,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                     "type": "tool_result",
                                     "tool_use_id": "toolu_01EtZG1zaJKx1Aghi8f9AtiT",
                                     "content": "18538003464660",
+                                    "cache_control": {"type": "ephemeral"},
                                 }
                             ],
                         },
@@ -292,6 +309,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                 },
                                 "required": ["expression"],
                             },
+                            "cache_control": {"type": "ephemeral"},
                         }
                     ],
                     "stream": False,
@@ -306,6 +324,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                 {
                                     "type": "text",
                                     "text": "Alice, Bob, Charlie and Daisy are a family. Who is the youngest?",
+                                    "cache_control": {"type": "ephemeral"},
                                 }
                             ],
                         },
@@ -364,6 +383,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                     "type": "tool_result",
                                     "tool_use_id": "toolu_013mnQZbgtK2oe3Mo3XKJsx3",
                                     "content": "daisy is bob's daughter and charlie's younger sister",
+                                    "cache_control": {"type": "ephemeral"},
                                 },
                             ],
                         },
@@ -392,6 +412,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                 "required": ["name"],
                                 "type": "object",
                             },
+                            "cache_control": {"type": "ephemeral"},
                         }
                     ],
                     "stream": False,
@@ -406,6 +427,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                 {
                                     "type": "text",
                                     "text": "Alice, Bob, Charlie and Daisy are a family. Who is the youngest?",
+                                    "cache_control": {"type": "ephemeral"},
                                 }
                             ],
                         }
@@ -434,6 +456,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                 "required": ["name"],
                                 "type": "object",
                             },
+                            "cache_control": {"type": "ephemeral"},
                         }
                     ],
                     "stream": False,
@@ -448,6 +471,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                 {
                                     "type": "text",
                                     "text": "Please retrieve the secrets associated with each of these passwords: mellon,radiance",
+                                    "cache_control": {"type": "ephemeral"},
                                 }
                             ],
                         }
@@ -469,6 +493,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                 "additionalProperties": False,
                                 "type": "object",
                             },
+                            "cache_control": {"type": "ephemeral"},
                         }
                     ],
                     "stream": True,
@@ -480,7 +505,11 @@ All the required parameters are provided, so I can proceed with calling the calc
                         {
                             "role": "user",
                             "content": [
-                                {"type": "text", "text": "Very short function describing a pelican"}
+                                {
+                                    "type": "text",
+                                    "text": "Very short function describing a pelican",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
                             ],
                         },
                         {"role": "assistant", "content": [{"type": "text", "text": "```python"}]},
@@ -493,7 +522,13 @@ All the required parameters are provided, so I can proceed with calling the calc
                     "messages": [
                         {
                             "role": "user",
-                            "content": [{"type": "text", "text": "Tell me about London"}],
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "Tell me about London",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
+                            ],
                         }
                     ],
                     "output_config": {
@@ -519,7 +554,13 @@ All the required parameters are provided, so I can proceed with calling the calc
                     "messages": [
                         {
                             "role": "user",
-                            "content": [{"type": "text", "text": "What is 4200 + 42?"}],
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "What is 4200 + 42?",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
+                            ],
                         }
                     ],
                     "stream": False,
@@ -530,7 +571,13 @@ All the required parameters are provided, so I can proceed with calling the calc
                     "messages": [
                         {
                             "role": "user",
-                            "content": [{"type": "text", "text": "What is 4200 + 42?"}],
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "What is 4200 + 42?",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
+                            ],
                         }
                     ],
                     "stream": True,
@@ -541,7 +588,13 @@ All the required parameters are provided, so I can proceed with calling the calc
                     "messages": [
                         {
                             "role": "user",
-                            "content": [{"type": "text", "text": "How do I cross the street?"}],
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "How do I cross the street?",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
+                            ],
                         }
                     ],
                     "stream": False,
@@ -553,7 +606,11 @@ All the required parameters are provided, so I can proceed with calling the calc
                         {
                             "role": "user",
                             "content": [
-                                {"type": "text", "text": "Two names for a pet pelican, be brief"}
+                                {
+                                    "type": "text",
+                                    "text": "Two names for a pet pelican, be brief",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
                             ],
                         }
                     ],
@@ -565,7 +622,13 @@ All the required parameters are provided, so I can proceed with calling the calc
                     "messages": [
                         {
                             "role": "user",
-                            "content": [{"type": "text", "text": "What's the weather in Paris?"}],
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "What's the weather in Paris?",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
+                            ],
                         },
                         {
                             "role": "assistant",
@@ -585,6 +648,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                     "type": "tool_result",
                                     "tool_use_id": "toolu_01WN4AuToBnJyXNQXwQBBebj",
                                     "content": "Sunny, 22C in Paris",
+                                    "cache_control": {"type": "ephemeral"},
                                 }
                             ],
                         },
@@ -599,6 +663,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                 "required": ["city"],
                                 "type": "object",
                             },
+                            "cache_control": {"type": "ephemeral"},
                         }
                     ],
                     "stream": False,
@@ -609,7 +674,13 @@ All the required parameters are provided, so I can proceed with calling the calc
                     "messages": [
                         {
                             "role": "user",
-                            "content": [{"type": "text", "text": "What's the weather in Paris?"}],
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "What's the weather in Paris?",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
+                            ],
                         }
                     ],
                     "tools": [
@@ -622,6 +693,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                                 "required": ["city"],
                                 "type": "object",
                             },
+                            "cache_control": {"type": "ephemeral"},
                         }
                     ],
                     "stream": False,

@@ -16,10 +16,10 @@ from agentrunner.cli.console import Column, listing, out
 
 if TYPE_CHECKING:
     from agentrunner.project import Project
-    from agentrunner.spend import LimitUse, Spend, SpendReport
+    from agentrunner.spend import CacheSpend, LimitUse, Spend, SpendReport
     from agentrunner.store.store import Store
 
-__all__ = ["cost", "limit_lines", "usd", "with_project_store"]
+__all__ = ["cache_line", "cost", "limit_lines", "usd", "with_project_store"]
 
 T = TypeVar("T")
 
@@ -52,12 +52,16 @@ def cost(
 ) -> None:
     """Spend per agent, per model and per day, and today's spend against each limit."""
     from agentrunner.company.session import active, spent
+    from agentrunner.engine.pricing import PriceBook
     from agentrunner.spend import check_days, spend_report
 
     count = check_days(_whole(days), "--days")
 
     async def work(project: Project, store: Store) -> SpendReport:
-        report = await spend_report(store, project.config.budgets, days=count, agent=agent)
+        config = project.config
+        report = await spend_report(
+            store, config.budgets, days=count, agent=agent, prices=PriceBook(config.prices)
+        )
         current = await active(store)
         if current is not None and agent is None:
             report.session = await spent(store, current)
@@ -101,6 +105,9 @@ def _print_report(report: SpendReport) -> None:
             f"[bold]total {usd(report.total.micros)}[/] "
             f"[dim]· {report.total.requests} request(s){note}[/]"
         )
+        line = cache_line(report.cache)
+        if line:
+            out.print(line, soft_wrap=True)
     if report.session is not None:
         out.print(f"this session: {usd(report.session.micros)}")
     out.print()
@@ -115,12 +122,14 @@ def _print_report(report: SpendReport) -> None:
 
 
 def _spend_table(key: str, parts: dict[str, Spend]) -> None:
+    cached = any(spend.cache_read_tokens for spend in parts.values())  # else no column
     listing(
         "",
         [
             Column(key, whole=True),
             Column("requests", number=True),
             Column("tokens in", number=True, drop=2),
+            *([Column("cached", number=True, drop=3)] if cached else []),
             Column("tokens out", number=True, drop=1),
             Column("spend", number=True),
         ],
@@ -129,11 +138,36 @@ def _spend_table(key: str, parts: dict[str, Spend]) -> None:
                 escape(name),
                 str(spend.requests),
                 str(spend.input_tokens),
+                *([str(spend.cache_read_tokens)] if cached else []),
                 str(spend.output_tokens),
                 usd(spend.micros) + ("*" if spend.unknown else ""),
             ]
             for name, spend in parts.items()
         ],
+    )
+
+
+def cache_line(cache: CacheSpend) -> str | None:
+    """The prompt cache in one line (Rich markup): tokens read and written with their cost,
+    and what that saved against plain input; None when it was not used."""
+    if not cache.used:
+        return None
+
+    def money(micros: int | None) -> str:
+        return "price unknown" if micros is None else usd(micros)
+
+    saved = cache.saved_micros
+    verdict = (
+        ""
+        if saved is None
+        else f" · saved {usd(saved)}"
+        if saved >= 0
+        else f" · cost {usd(-saved)} more"
+    )
+    return (
+        f"prompt cache: {cache.read_tokens:,} tokens read ({money(cache.read_micros)}) · "
+        f"{cache.write_tokens:,} written ({money(cache.write_micros)}){verdict} "
+        "[dim]against plain input[/]"
     )
 
 

@@ -12,9 +12,11 @@ import typer
 from rich.markup import escape
 
 from agentrunner.cli.console import Column, listing, out
+from agentrunner.cli.cost import cache_line
 
 if TYPE_CHECKING:
-    from agentrunner.store.records import RunRecord
+    from agentrunner.spend import CacheSpend
+    from agentrunner.store.records import RunRecord, StepRecord
     from agentrunner.store.store import Store
 
 __all__ = ["runs_app", "threads_app"]
@@ -244,12 +246,14 @@ def runs_show(
         return run, await store.runs.steps(run.id), await store.runs.messages(run.id)
 
     run, steps, messages = _with_store(load)
+    cache = _run_cache(run, steps)
     if as_json:
         out.print_json(
             data={
                 "run": run.to_dict(),
                 "steps": [s.to_dict() for s in steps],
                 "messages": [m.to_dict() for m in messages],
+                "cache": cache.to_dict(),
             }
         )
         return
@@ -274,10 +278,14 @@ def runs_show(
         f"{estimated} · cost {_usd(run.cost_micros, run.cost_known)}{estimated} · "
         f"started {_when(run.started_at)} · ended {_when(run.completed_at)}"
     )
+    line = cache_line(cache)
+    if line:
+        out.print(line, soft_wrap=True)
     if run.trace_id:  # where to find it in the tracing tool (docs/observability.md)
         out.print(f"trace {run.trace_id}")
     if run.error_code:
         out.print(f"[red]error {escape(run.error_code)}:[/] {escape(run.error_message or '')}")
+    cached = cache.read_tokens > 0  # else no column for it
     listing(
         "Steps",
         [
@@ -285,6 +293,7 @@ def runs_show(
             Column("status", whole=True),
             Column("model", whole=True, drop=2),
             Column("in", number=True),
+            *([Column("cached", number=True, drop=3)] if cached else []),
             Column("out", number=True),
             Column("cost", number=True),
             Column("attempts", drop=1),
@@ -295,6 +304,7 @@ def runs_show(
                 s.status,
                 escape(s.model_id),
                 f"{(s.token_usage or {}).get('input_tokens', 0):,}",
+                *([f"{(s.token_usage or {}).get('cache_read_tokens', 0):,}"] if cached else []),
                 f"{(s.token_usage or {}).get('output_tokens', 0):,}",
                 _usd(s.cost_micros),
                 escape(", ".join(f"{a['model']} {a['outcome']}" for a in s.attempts or [])),
@@ -320,6 +330,23 @@ def runs_show(
                 else m.content[:160] + ("…" if len(m.content) > 160 else "")
             )
             out.print(f"  [bold]{label}[/]: {escape(text)}")
+
+
+def _run_cache(run: RunRecord, steps: list[StepRecord]) -> CacheSpend:
+    """The run's prompt-cache use, each step priced with its model at the project's prices."""
+    from agentrunner.config import load_config
+    from agentrunner.engine.pricing import PriceBook
+    from agentrunner.spend import CacheSpend
+
+    prices = PriceBook(load_config().prices)
+    cache = CacheSpend()
+    parts = [(s.model_id, s.token_usage or {}) for s in steps] or [
+        (run.model or "", run.token_usage or {})
+    ]
+    for model, usage in parts:
+        read, written = usage.get("cache_read_tokens", 0), usage.get("cache_write_tokens", 0)
+        cache.add(model, read, written, 1, prices)
+    return cache
 
 
 def _why(run: RunRecord) -> str:

@@ -94,13 +94,15 @@ class Engine:
         tool_context: Mapping[str, Any] | None = None,
         before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None,
         budget: ExternalBudget | None = None,
+        cache_key: str | None = None,
     ) -> TurnResult:
         """Run one turn: ``history`` plus ``message`` (if given) as the new user message.
 
         Pass ``model`` (one string, or the fallback chain in order) or a prebuilt ``chain``
         (reuse one across a run's turns to keep its cooldowns). ``limits.max_budget_micros``
         and ``cost.limit`` bound what the turn may spend; ``budget`` adds budgets shared with
-        other runs. Raises ``TurnError``.
+        other runs. ``cache_key`` names the conversation to the provider's prompt cache
+        (``prompt_cache_key``: the same for each turn of a thread). Raises ``TurnError``.
         """
         if chain is None:
             if model is None:
@@ -126,5 +128,6 @@ class Engine:
             budget=budget,
             secrets=self.models.secrets,
             tracing=self.tracing,
+            cache_key=cache_key,
         )
         return await run_turn(turn)

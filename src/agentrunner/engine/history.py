@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from agentrunner.engine.messages import AssistantMessage, Message, ToolResult, UserMessage
 
-__all__ = ["CRASHED", "CUT_NOTE", "missing_results", "window"]
+__all__ = ["CRASHED", "CUT_NOTE", "missing_results", "stable_tail", "window"]
 
 CRASHED = "interrupted: the run stopped before this tool call finished (it was not run again)"
 # What a model reads where one of its turns was cut off, instead of the error that cut it: enough
@@ -32,6 +32,21 @@ def missing_results(history: Sequence[Message], reason: str = CRASHED) -> list[T
         else:
             return []
     return []
+
+
+def stable_tail(recent: Sequence[Message], last_seq: int, limit: int) -> list[Message]:
+    """The part of a thread's last ``limit`` messages (``recent``, oldest first, ``last_seq``
+    the thread's last sequence number) that is sent: all of a thread that fits, and of a longer
+    one the messages after a cut that moves in steps of half the limit — between half the
+    limit and the limit of them — not with every message. A window sliding on by a turn each
+    turn would change the start of every request and lose the provider's prompt cache each
+    time; this one keeps its start for many turns. (Sequence numbers are counted as
+    contiguous; a gap only moves where the steps fall.)"""
+    if last_seq <= limit:
+        return list(recent)
+    step = max(1, limit // 2)
+    cut = -(-(last_seq - limit) // step) * step  # the first step at or past the oldest allowed
+    return list(recent[-(last_seq - cut) :])
 
 
 def window(history: Sequence[Message]) -> list[Message]:

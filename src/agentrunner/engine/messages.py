@@ -7,6 +7,7 @@ the store can keep a thread's history and replay it to any provider.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +27,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "message_from_dict",
+    "prompt_cache_key",
 ]
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "stop_sequence", "error"]
@@ -207,7 +209,9 @@ class ToolDefinition:
 
 @dataclass(slots=True)
 class ModelRequest:
-    """One request to a model, provider-neutral."""
+    """One request to a model, provider-neutral. ``cache_key``: the same for every request of
+    one conversation (``prompt_cache_key``), so a provider that routes by it finds the prefix
+    the last request left in its prompt cache."""
 
     model: str
     system: str
@@ -217,6 +221,13 @@ class ModelRequest:
     output_schema: Mapping[str, Any] | None = None
     output_schema_name: str = "output"
     stream: bool = True
+    cache_key: str | None = None
+
+
+def prompt_cache_key(scope: str) -> str:
+    """The prompt-cache key of a conversation (a thread's id, or an agent's for runs on no
+    thread): a digest, so what goes to the provider is short and names nothing of ours."""
+    return "agentrunner-" + hashlib.blake2b(scope.encode(), digest_size=12).hexdigest()
 
 
 @dataclass(slots=True)

@@ -149,7 +149,9 @@ class ModelRegistry:
         if provider.kind == "anthropic":
             from agentrunner.engine.wire_anthropic import AnthropicWire
 
-            wire: Wire = AnthropicWire(provider.name)
+            wire: Wire = AnthropicWire(
+                provider.name, prompt_cache=provider.prompt_cache is not False
+            )
             headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
             if secret:
                 headers["x-api-key"] = secret
@@ -164,6 +166,10 @@ class ModelRegistry:
                 else "max_tokens",
                 native_structured_output=provider.structured_output == "native",
                 azure_api_version=provider.api_version,
+                # Only OpenAI is known to take the field; another server gets it when asked.
+                prompt_cache_key=provider.prompt_cache
+                if provider.prompt_cache is not None
+                else provider.name == "openai",
             )
             if secret:
                 headers["api-key" if azure else "authorization"] = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from agentrunner.config import PriceOverride
 from agentrunner.engine.messages import Usage
 
-__all__ = ["PriceBook", "Rates"]
+__all__ = ["CacheCost", "PriceBook", "Rates"]
 
 log = logging.getLogger("agentrunner.pricing")
 
@@ -62,6 +62,34 @@ class PriceBook:
                         return price
         self._warn(f"{provider}:{model}")
         return None
+
+    def cache_cost(
+        self, provider: str, model: str, read: int, written: int, requests: int = 1
+    ) -> CacheCost | None:
+        """What ``read`` tokens from the prompt cache and ``written`` to it cost over
+        ``requests`` requests, and what the same tokens would have cost as plain input; None
+        when the price is unknown. The tokens are shared out evenly over the requests, each
+        priced on its own, so a model priced by tier of input size is priced at the tier
+        requests of that size are in."""
+        count = max(requests, 1)
+
+        def priced(tokens: int, usage: Callable[[int], Usage]) -> int | None:
+            total = 0
+            share, more = divmod(tokens, count)  # ``more`` requests get one token more
+            for size, times in ((share, count - more), (share + 1, more)):
+                if size and times:
+                    micros = self.cost_micros(provider, model, usage(size))
+                    if micros is None:
+                        return None
+                    total += micros * times
+            return total
+
+        read_micros = priced(read, lambda n: Usage(input_tokens=n, cache_read_tokens=n))
+        write_micros = priced(written, lambda n: Usage(input_tokens=n, cache_write_tokens=n))
+        plain = priced(read + written, lambda n: Usage(input_tokens=n))
+        if read_micros is None or write_micros is None or plain is None:
+            return None
+        return CacheCost(read_micros, write_micros, plain)
 
     def rates(self, provider: str, model: str) -> Rates | None:
         """The most ``provider:model`` can charge per token, by tier (a cache write priced as
@@ -112,6 +140,21 @@ def _genai_price(provider_id: str, model: str, usage: Usage) -> int | None:
     except LookupError:
         return None
     return int((Decimal(result.total_price) * _MICROS).to_integral_value())
+
+
+@dataclass(frozen=True, slots=True)
+class CacheCost:
+    """Prompt-cache tokens priced, in micro-dollars: the reads, the writes, and the same tokens
+    as plain input (``saved`` is the difference: negative where writes cost more than reads
+    saved)."""
+
+    read_micros: int
+    write_micros: int
+    plain_micros: int
+
+    @property
+    def saved_micros(self) -> int:
+        return self.plain_micros - self.read_micros - self.write_micros
 
 
 Tiers = tuple[tuple[int, Decimal], ...]  # (from this many input tokens on, $ per Mtok)

@@ -163,6 +163,7 @@ class Turn:
     budget: ExternalBudget | None = None
     secrets: Secrets | None = None  # cut out of tool results: a tool may read a key
     tracing: Tracing | None = None  # telemetry on: each tool call is a span
+    cache_key: str | None = None  # the conversation's prompt-cache key (ModelRequest)
 
 
 async def run_turn(turn: Turn) -> TurnResult:
@@ -354,6 +355,7 @@ class _TurnRun:
             max_output_tokens=turn.limits.max_output_tokens,
             output_schema=turn.output_schema if native else None,
             stream=turn.stream,
+            cache_key=turn.cache_key,
         )
 
     async def build(self, entry: ChainEntry) -> ModelRequest:

@@ -3,6 +3,14 @@
 Thinking blocks keep their signatures and are replayed only to the provider that produced them
 (seed 001, same-provider reasoning replay); for any other provider they are dropped. Usage is
 normalized so ``input_tokens`` includes cache reads and writes.
+
+Prompt caching: Anthropic caches a prefix only up to a block marked ``cache_control``, at most
+four a request. With ``prompt_cache`` on (the default) they go on the last tool and the system
+prompt (the part every turn of an agent shares, cached even when what follows changes), and on
+the last block of the last two user turns: the new end of the conversation, written for the
+next request, and the end of the previous request, which that request wrote, read back here
+however many blocks came after it (Anthropic looks back only ~20 blocks from a breakpoint).
+The markers are not part of the cached prefix, so moving them breaks nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ class AnthropicWire:
 
     provider: str
     _: KW_ONLY
-    cache_system: bool = True
+    prompt_cache: bool = True
 
     def path(self, request: ModelRequest) -> str:
         return "/v1/messages"
@@ -77,15 +85,14 @@ class AnthropicWire:
             "messages": turns,
         }
         if request.system:
-            system: dict[str, Any] = {"type": "text", "text": request.system}
-            if self.cache_system:
-                system["cache_control"] = {"type": "ephemeral"}
-            body["system"] = [system]
+            body["system"] = [{"type": "text", "text": request.system}]
         if request.tools:
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
                 for t in request.tools
             ]
+        if self.prompt_cache:
+            _mark_breakpoints(body)
         if request.output_schema is not None:
             body["output_config"] = {
                 "format": {"type": "json_schema", "schema": dict(request.output_schema)}
@@ -140,6 +147,23 @@ class AnthropicWire:
             fold.end()
         elif kind == "error":
             raise stream_error(self.provider, payload)
+
+
+def _mark_breakpoints(body: dict[str, Any]) -> None:
+    """``cache_control`` on the last tool, the system prompt and the last block of the last two
+    user turns: four at most, Anthropic's limit. The blocks are this request's own dicts."""
+    marked = [body["tools"][-1]] if body.get("tools") else []
+    if body.get("system"):
+        marked.append(body["system"][-1])
+    ends = 0
+    for turn in reversed(body["messages"]):
+        if turn["role"] == "user" and turn["content"]:
+            marked.append(turn["content"][-1])
+            ends += 1
+            if ends == 2:
+                break
+    for block in marked:
+        block["cache_control"] = {"type": "ephemeral"}
 
 
 def _fold_block(index: int, block: Mapping[str, Any], fold: ResponseFold) -> None:

@@ -2,7 +2,12 @@
 
 Serves OpenAI and every compatible server (Ollama, vLLM, llama.cpp, LM Studio, OpenRouter,
 Groq, DeepSeek, Gemini's compatible endpoint, Azure): differences are the URL shape, the
-auth header and the name of the output-token limit, all chosen by ``OpenAIWire``'s options.
+auth header, the name of the output-token limit and whether ``prompt_cache_key`` is sent, all
+chosen by ``OpenAIWire``'s options.
+
+OpenAI caches prompt prefixes by itself (from 1,024 tokens, in 128-token steps); what makes it
+pay is a request that starts as the last one did, which the turn and the runner keep so, and
+``prompt_cache_key``: one per conversation, so its requests are routed to where its prefix is.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class OpenAIWire:
     max_tokens_field: str = "max_tokens"
     native_structured_output: bool = True
     azure_api_version: str | None = None
+    prompt_cache_key: bool = False  # send the request's cache_key (OpenAI knows the field)
 
     def path(self, request: ModelRequest) -> str:
         if self.azure_api_version:
@@ -93,6 +99,8 @@ class OpenAIWire:
                     "strict": is_strict_schema(schema),
                 },
             }
+        if self.prompt_cache_key and request.cache_key:
+            body["prompt_cache_key"] = request.cache_key
         body["stream"] = request.stream
         if request.stream:
             body["stream_options"] = {"include_usage": True}

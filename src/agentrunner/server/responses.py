@@ -257,8 +257,10 @@ class CostRow(BaseModel):
     model: str
     day: str
     requests: int
-    input_tokens: int
+    input_tokens: int = Field(description="prompt-cache reads and writes included")
     output_tokens: int
+    cache_read_tokens: int = Field(description="input tokens read from the prompt cache")
+    cache_write_tokens: int = Field(description="input tokens written to the prompt cache")
     cost_micros: int
     unknown: int = Field(description="requests whose price was unknown (not in cost_micros)")
     cost_usd: float

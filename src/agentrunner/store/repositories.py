@@ -407,7 +407,8 @@ class Costs(Repository):
 
     async def summary(self, *, since: str, agent_id: str | None = None) -> list[dict[str, Any]]:
         """The cost rows from the UTC day ``since`` (YYYY-MM-DD) on, summed per day, agent and
-        model (newest day first): ``requests``, ``input_tokens``, ``output_tokens``,
+        model (newest day first): ``requests``, ``input_tokens`` (prompt-cache reads and writes
+        included), ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``,
         ``cost_micros`` (requests of unknown price count as nothing) and ``unknown`` (how many
         those were); one agent's with ``agent_id``."""
         return await self.db.fetch_all(

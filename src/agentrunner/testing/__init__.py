@@ -7,5 +7,14 @@ from agentrunner.testing.mock_provider import (
     RecordedRequest,
     Reply,
 )
+from agentrunner.testing.prompt_cache import CacheBill, PromptCacheModel
 
-__all__ = ["Fault", "MockProvider", "MockProviderServer", "RecordedRequest", "Reply"]
+__all__ = [
+    "CacheBill",
+    "Fault",
+    "MockProvider",
+    "MockProviderServer",
+    "PromptCacheModel",
+    "RecordedRequest",
+    "Reply",
+]

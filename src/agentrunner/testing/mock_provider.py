@@ -8,7 +8,10 @@ connection dropped mid-stream, malformed tool-call JSON, and an error event mid-
 call without a result, and stops a reply at the request's output cap (``max_tokens`` /
 ``max_completion_tokens``: the text cut, ``length`` as the finish reason). With an empty queue it
 plays a simple agent: it calls the first offered tool once, then answers with text. With
-``count_input_tokens`` (or a reply's ``input_tokens=None``) it bills the request's real size.
+``count_input_tokens`` (or a reply's ``input_tokens=None``) it bills the request's real size;
+with ``prompt_cache`` (a ``PromptCacheModel``, off by default) it bills every request as the
+provider's prompt cache would, reads and writes included. Like Anthropic's API it refuses
+(400) a request with more than four ``cache_control`` breakpoints.
 
     server = MockProviderServer().start()
     server.mock.queue(Reply(tool_calls=[("get_weather", {"city": "Paris"})]), Reply(text="Sunny"))
@@ -37,6 +40,7 @@ from agentrunner.testing.mock_responses import (
     openai_stream,
     output_tokens,
 )
+from agentrunner.testing.prompt_cache import PromptCacheModel, too_many_breakpoints
 
 __all__ = ["Fault", "MockProvider", "MockProviderServer", "RecordedRequest", "Reply", "main"]
 
@@ -121,8 +125,11 @@ class RecordedRequest:
 class MockProvider:
     """The ASGI app. Thread-safe to script from a test while the server runs."""
 
-    def __init__(self, *, count_input_tokens: bool = False) -> None:
+    def __init__(
+        self, *, count_input_tokens: bool = False, prompt_cache: PromptCacheModel | None = None
+    ) -> None:
         self.count_input_tokens = count_input_tokens
+        self.prompt_cache = prompt_cache
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque()
         self._by_model: dict[str, deque[Reply]] = {}
@@ -138,6 +145,7 @@ class MockProvider:
     def reset(self) -> None:
         with self._lock:
             self.count_input_tokens = False
+            self.prompt_cache = None
             self._queue.clear()
             self._by_model.clear()
             self.requests.clear()
@@ -150,6 +158,22 @@ class MockProvider:
             if self._queue:
                 return _billed(self._queue.popleft(), body, False)
         return _billed(_auto_reply(body, flavor), body, self.count_input_tokens)
+
+    def _cached(self, reply: Reply, body: dict[str, Any], flavor: str) -> Reply:
+        """``reply`` billed by the prompt-cache model: OpenAI counts cached tokens in its
+        input, Anthropic's input is what was neither read nor written."""
+        with self._lock:
+            cache = self.prompt_cache
+            if cache is None:
+                return reply
+            bill = cache.bill(flavor, body)
+        fresh = bill.tokens if flavor == "openai" else bill.tokens - bill.read - bill.written
+        return replace(
+            reply,
+            input_tokens=fresh,
+            cache_read_tokens=bill.read,
+            cache_write_tokens=bill.written,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -182,7 +206,9 @@ class MockProvider:
                 send, 404, {"error": {"type": "not_found_error", "message": f"no route {path}"}}
             )
             return
-        problem = _dangling_tool_call(body, flavor)
+        problem = _dangling_tool_call(body, flavor) or (
+            too_many_breakpoints(body) if flavor == "anthropic" else None
+        )
         if problem:
             await _send_json(send, 400, _error_body(flavor, "invalid_request_error", problem))
             return
@@ -196,6 +222,8 @@ class MockProvider:
         if fault is not None and fault.kind == "status":
             await _send_fault(send, fault, flavor)
             return
+        if self.prompt_cache is not None:
+            reply = self._cached(reply, body, flavor)
         rid = next(self._ids)
         if body.get("stream"):
             events = (
@@ -466,8 +494,16 @@ def main() -> None:
         action="store_true",
         help="Bill each request's real size (about a token per 4 bytes), as a provider does.",
     )
+    parser.add_argument(
+        "--prompt-cache",
+        action="store_true",
+        help="Bill as each provider's prompt cache would (cached tokens read and written).",
+    )
     args = parser.parse_args()
-    mock = MockProvider(count_input_tokens=args.count_input_tokens)
+    mock = MockProvider(
+        count_input_tokens=args.count_input_tokens,
+        prompt_cache=PromptCacheModel() if args.prompt_cache else None,
+    )
     mock.record = False
     uvicorn.run(
         mock,

@@ -243,6 +243,8 @@ DELETE FROM budget_holds WHERE day = :day AND agent_id = :agent_id AND id = :id;
 SELECT agent_id, model, day, COUNT(*) AS requests,
        CAST(SUM(input_tokens) AS BIGINT) AS input_tokens,
        CAST(SUM(output_tokens) AS BIGINT) AS output_tokens,
+       CAST(SUM(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
+       CAST(SUM(cache_write_tokens) AS BIGINT) AS cache_write_tokens,
        CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) AS cost_micros,
        SUM(CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END) AS unknown
 FROM costs
