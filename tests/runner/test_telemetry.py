@@ -29,6 +29,7 @@ from agentrunner import AgentRunner, AgentRunnerCallbacks, RunAgentOverrides, To
 from agentrunner.compose import open_task_runner, open_workspace
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.idempotency import IdempotencyKey
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
 from tests.runner.test_cli_run import cli
@@ -705,6 +706,52 @@ def test_a_post_its_wait_and_the_runs_it_queued_are_one_trace(
         assert (run.end_time or 0) <= (wait.end_time or 0)  # it waited for the reply
         code, out, _ = cli(capsys, "runs", "show", run_id)  # the run keeps the post's trace
         assert code == 0 and f"trace {format(post.context.trace_id, '032x')}" in out
+
+
+async def test_an_enqueue_refused_or_repeated_says_so(
+    agent: Agent, project: Path, spans: InMemorySpanExporter
+) -> None:
+    """Past an agent's bound the ``enqueue`` fails with ``queue_full`` and nothing is queued;
+    a repeat of an idempotent request queued nothing either, and says so."""
+    telemetry(project, "enabled = true")
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write("\n[workers]\nmax_queue = 1\n")
+    channel(project, "ops", "clerk", "ada")
+    agent("clerk")
+    workspace = await open_workspace(project)
+    try:
+        key = IdempotencyKey.of("POST /threads/desk/runs", "k1", {"message": "hi"})
+        first = await workspace.runs.queue("clerk", "desk", "hi", idempotency=key)
+        again = await workspace.runs.queue("clerk", "desk", "hi", idempotency=key)
+        ops = await workspace.channels.channel("ops")
+        with pytest.raises(AgentRunnerError) as full:
+            await workspace.channels.post(ops, "ada", "one more")
+        assert full.value.code is ErrorCode.QUEUE_FULL
+        assert await workspace.runner.store.mailbox.queued("clerk", 10) == 1
+    finally:
+        await workspace.close()
+    assert again.repeated and again.run_id == first.run_id
+    queued, repeated, refused = named(spans.get_finished_spans(), "enqueue")
+    assert attrs(queued) == {
+        "agentrunner.queue.destination": "clerk",
+        "agentrunner.queue.agents": ("clerk",),
+        "agentrunner.queue.run_ids": (first.run_id,),
+        "gen_ai.agent.id": "clerk",
+    }
+    assert attrs(repeated) == {
+        "agentrunner.queue.destination": "clerk",
+        "agentrunner.queue.agents": ("clerk",),
+        "agentrunner.queue.run_ids": (first.run_id,),  # the first request's
+        "gen_ai.agent.id": "clerk",
+        "agentrunner.queue.repeated": True,
+    }
+    assert attrs(refused) == {
+        "agentrunner.queue.destination": "#ops",
+        "error.type": "queue_full",
+    }
+    assert refused.status.status_code is StatusCode.ERROR
+    assert queued.status.status_code is StatusCode.UNSET
+    assert len({s.context.trace_id for s in (queued, repeated, refused)}) == 3
 
 
 def test_telemetry_off_a_post_and_the_runs_it_queued_make_no_spans(
