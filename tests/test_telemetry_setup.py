@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +58,8 @@ def project(tmp_path: Path) -> Path:
 
 
 class Receiver(ThreadingHTTPServer):
-    """An OTLP/HTTP endpoint: what it was sent, by path, with the headers."""
+    """An OTLP/HTTP endpoint: what it was sent, by path, with the headers; serving while in
+    a ``with`` block."""
 
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -66,6 +68,24 @@ class Receiver(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def spans(self) -> list[Span]:
+        """Every span it was sent, decoded."""
+        return [
+            span
+            for _, _, body in self.received
+            for resource in ExportTraceServiceRequest.FromString(body).resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
+
+    def __enter__(self) -> Receiver:
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+        self.server_close()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -85,12 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with Receiver() as server:
+        yield server
 
 
 def test_telemetry_off_imports_nothing_of_opentelemetry(project: Path) -> None:
@@ -119,7 +135,7 @@ def test_telemetry_on_exports_the_run_over_otlp_http(project: Path, receiver: Re
     (resource,) = export.resource_spans
     service = {a.key: a.value.string_value for a in resource.resource.attributes}
     assert service["service.name"] == "desk-agents"
-    spans = [span for scope in resource.scope_spans for span in scope.spans]
+    spans = receiver.spans()
     assert {scope.scope.name for scope in resource.scope_spans} == {"agentrunner"}
     assert sorted(span.name for span in spans) == [
         "build_prompt",
@@ -127,6 +143,7 @@ def test_telemetry_on_exports_the_run_over_otlp_http(project: Path, receiver: Re
         "chat test",  # the title's
         "invoke_agent clerk",
         "post_run title",
+        "resolve_agent",
         "thread_lock",
     ]
     (run_span,) = (span for span in spans if span.name == "invoke_agent clerk")
@@ -137,6 +154,7 @@ def test_telemetry_on_exports_the_run_over_otlp_http(project: Path, receiver: Re
     )
     assert [s.name for s in under_run] == [
         "thread_lock",
+        "resolve_agent",
         "build_prompt",
         "chat test",
         "post_run title",

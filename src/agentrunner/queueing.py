@@ -43,19 +43,23 @@ async def queue_runs(
     with_ops: Sequence[Op] = (),
     max_queue: int | None = None,
     idempotency: IdempotencyKey | None = None,
+    trace_context: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | None:
     """Queue ``runs`` with ``with_ops`` in one transaction (``Mailbox.enqueue``) and wake the
     workers. With ``max_queue``, ``queue_full`` (with ``details["retry_after_s"]``) when one
     of their agents already has that many queued, and nothing is written. ``None`` once
     queued; with ``idempotency``, recorded as answered by ``result``, and the first request's
-    result instead when a concurrent one with the key was queued first."""
+    result instead when a concurrent one with the key was queued first. ``trace_context``
+    (telemetry on) is kept with the runs, for their workers to continue."""
     if max_queue is not None:
         await _ensure_room(store, (run.agent_id for run in runs), max_queue)
     return await commit_once(
         store,
         idempotency,
         result,
-        lambda record: store.mailbox.enqueue(runs, with_ops=[*with_ops, *record]),
+        lambda record: store.mailbox.enqueue(
+            runs, with_ops=[*with_ops, *record], trace_context=trace_context
+        ),
     )
 
 
@@ -91,7 +95,24 @@ class RunQueue:
         in the run's transaction; an existing thread must be its own) and wake the workers.
         Raises ``validation`` for a bad id, message or input, ``thread_not_found`` for another
         agent's thread, ``queue_full`` past the bound; a repeat of ``idempotency`` returns the
-        first run."""
+        first run. With telemetry on, an ``enqueue`` span whose trace the run keeps."""
+        tracing = self.runner.engine.tracing
+        if tracing is None:
+            return await self._queue(agent_id, thread_id, message, input, idempotency, None)
+        with tracing.enqueue(agent_id) as (span, carrier):
+            queued = await self._queue(agent_id, thread_id, message, input, idempotency, carrier)
+            tracing.enqueued(span, [agent_id], [queued.run_id], repeated=queued.repeated)
+            return queued
+
+    async def _queue(
+        self,
+        agent_id: str,
+        thread_id: str,
+        message: str,
+        input: Mapping[str, Any] | None,
+        idempotency: IdempotencyKey | None,
+        trace_context: Mapping[str, str] | None,
+    ) -> QueuedRun:
         check_id(thread_id, "thread_id")
         check_text(message, "message")
         values = check_input(input)
@@ -118,6 +139,7 @@ class RunQueue:
             with_ops=opens,
             max_queue=self.max_queue,
             idempotency=idempotency,
+            trace_context=trace_context,
         )
         if first is not None:
             return QueuedRun(first["run_id"], first["thread_id"], repeated=True)

@@ -353,7 +353,7 @@ class AgentRunner:
         agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
         callbacks, overrides, abort = request.callbacks, request.overrides, request.abort
         input, parent, claimed_run_id = request.input, request.parent, request.claimed_run_id
-        agent = self.agents.runnable(agent_id)  # 2. agent config (agent_disabled: not run)
+        agent = self._agent(agent_id)  # 2. agent config (agent_disabled: not run)
         thread: Thread | None = None
         recent: list[Message] = []
         last_seq = 0
@@ -641,6 +641,15 @@ class AgentRunner:
             error_code=str(error.code) if error else None,
             error_message=error.message if error else None,
         )
+
+    def _agent(self, agent_id: str) -> AgentSpec:
+        """The agent as its file is now (read again if it changed since; refused if it may
+        not run): with telemetry on, a ``resolve_agent`` span."""
+        tracing = self.engine.tracing
+        if tracing is None:
+            return self.agents.runnable(agent_id)
+        with tracing.step("resolve_agent", agent_id=agent_id):
+            return self.agents.runnable(agent_id)
 
     def _trace_op(self, run_id: str, trace_id: str | None) -> list[Any]:
         return [] if trace_id is None else [self.store.runs.trace_op(run_id, trace_id)]

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from typing import TYPE_CHECKING
 
 from agentrunner.engine.abort import AbortSignal
@@ -92,7 +93,7 @@ class Worker:
             while not self._stopping.is_set():
                 try:
                     if len(self._inflight) < self.concurrency:
-                        claimed = await self.store.mailbox.claim(self.id, self.lease_s)
+                        claimed = await self._claim()
                         if claimed is not None:
                             self._start(claimed)
                             delay = 0.01
@@ -130,6 +131,25 @@ class Worker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
+    async def _claim(self) -> ClaimedRun | None:
+        tracing = self.runner.engine.tracing
+        if tracing is None:
+            return await self.store.mailbox.claim(self.id, self.lease_s)
+        asked = time.time_ns()
+        claimed = await self.store.mailbox.claim(self.id, self.lease_s)
+        if claimed is not None:  # a span per run claimed, none for each empty look
+            tracing.claimed(
+                run_id=claimed.id,
+                agent_id=claimed.agent_id,
+                attempt=claimed.attempts,
+                worker_id=self.id,
+                queued_at=claimed.queued_at,
+                claimed_at=claimed.claimed_at,
+                trace_context=claimed.trace_context,
+                asked_ns=asked,
+            )
+        return claimed
+
     def _start(self, claimed: ClaimedRun) -> None:
         abort = AbortSignal()
         task = asyncio.ensure_future(self._serve(claimed, abort))
@@ -137,18 +157,12 @@ class Worker:
 
     async def _serve(self, claimed: ClaimedRun, abort: AbortSignal) -> None:
         try:
-            kind = claimed.request.get("kind")
-            if kind == "channel":
-                await self.channels.serve(claimed, abort=abort)
-            else:
-                await self.runner.run_agent(
-                    claimed.agent_id,
-                    claimed.thread_id or f"{claimed.agent_id}-queue",
-                    str(claimed.request.get("message", "")),
-                    abort=abort,
-                    input=dict(claimed.request.get("input") or {}),
-                    run_id=claimed.id,
-                )
+            tracing = self.runner.engine.tracing
+            if tracing is None:
+                await self._run(claimed, abort)
+            else:  # in the trace it was queued in, from whichever process queued it
+                with tracing.continued(claimed.trace_context):
+                    await self._run(claimed, abort)
         except AgentRunnerError as exc:  # recorded on the run by the runner, once it started
             log.info("run %s failed: %s: %s", claimed.id, exc.code, exc.message)
             await self._settle_unstarted(claimed.id, exc)
@@ -161,6 +175,19 @@ class Worker:
             self.served += 1
             self._inflight.pop(claimed.id, None)
             self._wake.set()  # a slot is free, and this agent's next run may be claimable
+
+    async def _run(self, claimed: ClaimedRun, abort: AbortSignal) -> None:
+        if claimed.request.get("kind") == "channel":
+            await self.channels.serve(claimed, abort=abort)
+        else:
+            await self.runner.run_agent(
+                claimed.agent_id,
+                claimed.thread_id or f"{claimed.agent_id}-queue",
+                str(claimed.request.get("message", "")),
+                abort=abort,
+                input=dict(claimed.request.get("input") or {}),
+                run_id=claimed.id,
+            )
 
     async def _settle_unstarted(self, run_id: str, exc: AgentRunnerError) -> None:
         """A run that failed before the runner took it over (its agent's file gone or broken

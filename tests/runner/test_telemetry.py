@@ -7,27 +7,37 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dirty_equals
+import httpx2
 import orjson
 import pytest
 from opentelemetry import trace
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 
 from agentrunner import AgentRunner, AgentRunnerCallbacks, RunAgentOverrides, Tool, ToolContext
 from agentrunner.compose import open_task_runner, open_workspace
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.idempotency import IdempotencyKey
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
 from tests.runner.test_cli_run import cli
 from tests.runner.test_delegation import org
+from tests.server.conftest import ServerThread
+from tests.server.test_http import AUTH
+from tests.test_telemetry_setup import Receiver
+from tests.workspace.test_workers import start_worker, stop
 
 
 @pytest.fixture(scope="session")
@@ -54,17 +64,50 @@ def telemetry(project: Path, *lines: str) -> None:
         toml.write("\n[telemetry]\n" + "".join(line + "\n" for line in lines))
 
 
-def tree(spans: Sequence[ReadableSpan]) -> str:
-    """The spans as an indented outline, children in the order they started."""
-    children: dict[int | None, list[ReadableSpan]] = defaultdict(list)
-    for span in sorted(spans, key=lambda s: s.start_time or 0):
-        children[span.parent.span_id if span.parent else None].append(span)
+@dataclass(frozen=True)
+class Node:
+    """A span as the outline needs it, from this process's exporter or another's OTLP."""
+
+    name: str
+    span_id: int
+    parent_id: int | None
+    trace_id: int
+    start: int
+
+    @classmethod
+    def of(cls, span: ReadableSpan | Span) -> Node:
+        if isinstance(span, Span):  # OTLP's protobuf
+            parent = int.from_bytes(span.parent_span_id) if span.parent_span_id else None
+            return cls(
+                span.name,
+                int.from_bytes(span.span_id),
+                parent,
+                int.from_bytes(span.trace_id),
+                span.start_time_unix_nano,
+            )
+        return cls(
+            span.name,
+            span.context.span_id,
+            span.parent.span_id if span.parent else None,
+            span.context.trace_id,
+            span.start_time or 0,
+        )
+
+
+def tree(spans: Sequence[ReadableSpan | Span]) -> str:
+    """The spans as an indented outline, children in the order they started; a span whose
+    parent is not among them (none, or a remote caller's) is a root."""
+    nodes = [Node.of(span) for span in spans]
+    ids = {node.span_id for node in nodes}
+    children: dict[int | None, list[Node]] = defaultdict(list)
+    for node in sorted(nodes, key=lambda n: n.start):
+        children[node.parent_id if node.parent_id in ids else None].append(node)
     lines: list[str] = []
 
     def walk(parent: int | None, depth: int) -> None:
-        for span in children[parent]:
-            lines.append("  " * depth + span.name)
-            walk(span.context.span_id, depth + 1)
+        for node in children[parent]:
+            lines.append("  " * depth + node.name)
+            walk(node.span_id, depth + 1)
 
     walk(None, 0)
     return "\n".join(lines)
@@ -112,6 +155,7 @@ async def test_a_run_with_a_tool_and_a_fallback_is_one_span_tree(
     assert tree(got) == (
         "invoke_agent clerk\n"
         "  thread_lock\n"
+        "  resolve_agent\n"
         "  build_prompt\n"
         "  chat gpt-down\n"
         "  chat claude-mock\n"
@@ -209,7 +253,7 @@ async def test_a_failed_run_names_its_error_code(
 
     got = await finished(runner, spans)
     assert tree(got) == (  # a failed run gets no title
-        "invoke_agent clerk\n  thread_lock\n  build_prompt\n  chat gpt-mock"
+        "invoke_agent clerk\n  thread_lock\n  resolve_agent\n  build_prompt\n  chat gpt-mock"
     )
     run, chat = named(got, "invoke_agent")[0], named(got, "chat")[0]
     for span in (run, chat):
@@ -340,16 +384,19 @@ async def test_a_delegation_two_levels_deep_nests_under_the_calling_tool(
     assert tree(got) == (
         "invoke_agent ceo\n"
         "  thread_lock\n"
+        "  resolve_agent\n"
         "  build_prompt\n"
         "  chat gpt-mock\n"
         "  execute_tool delegate\n"
         "    invoke_agent cto\n"
         "      thread_lock\n"
+        "      resolve_agent\n"
         "      build_prompt\n"
         "      chat gpt-mock\n"
         "      execute_tool delegate\n"
         "        invoke_agent engineer\n"
         "          thread_lock\n"
+        "          resolve_agent\n"
         "          build_prompt\n"
         "          chat gpt-mock\n"
         "          post_run title\n"
@@ -407,7 +454,10 @@ async def test_a_run_stopped_mid_reply_is_cancelled_on_both_spans(
             await tasks[0]
 
     got = await finished(runner, spans)
-    assert tree(got) == "invoke_agent talker\n  thread_lock\n  build_prompt\n  chat gpt-mock"
+    assert (
+        tree(got)
+        == "invoke_agent talker\n  thread_lock\n  resolve_agent\n  build_prompt\n  chat gpt-mock"
+    )
     for span in named(got, "invoke_agent") + named(got, "chat"):
         assert attrs(span)["error.type"] == "cancelled"
         assert span.status.status_code is StatusCode.ERROR
@@ -504,7 +554,8 @@ async def test_a_tool_that_crashes_fails_its_span_and_the_run_with_no_key_in_the
 
     got = await finished(runner, spans)
     assert tree(got) == (
-        "invoke_agent clerk\n  thread_lock\n  build_prompt\n  chat gpt-mock\n  execute_tool vault"
+        "invoke_agent clerk\n  thread_lock\n  resolve_agent\n  build_prompt\n  chat gpt-mock\n"
+        "  execute_tool vault"
     )
     (run,), (crashed,) = named(got, "invoke_agent"), named(got, "execute_tool")
     for span in (run, crashed):
@@ -564,7 +615,7 @@ async def test_a_task_is_a_span_with_its_cache_lookup_and_its_run(
     ]
     got = spans.get_finished_spans()
     task = "execute_task cfo\n  cache_lookup\n"
-    run = "  invoke_agent cfo\n    build_prompt\n    chat gpt-mock\n"
+    run = "  invoke_agent cfo\n    resolve_agent\n    build_prompt\n    chat gpt-mock\n"
     assert tree(got) == (task + run + task + task + run + task + run).rstrip("\n")
     lookups = [attrs(s)["agentrunner.cache.hit"] for s in got if s.name == "cache_lookup"]
     assert lookups == [False, True, False, False]
@@ -578,3 +629,299 @@ async def test_a_task_is_a_span_with_its_cache_lookup_and_its_run(
         "agentrunner.model": "mockai:gpt-mock",
         "agentrunner.cache.hit": False,
     }
+
+
+def channel(project: Path, name: str, *members: str) -> None:
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write(f"\n[channels.{name}]\nmembers = {list(members)!r}\n".replace("'", '"'))
+
+
+def test_a_post_its_wait_and_the_runs_it_queued_are_one_trace(
+    agent: Agent,
+    mock: MockProvider,
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    spans: InMemorySpanExporter,
+) -> None:
+    """``post`` with no worker alive serves the replies itself: the post is an ``enqueue``
+    span holding the command's wait, the claim of each run it queued (with the time the run
+    was queued) and the run; the agent's reply, posted for it, is a post of its own. Two
+    posts, two traces."""
+    telemetry(project, "enabled = true")
+    channel(project, "ops", "clerk", "ada")
+    agent("clerk")
+    mock.queue(Reply(text="On it."), Reply(text="Done already."))
+    for text in ("Ship the release", "And the notes?"):
+        code, _, err = cli(capsys, "post", "ops", text, "--as", "ada")
+        assert code == 0, err
+    got = spans.get_finished_spans()
+
+    one = (
+        "enqueue #ops\n"
+        "  wait #ops\n"
+        "  claim clerk\n"
+        "  invoke_agent clerk\n"
+        "    thread_lock\n"
+        "    resolve_agent\n"
+        "    build_prompt\n"
+        "    chat gpt-mock\n"
+        "    post_run title\n"
+        "      chat test\n"
+        "  enqueue #ops"  # the reply, posted for it: heard by nobody but ada
+    )
+    assert tree(got) == one + "\n" + one.replace("    post_run title\n      chat test\n", "")
+    posts = [s for s in named(got, "enqueue") if s.parent is None]
+    assert len({s.context.trace_id for s in posts}) == 2  # two posts, two traces
+    for post in posts:
+        mine = [s for s in got if s.context.trace_id == post.context.trace_id]
+        (claim,) = named(mine, "claim")
+        (run,) = named(mine, "invoke_agent")
+        (wait,) = named(mine, "wait")
+        reply = next(s for s in named(mine, "enqueue") if s is not post)
+        for child in (claim, run, wait, reply):
+            assert child.parent is not None and child.parent.span_id == post.context.span_id
+        run_id = attrs(run)["agentrunner.run.id"]
+        assert post.kind is SpanKind.PRODUCER and claim.kind is SpanKind.CONSUMER
+        assert attrs(post) == {
+            "agentrunner.queue.destination": "#ops",
+            "agentrunner.queue.agents": ("clerk",),
+            "agentrunner.queue.run_ids": (run_id,),
+            "gen_ai.agent.id": "clerk",
+        }
+        assert attrs(reply)["agentrunner.queue.run_ids"] == ()  # ada is a person: no runs
+        waited = attrs(claim).pop("agentrunner.queue.wait_s")
+        assert waited >= 0
+        assert attrs(claim) | {"agentrunner.queue.wait_s": waited} == {
+            "gen_ai.agent.id": "clerk",
+            "agentrunner.run.id": run_id,
+            "agentrunner.attempt": 1,
+            "agentrunner.worker.id": dirty_equals.IsStr(regex=rf".+:{os.getpid()}"),
+            "agentrunner.queue.wait_s": waited,
+        }
+        assert attrs(wait) == {
+            "agentrunner.queue.destination": "#ops",
+            "agentrunner.queue.run_ids": (run_id,),
+        }
+        assert (wait.start_time or 0) <= (run.start_time or 0)
+        assert (run.end_time or 0) <= (wait.end_time or 0)  # it waited for the reply
+        code, out, _ = cli(capsys, "runs", "show", run_id)  # the run keeps the post's trace
+        assert code == 0 and f"trace {format(post.context.trace_id, '032x')}" in out
+
+
+async def test_an_enqueue_refused_or_repeated_says_so(
+    agent: Agent, project: Path, spans: InMemorySpanExporter
+) -> None:
+    """Past an agent's bound the ``enqueue`` fails with ``queue_full`` and nothing is queued;
+    a repeat of an idempotent request queued nothing either, and says so."""
+    telemetry(project, "enabled = true")
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write("\n[workers]\nmax_queue = 1\n")
+    channel(project, "ops", "clerk", "ada")
+    agent("clerk")
+    workspace = await open_workspace(project)
+    try:
+        key = IdempotencyKey.of("POST /threads/desk/runs", "k1", {"message": "hi"})
+        first = await workspace.runs.queue("clerk", "desk", "hi", idempotency=key)
+        again = await workspace.runs.queue("clerk", "desk", "hi", idempotency=key)
+        ops = await workspace.channels.channel("ops")
+        with pytest.raises(AgentRunnerError) as full:
+            await workspace.channels.post(ops, "ada", "one more")
+        assert full.value.code is ErrorCode.QUEUE_FULL
+        assert await workspace.runner.store.mailbox.queued("clerk", 10) == 1
+    finally:
+        await workspace.close()
+    assert again.repeated and again.run_id == first.run_id
+    queued, repeated, refused = named(spans.get_finished_spans(), "enqueue")
+    assert attrs(queued) == {
+        "agentrunner.queue.destination": "clerk",
+        "agentrunner.queue.agents": ("clerk",),
+        "agentrunner.queue.run_ids": (first.run_id,),
+        "gen_ai.agent.id": "clerk",
+    }
+    assert attrs(repeated) == {
+        "agentrunner.queue.destination": "clerk",
+        "agentrunner.queue.agents": ("clerk",),
+        "agentrunner.queue.run_ids": (first.run_id,),  # the first request's
+        "gen_ai.agent.id": "clerk",
+        "agentrunner.queue.repeated": True,
+    }
+    assert attrs(refused) == {
+        "agentrunner.queue.destination": "#ops",
+        "error.type": "queue_full",
+    }
+    assert refused.status.status_code is StatusCode.ERROR
+    assert queued.status.status_code is StatusCode.UNSET
+    assert len({s.context.trace_id for s in (queued, repeated, refused)}) == 3
+
+
+def test_telemetry_off_a_post_and_the_runs_it_queued_make_no_spans(
+    agent: Agent,
+    mock: MockProvider,
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    spans: InMemorySpanExporter,
+) -> None:
+    channel(project, "ops", "clerk", "ada")
+    agent("clerk")
+    mock.queue(Reply(text="On it."))
+    code, out, err = cli(capsys, "post", "ops", "Ship the release", "--as", "ada")
+    assert code == 0, err
+    assert "On it." in out  # queued, claimed, run and answered here
+    assert spans.get_finished_spans() == ()
+
+
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+THREAD_CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+def test_a_post_served_by_a_worker_in_another_process_is_one_trace(
+    agent: Agent, mock: MockProvider, project: Path, spans: InMemorySpanExporter
+) -> None:
+    """The HTTP API here, a worker in a process of its own (exporting over OTLP/HTTP): the
+    worker continues the trace each run was queued in, the runs it delegates to nested in it;
+    a request's ``traceparent`` is continued, a malformed one ignored (a new trace)."""
+    from agentrunner.server import create_app
+
+    with Receiver() as receiver:
+        telemetry(project, "enabled = true", f'endpoint = "{receiver.url}"')
+        channel(project, "board", "ceo", "ada")
+        org(agent)
+        mock.queue(
+            Reply(tool_calls=[("delegate", {"agent": "cto", "task": "Pick a database"})]),
+            Reply(text="Postgres."),  # the cto, for the ceo
+            Reply(text="We use Postgres."),
+            Reply(text="Any office will do."),
+            Reply(text="Soup."),
+            Reply(text="Filed."),  # the run on a thread
+        )
+        api = ServerThread(create_app(project, token="secret-token", worker=False))
+        worker = start_worker(project)
+        try:
+            requests = [
+                (
+                    "Choose our stack",
+                    {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01", "tracestate": "k=v"},
+                ),
+                ("And the office?", {}),
+                ("Lunch?", {"traceparent": "00-not-a-trace-at-all-01"}),
+            ]
+            run_ids = []
+            for text, headers in requests:
+                posted = httpx2.post(
+                    f"{api.url}/channels/board/messages",
+                    headers={**AUTH, **headers},
+                    json={"text": text, "sender": "ada"},
+                )
+                assert posted.status_code == 201, posted.text  # a bad traceparent is no error
+                run_ids += posted.json()["run_ids"]
+            queued = httpx2.post(
+                f"{api.url}/threads/desk/runs",
+                headers={**AUTH, "traceparent": f"00-{THREAD_CALLER_TRACE}-{CALLER_SPAN}-01"},
+                json={"agent_id": "ceo", "message": "File it"},
+            )
+            assert queued.status_code == 202, queued.text
+            run_ids.append(queued.json()["run_id"])
+            stored = until_settled(api.url, run_ids)
+        finally:
+            assert stop(worker) == 0  # and its spans are sent as it exits
+            api.stop()
+        served = spans.get_finished_spans()
+        here = [s for s in served if s.instrumentation_scope.name == "agentrunner"]
+        there = receiver.spans()
+
+    assert [run["status"] for run in stored] == ["completed"] * 4
+    posts = [s for s in named(here, "enqueue") if s.name == "enqueue #board"]
+    assert len(posts) == 3 and not named(here, "invoke_agent")  # the runs ran elsewhere
+    first, second, third = posts
+    # the caller's trace, continued (by FastAPI's request span); without one, or with a
+    # malformed one, a trace each
+    assert format(first.context.trace_id, "032x") == CALLER_TRACE
+    assert format(caller(first, served), "016x") == CALLER_SPAN
+    (request,) = (s for s in served if s.kind is SpanKind.SERVER and same_trace(s, first))
+    assert request.name == "POST /channels/{name}/messages"  # FastAPI's: the post is in it
+    assert caller(second, served) is None and caller(third, served) is None
+    assert len({s.context.trace_id for s in posts} | {int(CALLER_TRACE, 16)}) == 3
+    (thread_run,) = named(here, "enqueue ceo")
+    assert format(thread_run.context.trace_id, "032x") == THREAD_CALLER_TRACE
+    assert format(caller(thread_run, served), "016x") == CALLER_SPAN
+    # each stored run keeps the trace it was queued in
+    traces = [format(s.context.trace_id, "032x") for s in [*posts, thread_run]]
+    assert [run["trace_id"] for run in stored] == traces
+
+    # the worker's spans: each under the span its run was queued in, in the other process
+    assert {s.trace_id.hex() for s in there} == set(traces)
+    delegating = (
+        "  claim ceo\n"
+        "  invoke_agent ceo\n"
+        "    thread_lock\n"
+        "    resolve_agent\n"
+        "    build_prompt\n"
+        "    chat gpt-mock\n"
+        "    execute_tool delegate\n"
+        "      invoke_agent cto\n"
+        "        thread_lock\n"
+        "        resolve_agent\n"
+        "        build_prompt\n"
+        "        chat gpt-mock\n"
+        "        post_run title\n"
+        "          chat test\n"
+        "    chat gpt-mock\n"
+        "    post_run title\n"
+        "      chat test\n"
+        "  enqueue #board"  # its reply, posted for it
+    )
+    answering = (
+        "  claim ceo\n"
+        "  invoke_agent ceo\n"
+        "    thread_lock\n"
+        "    resolve_agent\n"
+        "    build_prompt\n"
+        "    chat gpt-mock\n"
+        "  enqueue #board"
+    )
+    both = [*here, *there]
+    for post, below in ((first, delegating), (second, answering), (third, answering)):
+        mine = [s for s in both if Node.of(s).trace_id == post.context.trace_id]
+        assert tree(mine) == "enqueue #board\n" + below
+        claims = [s for s in there if s.name == "claim ceo" and s in mine]
+        runs = [s for s in there if s.name == "invoke_agent ceo" and s in mine]
+        for span in claims + runs:
+            assert int.from_bytes(span.parent_span_id) == post.context.span_id
+    mine = [s for s in both if Node.of(s).trace_id == thread_run.context.trace_id]
+    assert tree(mine) == (
+        "enqueue ceo\n"
+        "  claim ceo\n"
+        "  invoke_agent ceo\n"
+        "    thread_lock\n"
+        "    resolve_agent\n"
+        "    build_prompt\n"
+        "    chat gpt-mock\n"
+        "    post_run title\n"
+        "      chat test"
+    )
+
+
+def same_trace(one: ReadableSpan, other: ReadableSpan) -> bool:
+    return one.context.trace_id == other.context.trace_id
+
+
+def caller(span: ReadableSpan, spans: Sequence[ReadableSpan]) -> int | None:
+    """The span id of the remote caller ``span`` descends from (up through this process's
+    spans: the HTTP request's, made by FastAPI), if any."""
+    by_id = {s.context.span_id: s for s in spans}
+    while span.parent is not None:
+        if span.parent.is_remote:
+            return span.parent.span_id
+        span = by_id[span.parent.span_id]
+    return None
+
+
+def until_settled(url: str, run_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The runs, once each has ended (a hang, not a timing, if they do not: a minute)."""
+    for _ in range(600):
+        runs = [httpx2.get(f"{url}/runs/{run_id}", headers=AUTH).json() for run_id in run_ids]
+        if all(run["status"] in ("completed", "failed", "cancelled") for run in runs):
+            return runs
+        time.sleep(0.1)
+    raise AssertionError(f"the runs did not end: {runs}")

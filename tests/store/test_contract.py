@@ -851,3 +851,31 @@ async def test_a_mailbox_counts_its_queued_runs_up_to_a_bound(store: Store) -> N
     assert await store.mailbox.queued("cfo", 100) == 0
     assert await store.mailbox.claim("w1", 30) is not None
     assert await store.mailbox.queued("ceo", 100) == 4
+
+
+async def test_a_queued_run_keeps_the_trace_it_was_queued_in_until_claimed(store: Store) -> None:
+    """What a worker needs to continue the trace a run was queued in, in another process: the
+    context kept with the run (each run of the batch) and when it was queued and claimed."""
+    traced = {
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "tracestate": "vendor=opaque",
+    }
+    before = time.time()
+    await store.mailbox.enqueue(
+        [NewRun(f"run_{agent}", agent, None, {"kind": "direct"}) for agent in ("ceo", "cfo")],
+        trace_context=traced,
+    )
+    await store.mailbox.enqueue([NewRun("run_plain", "cmo", None, {"kind": "direct"})])
+    claimed = {}
+    while (run := await store.mailbox.claim("w:1", 30)) is not None:
+        claimed[run.id] = run
+    assert sorted(claimed) == ["run_ceo", "run_cfo", "run_plain"]
+    assert claimed["run_ceo"].trace_context == traced
+    assert claimed["run_cfo"].trace_context == traced
+    assert claimed["run_plain"].trace_context is None  # queued with telemetry off
+    for run in claimed.values():
+        # PostgreSQL stamps the claim with its own clock: a second's leeway for the two
+        assert before - 1 <= run.queued_at <= run.claimed_at + 1 <= time.time() + 2
+        stored = await store.runs.get(run.id)
+        assert stored is not None and stored.started_at == pytest.approx(run.claimed_at)
+        assert stored.created_at == pytest.approx(run.queued_at)

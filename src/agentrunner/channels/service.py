@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import difflib
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.channels.resolver import resolve_targets
@@ -45,6 +45,8 @@ class Posted:
     message: ChannelMessage
     run_ids: list[str]
     repeated: bool = False  # a repeat of an idempotent post: nothing new was written
+    # telemetry on: the trace its runs were queued in, which a caller waiting for them joins
+    trace_context: Mapping[str, str] | None = None
 
 
 class ChannelService:
@@ -143,7 +145,33 @@ class ChannelService:
         transaction (nothing half-written); wakes idle workers. ``validation`` for a bad
         sender, text or reply id; ``queue_full`` when a post from outside a run would queue a
         run past an agent's bound (agents' replies are bounded by the chain depth instead); a
-        repeat of ``idempotency`` returns the first post."""
+        repeat of ``idempotency`` returns the first post. With telemetry on, the post is an
+        ``enqueue`` span whose trace its runs keep (an agent's reply: under its tool call)."""
+        tracing = self.runner.engine.tracing
+        if tracing is None:
+            posted, _ = await self._post(
+                channel, sender, text, thread_root, depth, run_id, idempotency, None
+            )
+            return posted
+        with tracing.enqueue(channel.label) as (span, carrier):
+            posted, agents = await self._post(
+                channel, sender, text, thread_root, depth, run_id, idempotency, carrier
+            )
+            tracing.enqueued(span, agents, posted.run_ids, repeated=posted.repeated)
+            return replace(posted, trace_context=carrier)
+
+    async def _post(
+        self,
+        channel: Channel,
+        sender: str,
+        text: str,
+        thread_root: str | None,
+        depth: int,
+        run_id: str | None,
+        idempotency: IdempotencyKey | None,
+        trace_context: Mapping[str, str] | None,
+    ) -> tuple[Posted, list[str]]:
+        """The post, and the agents it queued a run for (none for a repeat)."""
         check_id(sender, "sender")
         check_text(text, "text")
         if not text.strip():
@@ -156,7 +184,7 @@ class ChannelService:
             check_id(thread_root, "thread")
         first = await first_result(self.store, idempotency)
         if first is not None:
-            return await self._posted(channel, first)
+            return await self._posted(channel, first), []
         members = await self.store.channels.members(channel.id)
         sender_kind = self._kind_of(sender)
         if thread_root is not None:
@@ -210,10 +238,11 @@ class ChannelService:
             with_ops=[self.store.channels.message_op(message)],
             max_queue=self.max_queue if depth == 0 else None,
             idempotency=idempotency,
+            trace_context=trace_context,
         )
         if first is not None:
-            return await self._posted(channel, first)
-        return Posted(message, run_ids)
+            return await self._posted(channel, first), []
+        return Posted(message, run_ids), [run.agent_id for run in runs]
 
     async def _posted(self, channel: Channel, first: dict[str, Any]) -> Posted:
         """The answer to a repeat of an idempotent post: the first post, as it was stored."""

@@ -13,9 +13,11 @@ from rich.markup import escape
 from agentrunner.cli.console import Column, err, listing, out
 
 if TYPE_CHECKING:
+    from agentrunner.channels import Posted
     from agentrunner.compose import Workspace
     from agentrunner.status import ProjectStatus
     from agentrunner.store.channels import Channel, ChannelMessage
+    from agentrunner.worker import Worker
 
 __all__ = ["channels_app", "dm", "post", "status", "worker"]
 
@@ -123,7 +125,7 @@ def post(
         err.print(
             f"[dim]posted {posted.message.id} · {len(posted.run_ids)} agent(s) will read it[/]"
         )
-        if await _settle(ws, target, posted.message.id, follow):
+        if await _settle(ws, target, posted, follow):
             raise typer.Exit(130)
 
     _with_workspace(work)
@@ -142,7 +144,7 @@ def dm(
         who = sender or ws.runner.config.person
         target = await ws.channels.dm_channel(agent_id, who)
         posted = await ws.channels.post(target, who, message)
-        if await _settle(ws, target, posted.message.id, True):
+        if await _settle(ws, target, posted, True):
             raise typer.Exit(130)
         await _raise_if_failed(ws, posted.run_ids)
 
@@ -288,18 +290,26 @@ def _branches(depths: list[int]) -> list[str]:
     return out
 
 
-async def _settle(ws: Workspace, channel: Channel, after: str, follow: bool) -> bool:
-    """Serve in-process when no worker is alive; print replies while the cascade settles.
+async def _settle(ws: Workspace, channel: Channel, posted: Posted, follow: bool) -> bool:
+    """Serve in-process when no worker is alive; print replies while the cascade settles
+    (with telemetry on, a ``wait`` span in the post's trace).
 
     Ctrl-C cancels the runs this process is serving (each leaves its notice, printed here) or,
     with a worker elsewhere, stops following. Returns whether the person pressed it."""
-    store = ws.runner.store
-    serving = None
-    if not await store.workers.alive():
-        serving = ws.worker(concurrency=4)
-        served = asyncio.ensure_future(serving.run(until_idle=True))
-    elif not follow:
+    serving = None if await ws.runner.store.workers.alive() else ws.worker(concurrency=4)
+    if serving is None and not follow:
         return False
+    tracing = ws.runner.engine.tracing
+    if tracing is None:
+        return await _follow(ws, channel, posted.message.id, serving)
+    with tracing.wait(channel.label, posted.run_ids, posted.trace_context):
+        return await _follow(ws, channel, posted.message.id, serving)
+
+
+async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker | None) -> bool:
+    store = ws.runner.store
+    if serving is not None:
+        served = asyncio.ensure_future(serving.run(until_idle=True))
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, interrupted.set)

@@ -1,17 +1,24 @@
 """Spans of runs, model requests and tool calls, with the OpenTelemetry API in the GenAI
 semantic conventions, so that Phoenix, Langfuse, Logfire, Jaeger or Tempo show them as they are:
 
-    invoke_agent {agent}          a run (the runner)
-      thread_lock                 the wait for its thread
-      build_prompt                its system prompt and notes
-      chat {model}                one per model request attempt, fallbacks as siblings
-      execute_tool {tool}         one per tool call; a delegated run nests under it
-      post_run {effect}           a thread's title, after the run
+    enqueue {channel or agent}    runs queued: a channel post, a run on a thread (queueing)
+      wait {channel}              `post`/`dm` waiting for the replies (the CLI)
+      claim {agent}               a worker's claim, in whichever process: the run's queue wait
+      invoke_agent {agent}        a run (the runner); a queued one under what queued it
+        thread_lock               the wait for its thread
+        resolve_agent             its agent, as its file is now
+        build_prompt              its system prompt and notes
+        chat {model}              one per model request attempt, fallbacks as siblings
+        execute_tool {tool}       one per tool call; a delegated run, a post, nest under it
+        post_run {effect}         a thread's title, after the run
     execute_task {agent}          a task: its cache_lookup, and its run (invoke_agent) on a miss
 
-Only the API is used here; the SDK (a tracer provider and its exporter) is set up by the
-composition root, and only when ``[telemetry] enabled``. With telemetry off this module is
-never imported: the engine and the runner hold ``None`` and check for it.
+A queued run keeps the W3C trace context it was queued in (``traceparent``, ``tracestate``),
+and the worker that claims it continues it, so a post and the runs that answer it, in any
+process, are one trace. Only the API is used here; the SDK (a tracer provider and its
+exporter) is set up by the composition root, and only when ``[telemetry] enabled``. With
+telemetry off this module is never imported: the engine and the runner hold ``None`` and
+check for it.
 
 Prompts, replies, tool arguments and results go on spans only with ``capture_content``, and
 then with every provider key cut out, as from tool results.
@@ -25,7 +32,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from opentelemetry import trace
+from opentelemetry import context, propagate, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from agentrunner.engine.messages import (
@@ -86,6 +94,12 @@ RETRY_REASON = "agentrunner.retry.reason"
 CACHE_HIT = "agentrunner.cache.hit"
 PROMPT_CHARS = "agentrunner.prompt.system_chars"
 NOTES_CHARS = "agentrunner.prompt.notes_chars"
+QUEUE_DESTINATION = "agentrunner.queue.destination"
+QUEUE_AGENTS = "agentrunner.queue.agents"
+QUEUE_RUN_IDS = "agentrunner.queue.run_ids"
+QUEUE_REPEATED = "agentrunner.queue.repeated"
+QUEUE_WAIT = "agentrunner.queue.wait_s"
+WORKER_ID = "agentrunner.worker.id"
 
 
 class Tracing:
@@ -199,11 +213,15 @@ class Tracing:
         span.set_attribute(CACHE_HIT, hit)
 
     @contextmanager
-    def step(self, name: str, *, thread_id: str | None = None) -> Iterator[Span]:
+    def step(
+        self, name: str, *, thread_id: str | None = None, agent_id: str | None = None
+    ) -> Iterator[Span]:
         """A step that is not a model request or a tool call: the wait for a run's thread
-        lock (``thread_lock``), building its prompt (``build_prompt``), a task's cache lookup
-        (``cache_lookup``)."""
+        lock (``thread_lock``), finding its agent as its file is now (``resolve_agent``),
+        building its prompt (``build_prompt``), a task's cache lookup (``cache_lookup``)."""
         attributes: dict[str, Any] = {} if thread_id is None else {THREAD_ID: thread_id}
+        if agent_id is not None:
+            attributes[AGENT_ID] = agent_id
         with self._span(name, SpanKind.INTERNAL, attributes) as span:
             yield span
 
@@ -216,6 +234,88 @@ class Tracing:
         """A post-run effect (a thread's title), started by the run, done after it."""
         attributes = {THREAD_ID: thread_id, CONVERSATION: thread_id}
         with self._span(f"post_run {name}", SpanKind.INTERNAL, attributes) as span:
+            yield span
+
+    # -- queued runs: queueing, a worker's claim, a caller's wait ------------------------------
+
+    @contextmanager
+    def enqueue(self, destination: str) -> Iterator[tuple[Span, dict[str, str]]]:
+        """Queueing runs in agents' mailboxes: a channel post (who hears it, the message, a run
+        for each) or a run on a thread, for ``destination`` (the channel, the agent). Yields
+        the span and the trace context to keep with the runs (W3C ``traceparent``,
+        ``tracestate``): the workers that claim them, in any process, continue it, so their
+        spans are this one's children."""
+        attributes = {QUEUE_DESTINATION: destination}
+        with self._span(f"enqueue {destination}", SpanKind.PRODUCER, attributes) as span:
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            yield span, carrier
+
+    def enqueued(
+        self, span: Span, agents: Sequence[str], run_ids: Sequence[str], *, repeated: bool
+    ) -> None:
+        """What was queued; ``repeated``: a repeat of an idempotent request, which queued
+        nothing (the first request's runs stand)."""
+        span.set_attribute(QUEUE_AGENTS, list(agents))
+        span.set_attribute(QUEUE_RUN_IDS, list(run_ids))
+        if len(set(agents)) == 1:
+            span.set_attribute(AGENT_ID, agents[0])
+        if repeated:
+            span.set_attribute(QUEUE_REPEATED, True)
+
+    def claimed(
+        self,
+        *,
+        run_id: str,
+        agent_id: str,
+        attempt: int,
+        worker_id: str,
+        queued_at: float,
+        claimed_at: float,
+        trace_context: Mapping[str, str] | None,
+        asked_ns: int,
+    ) -> None:
+        """A worker's claim of a queued run, from when it asked (``asked_ns``) until now: a
+        child of the span the run was queued in (a run queued with telemetry off starts a
+        trace of its own), with the time the run waited in its mailbox."""
+        span = self.tracer.start_span(
+            f"claim {agent_id}",
+            context=_remote(trace_context),
+            kind=SpanKind.CONSUMER,
+            attributes={
+                AGENT_ID: agent_id,
+                RUN_ID: run_id,
+                ATTEMPT: attempt,
+                WORKER_ID: worker_id,
+                # two processes' clocks (the database's and the queuing one's on PostgreSQL)
+                QUEUE_WAIT: max(0.0, claimed_at - queued_at),
+            },
+            start_time=asked_ns,
+        )
+        span.end()
+
+    @contextmanager
+    def continued(self, trace_context: Mapping[str, str] | None) -> Iterator[None]:
+        """The block runs in the trace a queued run was queued in (``trace_context``: W3C
+        ``traceparent``, ``tracestate``), in whichever process; without one (queued with
+        telemetry off), or with a malformed one, its spans start a trace of their own rather
+        than join whatever span is current."""
+        token = context.attach(_remote(trace_context))
+        try:
+            yield
+        finally:
+            context.detach(token)
+
+    @contextmanager
+    def wait(
+        self, destination: str, run_ids: Sequence[str], trace_context: Mapping[str, str] | None
+    ) -> Iterator[Span]:
+        """A caller waiting for the runs it queued (``post``, ``dm``), in the trace they were
+        queued in (``trace_context``): beside the workers' spans, under the ``enqueue``."""
+        attributes = {QUEUE_DESTINATION: destination, QUEUE_RUN_IDS: list(run_ids)}
+        parent = None if trace_context is None else _remote(trace_context)
+        name = f"wait {destination}"
+        with self._span(name, SpanKind.INTERNAL, attributes, parent=parent) as span:
             yield span
 
     # -- model requests (the fallback chain) -----------------------------------------------
@@ -308,11 +408,15 @@ class Tracing:
         kind: SpanKind,
         attributes: dict[str, Any],
         otherwise: ErrorCode = ErrorCode.INTERNAL,
+        *,
+        parent: Context | None = None,
     ) -> Iterator[Span]:
-        """A span current while the block runs; an exception ends it as failed, with our
-        code as ``error.type`` (``otherwise`` for an exception that carries none)."""
+        """A span current while the block runs (a child of the current span, or of
+        ``parent``); an exception ends it as failed, with our code as ``error.type``
+        (``otherwise`` for an exception that carries none)."""
         with self.tracer.start_as_current_span(
             name,
+            context=parent,
             kind=kind,
             attributes=attributes,
             record_exception=False,
@@ -329,6 +433,12 @@ class Tracing:
 
     def _scrub(self, text: str) -> str:
         return self.secrets.scrub(text) if self.secrets else text
+
+
+def _remote(trace_context: Mapping[str, str] | None) -> Context:
+    """The context a kept ``traceparent`` names, on nothing else: without one (or with a
+    malformed one), a context in which the next span starts a trace."""
+    return propagate.extract(trace_context or {}, context=Context())
 
 
 def _code(exc: BaseException, otherwise: ErrorCode) -> str:

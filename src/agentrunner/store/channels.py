@@ -19,6 +19,11 @@ class Channel:
     kind: str  # public | private | dm
     created_at: float
 
+    @property
+    def label(self) -> str:
+        """``#name``; a direct conversation's name (``dm:a:b``) as it is."""
+        return self.name if self.kind == "dm" else f"#{self.name}"
+
 
 @dataclass(frozen=True, slots=True)
 class ChannelMessage:

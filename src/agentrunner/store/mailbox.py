@@ -30,6 +30,9 @@ class ClaimedRun:
     trigger_message_id: str | None
     channel_id: str | None
     depth: int
+    queued_at: float  # the queuing process's clock
+    claimed_at: float  # the claiming one's (the database's, on PostgreSQL)
+    trace_context: dict[str, str] | None  # the trace it was queued in (telemetry on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +51,21 @@ class NewRun:
 
 
 class Mailbox(Repository):
-    async def enqueue(self, runs: Sequence[NewRun], *, with_ops: Sequence[Op] = ()) -> None:
+    async def enqueue(
+        self,
+        runs: Sequence[NewRun],
+        *,
+        with_ops: Sequence[Op] = (),
+        trace_context: Mapping[str, str] | None = None,
+    ) -> None:
         """Queue ``runs`` in one transaction with ``with_ops`` (what they answer: a post, an
         idempotency key; nothing of either is written if one fails), then wake idle workers:
-        PostgreSQL's ``NOTIFY`` goes out with the commit, SQLite's workers are woken after."""
+        PostgreSQL's ``NOTIFY`` goes out with the commit, SQLite's workers are woken after.
+        ``trace_context`` (W3C ``traceparent``/``tracestate``) is kept with each, for the
+        worker that claims it to continue."""
         now = time.time()
-        ops = [*with_ops, *(self._row(run, now) for run in runs)]
+        context = to_json(dict(trace_context)) if trace_context else None
+        ops = [*with_ops, *(self._row(run, now, context) for run in runs)]
         if runs and self.sql.dialect == "postgres":
             agents = dict.fromkeys(run.agent_id for run in runs)
             ops.extend(self.op("notify_runs", agent_id=agent_id) for agent_id in agents)
@@ -61,7 +73,7 @@ class Mailbox(Repository):
         if runs:
             self.db.notify()
 
-    def _row(self, run: NewRun, now: float) -> Op:
+    def _row(self, run: NewRun, now: float, trace_context: str | None) -> Op:
         return self.op(
             "run_enqueue",
             id=run.id,
@@ -73,6 +85,7 @@ class Mailbox(Repository):
             channel_id=run.channel_id,
             dm_conversation_id=run.dm_conversation_id,
             now=now,
+            trace_context=trace_context,
         )
 
     async def claim(self, worker_id: str, lease_s: float) -> ClaimedRun | None:
@@ -91,6 +104,9 @@ class Mailbox(Repository):
             row["trigger_message_id"],
             row["channel_id"],
             int(row["depth"]),
+            float(row["created_at"]),
+            float(row["started_at"]),
+            from_json(row["trace_context"]),
         )
 
     async def renew(self, run_id: str, worker_id: str, lease_s: float) -> bool:

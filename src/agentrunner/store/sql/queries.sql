@@ -313,9 +313,9 @@ DELETE FROM thread_locks WHERE thread_id = :thread_id AND ticket = :ticket;
 
 -- name: run_enqueue
 INSERT INTO runs (id, agent_id, thread_id, status, trigger_message_id, channel_id,
-                  dm_conversation_id, request, depth, created_at)
+                  dm_conversation_id, request, depth, created_at, trace_context)
 VALUES (:id, :agent_id, :thread_id, 'created', :trigger_message_id, :channel_id,
-        :dm_conversation_id, :request{json}, :depth, :now);
+        :dm_conversation_id, :request{json}, :depth, :now, :trace_context{json});
 
 -- name: run_claim
 -- The oldest queued run of an agent that has none running (FIFO per agent, one at a time).
@@ -338,7 +338,8 @@ WHERE id = (
     ORDER BY r.created_at, r.id
     LIMIT 1)
   AND status = 'created'
-RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth;
+RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth,
+          created_at, started_at, trace_context;
 
 -- name: run_lease_renew
 -- One run its worker still serves: no row changed says the run is no longer the worker's to

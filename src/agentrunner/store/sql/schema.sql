@@ -364,3 +364,9 @@ CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL
 -- A run's OpenTelemetry trace id (32 hex digits), kept when telemetry was on, so that a run
 -- found in the database can be found in the tracing tool (`runs show`).
 ALTER TABLE runs ADD COLUMN trace_id TEXT
+
+-- migration: 14
+-- The trace context a queued run was queued in (the W3C traceparent and tracestate, as
+-- OpenTelemetry's propagators write them), kept when telemetry was on, so that the worker that
+-- claims the run, in whichever process, continues that trace.
+ALTER TABLE runs ADD COLUMN trace_context {json}
