@@ -364,3 +364,23 @@ CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL
 -- A run's OpenTelemetry trace id (32 hex digits), kept when telemetry was on, so that a run
 -- found in the database can be found in the tracing tool (`runs show`).
 ALTER TABLE runs ADD COLUMN trace_id TEXT
+
+-- migration: 14
+-- Compaction (docs/engine.md, "History"): when a thread outgrows its model's context window, its
+-- older messages are summarized by a model, and from then on a run sends the newest summary and
+-- the messages after it; the messages themselves stay. `through_seq` is the last message a
+-- summary covers; each summary is kept, the thread's `summary_through` points at the newest (0:
+-- never compacted), so a run reads a summary only for a thread that has one. `run_id` is the run
+-- whose account paid for it (its cost rows).
+CREATE TABLE thread_summaries (
+    thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+    through_seq INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    model TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    requests INTEGER NOT NULL,
+    cost_micros BIGINT,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (thread_id, through_seq)
+){clustered};
+ALTER TABLE threads ADD COLUMN summary_through INTEGER NOT NULL DEFAULT 0
