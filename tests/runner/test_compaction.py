@@ -405,3 +405,49 @@ async def test_threads_compact_refuses_an_unknown_or_empty_thread_before_writing
     assert "all its 8 messages are in its summary already" in again.value.message
     assert [r.stop_reason for r in await runner.store.runs.list(limit=10)] == ["compacted"]
     assert len(summary_requests(mock)) == 1
+
+
+def test_the_cli_compacts_a_thread_and_shows_its_summary(
+    agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str], store_url: str
+) -> None:
+    from tests.runner.test_cli_run import cli
+
+    agent("helper")
+    code, out, err = cli(capsys, "run", "helper", "Remember the launch is in May.", "--json")
+    assert code == 0, err
+    thread_id = json.loads(out)["thread_id"]
+    mock.queue(Reply(text="The launch is in May."), model="gpt-mock")
+
+    code, out, err = cli(capsys, "threads", "compact", thread_id[:-2])
+    assert code == 0, err
+    assert f"{thread_id} compacted" in out and "The launch is in May." in out
+    assert "summary of messages 1-2 · mockai:gpt-mock · 1 request · $0.0000" in out
+    code, out, err = cli(capsys, "threads", "show", thread_id)
+    assert code == 0 and "summary of messages 1-2" in out and "The launch is in May." in out
+    shown = json.loads(cli(capsys, "threads", "show", thread_id, "--json")[1])
+    assert shown["thread"]["summary_through"] == 2
+    assert shown["summary"]["summary"] == "The launch is in May."
+    assert shown["summary"]["through_seq"] == 2 and shown["summary"]["requests"] == 1
+    runs = json.loads(cli(capsys, "runs", "list", "--thread", thread_id, "--json")[1])
+    assert [r["stop_reason"] for r in runs] == ["compacted", "end_turn"]
+
+    code, _, err = cli(capsys, "threads", "compact", thread_id, "--json")
+    assert code == 1 and "validation: thread" in err
+    assert "has nothing to compact: all its 2 messages are in its summary already" in err
+    code, _, err = cli(capsys, "threads", "compact", "nope")
+    assert code == 1 and "thread_not_found: no thread 'nope'" in err
+    assert "agentrunner threads list" in err
+
+    async def empty() -> None:
+        from agentrunner.store import open_store
+
+        store = await open_store(store_url)
+        await store.threads.open("helper-empty", "helper")
+        await store.close()
+
+    import asyncio
+
+    asyncio.run(empty())
+    code, _, err = cli(capsys, "threads", "compact", "helper-empty")
+    assert code == 1 and "thread 'helper-empty' has nothing to compact: it has no messages" in err
+    assert len([r for r in mock.requests if r.body.get("model") == "gpt-mock"]) == 2
