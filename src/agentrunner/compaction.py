@@ -68,7 +68,7 @@ __all__ = [
 
 log = logging.getLogger("agentrunner.compaction")
 
-HISTORY_PAGE = 200  # messages read at a time, newest first, until the window is full
+HISTORY_PAGE = 100  # messages read at a time, newest first, until the window is full
 SUMMARY_TOKENS = 2048  # the longest summary asked for …
 SUMMARY_SHARE = 8  # … or this part of what history may take, if less
 KEEP_SHARE = 2  # a compaction keeps the newest turns within this part of what history may take
@@ -197,13 +197,16 @@ class Compactor:
         thread = recent.thread
         summary = await self.store.threads.summary(thread.id) if thread.summary_through else None
         pairs = list(enumerate(recent.messages, recent.first_seq))
-        read = _tokens(pairs, summary)  # as stored: about what they are sent as, read on
-        while not _reaches(pairs, thread) and read <= budget:
-            older = await self._older(thread, pairs)
-            read += _tokens(older[: len(older) - len(pairs)], None)
-            pairs = older
-        if _reaches(pairs, thread) and _tokens(sendable(pairs), summary) <= budget:
-            return Fitted(_assemble(summary, sendable(pairs), repairs, budget), lowered)
+        if not _reaches(pairs, thread):  # a long thread: read on while the window has room
+            read = _tokens(pairs, summary)  # as stored: about what they are sent as
+            while not _reaches(pairs, thread) and read <= budget:
+                older = await self._older(thread, pairs)
+                read += _tokens(older[: len(older) - len(pairs)], None)
+                pairs = older
+        sent = sendable(pairs)
+        if _reaches(pairs, thread) and _tokens(sent, summary) <= budget:  # all of it fits
+            head = [] if summary is None else [summary_message(summary)]
+            return Fitted([*head, *(m for _, m in sent), *(repairs if sent else [])], lowered)
         if self.enabled:
             while not _reaches(pairs, thread):
                 pairs = await self._older(thread, pairs)

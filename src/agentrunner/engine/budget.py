@@ -312,7 +312,7 @@ def fixed_request_bytes(tools: Sequence[Any], output_schema: Mapping[str, Any] |
 
 def estimate_input_tokens(request: ModelRequest, fixed_bytes: int) -> int:
     """An estimate, erring high, of the input tokens ``request`` will be billed for."""
-    size = len(request.system.encode()) + fixed_bytes
+    size = _utf8_bytes(request.system) + fixed_bytes
     for message in request.messages:
         size += _message_bytes(message)
     overhead = _PER_REQUEST + _PER_MESSAGE * len(request.messages)
@@ -328,21 +328,26 @@ def estimate_message_tokens(message: Message) -> int:
 
 def estimate_text_tokens(text: str) -> int:
     """An estimate, erring high, of the tokens of ``text`` sent as part of a request."""
-    return math.ceil(len(text.encode()) / _BYTES_PER_TOKEN)
+    return math.ceil(_utf8_bytes(text) / _BYTES_PER_TOKEN)
 
 
 def _message_bytes(message: Message) -> int:
     if isinstance(message, AssistantMessage):
-        size = len(message.text.encode())
+        size = _utf8_bytes(message.text)
         for call in message.tool_calls:
             size += len(call.id) + len(call.name) + len(orjson.dumps(call.arguments))
             size += _TOOL_CALL_FRAMING
         for thought in message.thinking:
-            size += len(thought.text.encode()) + len(thought.signature or "")
+            size += _utf8_bytes(thought.text) + len(thought.signature or "")
         return size
     if isinstance(message, ToolResult):
-        return len(message.content.encode()) + len(message.call_id)
-    return len(message.content.encode())
+        return _utf8_bytes(message.content) + len(message.call_id)
+    return _utf8_bytes(message.content)
+
+
+def _utf8_bytes(text: str) -> int:
+    # An ASCII string knows it is one (a flag): its length is its size, with no copy made.
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def estimate_output_tokens(text: str) -> int:
