@@ -451,3 +451,34 @@ def test_the_cli_compacts_a_thread_and_shows_its_summary(
     code, _, err = cli(capsys, "threads", "compact", "helper-empty")
     assert code == 1 and "thread 'helper-empty' has nothing to compact: it has no messages" in err
     assert len([r for r in mock.requests if r.body.get("model") == "gpt-mock"]) == 2
+
+
+def test_run_says_when_it_compacted_the_thread(
+    agent: Agent,
+    mock: MockProvider,
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    mock_server: Any,
+    store_url: str,
+) -> None:
+    import asyncio
+
+    from agentrunner.store import open_store
+    from tests.runner.test_cli_run import cli
+
+    configure(project, mock_server, "")
+    agent("helper", "model: mockai:gpt-mock")
+
+    async def long_thread() -> None:
+        store = await open_store(store_url)
+        await seed(store, "helper-long", "helper", turns("alpha", 60))
+        await store.close()
+
+    asyncio.run(long_thread())
+    mock.queue(Reply(text="Sixty questions."), Reply(text="Sunny again."), model="gpt-mock")
+    code, out, err = cli(capsys, "run", "helper", "And today?", "--thread", "helper-long")
+    assert code == 0, err
+    assert "Sunny again." in out
+    assert "earlier messages summarized by mockai:gpt-mock (1 request)" in err
+    code, out, err = cli(capsys, "run", "helper", "And tomorrow?", "--thread", "helper-long")
+    assert code == 0 and "summarized" not in err  # not again until it outgrows the window
