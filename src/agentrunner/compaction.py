@@ -114,11 +114,6 @@ class Recent:
     def first_seq(self) -> int:
         return self.last_seq - len(self.messages) + 1
 
-    @property
-    def complete(self) -> bool:
-        """Whether they reach back to the summary point (the thread's start without one)."""
-        return self.first_seq <= self.thread.summary_through + 1
-
 
 @dataclass(frozen=True, slots=True)
 class RequestShape:
@@ -137,7 +132,6 @@ class RequestShape:
 class Account:
     """The run a summary is made in and paid by: its events, rows, cost tracker and budgets."""
 
-    agent_id: str
     run_id: str
     emit: EventSink
     write: Callable[[list[Op]], None]

@@ -264,7 +264,6 @@ class AgentRunner:
             if limit is not None:
                 cost.limit, cost.label = limit
             account = Account(
-                agent_id=agent.id,
                 run_id=run_id,
                 emit=rows.log.emit,
                 write=rows.log.write,
@@ -604,7 +603,6 @@ class AgentRunner:
                     max_output_tokens=limits.max_output_tokens,
                 ),
                 Account(
-                    agent_id=agent.id,
                     run_id=run.run_id,
                     emit=run.log.emit,
                     write=run.log.write,
