@@ -10,8 +10,8 @@ ways of assembling the prompt:
        what a seed-003 channel holds instead, the person's messages and the agent's answers;
   (b)  agentrunner without cache hints ([providers.NAME] prompt_cache = false): the history as
        messages, no cache_control, no prompt_cache_key;
-  (c)  agentrunner as shipped: up to 100 messages of history (five times (a)'s 20);
-  (c20) for comparison at (a)'s length of conversation: (c) with a 20-message window.
+  (c)  agentrunner as shipped: the whole thread while it fits the model's context window
+       (compacted into a summary once it does not), so everything said is remembered.
 
 Every assembly is a real AgentRunner on SQLite over real HTTP against the mock provider with its
 prompt-cache model (agentrunner.testing.PromptCacheModel: OpenAI's automatic prefix caching from
@@ -51,7 +51,6 @@ ASSEMBLIES = {
     "a'": "(a') the same, no cache hints",
     "b": "(b) agentrunner, no cache hints",
     "c": "(c) agentrunner as shipped",
-    "c20": "(c20) agentrunner, a 20-message window",
 }
 WINDOW = 20  # seed 003's "last 20 messages"
 CONFIG = """\
@@ -177,8 +176,6 @@ async def converse(
             f"tools: [search_docs]\nlimits:\n  max_steps: 4\n---\n{PERSONA}\n"
         )
         runner = await open_runner(root)
-        if assembly == "c20":
-            runner.history_window = WINDOW
         results = {query: result for _, query, result, _ in talk}
         runner.capabilities.register("docs", lambda ctx: [search_tool(results)], ["search_docs"])
         overrides = RunAgentOverrides()

@@ -348,3 +348,21 @@ def test_a_load_error_names_its_code_once(
     assert err.splitlines()[0] == (
         "error: agents/bad.md:3: invalid_specification: unknown key 'nmae' (did you mean 'name'?)"
     )
+
+
+def test_validate_checks_the_compaction_model(
+    write_agent: WriteAgent, project_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A [compaction] model nothing serves would fail every long thread's runs: said up front."""
+    write_agent("fine", "---\nmodel: test\n---\nHello.\n")
+    config = project_dir / "agentrunner.toml"
+    text = config.read_text()
+    config.write_text(text + '\n[compaction]\nmodel = "nowhere:cheap"\n')
+    code, _, err = run(capsys, "agents", "validate")
+    assert code == 1
+    assert (
+        "agentrunner.toml: model_not_found: [compaction] model: Model 'nowhere:cheap' not found: "
+        "unknown provider 'nowhere'" in err
+    )
+    config.write_text(text + '\n[compaction]\nmodel = "test"\n')
+    assert run(capsys, "agents", "validate")[0] == 0

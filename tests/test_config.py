@@ -177,6 +177,16 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ('[providers.x]\nprompt_cache = "no"\n', "providers.x.prompt_cache must be true or false"),
         ("[providers.x]\nprompt_cache = 0\n", "providers.x.prompt_cache must be true or false"),
         ("[providers.x]\nprompt_cahce = false\n", "did you mean 'prompt_cache'"),
+        ('[models."openai:gpt-4o"]\ncontext_window = "8k"\n', "a whole number of tokens"),
+        ('[models."openai:gpt-4o"]\ncontext_window = 8\n', "at least 1024, got 8"),
+        ('[models."openai:gpt-4o"]\ncontext_window = 8000.5\n', "got 8000.5"),
+        ('[models."openai:gpt-4o"]\ncontext = 8000\n', "unknown key 'models.openai:gpt-4o.cont"),
+        ('[models."gpt-4o"]\ncontext_window = 8000\n', "must name a model as provider:model"),
+        ('[models]\n"openai:gpt-4o" = 8000\n', "must be a table, e.g. context_window = 8000"),
+        ('[compaction]\nenabled = "no"\n', "compaction.enabled must be true or false"),
+        ("[compaction]\nmodel = 3\n", "compaction.model must be a non-empty string"),
+        ('[compaction]\nmodle = "x:y"\n', "did you mean 'compaction.model'"),
+        ('[compacton]\nmodel = "x:y"\n', "did you mean '[compaction]'?"),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
@@ -198,6 +208,24 @@ def test_prompt_cache_hints_are_the_providers_default_unless_set(tmp_path: Path)
     )
     providers = load_config(tmp_path, env={}).providers
     assert [providers[n].prompt_cache for n in "abc"] == [False, True, None]
+
+
+def test_context_windows_and_compaction(tmp_path: Path) -> None:
+    """[models."provider:model"] context_window (for the registry to use over what it knows),
+    and [compaction]: on with the agent's own model unless the file says otherwise."""
+    write(tmp_path, "")
+    plain = load_config(tmp_path, env={})
+    assert dict(plain.context_windows) == {}
+    assert (plain.compaction, plain.compaction_model) == (True, None)
+    write(
+        tmp_path,
+        '[models."openai:gpt-4o"]\ncontext_window = 8000\n'
+        '[models."local:llama3"]\ncontext_window = 4096\n'
+        '[compaction]\nenabled = false\nmodel = "openai:gpt-4.1-nano"\n',
+    )
+    config = load_config(tmp_path, env={})
+    assert dict(config.context_windows) == {"openai:gpt-4o": 8000, "local:llama3": 4096}
+    assert (config.compaction, config.compaction_model) == (False, "openai:gpt-4.1-nano")
 
 
 def test_persona_and_extensions_sections(tmp_path: Path) -> None:

@@ -54,6 +54,10 @@ If an attempt fails after streaming some tokens and the chain retries, the next 
 its own tokens: a consumer that shows text as it arrives should drop the partial text on
 `model.attempt_failed`.
 
+A run whose thread outgrew its model's context window starts, before its first `step.started`,
+with the summary's requests — a `cost.updated` for each (and `model.attempt_failed` for a failed
+attempt) — and one `thread.compacted` (see [engine.md](engine.md#history)).
+
 After an abort no further event is emitted, but the `cost.updated` (`outcome: "cancelled"`,
 `estimated: true`) of the request it cut off: what was streamed was billed.
 """
@@ -178,6 +182,7 @@ def test_every_kind_is_named_alike_everywhere() -> None:
         assert get_type_hints(dict(pairs)[kind])[field] is str
     assert [kind for kind, _ in pairs] == snapshot(
         [
+            "thread.compacted",
             "step.started",
             "agent.thinking",
             "agent.token",

@@ -239,8 +239,9 @@ class ProjectCheck:
 
 def check_project(project: Project) -> ProjectCheck:
     """Check the project's agents against what runs use: the files themselves (as loaded), the
-    tools the capabilities provide, the models the configured providers serve, the persona
-    configuration (warnings) and the extensions (imported and registered, as a run would)."""
+    tools the capabilities provide, the models the configured providers serve (the agents' and
+    ``[compaction] model``), the persona configuration (warnings) and the extensions (imported
+    and registered, as a run would)."""
     check = ProjectCheck(list(project.agents.problems))
     config = project.config
     try:  # the project's extensions, loaded as a run loads them
@@ -279,5 +280,12 @@ def check_project(project: Project) -> ProjectCheck:
                 f"{file}: {key} needs {variable}, which is not set in this environment; runs "
                 "would fail (validation)"
             )
+    if config.compaction_model:  # else every run's compaction would fail on it
+        try:
+            models.resolve(config.compaction_model)
+        except AgentRunnerError as exc:
+            exc.file = display_path(config.path) if config.path else CONFIG_FILE
+            exc.message = f"[compaction] model: {exc.message}"
+            check.problems.append(exc)
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check

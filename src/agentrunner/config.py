@@ -63,6 +63,8 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "extensions": ("modules",),
     "company": ("root",),
     "journal": ("model",),
+    "models": (),
+    "compaction": ("enabled", "model"),
     "telemetry": ("enabled", "capture_content", "service_name", "endpoint"),
 }
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
@@ -77,6 +79,10 @@ _PROVIDER_KEYS = (
     "structured_output",
     "prompt_cache",
 )
+_MODEL_KEYS = ("context_window",)
+# A model's context window below this is a typo (a number of kilo-tokens written as tokens): the
+# smallest models in use take 2,048.
+MIN_CONTEXT_WINDOW = 1024
 _PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok", "cache_write_per_mtok")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password")
 _PASSWORD_IN_URL = re.compile(r"://[^/@:]+:[^/@]+@")
@@ -244,6 +250,10 @@ class Config:
     cache_backend: str = "file"
     company_root: str = "ceo"
     journal_model: str | None = None
+    # [models."provider:model"] context_window: what the registry and genai-prices say, overridden
+    context_windows: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    compaction: bool = True  # [compaction] enabled: summarize a thread that outgrew the window
+    compaction_model: str | None = None  # [compaction] model; None: the agent's own
     telemetry: Telemetry = Telemetry()
     extensions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: MappingProxyType({})
@@ -432,6 +442,11 @@ def _build(
         cache_max_bytes=None if cache_max_mb is None else int(cache_max_mb * 1024 * 1024),
         company_root=_name(raw.get("company", {}).get("root", "ceo"), "company.root", err),
         journal_model=_optional_name(raw.get("journal", {}).get("model"), "journal.model", err),
+        context_windows=MappingProxyType(_models(raw.get("models", {}), err)),
+        compaction=_flag(raw.get("compaction", {}), "enabled", True, "compaction", err),
+        compaction_model=_optional_name(
+            raw.get("compaction", {}).get("model"), "compaction.model", err
+        ),
         telemetry=_telemetry(raw.get("telemetry", {}), env, err),
         extensions=MappingProxyType(extensions.resolve(raw, file)),
         unknown=MappingProxyType(
@@ -689,6 +704,44 @@ def _prices(value: Mapping[str, Any], err: _Err) -> dict[str, PriceOverride]:
             **{k: _usd(v, f"prices.{model}.{k}", err) for k, v in table.items()}
         )
     return out
+
+
+def _models(value: Mapping[str, Any], err: _Err) -> dict[str, int]:
+    """``[models."provider:model"]``: what agentrunner knows of a model, by its reference."""
+    out: dict[str, int] = {}
+    for model, table in value.items():
+        if not isinstance(table, dict):
+            raise err(f'[models."{model}"] must be a table, e.g. context_window = 8000', str(model))
+        if ":" not in str(model):  # else it would name no model and be ignored
+            raise err(
+                f'[models."{model}"] must name a model as provider:model',
+                str(model),
+                'e.g. [models."openai:gpt-4.1-mini"] (the reference an agent file gives, not an '
+                "alias).",
+            )
+        for key in table:
+            if key not in _MODEL_KEYS:
+                accepted = f"Accepted: {', '.join(_MODEL_KEYS)}"
+                raise err(f"unknown key 'models.{model}.{key}'", key, accepted)
+        window = table.get("context_window")
+        if window is None:
+            continue
+        if isinstance(window, bool) or not isinstance(window, int) or window < MIN_CONTEXT_WINDOW:
+            raise err(
+                f"models.{model}.context_window must be a whole number of tokens, at least "
+                f"{MIN_CONTEXT_WINDOW}, got {window!r}",
+                "context_window",
+                "The model's context window in tokens, as its provider states it (e.g. 128000).",
+            )
+        out[str(model)] = window
+    return out
+
+
+def _flag(table: Mapping[str, Any], key: str, default: bool, section: str, err: _Err) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise err(f"{section}.{key} must be true or false, got {value!r}", key)
+    return value
 
 
 def _usd(value: Any, name: str, err: _Err) -> float:

@@ -44,6 +44,7 @@ __all__ = [
     "RunEnd",
     "StepStarted",
     "StreamEvent",
+    "ThreadCompacted",
     "child_of",
     "from_child",
     "ignore",
@@ -56,6 +57,19 @@ class FromChild(TypedDict, total=False):
 
     from_agent: Annotated[str, "the agent that `ask_agent` asked, whose run this is"]
     depth: Annotated[int, "how deep in delegation that run is (1: asked by the top run)"]
+
+
+class ThreadCompacted(FromChild):
+    """the thread outgrew the model's context window and its older messages were summarized,
+    before the run's first step (or by `agentrunner threads compact`); the summary is sent from
+    then on in their place"""
+
+    thread_id: Annotated[str, "the thread"]
+    through_seq: Annotated[int, "the last message the summary covers (messages are numbered 1..n)"]
+    messages: Annotated[int, "how many messages this compaction summarized"]
+    model: Annotated[str, "the model that wrote the summary, `provider:model`"]
+    requests: Annotated[int, "how many requests it took (a long backlog is summarized in parts)"]
+    cost_micros: Annotated[int | None, "what they cost in micro-dollars; null: unknown"]
 
 
 class StepStarted(FromChild):
@@ -171,7 +185,8 @@ class AgentMemoryUpdated(FromChild):
 # Every kind with its shape, in the order the documentation lists them. ``EventData``, the
 # overloads of ``Emit`` and this union name the same kinds (a test checks it).
 Event = (
-    tuple[Literal["step.started"], StepStarted]
+    tuple[Literal["thread.compacted"], ThreadCompacted]
+    | tuple[Literal["step.started"], StepStarted]
     | tuple[Literal["agent.thinking"], AgentThinking]
     | tuple[Literal["agent.token"], AgentToken]
     | tuple[Literal["cost.updated"], CostUpdated]
@@ -185,7 +200,8 @@ Event = (
     | tuple[Literal["agent.memory_updated"], AgentMemoryUpdated]
 )
 EventData = (
-    StepStarted
+    ThreadCompacted
+    | StepStarted
     | AgentThinking
     | AgentToken
     | CostUpdated
@@ -209,6 +225,8 @@ class Emit(Protocol):
     """What code that makes an event calls: the kind decides the shape the data must have.
     Every ``EventSink`` is one."""
 
+    @overload
+    def __call__(self, kind: Literal["thread.compacted"], data: ThreadCompacted, /) -> None: ...
     @overload
     def __call__(self, kind: Literal["step.started"], data: StepStarted, /) -> None: ...
     @overload

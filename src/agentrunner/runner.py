@@ -26,8 +26,9 @@ from agentrunner.callbacks import (
 from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
 from agentrunner.capabilities.scope import RuntimeFiles
+from agentrunner.compaction import HISTORY_PAGE, Account, Compactor, Fitted, Recent, RequestShape
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.history import missing_results, stable_tail, window
+from agentrunner.engine.history import missing_results, window
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -48,7 +49,7 @@ from agentrunner.ids import new_id
 from agentrunner.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, check_text
 from agentrunner.prompt import PromptBuilder, PromptContext, agent_notes, notes_message
 from agentrunner.run_rows import RunRows
-from agentrunner.sessions import agent_thread, check_owner, session_thread
+from agentrunner.sessions import agent_thread, check_owner, find_thread, session_thread
 from agentrunner.store.repositories import ops
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.fallback import FallbackChain
     from agentrunner.engine.tracing import Tracing
     from agentrunner.store.locks import HeldLock
-    from agentrunner.store.records import Thread
+    from agentrunner.store.records import Thread, ThreadSummary
     from agentrunner.store.run_log import RunLog
     from agentrunner.store.store import Store
 
@@ -190,7 +191,6 @@ class AgentRunner:
         prompt: PromptBuilder,
         capabilities: CapabilityRegistry,
         effects: PostRunEffects,
-        history_window: int = 100,
         max_depth: int = 3,
         mcp: McpServers | None = None,
         runtime_files: RuntimeFiles | None = None,
@@ -203,7 +203,7 @@ class AgentRunner:
         self.prompt = prompt
         self.capabilities = capabilities
         self.effects = effects
-        self.history_window = history_window
+        self.compactor = Compactor(engine, store, config)
         self.max_depth = max_depth
         self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
         self.runtime_files = runtime_files or RuntimeFiles.of(config, agents)
@@ -235,6 +235,78 @@ class AgentRunner:
         exist, where ``run_agent`` opens a new one under any id it is given."""
         self.agents.get(agent_id)
         return await agent_thread(self.store, agent_id, thread_id)
+
+    async def compact_thread(self, thread_id: str) -> ThreadSummary:
+        """Summarize the messages of thread ``thread_id`` (or of the one whose id begins with
+        it) that its summary does not cover yet, by ``[compaction] model`` (default: its agent's
+        model): its next run is sent the summary in their place; the messages stay. Done under
+        the thread's lock as a run of its agent (stop reason ``compacted``), whose budgets apply
+        and whose cost rows record it. ``thread_not_found`` for an unknown thread, ``validation``
+        for one with nothing to compact, both before anything is written; the model's errors
+        as a run's (the run ``failed``)."""
+        found = await find_thread(self.store, thread_id)
+        agent = self.agents.get(found.agent_id)
+        model = (
+            self.config.compaction_model
+            or agent.model_refs(self.config.default_model or "test")[0][1]
+        )
+        self.engine.chain(model)  # an unknown model, a missing key: refused before any row
+        async with self.store.locks.hold(found.id) as held:
+            thread = await self.store.threads.get(found.id) or found
+            summary, pairs = await self.compactor.unsummarized(thread)
+            run_id = new_id("run_")
+            rows = RunRows(
+                self.store, run_id, agent.id, self.handlers.sink(run_id, agent.id, thread.id)
+            )
+            rows.log.write(
+                [
+                    self.store.runs.insert_op(
+                        run_id=run_id, agent_id=agent.id, thread_id=thread.id, status="running"
+                    )
+                ]
+            )
+            cost = CostTracker()
+            limit = run_limit(agent, self.config.budgets)
+            if limit is not None:
+                cost.limit, cost.label = limit
+            account = Account(
+                run_id=run_id,
+                emit=rows.log.emit,
+                write=rows.log.write,
+                cost=cost,
+                budget=DailyBudgets.applying(
+                    self.store.costs, agent.id, run_id, self.config.budgets, rows.log.write
+                ),
+                timeout_s=agent.limits.timeout_s,
+            )
+            try:
+                made = await self.compactor.compact_all(thread, summary, pairs, model, account)
+            except BaseException as exc:
+                failed = _as_error(exc)
+                end = self._compaction_end(run_id, model, cost, failed)
+                await asyncio.shield(rows.log.flush_with(ops(end, held.release_ops())))
+                raise
+            end = self._compaction_end(run_id, model, cost, None)
+            await rows.log.flush_with(ops(end, held.release_ops()))
+            return made
+
+    def _compaction_end(
+        self, run_id: str, model: str, cost: CostTracker, error: AgentRunnerError | None
+    ) -> Any:
+        status = "completed" if error is None else "failed"
+        if error is not None and error.code is ErrorCode.CANCELLED:
+            status = "cancelled"
+        return self.store.runs.finish_op(
+            run_id,
+            status=status,
+            stop_reason="compacted" if error is None else "error",
+            model=model,
+            usage=cost.usage.to_dict(),
+            cost_micros=cost.micros,
+            cost_known=cost.known,
+            error_code=str(error.code) if error else None,
+            error_message=error.message if error else None,
+        )
 
     async def run_agent(
         self,
@@ -355,18 +427,19 @@ class AgentRunner:
         input, parent, claimed_run_id = request.input, request.parent, request.claimed_run_id
         agent = self._agent(agent_id)  # 2. agent config (agent_disabled: not run)
         thread: Thread | None = None
-        recent: list[Message] = []
+        recent: Recent | None = None
         last_seq = 0
         if thread_id is not None:
             thread = await self.store.threads.open(  # 3. thread manifest
                 thread_id, agent_id, parent.thread_id if parent else None
             )
             check_owner(thread, agent_id)
-            recent, last_seq = await self.store.messages.tail(thread_id, self.history_window)
-        history = window(stable_tail(recent, last_seq, self.history_window))
-        repairs = missing_results(history)
-        if not overrides.history:
-            history = []
+            # its newest messages after its summary: more are read if the window has room
+            newest, last_seq = await self.store.messages.tail(
+                thread_id, HISTORY_PAGE, after=thread.summary_through
+            )
+            recent = Recent(thread, newest, last_seq)
+        repairs = missing_results(window(recent.messages)) if recent else []
         run_id = claimed_run_id or new_id("run_")
         trace_id = None
         if self.engine.tracing is not None:  # the run's span is current: what it now knows
@@ -418,7 +491,14 @@ class AgentRunner:
         )
         try:
             result = await self._execute(
-                run, [*history, *repairs], user, overrides, abort, input, parent
+                run,
+                recent if overrides.history else None,
+                repairs,
+                user,
+                overrides,
+                abort,
+                input,
+                parent,
             )
         except TurnError as exc:
             return await self._settle_failure(run, exc, exc.result)
@@ -460,7 +540,8 @@ class AgentRunner:
     async def _execute(
         self,
         run: _Run,
-        history: list[Message],
+        recent: Recent | None,
+        repairs: Sequence[Message],
         user: UserMessage,
         overrides: RunAgentOverrides,
         abort: AbortSignal | None,
@@ -509,8 +590,37 @@ class AgentRunner:
             run.log.message("context_message", notes)
         run.log.message("user_message", user.content)
         limits = agent.limits
+        chain = self._chain(agent, overrides)
+        budget = DailyBudgets.applying(
+            self.store.costs, agent.id, run.run_id, self.config.budgets, run.log.write
+        )
+        fitted = Fitted([], None)
+        if recent is not None:  # what the window has room for of the thread, compacted
+            fitted = await self.compactor.fit(
+                recent,
+                repairs,
+                RequestShape(
+                    chain=chain,
+                    system=system,
+                    notes=notes,
+                    message=user.content,
+                    tools=tools,
+                    output_schema=agent.output_schema,
+                    max_output_tokens=limits.max_output_tokens,
+                ),
+                Account(
+                    run_id=run.run_id,
+                    emit=run.log.emit,
+                    write=run.log.write,
+                    cost=run.cost,
+                    budget=budget,
+                    timeout_s=limits.timeout_s,
+                    abort=abort,
+                ),
+            )
+        history = fitted.history
         return await self.engine.run(  # 8. the engine call
-            chain=self._chain(agent, overrides),
+            chain=chain,
             system=system,
             history=[UserMessage(notes), *history] if notes else history,
             message=user.content,
@@ -519,7 +629,7 @@ class AgentRunner:
                 max_steps=overrides.max_steps or limits.max_steps,
                 max_tool_calls=limits.max_tool_calls,
                 max_tokens=limits.max_tokens,
-                max_output_tokens=limits.max_output_tokens,
+                max_output_tokens=limits.max_output_tokens or fitted.output_cap,
                 timeout_s=limits.timeout_s,
             ),
             emit=run.log.emit,
@@ -529,9 +639,7 @@ class AgentRunner:
             cost=run.cost,
             tool_context={"agent_id": agent.id, "thread_id": thread_id, "run_id": run.run_id},
             before_tools=lambda new: self._save_progress(run, new),
-            budget=DailyBudgets.applying(
-                self.store.costs, agent.id, run.run_id, self.config.budgets, run.log.write
-            ),
+            budget=budget,
             # A thread's turns share their prefix; runs on no thread share their agent's.
             cache_key=prompt_cache_key(f"thread:{thread_id}" if thread_id else f"agent:{agent.id}"),
         )
@@ -716,3 +824,12 @@ class AgentRunner:
             return child.text
 
         return ask
+
+
+def _as_error(exc: BaseException) -> AgentRunnerError:
+    """What a run's record says of ``exc``."""
+    if isinstance(exc, AgentRunnerError):
+        return exc
+    if isinstance(exc, asyncio.CancelledError):
+        return AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
+    return AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from agentrunner.store.records import Thread
     from agentrunner.store.store import Store
 
-__all__ = ["agent_thread", "check_owner", "session_thread"]
+__all__ = ["agent_thread", "check_owner", "find_thread", "session_thread"]
 
 _SEVERAL = "A thread holds one agent's conversation; several agents talk in a channel."
 
@@ -51,6 +51,24 @@ async def agent_thread(store: Store, agent_id: str, thread_id: str) -> str:
         message = f"thread '{thread.id}' belongs to agent '{thread.agent_id}', not '{agent_id}'"
         hint += f" {_SEVERAL}"
     raise AgentRunnerError(ErrorCode.THREAD_NOT_FOUND, message, hint=hint)
+
+
+async def find_thread(store: Store, thread_id: str) -> Thread:
+    """The thread ``thread_id``, whichever agent's — or the one whose id begins with it, if only
+    one does; ``thread_not_found`` otherwise."""
+    thread = await store.threads.get(thread_id)
+    if thread is not None:
+        return thread
+    starting = await store.threads.ids_starting(thread_id, 6) if thread_id else []
+    if len(starting) == 1:
+        thread = await store.threads.get(starting[0])
+        if thread is not None:
+            return thread
+    hint = "See `agentrunner threads list`."
+    if len(starting) > 1:
+        more = ", …" if len(starting) > 5 else ""
+        hint = f"'{thread_id}' begins {', '.join(starting[:5])}{more}: give more of the id."
+    raise AgentRunnerError(ErrorCode.THREAD_NOT_FOUND, f"no thread '{thread_id}'", hint=hint)
 
 
 def check_owner(thread: Thread, agent_id: str) -> None:

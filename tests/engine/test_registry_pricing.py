@@ -21,7 +21,7 @@ from agentrunner.engine import (
     tool,
 )
 from agentrunner.engine.doubles import example_from_schema
-from agentrunner.engine.models import BUILTIN_PROVIDERS
+from agentrunner.engine.models import BUILTIN_PROVIDERS, DEFAULT_CONTEXT_WINDOW
 from agentrunner.engine.wire_openai import OpenAIWire
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
@@ -123,6 +123,32 @@ def test_max_tokens_field_by_provider() -> None:
             "ollama": {"model": "m", "messages": [], "max_tokens": 50, "stream": False},
         }
     )
+
+
+def test_context_windows_from_the_config_then_genai_prices_then_the_default() -> None:
+    reg = ModelRegistry(
+        {"local": ProviderConfig("local", "openai", "http://127.0.0.1:1/v1")},
+        {"fast": "openai:gpt-4o-mini"},
+        context_windows={"openai:gpt-4.1-mini": 8000, "local:small": 2048},
+    )
+    window = reg.context_window
+    assert window(reg.resolve("openai:gpt-4.1-mini")) == 8000  # the config's, over the listed
+    assert window(reg.resolve("local:small")) == 2048
+    assert window(reg.resolve("fast")) == 128_000  # listed by genai-prices, through an alias
+    assert window(reg.resolve("anthropic:claude-sonnet-4-5")) == 200_000
+    assert window(reg.resolve("local:other")) == DEFAULT_CONTEXT_WINDOW  # listed nowhere
+    assert window(reg.resolve("ollama:llama3.2")) == DEFAULT_CONTEXT_WINDOW  # not priced there
+    assert window(reg.resolve("openai:no-such-model")) == DEFAULT_CONTEXT_WINDOW
+    assert window(reg.resolve("test")) == DEFAULT_CONTEXT_WINDOW
+
+
+def test_the_config_gives_the_registry_its_context_windows(tmp_path: Any) -> None:
+    from agentrunner.config import load_config
+
+    (tmp_path / "agentrunner.toml").write_text('[models."openai:gpt-4o"]\ncontext_window = 9000\n')
+    reg = ModelRegistry.from_config(load_config(tmp_path, env={}), env={})
+    assert reg.context_window(reg.resolve("openai:gpt-4o")) == 9000
+    assert reg.context_window(reg.resolve("openai:gpt-4o-mini")) == 128_000
 
 
 # -- pricing -----------------------------------------------------------------------------------

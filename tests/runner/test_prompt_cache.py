@@ -226,25 +226,36 @@ async def test_prompt_cache_hints_follow_the_provider_setting(
 
 @SQLITE_ONLY
 async def test_a_long_threads_history_starts_at_the_same_message_for_many_turns(
-    agent: Agent, open_runner: Any, mock: MockProvider
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path
 ) -> None:
+    """A thread that outgrows its model's window is compacted once and then grows from its
+    summary: the history sent starts at the same message turn after turn, and moves only when
+    the thread is compacted (a window sliding on by a turn each turn would change the start of
+    every request and lose the provider's prompt cache each time)."""
+    path = project / "agentrunner.toml"
+    path.write_text(
+        path.read_text()
+        + '\n[models."mockai:gpt-mock"]\ncontext_window = 4096\n'
+        + '[models."mockai:gpt-summary"]\ncontext_window = 4096\n'
+        + '[compaction]\nmodel = "mockai:gpt-summary"\n'
+    )
     agent("helper", "model: mockai:gpt-mock")
     runner: AgentRunner = await open_runner()
-    runner.history_window = 12  # a turn is 2 messages: the window holds 6 turns
+    mock.queue(*(Reply(text=f"Summary {n}.") for n in range(40)), model="gpt-summary")
     firsts: list[str] = []
-    for turn in range(20):
+    compacted: list[int] = []
+    for turn in range(24):
         before = len(mock.requests)
-        await runner.run_agent("helper", "t-long", f"message {turn}")
-        [body] = [r.body for r in mock.requests[before:]]
-        history = body["messages"][1:-1]  # after the system prompt, before the new message
-        assert 6 <= len(history) <= 12 or turn < 3
-        assert body["messages"][-1]["content"] == f"message {turn}"
-        firsts.append(body["messages"][1]["content"])
-    # 20 turns: the first 7 send the whole thread; from then on the start moves on by 6
-    # messages (3 turns) at a time, where a sliding window moved it every turn (14 starts).
-    starts = list(dict.fromkeys(firsts))
-    assert starts == [f"message {n}" for n in (0, 3, 6, 9, 12, 15)]
-    assert firsts.count("message 0") == 7 and firsts.count("message 3") == 3
+        await runner.run_agent("helper", "t-long", f"message {turn}: " + "word " * 120)
+        *summaries, body = [r.body for r in mock.requests[before:]]
+        if summaries:
+            compacted.append(turn)
+        assert body["messages"][-1]["content"].startswith(f"message {turn}: ")
+        firsts.append(body["messages"][1]["content"][:40])  # after the system prompt
+    starts = [turn for turn in range(1, 24) if firsts[turn] != firsts[turn - 1]]
+    assert compacted and len(compacted) <= 8, compacted  # not every turn
+    assert starts == compacted, (starts, compacted)  # the start moves only with a compaction
+    assert len(set(firsts)) == len(compacted) + 1
 
 
 def test_runs_show_and_cost_show_the_prompt_cache_and_what_it_cost(

@@ -372,3 +372,40 @@ def test_the_http_api_refuses_and_does_not_offer_a_disabled_agent(
     threads = httpx2.get(f"{srv.url}/threads", params={"agent_id": "off"}, headers=AUTH)
     assert threads.json()["data"] == []  # nothing half-written
     assert mock.requests == []
+
+
+def test_a_thread_shows_its_summary(agent: Agent, server: Any, mock: MockProvider) -> None:
+    """GET /threads/{id}: the thread with its newest summary (null before one is made)."""
+    import asyncio
+
+    from agentrunner.compose import open_runner
+    from agentrunner.engine.messages import AssistantMessage, UserMessage
+
+    agent("helper")
+    srv = server()
+    httpx2.post(f"{srv.url}/threads", headers=AUTH, json={"agent_id": "helper", "id": "t-1"})
+    fresh = httpx2.get(f"{srv.url}/threads/t-1", headers=AUTH).json()
+    assert (fresh["summary_through"], fresh["summary"]) == (0, None)
+    mock.queue(Reply(text="They said hello."), model="gpt-mock")
+
+    async def compact() -> None:
+        runner = await open_runner()
+        try:
+            said = [UserMessage("Hello"), AssistantMessage("Hello to you")]
+            await runner.store.batch(runner.store.messages.append_ops("t-1", 1, said, None))
+            await runner.compact_thread("t-1")
+        finally:
+            await runner.close()
+
+    asyncio.run(compact())
+    shown = httpx2.get(f"{srv.url}/threads/t-1", headers=AUTH).json()
+    assert shown["summary_through"] == 2
+    summary = shown["summary"]
+    assert (summary["through_seq"], summary["summary"], summary["model"]) == (
+        2,
+        "They said hello.",
+        "mockai:gpt-mock",
+    )
+    assert summary["requests"] == 1 and summary["run_id"].startswith("run_")
+    listed = httpx2.get(f"{srv.url}/threads", headers=AUTH).json()["data"]
+    assert [(t["id"], t["summary_through"]) for t in listed] == [("t-1", 2)]

@@ -123,6 +123,49 @@ async def test_messages_round_trip_and_recent_window(store: Store) -> None:
     assert thread is not None and thread.message_count == 4 and thread.session_run_id == "r1"
 
 
+async def test_a_threads_summary_and_the_messages_after_it(store: Store) -> None:
+    """Compaction's rows: each summary kept, the newest the thread's; the messages after a
+    summary point read newest first, and the pages before them."""
+    from agentrunner.store.records import ThreadSummary
+
+    await store.threads.open("t", "a")
+    await store.threads.open("other", "a")
+    said = [UserMessage(f"message {n}") for n in range(1, 11)]
+    await store.batch(store.messages.append_ops("t", 1, said, "r1"))
+    assert await store.threads.summary("t") is None
+    assert (await store.threads.get("t")).summary_through == 0  # type: ignore[union-attr]
+
+    first = ThreadSummary("t", 4, "Four messages.", "x:m", "r2", 1, 120, 1000.0)
+    await store.batch(store.threads.summary_ops(first))
+    assert await store.threads.summary("t") == first
+    assert [t.summary_through for t in await store.threads.list()] in ([4, 0], [0, 4])
+    assert await store.messages.tail("t", 3, after=4) == (said[7:], 10)
+    assert await store.messages.tail("t", 100, after=4) == (said[4:], 10)
+    assert await store.messages.tail("t", 100, after=10) == ([], 10)  # none after: its last
+    assert await store.messages.before("t", 8, 2, after=4) == said[5:7]
+    assert await store.messages.before("t", 7, 100, after=4) == said[4:6]
+    assert await store.messages.before("t", 5, 100, after=4) == []
+
+    second = ThreadSummary("t", 8, "Eight messages.", "x:m", "r3", 2, None, 1001.0)
+    await store.batch(store.threads.summary_ops(second))
+    stale = ThreadSummary("t", 6, "Older, written late.", "x:m", "r4", 1, 5, 1002.0)
+    await store.batch(store.threads.summary_ops(stale))
+    assert await store.threads.summary("t") == second  # the newest is the one furthest on
+    assert (await store.threads.get("t")).summary_through == 8  # type: ignore[union-attr]
+    assert await store.threads.summary("other") is None
+    assert second.to_dict() == {
+        "through_seq": 8,
+        "summary": "Eight messages.",
+        "model": "x:m",
+        "run_id": "r3",
+        "requests": 2,
+        "cost_usd": None,
+        "created_at": 1001.0,
+    }
+    await store.driver.execute("DELETE FROM threads WHERE id = 't'", {})
+    assert await store.threads.summary("t") is None  # kept with the thread, gone with it
+
+
 def run_log(store: Store, run_id: str, agent_id: str, forward: Any = None) -> RunLog:
     """A run's log whose events imply their rows, as a run's are (``RunRows``)."""
     return RunRows(store, run_id, agent_id, forward).log
@@ -417,7 +460,9 @@ async def test_steps_and_run_messages_survive_their_rekeying(
         # … and migration 13 the runs' `trace_id`.
         v8_run = sql["run_insert"].replace(", trace_id", "", 1)
         v8_run = v8_run.replace(", :trace_id", "").replace(", %(trace_id)s", "")
-        v8 = {**sql.queries, "cost_insert": v8_cost, "run_insert": v8_run}
+        # … and migration 15 the threads' `summary_through`.
+        v8_thread = sql["thread_get"].replace(", summary_through", "", 1)
+        v8 = {**sql.queries, "cost_insert": v8_cost, "run_insert": v8_run, "thread_get": v8_thread}
         old = Store(driver, SqlSet(sql.dialect, v8, []))
         await old.threads.open("t", "a")
         await old.batch(

@@ -271,6 +271,13 @@ class EventPrinter:
                 mark = "[red]✗[/]" if result["is_error"] else "[green]←[/]"
                 summary = escape(result["output_summary"][:160])
                 err.print(f"{mark} [dim]{summary}[/]", soft_wrap=True)
+            case ("thread.compacted", compacted):  # why this turn took longer, and cost more
+                requests = compacted["requests"]
+                err.print(
+                    f"[dim]… {compacted['messages']} earlier messages summarized by "
+                    f"{escape(compacted['model'])} ({requests} request"
+                    f"{'s' if requests != 1 else ''}): the thread outgrew the context window[/]"
+                )
             case ("model.attempt_failed", failed):
                 self.end()
                 said = f"! {escape(failed['model'])}: {escape(failed['error_code'])}"

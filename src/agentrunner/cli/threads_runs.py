@@ -1,4 +1,4 @@
-"""``agentrunner threads list|show`` and ``agentrunner runs list|show``."""
+"""``agentrunner threads list|show|compact`` and ``agentrunner runs list|show``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agentrunner.cli.cost import cache_line
 
 if TYPE_CHECKING:
     from agentrunner.spend import CacheSpend
-    from agentrunner.store.records import RunRecord, StepRecord
+    from agentrunner.store.records import RunRecord, StepRecord, ThreadSummary
     from agentrunner.store.store import Store
 
 __all__ = ["runs_app", "threads_app"]
@@ -144,20 +144,27 @@ def threads_show(
         thread = await _find("thread", thread_id, store.threads.get, store.threads.ids_starting)
         page = await store.messages.page(thread.id, limit=limit)
         cut = {r for _, m, r, _ in page if isinstance(m, AssistantMessage) and m.interrupted}
-        return thread, page, {r: await store.runs.get(r) for r in cut if r}
+        summary = await store.threads.summary(thread.id) if thread.summary_through else None
+        return thread, page, {r: await store.runs.get(r) for r in cut if r}, summary
 
-    thread, page, stopped = _with_store(load)
+    thread, page, stopped, summary = _with_store(load)
     if as_json:
         from agentrunner.store.records import thread_message_dict
 
         out.print_json(
-            data={"thread": thread.to_dict(), "messages": [thread_message_dict(*e) for e in page]}
+            data={
+                "thread": thread.to_dict(),
+                "summary": summary.to_dict() if summary else None,
+                "messages": [thread_message_dict(*e) for e in page],
+            }
         )
         return
     out.print(
         f"[bold]{escape(thread.title or thread.id)}[/] "
         f"[dim]· {escape(thread.agent_id)} · {thread.message_count} messages[/]\n"
     )
+    if summary is not None:  # what runs are sent in place of the messages it covers
+        _print_summary(summary)
     for seq, message, run_id, _ in page:
         if isinstance(message, UserMessage):
             out.print(f"[bold blue]user[/] [dim]#{seq}[/]\n{escape(message.content)}\n")
@@ -180,6 +187,42 @@ def threads_show(
             out.print(
                 f"{mark} [dim]{escape(message.name)} #{seq}: {escape(message.content[:300])}[/]\n"
             )
+
+
+@threads_app.command("compact")
+def threads_compact(
+    thread_id: str = typer.Argument(..., help="The thread id, or its beginning."),
+    as_json: bool = _JSON,
+) -> None:
+    """Summarize a thread's messages now, by [compaction] model: its next run is sent the
+    summary in their place (the messages stay). Runs do it themselves when a thread outgrows
+    the model's context window."""
+
+    async def main() -> ThreadSummary:
+        from agentrunner.compose import open_runner
+
+        runner = await open_runner()
+        try:
+            return await runner.compact_thread(thread_id)
+        finally:
+            await runner.close()
+
+    summary = asyncio.run(main())
+    if as_json:
+        out.print_json(data={"thread_id": summary.thread_id, **summary.to_dict()})
+        return
+    out.print(f"[bold]{escape(summary.thread_id)}[/] compacted")
+    _print_summary(summary)
+
+
+def _print_summary(summary: ThreadSummary) -> None:
+    requests = f"{summary.requests} request{'s' if summary.requests != 1 else ''}"
+    cost = _usd(summary.cost_micros, summary.cost_micros is not None)
+    out.print(
+        f"[bold magenta]summary[/] [dim]of messages 1-{summary.through_seq} · "
+        f"{escape(summary.model)} · {requests} · {cost} · {_when(summary.created_at)}[/]\n"
+        f"{escape(summary.summary)}\n"
+    )
 
 
 @runs_app.command("list")

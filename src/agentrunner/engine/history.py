@@ -1,13 +1,15 @@
 """Keeping a conversation sendable: every tool call answered, the window starting cleanly, and
-what a model is sent being only what was said (DESIGN decision 11)."""
+what a model is sent being only what was said (DESIGN decision 11); which of a thread's newest
+turns fit a number of tokens."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentrunner.engine.budget import estimate_message_tokens
 from agentrunner.engine.messages import AssistantMessage, Message, ToolResult, UserMessage
 
-__all__ = ["CRASHED", "CUT_NOTE", "missing_results", "stable_tail", "window"]
+__all__ = ["CRASHED", "CUT_NOTE", "missing_results", "newest_within", "sendable", "window"]
 
 CRASHED = "interrupted: the run stopped before this tool call finished (it was not run again)"
 # What a model reads where one of its turns was cut off, instead of the error that cut it: enough
@@ -34,21 +36,6 @@ def missing_results(history: Sequence[Message], reason: str = CRASHED) -> list[T
     return []
 
 
-def stable_tail(recent: Sequence[Message], last_seq: int, limit: int) -> list[Message]:
-    """The part of a thread's last ``limit`` messages (``recent``, oldest first, ``last_seq``
-    the thread's last sequence number) that is sent: all of a thread that fits, and of a longer
-    one the messages after a cut that moves in steps of half the limit — between half the
-    limit and the limit of them — not with every message. A window sliding on by a turn each
-    turn would change the start of every request and lose the provider's prompt cache each
-    time; this one keeps its start for many turns. (Sequence numbers are counted as
-    contiguous; a gap only moves where the steps fall.)"""
-    if last_seq <= limit:
-        return list(recent)
-    step = max(1, limit // 2)
-    cut = -(-(last_seq - limit) // step) * step  # the first step at or past the oldest allowed
-    return list(recent[-(last_seq - cut) :])
-
-
 def window(history: Sequence[Message]) -> list[Message]:
     """A thread's recent messages as a model is sent them.
 
@@ -58,19 +45,42 @@ def window(history: Sequence[Message]) -> list[Message]:
     nothing and did nothing. Notes that earlier versions stored as assistant text —
     ``(error: …)``, ``(stopped by user)`` — are left out: errors are for people, not models.
     """
-    start = next((i for i, m in enumerate(history) if isinstance(m, UserMessage)), len(history))
-    out: list[Message] = []
-    for message in history[start:]:
+    return [message for _, message in sendable(list(enumerate(history)))]
+
+
+def sendable(history: Sequence[tuple[int, Message]]) -> list[tuple[int, Message]]:
+    """``window`` over messages paired with their sequence numbers, each message sent paired
+    with the number of the one it was made from (what a summary of them is counted through)."""
+    start = next(
+        (i for i, (_, m) in enumerate(history) if isinstance(m, UserMessage)), len(history)
+    )
+    out: list[tuple[int, Message]] = []
+    for seq, message in history[start:]:
         if isinstance(message, AssistantMessage):
             if message.interrupted:
-                cut = _cut(message, out[-1] if out else None)
+                cut = _cut(message, out[-1][1] if out else None)
                 if cut is not None:
-                    out.append(cut)
+                    out.append((seq, cut))
                 continue
             if _legacy_note(message):
                 continue
-        out.append(message)
+        out.append((seq, message))
     return out
+
+
+def newest_within(history: Sequence[Message], tokens: int) -> int:
+    """Where the newest turns of ``history`` that fit ``tokens`` (by ``estimate_message_tokens``)
+    begin: the index of a user message, so a tool call is never sent without its result nor a
+    result without its call; ``len(history)`` when not even the newest turn fits."""
+    start, used = len(history), 0
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        used += estimate_message_tokens(message)
+        if used > tokens:
+            break
+        if isinstance(message, UserMessage):
+            start = index
+    return start
 
 
 def _cut(message: AssistantMessage, before: Message | None) -> AssistantMessage | None:

@@ -24,9 +24,13 @@ from agentrunner.engine.pricing import PriceBook
 from agentrunner.engine.secrets import Secrets
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
-__all__ = ["BUILTIN_PROVIDERS", "ModelRegistry", "ResolvedModel"]
+__all__ = ["BUILTIN_PROVIDERS", "DEFAULT_CONTEXT_WINDOW", "ModelRegistry", "ResolvedModel"]
 
 ANTHROPIC_VERSION = "2023-06-01"
+# The context window of a model nothing lists (a local server's, a custom provider's, one too
+# new for genai-prices): small enough for most models served today, so that a long thread is
+# compacted rather than refused; `[models."provider:model"] context_window` says otherwise.
+DEFAULT_CONTEXT_WINDOW = 32_768
 
 BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = MappingProxyType(
     {
@@ -76,16 +80,24 @@ class ModelRegistry:
         *,
         prices: PriceBook | None = None,
         env: Mapping[str, str] | None = None,
+        context_windows: Mapping[str, int] | None = None,
     ) -> None:
         self.providers: dict[str, ProviderConfig] = {**BUILTIN_PROVIDERS, **(providers or {})}
         self.aliases = dict(aliases or {})
         self.prices = prices or PriceBook()
+        self.context_windows = dict(context_windows or {})  # by ref: config's, then looked up
         self._env = os.environ if env is None else env
         self._clients: dict[str, ModelClient] = {}
 
     @classmethod
     def from_config(cls, config: Config, *, env: Mapping[str, str] | None = None) -> ModelRegistry:
-        return cls(config.providers, config.aliases, prices=PriceBook(config.prices), env=env)
+        return cls(
+            config.providers,
+            config.aliases,
+            prices=PriceBook(config.prices),
+            env=env,
+            context_windows=config.context_windows,
+        )
 
     def add_model(self, provider: str, client: ModelClient) -> None:
         """Serve ``provider:*`` with an in-process client (e.g. a ``FunctionModel``)."""
@@ -111,6 +123,18 @@ class ModelRegistry:
         stored or sent to a model, in whatever text it turns up."""
         variables = {p.api_key_env for p in self.providers.values() if p.api_key_env}
         return Secrets(v for name in variables if (v := self._env.get(name, "").strip()))
+
+    def context_window(self, model: ResolvedModel) -> int:
+        """How many tokens ``model`` takes in one request, input and output together:
+        ``[models."provider:model"] context_window``, else what genai-prices lists for the
+        providers it prices, else ``DEFAULT_CONTEXT_WINDOW``. Looked up once per model."""
+        known = self.context_windows.get(model.ref)
+        if known is None:
+            from agentrunner.engine.pricing import listed_context_window
+
+            known = listed_context_window(model.provider.name, model.name)
+            self.context_windows[model.ref] = known = known or DEFAULT_CONTEXT_WINDOW
+        return known
 
     def knows(self, ref: str) -> bool:
         """Whether ``resolve(ref)`` would find the model."""

@@ -4,6 +4,7 @@ Order: a ``[prices."provider:model"]`` override; free local providers (``test``,
 genai-prices for the providers it knows (under their genai-prices id). Anything else is
 unknown: reported as ``None`` (``cost_known: false`` in events), warned about once, never a
 crash and never a silent zero. A local OpenAI-compatible server is never priced as OpenAI.
+genai-prices' data also gives most models' context windows (``listed_context_window``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from agentrunner.config import PriceOverride
 from agentrunner.engine.messages import Usage
 
-__all__ = ["CacheCost", "PriceBook", "Rates"]
+__all__ = ["CacheCost", "PriceBook", "Rates", "listed_context_window"]
 
 log = logging.getLogger("agentrunner.pricing")
 
@@ -120,6 +121,25 @@ class PriceBook:
             ref,
             ref,
         )
+
+
+def listed_context_window(provider: str, model: str) -> int | None:
+    """The context window genai-prices lists for ``provider:model`` (its data has them for most
+    models it prices), or None: a provider it does not price, a model it does not know or whose
+    window it leaves out."""
+    provider_id = GENAI_PRICES_IDS.get(provider)
+    if provider_id is None:
+        return None
+    from genai_prices import Usage as GenaiUsage
+    from genai_prices import calc_price
+
+    try:
+        found = calc_price(
+            GenaiUsage(input_tokens=1, output_tokens=1), model_ref=model, provider_id=provider_id
+        ).model
+    except LookupError:
+        return None
+    return found.context_window
 
 
 def _genai_price(provider_id: str, model: str, usage: Usage) -> int | None:

@@ -28,8 +28,10 @@ __all__ = [
     "Run",
     "RunQueued",
     "Thread",
+    "ThreadDetail",
     "ThreadMessagePage",
     "ThreadPage",
+    "ThreadSummary",
     "event_stream",
     "operation",
 ]
@@ -84,8 +86,26 @@ class Thread(BaseModel):
     agent_id: str
     title: str | None
     message_count: int
+    summary_through: int = Field(
+        description="the last message its summary covers (runs send the summary in their "
+        "place); 0: never compacted"
+    )
     created_at: float
     updated_at: float
+
+
+class ThreadSummary(BaseModel):
+    through_seq: int = Field(description="the last message it covers (messages are 1..n)")
+    summary: str
+    model: str = Field(description="the model that wrote it, `provider:model`")
+    run_id: str = Field(description="the run that paid for it")
+    requests: int
+    cost_usd: float | None = Field(description="null: a price unknown")
+    created_at: float
+
+
+class ThreadDetail(Thread):
+    summary: ThreadSummary | None = Field(description="the newest summary; null: none")
 
 
 class ThreadPage(BaseModel):

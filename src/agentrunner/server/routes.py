@@ -36,6 +36,7 @@ from agentrunner.server.responses import (
     Run,
     RunQueued,
     Thread,
+    ThreadDetail,
     ThreadMessagePage,
     ThreadPage,
     event_stream,
@@ -123,9 +124,12 @@ async def list_threads(
     }
 
 
-@router.get("/threads/{thread_id}", **operation("get_thread", Thread, tag="threads"))
+@router.get("/threads/{thread_id}", **operation("get_thread", ThreadDetail, tag="threads"))
 async def get_thread(thread_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    return _found(await ws.runner.store.threads.get(thread_id), "thread", thread_id).to_dict()
+    store = ws.runner.store
+    thread = _found(await store.threads.get(thread_id), "thread", thread_id)
+    summary = await store.threads.summary(thread.id) if thread.summary_through else None
+    return {**thread.to_dict(), "summary": summary.to_dict() if summary else None}
 
 
 @router.get(

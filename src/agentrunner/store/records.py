@@ -19,6 +19,7 @@ __all__ = [
     "RunRecord",
     "StepRecord",
     "Thread",
+    "ThreadSummary",
     "from_json",
     "thread_message_dict",
     "to_json",
@@ -50,6 +51,7 @@ class Thread:
     message_count: int
     created_at: float
     updated_at: float
+    summary_through: int = 0  # the last message its newest summary covers; 0: none
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Thread:
@@ -63,8 +65,36 @@ class Thread:
             "agent_id": self.agent_id,
             "title": self.title,
             "message_count": self.message_count,
+            "summary_through": self.summary_through,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSummary:
+    """A summary of a thread's messages 1..``through_seq``, written by ``model`` in ``requests``
+    model requests on the account of ``run_id`` (``cost_micros`` None: a price unknown)."""
+
+    thread_id: str
+    through_seq: int
+    summary: str
+    model: str
+    run_id: str
+    requests: int
+    cost_micros: int | None
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as the HTTP API and ``threads show --json`` show it."""
+        return {
+            "through_seq": self.through_seq,
+            "summary": self.summary,
+            "model": self.model,
+            "run_id": self.run_id,
+            "requests": self.requests,
+            "cost_usd": None if self.cost_micros is None else self.cost_micros / 1_000_000,
+            "created_at": self.created_at,
         }
 
 

@@ -23,6 +23,7 @@ from agentrunner.store.records import (
     RunRecord,
     StepRecord,
     Thread,
+    ThreadSummary,
     from_json,
     to_json,
 )
@@ -114,6 +115,32 @@ class Threads(Repository):
         assert created is not None
         return created
 
+    async def summary(self, thread_id: str) -> ThreadSummary | None:
+        """The thread's newest summary (compaction), or None: never compacted."""
+        row = await self.db.fetch_one(self.sql["thread_summary_latest"], {"thread_id": thread_id})
+        return ThreadSummary(**row) if row else None
+
+    def summary_ops(self, summary: ThreadSummary) -> list[Op]:
+        """Keep ``summary`` and make it the thread's: runs send it from then on."""
+        return [
+            self.op(
+                "thread_summary_insert",
+                thread_id=summary.thread_id,
+                through_seq=summary.through_seq,
+                summary=summary.summary,
+                model=summary.model,
+                run_id=summary.run_id,
+                requests=summary.requests,
+                cost_micros=summary.cost_micros,
+                now=summary.created_at,
+            ),
+            self.op(
+                "thread_summary_point",
+                thread_id=summary.thread_id,
+                through_seq=summary.through_seq,
+            ),
+        ]
+
     async def list(
         self, *, agent_id: str | None = None, before: float | None = None, limit: int = 50
     ) -> list[Thread]:
@@ -153,16 +180,31 @@ class Threads(Repository):
 
 
 class Messages(Repository):
-    async def tail(self, thread_id: str, limit: int) -> tuple[list[Message], int]:
-        """The last ``limit`` messages, oldest first — O(limit) rows, not the thread — and the
-        thread's last sequence number (0 for an empty thread): the next message is numbered
-        from the messages themselves, not from the manifest's count, which a run that died may
-        have left behind."""
+    async def tail(
+        self, thread_id: str, limit: int, *, after: int = 0
+    ) -> tuple[list[Message], int]:
+        """The last ``limit`` messages numbered above ``after``, oldest first — O(limit) rows,
+        not the thread — and the thread's last sequence number (``after`` when there are none
+        past it: 0 for an empty thread): the next message is numbered from the messages
+        themselves, not from the manifest's count, which a run that died may have left behind.
+        Messages are numbered 1..n, so the first returned is number ``last - len + 1``."""
         rows = await self.db.fetch_all(
-            self.sql["messages_recent"], {"thread_id": thread_id, "limit": max(limit, 1)}
+            self.sql["messages_recent"],
+            {"thread_id": thread_id, "after": after, "limit": max(limit, 1)},
         )
-        last = int(rows[0]["seq"]) if rows else 0
+        last = int(rows[0]["seq"]) if rows else after
         return [message_from_dict(from_json(r["body"])) for r in reversed(rows[:limit])], last
+
+    async def before(
+        self, thread_id: str, before: int, limit: int, *, after: int = 0
+    ) -> list[Message]:
+        """The last ``limit`` messages numbered above ``after`` and below ``before``, oldest
+        first: the page before one that ``tail`` or this returned."""
+        rows = await self.db.fetch_all(
+            self.sql["messages_before"],
+            {"thread_id": thread_id, "after": after, "before": before, "limit": limit},
+        )
+        return [message_from_dict(from_json(r["body"])) for r in reversed(rows)]
 
     async def page(
         self, thread_id: str, *, after: int = 0, limit: int = 200

@@ -4,7 +4,7 @@
 
 -- name: thread_get
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at
+       message_count, created_at, updated_at, summary_through
 FROM threads WHERE id = :id;
 
 -- name: thread_ids_starting
@@ -21,7 +21,7 @@ ON CONFLICT (id) DO NOTHING;
 
 -- name: thread_list
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at
+       message_count, created_at, updated_at, summary_through
 FROM threads
 WHERE updated_at < :before
 ORDER BY updated_at DESC LIMIT :limit;
@@ -31,7 +31,7 @@ ORDER BY updated_at DESC LIMIT :limit;
 -- whole answer for an agent in use, at a bounded cost whatever the project's size.
 SELECT *
 FROM (SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-             message_count, created_at, updated_at
+             message_count, created_at, updated_at, summary_through
       FROM threads
       WHERE updated_at < :before
       ORDER BY updated_at DESC LIMIT :scan) AS recent
@@ -43,7 +43,7 @@ ORDER BY updated_at DESC LIMIT :limit;
 -- recent ones, this costs its own threads, not everyone's. (The unary plus keeps the planner
 -- off threads_updated, which would walk every other agent's threads too.)
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at
+       message_count, created_at, updated_at, summary_through
 FROM threads
 WHERE agent_id = :agent_id AND +updated_at < :before
 ORDER BY +updated_at DESC LIMIT :limit;
@@ -64,8 +64,29 @@ INSERT INTO messages (thread_id, seq, role, body, run_id, created_at)
 VALUES (:thread_id, :seq, :role, :body{json}, :run_id, :now);
 
 -- name: messages_recent
-SELECT seq, body FROM messages WHERE thread_id = :thread_id
+-- The newest messages after :after (a thread's summary point: 0 without one).
+SELECT seq, body FROM messages WHERE thread_id = :thread_id AND seq > :after
 ORDER BY seq DESC LIMIT :limit;
+
+-- name: messages_before
+-- The page of older messages before :before, for a history that reaches further back.
+SELECT seq, body FROM messages WHERE thread_id = :thread_id AND seq > :after AND seq < :before
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: thread_summary_insert
+INSERT INTO thread_summaries (thread_id, through_seq, summary, model, run_id, requests,
+                              cost_micros, created_at)
+VALUES (:thread_id, :through_seq, :summary, :model, :run_id, :requests, :cost_micros, :now);
+
+-- name: thread_summary_point
+-- A summary's messages are the thread's, numbered 1..n: one never goes back.
+UPDATE threads SET summary_through = :through_seq
+WHERE id = :thread_id AND summary_through < :through_seq;
+
+-- name: thread_summary_latest
+SELECT thread_id, through_seq, summary, model, run_id, requests, cost_micros, created_at
+FROM thread_summaries WHERE thread_id = :thread_id
+ORDER BY through_seq DESC LIMIT 1;
 
 -- name: messages_page
 SELECT seq, body, run_id, created_at FROM messages WHERE thread_id = :thread_id AND seq > :after

@@ -370,3 +370,23 @@ ALTER TABLE runs ADD COLUMN trace_id TEXT
 -- OpenTelemetry's propagators write them), kept when telemetry was on, so that the worker that
 -- claims the run, in whichever process, continues that trace.
 ALTER TABLE runs ADD COLUMN trace_context {json}
+
+-- migration: 15
+-- Compaction (docs/engine.md, "History"): when a thread outgrows its model's context window, its
+-- older messages are summarized by a model, and from then on a run sends the newest summary and
+-- the messages after it; the messages themselves stay. `through_seq` is the last message a
+-- summary covers; each summary is kept, the thread's `summary_through` points at the newest (0:
+-- never compacted), so a run reads a summary only for a thread that has one. `run_id` is the run
+-- whose account paid for it (its cost rows).
+CREATE TABLE thread_summaries (
+    thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+    through_seq INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    model TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    requests INTEGER NOT NULL,
+    cost_micros BIGINT,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (thread_id, through_seq)
+){clustered};
+ALTER TABLE threads ADD COLUMN summary_through INTEGER NOT NULL DEFAULT 0
