@@ -851,3 +851,15 @@ async def test_a_mailbox_counts_its_queued_runs_up_to_a_bound(store: Store) -> N
     assert await store.mailbox.queued("cfo", 100) == 0
     assert await store.mailbox.claim("w1", 30) is not None
     assert await store.mailbox.queued("ceo", 100) == 4
+
+
+async def test_a_claim_says_how_long_its_run_waited_in_the_mailbox(store: Store) -> None:
+    await store.mailbox.enqueue([NewRun("run_old", "ceo", None, {"kind": "direct"})])
+    await asyncio.sleep(0.2)  # a lower bound, whatever the machine's speed
+    await store.mailbox.enqueue([NewRun("run_new", "cfo", None, {"kind": "direct"})])
+    first = await store.mailbox.claim("w1", 30)
+    second = await store.mailbox.claim("w1", 30)
+    assert first is not None and second is not None
+    assert (first.id, second.id) == ("run_old", "run_new")  # the oldest first
+    assert first.waited_s >= 0.2
+    assert second.waited_s >= 0.0

@@ -30,6 +30,7 @@ class ClaimedRun:
     trigger_message_id: str | None
     channel_id: str | None
     depth: int
+    waited_s: float = 0.0  # from being queued to this claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,9 @@ class Mailbox(Repository):
             row["trigger_message_id"],
             row["channel_id"],
             int(row["depth"]),
+            # the queuing process's clock, then the claim's (the database's on PostgreSQL):
+            # across machines they may differ a little, never below nothing
+            max(0.0, float(row["started_at"]) - float(row["created_at"])),
         )
 
     async def renew(self, run_id: str, worker_id: str, lease_s: float) -> bool:

@@ -22,7 +22,8 @@ WHERE id = (
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
   AND status = 'created'
-RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth;
+RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth,
+          created_at, started_at;
 
 -- name: notify_runs
 SELECT pg_notify('agentrunner_runs', :agent_id);

@@ -336,7 +336,8 @@ WHERE id = (
     ORDER BY r.created_at, r.id
     LIMIT 1)
   AND status = 'created'
-RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth;
+RETURNING id, agent_id, thread_id, request, attempts, trigger_message_id, channel_id, depth,
+          created_at, started_at;
 
 -- name: run_lease_renew
 -- One run its worker still serves: no row changed says the run is no longer the worker's to
