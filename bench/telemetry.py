@@ -1,8 +1,9 @@
 """The price of traces: the durable turn of bench/runner.py (2 model requests + 1 tool call
 against the mock provider at 0 ms, thread lock, run rows, events, costs) with telemetry off and
 on, in the same process, interleaved. On, every span of the run goes out over OTLP/HTTP in
-batches to a local receiver in a process of its own (it answers 200 and keeps nothing), so the
-figure includes making the spans and exporting them.
+batches to a local receiver in a process of its own (it answers 200 and keeps nothing), and its
+metrics are recorded (and sent once a minute), so the figure includes making the spans and
+the measurements and exporting them.
 
 Target (issue 26): telemetry off costs nothing measurable (its turn is bench/runner.py's
 durable turn); on, the overhead is reported.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import subprocess
 import sys
 import tempfile
@@ -91,11 +93,13 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
                 samples[name] += got
         await off.close()
         await on.close()
-    from opentelemetry import trace
+    from opentelemetry import metrics, trace
 
     # the last batch, sent while the receiver still runs (a bench may block here)
     flush = getattr(trace.get_tracer_provider(), "force_flush", None)
     assert flush is not None and flush(), "the receiver did not take the last spans"
+    flush = getattr(metrics.get_meter_provider(), "force_flush", None)
+    assert flush is not None and flush(), "the receiver did not take the last metrics"
     total = args.turns * args.rounds
     return {
         name: stats(got) | {"cpu_ms_per_turn": cpu[name] * 1000 / total}
@@ -109,14 +113,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
-    try:
-        assert receiver.stdout is not None
-        endpoint = f"http://127.0.0.1:{receiver.stdout.readline().strip()}"
-        with mock_provider() as url:
-            results = asyncio.run(run(args, url, endpoint))
-    finally:
-        receiver.terminate()
-        receiver.wait(timeout=10)
+    # stopped at exit, after agentrunner's own last send (atexit calls the latest first)
+    atexit.register(receiver.wait, timeout=10)
+    atexit.register(receiver.terminate)
+    assert receiver.stdout is not None
+    endpoint = f"http://127.0.0.1:{receiver.stdout.readline().strip()}"
+    with mock_provider() as url:
+        results = asyncio.run(run(args, url, endpoint))
     overhead = {
         "time_c1": results["on"]["median_ms"] / results["off"]["median_ms"] - 1,
         "cpu_c1": results["on"]["cpu_ms_per_turn"] / results["off"]["cpu_ms_per_turn"] - 1,

@@ -187,6 +187,7 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ("[compaction]\nmodel = 3\n", "compaction.model must be a non-empty string"),
         ('[compaction]\nmodle = "x:y"\n', "did you mean 'compaction.model'"),
         ('[compacton]\nmodel = "x:y"\n', "did you mean '[compaction]'?"),
+        ('[telemetry]\nmetrics = "off"\n', "telemetry.metrics must be true or false"),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
@@ -270,6 +271,8 @@ def test_telemetry_is_off_until_asked_and_the_file_sets_it(tmp_path: Path) -> No
     bare = load_config(write(tmp_path, "[project]\n").parent, env={}).telemetry
     assert (bare.enabled, bare.capture_content, bare.service_name) == (False, False, "agentrunner")
     assert bare.traces_url == "http://localhost:4318/v1/traces"  # OTLP/HTTP's own default
+    assert bare.metrics_url == "http://localhost:4318/v1/metrics"
+    assert (bare.metrics, bare.metric_interval_ms) == (True, 60_000)  # the SDK's defaults
     write(
         tmp_path,
         "[telemetry]\nenabled = true\ncapture_content = true\n"
@@ -278,6 +281,9 @@ def test_telemetry_is_off_until_asked_and_the_file_sets_it(tmp_path: Path) -> No
     set_ = load_config(tmp_path, env={}).telemetry
     assert (set_.enabled, set_.capture_content, set_.service_name) == (True, True, "agents-prod")
     assert set_.traces_url == "http://localhost:6006/v1/traces"
+    assert set_.metrics_url == "http://localhost:6006/v1/metrics"
+    write(tmp_path, "[telemetry]\nenabled = true\nmetrics = false\n")  # a receiver of traces only
+    assert load_config(tmp_path, env={}).telemetry.metrics is False
 
 
 def test_telemetry_reads_the_standard_variables_over_the_file(tmp_path: Path) -> None:
@@ -298,6 +304,19 @@ def test_telemetry_reads_the_standard_variables_over_the_file(tmp_path: Path) ->
     assert load_config(tmp_path, env=env).telemetry.traces_url == (
         "https://cloud.langfuse.com/api/public/otel/v1/traces"
     )
+    assert load_config(tmp_path, env=env).telemetry.metrics_url == (
+        "http://collector:4318/v1/metrics"
+    )
+    # metrics: their own endpoint, as it is; how often they are sent; or none
+    env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] = "http://mimir:4318/otlp/v1/metrics"
+    env["OTEL_METRIC_EXPORT_INTERVAL"] = "15000"
+    telemetry = load_config(tmp_path, env=env).telemetry
+    assert telemetry.metrics_url == "http://mimir:4318/otlp/v1/metrics"
+    assert (telemetry.metrics, telemetry.metric_interval_ms) == (True, 15_000)
+    assert load_config(tmp_path, env={"OTEL_METRICS_EXPORTER": "none"}).telemetry.metrics is False
+    write(tmp_path, "[telemetry]\nenabled = true\nmetrics = false\n")
+    assert load_config(tmp_path, env={"OTEL_METRICS_EXPORTER": "otlp"}).telemetry.metrics is True
+    write(tmp_path, '[telemetry]\nenabled = true\nservice_name = "file"\n')
     for off in ({"AGENTRUNNER_TELEMETRY": "false"}, {"OTEL_SDK_DISABLED": "true"}):
         assert load_config(tmp_path, env=off).telemetry.enabled is False
     write(tmp_path, "[project]\n")
@@ -314,6 +333,13 @@ def test_telemetry_reads_the_standard_variables_over_the_file(tmp_path: Path) ->
             {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"},
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json",
         ),
+        (
+            {"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc"},
+            "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL=grpc: agentrunner sends metrics as OTLP over",
+        ),
+        ({"OTEL_METRICS_EXPORTER": "prometheus"}, "OTEL_METRICS_EXPORTER=prometheus"),
+        ({"OTEL_METRIC_EXPORT_INTERVAL": "soon"}, "OTEL_METRIC_EXPORT_INTERVAL must be a whole"),
+        ({"OTEL_METRIC_EXPORT_INTERVAL": "0"}, "OTEL_METRIC_EXPORT_INTERVAL must be a whole"),
     ],
 )
 def test_telemetry_variables_that_cannot_be_honoured(
@@ -324,17 +350,23 @@ def test_telemetry_variables_that_cannot_be_honoured(
         load_config(tmp_path, env=env)
     assert info.value.code is ErrorCode.VALIDATION
     assert fragment in info.value.message and info.value.hint
-    # the protocol matters only to telemetry that is on
+    # the OTEL_ variables matter only to telemetry that is on (other programs read them too)
     write(tmp_path, "[telemetry]\nenabled = false\n")
-    if "PROTOCOL" in next(iter(env)):
+    if next(iter(env)).startswith("OTEL_"):
         assert load_config(tmp_path, env=env).telemetry.enabled is False
-    # the traces' own variable wins over the general one
+    # each signal's own variable wins over the general one
     write(tmp_path, "[telemetry]\nenabled = true\n")
     both = {
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
     }
     assert load_config(tmp_path, env=both).telemetry.enabled is True
+    # and metrics that are not sent need no protocol
+    del both["OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"]
+    with pytest.raises(AgentRunnerError, match="sends metrics as OTLP over HTTP"):
+        load_config(tmp_path, env=both)
+    assert load_config(tmp_path, env={**both, "OTEL_METRICS_EXPORTER": "none"}).telemetry.enabled
 
 
 def test_bad_toml_names_the_file(tmp_path: Path) -> None:

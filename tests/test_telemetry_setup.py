@@ -1,6 +1,7 @@
-"""How telemetry is set up, in processes of their own (a process has one tracer provider):
-off, nothing of OpenTelemetry is imported; on, the SDK sends spans over OTLP/HTTP to the
-endpoint, headers from ``OTEL_EXPORTER_OTLP_HEADERS``; without the ``otel`` extra, a clear error."""
+"""How telemetry is set up, in processes of their own (a process has one tracer provider and
+one meter provider): off, nothing of OpenTelemetry is imported; on, the SDK sends spans and
+metrics over OTLP/HTTP to the endpoint, headers from ``OTEL_EXPORTER_OTLP_HEADERS``; without the
+``otel`` extra, a clear error."""
 
 from __future__ import annotations
 
@@ -9,12 +10,17 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,13 +40,33 @@ async def main() -> None:
 asyncio.run(main())
 """
 
+# Every seam telemetry has: a run with a tool call, and a queued run a worker claims and serves.
+WORK = """\
+import asyncio, sys
+from agentrunner.compose import open_workspace
+
+async def main() -> None:
+    workspace = await open_workspace()
+    try:
+        result = await workspace.runner.run_agent("clerk", "desk", "hello there")
+        await workspace.runs.queue("clerk", "queued", "and again")
+        served = await workspace.worker().run(until_idle=True)
+    finally:
+        await workspace.close()
+    print(" ".join(result.text.split()), served)
+    loaded = {m.split(".")[1] for m in sys.modules if m.startswith("opentelemetry.")}
+    print(",".join(sorted(loaded)))
+
+asyncio.run(main())
+"""
+
 
 def run(
-    project: Path, env: dict[str, str], before: str = "", timeout: float = 60
+    project: Path, env: dict[str, str], before: str = "", timeout: float = 60, script: str = ""
 ) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTRUNNER_"))}
     return subprocess.run(
-        [sys.executable, "-c", RUN.format(before=before)],
+        [sys.executable, "-c", script or RUN.format(before=before)],
         cwd=project,
         env={**clean, "PYTHONPATH": str(ROOT / "src"), **env},
         capture_output=True,
@@ -70,10 +96,11 @@ class Receiver(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
     def spans(self) -> list[Span]:
-        """Every span it was sent, decoded."""
+        """Every span it was sent, decoded (metrics come to the same receiver)."""
         return [
             span
-            for _, _, body in self.received
+            for path, _, body in self.received
+            if path.endswith("/v1/traces")
             for resource in ExportTraceServiceRequest.FromString(body).resource_spans
             for scope in resource.scope_spans
             for span in scope.spans
@@ -86,6 +113,14 @@ class Receiver(ThreadingHTTPServer):
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
         self.server_close()
+
+    def paths(self) -> list[str]:
+        return sorted(path for path, _, _ in self.received)
+
+    def sent(self, path: str) -> tuple[dict[str, str], bytes]:
+        """The headers (lower-case) and body of the one request posted to ``path``."""
+        ((headers, body),) = [(h, b) for p, h, b in self.received if p == path]
+        return {name.lower(): value for name, value in headers.items()}, body
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -110,10 +145,15 @@ def receiver() -> Iterator[Receiver]:
 
 
 def test_telemetry_off_imports_nothing_of_opentelemetry(project: Path) -> None:
-    done = run(project, {})
+    (project / "agents" / "clerk.md").write_text(
+        "---\nname: Clerk\ncapabilities: [notify]\n---\nYou help.\n"
+    )
+    done = run(project, {}, script=WORK)
     assert done.returncode == 0, done.stderr
     text, imported = done.stdout.splitlines()
-    assert text and imported == ""  # a run, and neither the API nor the SDK loaded
+    # a run with a tool call (the test model calls each tool once) and a queued run served
+    assert text.endswith(" 1") and "notify_user" in text
+    assert imported == ""  # neither the API nor the SDK loaded
 
 
 def test_telemetry_on_exports_the_run_over_otlp_http(project: Path, receiver: Receiver) -> None:
@@ -126,9 +166,8 @@ def test_telemetry_on_exports_the_run_over_otlp_http(project: Path, receiver: Re
     assert done.returncode == 0, done.stderr
     assert {"sdk", "exporter"} <= set(done.stdout.splitlines()[1].split(","))
     # flushed when the process exited
-    assert [path for path, _, _ in receiver.received] == ["/v1/traces"]
-    _, headers, body = receiver.received[0]
-    headers = {name.lower(): value for name, value in headers.items()}
+    assert receiver.paths() == ["/v1/metrics", "/v1/traces"]
+    headers, body = receiver.sent("/v1/traces")
     assert headers["x-team"] == "research"
     assert headers["content-type"] == "application/x-protobuf"
     export = ExportTraceServiceRequest.FromString(body)
@@ -163,14 +202,107 @@ def test_telemetry_on_exports_the_run_over_otlp_http(project: Path, receiver: Re
     assert run_attrs["gen_ai.agent.name"].string_value == "Clerk"
     assert run_attrs["gen_ai.conversation.id"].string_value == "desk"
 
+    headers, body = receiver.sent("/v1/metrics")
+    assert headers["x-team"] == "research"
+    assert headers["content-type"] == "application/x-protobuf"
+    (resource,) = ExportMetricsServiceRequest.FromString(body).resource_metrics
+    service = {a.key: a.value.string_value for a in resource.resource.attributes}
+    assert service["service.name"] == "desk-agents"
+    assert {scope.scope.name for scope in resource.scope_metrics} == {"agentrunner"}
+    points = {
+        metric.name: [
+            (_attributes(p.attributes), p)
+            for p in (metric.sum.data_points or metric.histogram.data_points)
+        ]
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    clerk = {"gen_ai.agent.id": "clerk"}
+    assert [(a, p.as_int) for a, p in points["agentrunner.runs.started"]] == [(clerk, 1)]
+    (run_time,) = points["gen_ai.invoke_agent.duration"]  # completed: no error.type
+    assert run_time[0] == {**clerk, "gen_ai.agent.name": "Clerk"} and run_time[1].count == 1
+    # the agent's request and the title's
+    (requests,) = points["gen_ai.client.operation.duration"]
+    assert requests[0] == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "test",
+        "gen_ai.request.model": "test",
+        "gen_ai.response.model": "test",
+    }
+    assert requests[1].count == 2
+    tokens = {
+        a["gen_ai.token.type"]: p.sum
+        for a, p in points["gen_ai.client.token.usage"]
+        if a.get("gen_ai.agent.id") == "clerk"
+    }
+    assert tokens["input"] > 0 and tokens["output"] > 0
+
+
+def _attributes(attributes: Sequence[KeyValue]) -> dict[str, object]:
+    return {
+        a.key: getattr(a.value, a.value.WhichOneof("value") or "string_value") for a in attributes
+    }
+
 
 def test_a_second_endpoint_gets_the_spans_instead(project: Path, receiver: Receiver) -> None:
-    """The endpoint comes from the environment over the file (no spans to the file's)."""
+    """The endpoints come from the environment over the file (nothing to the file's)."""
     with (project / "agentrunner.toml").open("a") as toml:
         toml.write('[telemetry]\nenabled = true\nendpoint = "http://127.0.0.1:9"\n')
-    done = run(project, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.url + "/custom/traces"})
+    done = run(
+        project,
+        {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.url + "/custom/traces",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": receiver.url + "/custom/metrics",
+        },
+    )
     assert done.returncode == 0, done.stderr
-    assert [path for path, _, _ in receiver.received] == ["/custom/traces"]
+    assert receiver.paths() == ["/custom/metrics", "/custom/traces"]
+    assert "not sent" not in done.stderr
+
+
+WAIT = """\
+import asyncio, sys
+from agentrunner.compose import open_runner
+
+async def main() -> None:
+    async with await open_runner() as runner:
+        await runner.run_agent("clerk", "desk", "hello there")
+    sys.stdin.readline()  # the test says when to exit
+
+asyncio.run(main())
+"""
+
+
+def test_metrics_are_sent_every_interval_while_the_process_runs(
+    project: Path, receiver: Receiver
+) -> None:
+    """``OTEL_METRIC_EXPORT_INTERVAL``: sent while the process runs, not only as it exits (at
+    the default, a minute, this test would wait for its limit and fail)."""
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write(f'[telemetry]\nenabled = true\nendpoint = "{receiver.url}"\n')
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTRUNNER_"))}
+    running = subprocess.Popen(
+        [sys.executable, "-c", WAIT],
+        cwd=project,
+        env={**clean, "PYTHONPATH": str(ROOT / "src"), "OTEL_METRIC_EXPORT_INTERVAL": "100"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        limit = time.monotonic() + 30
+        while "/v1/metrics" not in receiver.paths():
+            assert running.poll() is None, running.communicate()
+            assert time.monotonic() < limit, "no metrics sent while the process ran"
+            time.sleep(0.05)
+        sent = receiver.paths().count("/v1/metrics")
+        _, stderr = running.communicate("\n", timeout=30)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert running.returncode == 0, stderr
+    assert receiver.paths().count("/v1/metrics") > sent  # and the last ones as it exited
 
 
 def test_telemetry_on_without_the_sdk_says_which_extra_to_install(project: Path) -> None:
@@ -210,4 +342,8 @@ def test_a_receiver_that_never_answers_does_not_hold_the_exit(project: Path) -> 
         stalled.close()
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0]  # the run answered
+    # given up together, in one wait
     assert f"traces not sent: http://127.0.0.1:{port}/v1/traces did not take them" in (done.stderr)
+    assert f"metrics not sent: http://127.0.0.1:{port}/v1/metrics did not take them" in (
+        done.stderr
+    )

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import importlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,8 +35,11 @@ from agentrunner.tasks.task import Outcome, TaskRunner
 from agentrunner.worker import Worker
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
+    from agentrunner.engine.metrics import Metrics
     from agentrunner.engine.tracing import Tracing
 
 __all__ = [
@@ -72,18 +77,20 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
     )
 
 
-EXIT_FLUSH_S = 3.0  # the longest a process's exit waits for its last spans to be sent
+EXIT_FLUSH_S = 3.0  # the longest a process's exit waits for its last spans and metrics
 log = logging.getLogger("agentrunner.telemetry")
 
 
 def start_tracing(settings: Telemetry, models: ModelRegistry) -> Tracing | None:
-    """The engine's tracing, with ``[telemetry]`` on; ``None`` (and nothing imported) off.
+    """The engine's tracing (its spans, and the metrics they and the worker record), with
+    ``[telemetry]`` on; ``None`` (and nothing imported) off.
 
-    An application that set up OpenTelemetry itself (a global tracer provider: Logfire, its own
-    SDK) gets agentrunner's spans there. Otherwise the SDK is set up here, once per process:
-    a provider for ``service_name`` whose spans are batched to ``traces_url`` over OTLP/HTTP
-    (the exporter reads ``OTEL_EXPORTER_OTLP_HEADERS`` itself) and flushed at exit, for at
-    most ``EXIT_FLUSH_S``."""
+    An application that set up OpenTelemetry itself (a global tracer or meter provider:
+    Logfire, its own SDK) gets agentrunner's spans and metrics there. Otherwise the SDK is set
+    up here, once per process: providers for ``service_name`` whose spans are batched to
+    ``traces_url`` and metrics sent every ``metric_interval_ms`` to ``metrics_url``, over
+    OTLP/HTTP (the exporters read ``OTEL_EXPORTER_OTLP_HEADERS`` themselves), and what is left
+    sent at exit, for at most ``EXIT_FLUSH_S``."""
     if not settings.enabled:
         return None
     from opentelemetry import trace
@@ -93,44 +100,107 @@ def start_tracing(settings: Telemetry, models: ModelRegistry) -> Tracing | None:
 
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider):  # nobody has set one up
-        provider = _sdk_provider(settings)
+        provider = _sdk_tracer_provider(settings)
         trace.set_tracer_provider(provider)
     return Tracing(
         provider.get_tracer("agentrunner", __version__),
         capture_content=settings.capture_content,
         secrets=models.secrets,
+        metrics=_metrics(settings) if settings.metrics else None,
     )
 
 
-def _sdk_provider(settings: Telemetry) -> TracerProvider:
+_instruments: dict[MeterProvider, Metrics] = {}  # a meter provider's, made once per process
+
+
+def _metrics(settings: Telemetry) -> Metrics:
+    from opentelemetry import metrics
+    from opentelemetry.metrics._internal import _ProxyMeterProvider
+
+    from agentrunner._version import __version__
+    from agentrunner.engine.metrics import Metrics
+
+    provider = metrics.get_meter_provider()
+    # the API's stand-in until a provider is set (its class is private; there is no other test)
+    if isinstance(provider, _ProxyMeterProvider):
+        provider = _sdk_meter_provider(settings)
+        metrics.set_meter_provider(provider)
+    if provider not in _instruments:  # a second runner's instruments would be the first's
+        _instruments[provider] = Metrics(provider.get_meter("agentrunner", __version__))
+    return _instruments[provider]
+
+
+def _sdk_tracer_provider(settings: Telemetry) -> TracerProvider:
+    _sdk_missing()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=_resource(settings), shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.traces_url)))
+    _send_at_exit("traces", provider.shutdown, settings.traces_url)
+    return provider
+
+
+def _sdk_meter_provider(settings: Telemetry) -> MeterProvider:
+    _sdk_missing()
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    reader = PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint=settings.metrics_url),
+        export_interval_millis=settings.metric_interval_ms,
+    )
+    provider = MeterProvider([reader], resource=_resource(settings), shutdown_on_exit=False)
+    _send_at_exit("metrics", provider.shutdown, settings.metrics_url)
+    return provider
+
+
+def _sdk_missing() -> None:
+    """Telemetry on without the ``otel`` extra: an error saying which to install."""
     try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        for package in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+            importlib.import_module(package)
     except ImportError as exc:
         raise AgentRunnerError(
             ErrorCode.INTERNAL,
             f"[telemetry] is enabled but the OpenTelemetry SDK is not installed ({exc.name})",
             hint='pip install "agentrunner[otel]", or turn telemetry off in agentrunner.toml.',
         ) from exc
-    resource = Resource.create({"service.name": settings.service_name})
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    batches = BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.traces_url))
-    provider.add_span_processor(batches)
-    atexit.register(_send_the_rest, provider, settings.traces_url)
-    return provider
 
 
-def _send_the_rest(provider: TracerProvider, url: str) -> None:
-    """At exit, the spans not sent yet are; but a receiver that is down or stalled must not
-    hold a command's exit for the exporter's whole timeout and retries (10 s by default, or
-    ``OTEL_EXPORTER_OTLP_TIMEOUT``): past ``EXIT_FLUSH_S`` they are given up."""
-    stopping = threading.Thread(target=provider.shutdown, name="agentrunner-spans", daemon=True)
-    stopping.start()
-    stopping.join(EXIT_FLUSH_S)
-    if stopping.is_alive():
-        log.warning("traces not sent: %s did not take them within %g s", url, EXIT_FLUSH_S)
+def _resource(settings: Telemetry) -> Resource:
+    from opentelemetry.sdk.resources import Resource
+
+    return Resource.create({"service.name": settings.service_name})
+
+
+_at_exit: list[tuple[str, Callable[[], object], str]] = []  # what, how it is sent, where to
+
+
+def _send_at_exit(what: str, shutdown: Callable[[], object], url: str) -> None:
+    if not _at_exit:
+        atexit.register(_send_the_rest)
+    _at_exit.append((what, shutdown, url))
+
+
+def _send_the_rest() -> None:
+    """At exit, the spans and metrics not sent yet are, together; but a receiver that is down
+    or stalled must not hold a command's exit for the exporters' whole timeout and retries
+    (10 s by default, or ``OTEL_EXPORTER_OTLP_TIMEOUT``): past ``EXIT_FLUSH_S`` they are given
+    up."""
+    stopping = [
+        (what, url, threading.Thread(target=shutdown, name=f"agentrunner-{what}", daemon=True))
+        for what, shutdown, url in _at_exit
+    ]
+    for _, _, thread in stopping:
+        thread.start()
+    deadline = time.monotonic() + EXIT_FLUSH_S
+    for what, url, thread in stopping:
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            log.warning("%s not sent: %s did not take them within %g s", what, url, EXIT_FLUSH_S)
 
 
 def _load(start: Path | None) -> tuple[Project, RuntimeFiles, Extensions]:

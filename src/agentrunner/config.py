@@ -65,7 +65,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "journal": ("model",),
     "models": (),
     "compaction": ("enabled", "model"),
-    "telemetry": ("enabled", "capture_content", "service_name", "endpoint"),
+    "telemetry": ("enabled", "capture_content", "service_name", "endpoint", "metrics"),
 }
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
 RESERVED_KEYS: frozenset[str] = frozenset(_SECTION_KEYS) | {"company", "agents", "settings"}
@@ -131,20 +131,29 @@ class PriceOverride:
 
 @dataclass(frozen=True, slots=True)
 class Telemetry:
-    """``[telemetry]`` with the standard ``OTEL_*`` variables applied: traces sent over OTLP
-    (HTTP, protobuf) when ``enabled``. Headers, such as a receiver's API key, come only from
-    ``OTEL_EXPORTER_OTLP_HEADERS``, which the exporter reads itself."""
+    """``[telemetry]`` with the standard ``OTEL_*`` variables applied: traces, and metrics
+    unless ``metrics`` is off, sent over OTLP (HTTP, protobuf) when ``enabled``. Headers, such
+    as a receiver's API key, come only from ``OTEL_EXPORTER_OTLP_HEADERS``, which the
+    exporters read themselves."""
 
     enabled: bool = False
     capture_content: bool = False  # prompts, replies, tool arguments and results on spans
     service_name: str = "agentrunner"
     endpoint: str = "http://localhost:4318"  # the receiver's OTLP/HTTP base URL
     traces_endpoint: str | None = None  # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: used as it is
+    metrics: bool = True  # off for a receiver that takes only traces (Phoenix, Jaeger)
+    metrics_endpoint: str | None = None  # OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: used as it is
+    metric_interval_ms: int = 60_000  # OTEL_METRIC_EXPORT_INTERVAL: between two exports
 
     @property
     def traces_url(self) -> str:
         """Where spans are posted: the traces endpoint, or the base URL's ``/v1/traces``."""
         return self.traces_endpoint or self.endpoint.rstrip("/") + "/v1/traces"
+
+    @property
+    def metrics_url(self) -> str:
+        """Where metrics are posted: the metrics endpoint, or the base URL's ``/v1/metrics``."""
+        return self.metrics_endpoint or self.endpoint.rstrip("/") + "/v1/metrics"
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,10 +525,11 @@ _OTLP_ENDPOINT = "http://localhost:4318"  # OTLP/HTTP's own default
 
 def _telemetry(table: Mapping[str, Any], env: Mapping[str, str], err: _Err) -> Telemetry:
     """``[telemetry]``, then the environment over it: ``AGENTRUNNER_TELEMETRY`` and
-    ``OTEL_SDK_DISABLED`` (on or off), the OpenTelemetry SDK's ``OTEL_SERVICE_NAME`` and
-    ``OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT``, and the GenAI conventions'
+    ``OTEL_SDK_DISABLED`` (on or off), the OpenTelemetry SDK's ``OTEL_SERVICE_NAME``,
+    ``OTEL_EXPORTER_OTLP_(TRACES_|METRICS_)ENDPOINT``, ``OTEL_METRICS_EXPORTER`` and
+    ``OTEL_METRIC_EXPORT_INTERVAL``, and the GenAI conventions'
     ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``."""
-    for key in ("enabled", "capture_content"):
+    for key in ("enabled", "capture_content", "metrics"):
         if key in table and not isinstance(table[key], bool):
             raise err(f"telemetry.{key} must be true or false, got {table[key]!r}", key)
     endpoint = table.get("endpoint", _OTLP_ENDPOINT)
@@ -547,27 +557,72 @@ def _telemetry(table: Mapping[str, Any], env: Mapping[str, str], err: _Err) -> T
         or _name(table.get("service_name", "agentrunner"), "telemetry.service_name", err),
         endpoint=env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or endpoint,
         traces_endpoint=env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or None,
+        metrics=table.get("metrics", True),
+        metrics_endpoint=env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or None,
     )
     if _switch(env, "OTEL_SDK_DISABLED", False):
         return replace(telemetry, enabled=False)
-    if telemetry.enabled:
-        # the traces' own variable wins over the general one, as in the SDK
-        named = [
-            (variable, env[variable].strip().lower())
-            for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-            if env.get(variable, "").strip()
-        ]
-        if named:
-            variable, protocol = named[0]
-            if protocol != _OTLP_HTTP:
+    if telemetry.enabled:  # the variables only telemetry that is on reads (other programs may)
+        telemetry = replace(
+            telemetry,
+            metrics=_metrics_exporter(env, telemetry.metrics),
+            metric_interval_ms=_export_interval(env),
+        )
+        # each signal's own variable wins over the general one, as in the SDK
+        for signal in ("TRACES", "METRICS") if telemetry.metrics else ("TRACES",):
+            named = [
+                (variable, env[variable].strip().lower())
+                for variable in (
+                    f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL",
+                    "OTEL_EXPORTER_OTLP_PROTOCOL",
+                )
+                if env.get(variable, "").strip()
+            ]
+            if named and named[0][1] != _OTLP_HTTP:
+                variable, protocol = named[0]
                 raise AgentRunnerError(
                     ErrorCode.VALIDATION,
-                    f"{variable}={protocol}: agentrunner sends traces as OTLP over HTTP "
-                    f"({_OTLP_HTTP}) only",
+                    f"{variable}={protocol}: agentrunner sends {signal.lower()} as OTLP over "
+                    f"HTTP ({_OTLP_HTTP}) only",
                     hint=f"Unset {variable}, or set it to {_OTLP_HTTP}, and point the endpoint "
                     "at the receiver's OTLP/HTTP port (4318 for Jaeger and a Collector).",
                 )
     return telemetry
+
+
+def _metrics_exporter(env: Mapping[str, str], default: bool) -> bool:
+    """``OTEL_METRICS_EXPORTER`` over ``[telemetry] metrics``: ``otlp`` sends metrics, ``none``
+    does not; the SDK's other exporters are not set up here."""
+    value = env.get("OTEL_METRICS_EXPORTER", "").strip().lower()
+    if not value:
+        return default
+    if value in ("otlp", "none"):
+        return value == "otlp"
+    raise AgentRunnerError(
+        ErrorCode.VALIDATION,
+        f"OTEL_METRICS_EXPORTER={value}: agentrunner sends metrics over OTLP or not at all",
+        hint="Set OTEL_METRICS_EXPORTER=otlp (a Collector can pass them on to Prometheus) or "
+        "none, or unset it.",
+    )
+
+
+def _export_interval(env: Mapping[str, str]) -> int:
+    """``OTEL_METRIC_EXPORT_INTERVAL``: milliseconds between two exports of the metrics."""
+    value = env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip()
+    if not value:
+        return 60_000
+    try:
+        interval = int(value)
+    except ValueError:
+        interval = 0
+    if interval <= 0:
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"OTEL_METRIC_EXPORT_INTERVAL must be a whole number of milliseconds above 0, "
+            f"got {value!r}",
+            hint="Set it to e.g. 60000 (a minute, the default), or unset it.",
+        )
+    return interval
 
 
 def _switch(env: Mapping[str, str], variable: str, default: bool) -> bool:

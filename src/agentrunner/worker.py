@@ -90,6 +90,7 @@ class Worker:
         delay, outage = 0.01, _OUTAGE_PAUSE_S
         try:
             await self.store.mailbox.fail_expired()
+            await self._count_queues()
             while not self._stopping.is_set():
                 try:
                     if len(self._inflight) < self.concurrency:
@@ -117,6 +118,7 @@ class Worker:
                     waiter.cancel()
                 delay = min(delay * 2, self.idle_poll_s)
             await self._drain()
+            await self._count_queues()
         finally:
             for task in (upkeep, cancels):
                 task.cancel()
@@ -151,6 +153,8 @@ class Worker:
         return claimed
 
     def _start(self, claimed: ClaimedRun) -> None:
+        if (tracing := self.runner.engine.tracing) is not None:  # telemetry on
+            tracing.metrics.claimed(claimed.agent_id, claimed.waited_s)
         abort = AbortSignal()
         task = asyncio.ensure_future(self._serve(claimed, abort))
         self._inflight[claimed.id] = (task, abort)
@@ -207,6 +211,17 @@ class Worker:
         depths = await self.store.mailbox.depths()
         return any(d.get("created") or d.get("running") for d in depths.values())
 
+    async def _count_queues(self) -> None:
+        """With telemetry on, every agent's queued runs counted for the queue depth gauge:
+        as the worker starts and stops, and with its heartbeat. A count that fails (the
+        database gone meanwhile) is skipped: a gauge never stops a worker."""
+        if (tracing := self.runner.engine.tracing) is None:
+            return
+        try:
+            tracing.metrics.queue_depths(await self.store.mailbox.depths())
+        except Exception as exc:
+            log.debug("counting the queues failed: %s", exc)
+
     async def _watch_cancels(self) -> None:
         """Abort in-flight runs someone asked to cancel (e.g. over HTTP, from another process)."""
         while True:
@@ -228,6 +243,7 @@ class Worker:
             try:
                 await self.store.workers.heartbeat(self.id, self.concurrency)
                 await self._renew_leases()
+                await self._count_queues()
                 failed = await self.store.mailbox.fail_expired()
                 if failed:
                     log.warning(

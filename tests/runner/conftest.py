@@ -2,12 +2,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from agentrunner import AgentRunner
 from agentrunner.compose import open_runner as open_project_runner
 from agentrunner.testing import MockProviderServer
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 CONFIG = """\
 [project]
@@ -78,3 +83,39 @@ async def open_runner(project: Path) -> AsyncIterator[Callable[[], object]]:
     yield make  # type: ignore[misc]
     for runner in opened:
         await runner.close()
+
+
+# Telemetry's providers: OpenTelemetry allows a process one of each, so they are set once, for
+# the session, by the tests that turn telemetry on. agentrunner finds them set up and sends its
+# spans and metrics there, as it would to an application's own.
+
+
+@pytest.fixture(scope="session")
+def exporter() -> InMemorySpanExporter:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    trace.set_tracer_provider(provider)
+    assert trace.get_tracer_provider() is provider, "a tracer provider was set before"
+    return memory
+
+
+@pytest.fixture(scope="session")
+def metric_reader() -> InMemoryMetricReader:
+    """The process's meter provider's reader: deltas, so that each collection holds what was
+    recorded since the one before."""
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
+    from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+
+    delta = AggregationTemporality.DELTA
+    reader = InMemoryMetricReader(preferred_temporality={Counter: delta, Histogram: delta})
+    provider = MeterProvider([reader])
+    metrics.set_meter_provider(provider)
+    assert metrics.get_meter_provider() is provider, "a meter provider was set before"
+    return reader

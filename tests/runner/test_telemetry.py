@@ -18,10 +18,9 @@ import dirty_equals
 import httpx2
 import orjson
 import pytest
-from opentelemetry import trace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -40,20 +39,11 @@ from tests.test_telemetry_setup import Receiver
 from tests.workspace.test_workers import start_worker, stop
 
 
-@pytest.fixture(scope="session")
-def exporter() -> InMemorySpanExporter:
-    """The process's tracer provider, set once (OpenTelemetry allows no second): agentrunner
-    finds it set up and sends its spans there, as it would to an application's own."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    trace.set_tracer_provider(provider)
-    assert trace.get_tracer_provider() is provider, "a tracer provider was set before"
-    return memory
-
-
 @pytest.fixture
-def spans(exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
+def spans(
+    exporter: InMemorySpanExporter, metric_reader: InMemoryMetricReader
+) -> Iterator[InMemorySpanExporter]:
+    """The spans of a test (the process's providers set up: tests/runner/conftest.py)."""
     exporter.clear()
     yield exporter
     exporter.clear()

@@ -924,3 +924,15 @@ async def test_a_queued_run_keeps_the_trace_it_was_queued_in_until_claimed(store
         stored = await store.runs.get(run.id)
         assert stored is not None and stored.started_at == pytest.approx(run.claimed_at)
         assert stored.created_at == pytest.approx(run.queued_at)
+
+
+async def test_a_claim_says_how_long_its_run_waited_in_the_mailbox(store: Store) -> None:
+    await store.mailbox.enqueue([NewRun("run_old", "ceo", None, {"kind": "direct"})])
+    await asyncio.sleep(0.2)  # a lower bound, whatever the machine's speed
+    await store.mailbox.enqueue([NewRun("run_new", "cfo", None, {"kind": "direct"})])
+    first = await store.mailbox.claim("w1", 30)
+    second = await store.mailbox.claim("w1", 30)
+    assert first is not None and second is not None
+    assert (first.id, second.id) == ("run_old", "run_new")  # the oldest first
+    assert first.waited_s >= 0.2
+    assert second.waited_s >= 0.0

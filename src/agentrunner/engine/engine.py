@@ -32,7 +32,7 @@ __all__ = ["Engine"]
 
 class Engine:
     """Runs turns. ``async with Engine() as engine`` closes every provider client on exit.
-    With ``tracing`` (telemetry on), its model requests and tool calls are spans."""
+    With ``tracing`` (telemetry on), its model requests and tool calls are spans and metrics."""
 
     def __init__(
         self, models: ModelRegistry | None = None, *, tracing: Tracing | None = None

@@ -141,7 +141,9 @@ class FallbackChain:
             retry_reason=str(last.code) if last is not None else None,
         ) as span:
             try:
-                response = await entry.client.request(request, on_delta)
+                response = await entry.client.request(
+                    request, self.tracing.streaming(entry, on_delta)
+                )
             except ProviderError as exc:
                 self.tracing.provider_error(span, exc)
                 raise

@@ -20,6 +20,10 @@ exporter) is set up by the composition root, and only when ``[telemetry] enabled
 telemetry off this module is never imported: the engine and the runner hold ``None`` and
 check for it.
 
+The spans of runs, model requests and tool calls also measure them (``engine/metrics``: the
+counts, durations and tokens), as each ends; the run a span belongs to is known from the
+context, so a tool call or a charge is counted to its run's agent.
+
 Prompts, replies, tool arguments and results go on spans only with ``capture_content``, and
 then with every provider key cut out, as from tool results.
 """
@@ -27,15 +31,20 @@ then with every provider key cut out, as from tool results.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from opentelemetry import context, propagate, trace
 from opentelemetry.context import Context
+from opentelemetry.metrics import NoOpMeter
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
+from agentrunner.engine.fold import Delta, DeltaSink
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -46,6 +55,7 @@ from agentrunner.engine.messages import (
     Usage,
     UserMessage,
 )
+from agentrunner.engine.metrics import Metrics
 from agentrunner.engine.tools import ToolDenied
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
@@ -102,8 +112,30 @@ QUEUE_WAIT = "agentrunner.queue.wait_s"
 WORKER_ID = "agentrunner.worker.id"
 
 
+@dataclass(slots=True)
+class _RunScope:
+    """The run whose work is under way: whose agent a tool call and a charge count to."""
+
+    agent_id: str
+    name: str
+
+
+@dataclass(slots=True)
+class _Measure:
+    """What a measured span's metrics need when it ends: its attributes, and how it failed."""
+
+    span: Span
+    attributes: dict[str, Any]
+    error: str | None = None
+
+
+_RUN: ContextVar[_RunScope | None] = ContextVar("agentrunner_run", default=None)
+_MEASURE: ContextVar[_Measure | None] = ContextVar("agentrunner_measure", default=None)
+
+
 class Tracing:
-    """Makes the spans; one per engine, shared by its runs."""
+    """Makes the spans, and records the metrics they measure; one per engine, shared by its
+    runs. Without ``metrics`` nothing is measured."""
 
     def __init__(
         self,
@@ -111,10 +143,12 @@ class Tracing:
         *,
         capture_content: bool = False,
         secrets: Secrets | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.tracer = tracer
         self.capture_content = capture_content
         self.secrets = secrets
+        self.metrics = metrics or Metrics(NoOpMeter("agentrunner"))
 
     # -- runs (the runner) -------------------------------------------------------------------
 
@@ -144,8 +178,21 @@ class Tracing:
             attributes[PARENT_RUN_ID] = parent_run_id
         if self.capture_content:
             attributes[INPUT_MESSAGES] = self._json([_user(message)])
-        with self._span(f"invoke_agent {agent_id}", SpanKind.INTERNAL, attributes) as span:
-            yield span
+        self.metrics.run_started(agent_id)
+        scope = _RunScope(agent_id, agent_id)
+        entered = _RUN.set(scope)
+        try:
+            with self._span(
+                f"invoke_agent {agent_id}",
+                SpanKind.INTERNAL,
+                attributes,
+                measure=lambda seconds, ended: self.metrics.run_ended(
+                    agent_id, scope.name, seconds, ended.error
+                ),
+            ) as span:
+                yield span
+        finally:
+            _RUN.reset(entered)
 
     def run_started(self, run_id: str, name: str, description: str) -> str:
         """What a run knows once its agent is loaded and its id given (after the thread lock,
@@ -154,6 +201,8 @@ class Tracing:
         span = trace.get_current_span()
         span.set_attribute(RUN_ID, run_id)
         span.set_attribute(AGENT_NAME, name)
+        if (scope := _RUN.get()) is not None:
+            scope.name = name
         if description:
             span.set_attribute(AGENT_DESCRIPTION, description)
         return trace.format_trace_id(span.get_span_context().trace_id)
@@ -178,7 +227,7 @@ class Tracing:
         if cost_known:
             span.set_attribute(COST_USD, cost_micros / 1_000_000)
         if stop_reason == "cancelled":
-            _failed(span, str(ErrorCode.CANCELLED), "cancelled")
+            self._fail(span, str(ErrorCode.CANCELLED), "cancelled")
         elif self.capture_content:
             span.set_attribute(OUTPUT_MESSAGES, self._json([_assistant(text, (), stop_reason)]))
 
@@ -207,7 +256,7 @@ class Tracing:
             span.set_attribute(MODEL_REF, model)
         span.set_attribute(CACHE_HIT, cached)
         if error is not None:
-            _failed(span, str(error["code"]), self._scrub(str(error["message"])))
+            self._fail(span, str(error["code"]), self._scrub(str(error["message"])))
 
     def cache_looked_up(self, span: Span, *, hit: bool) -> None:
         span.set_attribute(CACHE_HIT, hit)
@@ -231,10 +280,15 @@ class Tracing:
 
     @contextmanager
     def effect(self, name: str, thread_id: str) -> Iterator[Span]:
-        """A post-run effect (a thread's title), started by the run, done after it."""
+        """A post-run effect (a thread's title), started by the run, done after it: its model
+        request is no work of the run's agent (no cost row records it)."""
         attributes = {THREAD_ID: thread_id, CONVERSATION: thread_id}
-        with self._span(f"post_run {name}", SpanKind.INTERNAL, attributes) as span:
-            yield span
+        outside = _RUN.set(None)
+        try:
+            with self._span(f"post_run {name}", SpanKind.INTERNAL, attributes) as span:
+                yield span
+        finally:
+            _RUN.reset(outside)
 
     # -- queued runs: queueing, a worker's claim, a caller's wait ------------------------------
 
@@ -350,8 +404,34 @@ class Tracing:
                     [{"type": "text", "content": request.system}]
                 )
             attributes[INPUT_MESSAGES] = self._json([_message(m) for m in request.messages])
-        with self._span(f"chat {model.name}", SpanKind.CLIENT, attributes) as span:
+        with self._span(
+            f"chat {model.name}",
+            SpanKind.CLIENT,
+            attributes,
+            measure=lambda seconds, ended: self.metrics.requested(
+                ended.attributes, seconds, ended.error
+            ),
+            measured={PROVIDER: model.provider.name, REQUEST_MODEL: model.name},
+        ) as span:
             yield span
+
+    def streaming(self, entry: ChainEntry, on_delta: DeltaSink | None) -> DeltaSink | None:
+        """``on_delta`` for one attempt about to be sent, timing its first delta (the time to
+        the first chunk, of a streamed reply only)."""
+        if on_delta is None:
+            return None
+        sent = time.perf_counter()
+        request = {PROVIDER: entry.model.provider.name, REQUEST_MODEL: entry.model.name}
+        first = True
+
+        def sink(delta: Delta) -> None:
+            nonlocal first
+            if first:
+                first = False
+                self.metrics.streamed(request, time.perf_counter() - sent)
+            on_delta(delta)
+
+        return sink
 
     def provider_error(self, span: Span, error: ProviderError) -> None:
         """What the provider answered, beside ``error.type`` (set as the error leaves the span)."""
@@ -359,6 +439,8 @@ class Tracing:
             span.set_attribute(HTTP_STATUS, error.status)
 
     def response(self, span: Span, response: ModelResponse) -> None:
+        if (measure := self._measure(span)) is not None:
+            measure.attributes[RESPONSE_MODEL] = response.model
         span.set_attribute(RESPONSE_MODEL, response.model)
         span.set_attribute(FINISH_REASONS, [response.finish_reason])
         span.set_attribute(INPUT_TOKENS, response.usage.input_tokens)
@@ -369,6 +451,20 @@ class Tracing:
                 OUTPUT_MESSAGES,
                 self._json([_assistant(message.text, message.tool_calls, response.finish_reason)]),
             )
+
+    def charged(
+        self, entry: ChainEntry, usage: Usage, micros: int | None, *, answered: bool
+    ) -> None:
+        """What an attempt was charged (as its cost row records it), to the current run's
+        agent."""
+        scope = _RUN.get()
+        self.metrics.charged(
+            scope.agent_id if scope else None,
+            {PROVIDER: entry.model.provider.name, REQUEST_MODEL: entry.model.name},
+            usage,
+            micros,
+            answered=answered,
+        )
 
     # -- tool calls (the turn) ----------------------------------------------------------------
 
@@ -387,15 +483,23 @@ class Tracing:
                 if call.raw_arguments is not None
                 else orjson.dumps(call.arguments).decode()
             )
+        scope = _RUN.get()
+        agent = (scope.agent_id, scope.name) if scope else None
         with self._span(
-            f"execute_tool {call.name}", SpanKind.INTERNAL, attributes, ErrorCode.TOOL_FAILED
+            f"execute_tool {call.name}",
+            SpanKind.INTERNAL,
+            attributes,
+            ErrorCode.TOOL_FAILED,
+            measure=lambda seconds, ended: self.metrics.tool_called(
+                call.name, agent, seconds, ended.error
+            ),
         ) as span:
             yield span
 
     def tool_result(self, span: Span, result: ToolResult) -> None:
         """The result the model gets; one marked as an error is a failed call."""
         if result.is_error:
-            _failed(span, str(ErrorCode.TOOL_FAILED), result.content[:200])
+            self._fail(span, str(ErrorCode.TOOL_FAILED), result.content[:200])
         if self.capture_content:
             span.set_attribute(TOOL_RESULT, result.content)  # already scrubbed by the turn
 
@@ -410,10 +514,14 @@ class Tracing:
         otherwise: ErrorCode = ErrorCode.INTERNAL,
         *,
         parent: Context | None = None,
+        measure: Callable[[float, _Measure], None] | None = None,
+        measured: Mapping[str, Any] | None = None,
     ) -> Iterator[Span]:
         """A span current while the block runs (a child of the current span, or of
         ``parent``); an exception ends it as failed, with our code as ``error.type``
-        (``otherwise`` for an exception that carries none)."""
+        (``otherwise`` for an exception that carries none). With ``measure``, what it
+        measured is given to it as the span ends: the seconds it took, and ``measured`` with
+        what the block added to it and the error code it failed with."""
         with self.tracer.start_as_current_span(
             name,
             context=parent,
@@ -422,11 +530,30 @@ class Tracing:
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
+            ended = None if measure is None else _Measure(span, dict(measured or {}))
+            entered = _MEASURE.set(ended)
+            begun = time.perf_counter()
             try:
                 yield span
             except BaseException as exc:  # its text may quote a key a tool read: cut out
-                _failed(span, _code(exc, otherwise), self._scrub(str(exc) or type(exc).__name__))
+                self._fail(span, _code(exc, otherwise), self._scrub(str(exc) or type(exc).__name__))
                 raise
+            finally:
+                _MEASURE.reset(entered)
+                if ended is not None and measure is not None:
+                    measure(time.perf_counter() - begun, ended)
+
+    def _fail(self, span: Span, code: str, description: str) -> None:
+        """``span`` failed with ``code``: its status, and the error its metrics record."""
+        if (measure := self._measure(span)) is not None:
+            measure.error = code
+        span.set_attribute(ERROR_TYPE, code)
+        span.set_status(StatusCode.ERROR, f"{code}: {description}")
+
+    @staticmethod
+    def _measure(span: Span) -> _Measure | None:
+        measure = _MEASURE.get()
+        return measure if measure is not None and measure.span is span else None
 
     def _json(self, value: Sequence[Any]) -> str:
         return self._scrub(orjson.dumps(value).decode())
@@ -449,11 +576,6 @@ def _code(exc: BaseException, otherwise: ErrorCode) -> str:
     if isinstance(exc, ToolDenied):
         return str(ErrorCode.TOOL_DENIED)
     return str(otherwise)
-
-
-def _failed(span: Span, code: str, description: str) -> None:
-    span.set_attribute(ERROR_TYPE, code)
-    span.set_status(StatusCode.ERROR, f"{code}: {description}")
 
 
 # The conventions' message shapes: a role and its parts.

@@ -162,7 +162,7 @@ class Turn:
     before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None
     budget: ExternalBudget | None = None
     secrets: Secrets | None = None  # cut out of tool results: a tool may read a key
-    tracing: Tracing | None = None  # telemetry on: each tool call is a span
+    tracing: Tracing | None = None  # telemetry on: each tool call a span, each charge counted
     cache_key: str | None = None  # the conversation's prompt-cache key (ModelRequest)
 
 
@@ -448,6 +448,8 @@ class _TurnRun:
         spent plus what is held never drops below what was really used."""
         self.usage.add(usage)
         self.turn.cost.add(micros, usage)
+        if self.turn.tracing is not None:  # telemetry on: the charge as a metric
+            self.turn.tracing.charged(entry, usage, micros, answered=outcome == "ok")
         if micros is None:
             self.cost_known = False
         else:

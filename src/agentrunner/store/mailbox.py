@@ -34,6 +34,12 @@ class ClaimedRun:
     claimed_at: float  # the claiming one's (the database's, on PostgreSQL)
     trace_context: dict[str, str] | None  # the trace it was queued in (telemetry on)
 
+    @property
+    def waited_s(self) -> float:
+        """From being queued to this claim: across machines the two clocks may differ a
+        little, never below nothing."""
+        return max(0.0, self.claimed_at - self.queued_at)
+
 
 @dataclass(frozen=True, slots=True)
 class NewRun:
