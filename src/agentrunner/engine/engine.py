@@ -26,6 +26,7 @@ from agentrunner.engine.turn import (
 
 if TYPE_CHECKING:
     from agentrunner.engine.tracing import Tracing
+    from agentrunner.model_settings import ModelSettings
 
 __all__ = ["Engine"]
 
@@ -94,13 +95,15 @@ class Engine:
         tool_context: Mapping[str, Any] | None = None,
         before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None,
         budget: ExternalBudget | None = None,
+        settings: ModelSettings | None = None,
     ) -> TurnResult:
         """Run one turn: ``history`` plus ``message`` (if given) as the new user message.
 
         Pass ``model`` (one string, or the fallback chain in order) or a prebuilt ``chain``
         (reuse one across a run's turns to keep its cooldowns). ``limits.max_budget_micros``
         and ``cost.limit`` bound what the turn may spend; ``budget`` adds budgets shared with
-        other runs. Raises ``TurnError``.
+        other runs; ``settings`` are sent with every request, as each provider takes them.
+        Raises ``TurnError``.
         """
         if chain is None:
             if model is None:
@@ -126,5 +129,6 @@ class Engine:
             budget=budget,
             secrets=self.models.secrets,
             tracing=self.tracing,
+            settings=settings,
         )
         return await run_turn(turn)

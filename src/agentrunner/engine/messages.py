@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from agentrunner.model_settings import ModelSettings
 
 __all__ = [
     "AssistantMessage",
@@ -207,7 +210,9 @@ class ToolDefinition:
 
 @dataclass(slots=True)
 class ModelRequest:
-    """One request to a model, provider-neutral."""
+    """One request to a model, provider-neutral. ``settings``: what the run asks of the model
+    (its ``max_output_tokens`` already folded into ``max_output_tokens``); each wire maps them
+    and leaves out what its provider cannot take."""
 
     model: str
     system: str
@@ -217,6 +222,7 @@ class ModelRequest:
     output_schema: Mapping[str, Any] | None = None
     output_schema_name: str = "output"
     stream: bool = True
+    settings: ModelSettings | None = None
 
 
 @dataclass(slots=True)
