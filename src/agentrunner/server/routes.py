@@ -71,6 +71,12 @@ class RunCreate(BaseModel):
         description="values for the agent's {{input.x}} placeholders: at most 32 levels deep "
         "and 200,000 bytes as JSON",
     )
+    model_settings: dict[str, Any] | None = Field(
+        default=None,
+        description="model settings for this run, over the agent file's and [defaults]' "
+        "(temperature, top_p, max_output_tokens, stop, seed, tool_choice, parallel_tool_calls, "
+        "reasoning_effort, thinking, extra; docs/agent-file.md)",
+    )
 
 
 class PostMessage(BaseModel):
@@ -161,6 +167,7 @@ async def start_run(
         thread_id,
         body.message,
         input=body.input,
+        model_settings=body.model_settings,
         idempotency=retry.key(body),
     )
     retry.answered(queued.repeated)
