@@ -69,6 +69,10 @@ def test_an_agent_file_sets_every_setting() -> None:
     assert parse(agent("model_settings: {thinking: adaptive}")) == ModelSettings(
         thinking="adaptive"
     )
+    # a whole number written with a point is that integer, as JSON has it
+    assert parse(agent("model_settings: {seed: 42.0, max_output_tokens: 300.0}")) == (
+        ModelSettings(seed=42, max_output_tokens=300)
+    )
     assert parse(agent("name: plain")) is None
 
 
@@ -93,8 +97,11 @@ def test_an_unknown_setting_is_named_at_its_line_with_the_one_meant() -> None:
         ("temperature: 3", 4, "'model_settings.temperature' must be a number from 0 to 2, got 3"),
         ("temperature: '0.2'", 4, "must be a number from 0 to 2, got '0.2'"),
         ("top_p: -0.1", 4, "'model_settings.top_p' must be a number from 0 to 1, got -0.1"),
-        ("max_output_tokens: 0", 4, "must be a positive integer, got 0"),
-        ("seed: true", 4, "'model_settings.seed' must be an integer, got True"),
+        ("max_output_tokens: 0", 4, "must be a positive integer (at most 2147483647), got 0"),
+        ("seed: true", 4, "'model_settings.seed' must be an integer of 64 bits, got True"),
+        ("seed: 4.5", 4, "'model_settings.seed' must be an integer of 64 bits, got 4.5"),
+        ("seed: 0x1p70", 4, "must be an integer of 64 bits, got '0x1p70'"),
+        ("seed: 1180591620717411303424", 4, "must be an integer of 64 bits, got 11805916"),
         ("stop: ['']", 4, "'model_settings.stop' must be a string or a list of non-empty"),
         ("parallel_tool_calls: 'no'", 4, "must be true or false, got 'no'"),
         ("reasoning_effort: extreme", 4, "must be one of none, minimal, low, medium, high, xhigh"),

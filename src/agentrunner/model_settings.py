@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.inputs import TEXT_PATTERN
 
 __all__ = [
     "EXTRA_RESERVED",
@@ -61,18 +62,43 @@ EXTRA_RESERVED: tuple[str, ...] = (
     "stream_options",
 )
 
+# Integers a database and a JSON encoder can hold; no setting needs more.
+_INT64 = {"ge": -(2**63), "le": 2**63 - 1}
+_TOKENS = 2**31 - 1
+
 # What each setting must be, in words, for an error that names it.
 _EXPECTED: dict[str, str] = {
     "temperature": "a number from 0 to 2",
     "top_p": "a number from 0 to 1",
-    "max_output_tokens": "a positive integer",
+    "max_output_tokens": f"a positive integer (at most {_TOKENS})",
     "stop": "a string or a list of non-empty strings",
-    "seed": "an integer",
+    "seed": "an integer of 64 bits",
     "tool_choice": f"{', '.join(TOOL_CHOICES)} or the name of one of the agent's tools",
     "parallel_tool_calls": "true or false",
     "reasoning_effort": f"one of {', '.join(REASONING_EFFORTS)}",
     "thinking": f"a budget in tokens (at least {MIN_THINKING_TOKENS}) or 'adaptive'",
     "extra": "a mapping of provider names to the fields to add to their request bodies",
+}
+
+
+# What the schema (the HTTP API's) states of texts and of ``extra``, as of a run's ``input``:
+# no NUL in a string, integers of 64 bits; ``extra``'s values are any JSON (the schema names
+# the plain ones).
+_TEXT = {"pattern": TEXT_PATTERN}
+_EXTRA_SCHEMA: dict[str, Any] = {
+    "propertyNames": _TEXT,
+    "additionalProperties": {
+        "type": "object",
+        "propertyNames": {**_TEXT, "not": {"enum": list(EXTRA_RESERVED)}},
+        "additionalProperties": {
+            "anyOf": [
+                {"type": "string", **_TEXT},
+                {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1},
+                {"type": "boolean"},
+                {"type": "null"},
+            ]
+        },
+    },
 }
 
 
@@ -87,14 +113,26 @@ class ModelSettings(BaseModel):
 
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     top_p: Annotated[float, Field(ge=0, le=1)] | None = None
-    max_output_tokens: Annotated[int, Field(gt=0)] | None = None
-    stop: tuple[Annotated[str, Field(min_length=1)], ...] | None = None
-    seed: int | None = None
-    tool_choice: Annotated[str, Field(min_length=1)] | None = None
+    max_output_tokens: Annotated[int, Field(gt=0, le=_TOKENS)] | None = None
+    stop: tuple[Annotated[str, Field(min_length=1, json_schema_extra=_TEXT)], ...] | None = None
+    seed: Annotated[int, Field(**_INT64)] | None = None
+    tool_choice: Annotated[str, Field(min_length=1, json_schema_extra=_TEXT)] | None = None
     parallel_tool_calls: bool | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
-    thinking: Annotated[int, Field(ge=MIN_THINKING_TOKENS)] | Literal["adaptive"] | None = None
-    extra: dict[str, dict[str, Any]] | None = None
+    thinking: (
+        Annotated[int, Field(ge=MIN_THINKING_TOKENS, le=_TOKENS)] | Literal["adaptive"] | None
+    ) = None
+    extra: Annotated[dict[str, dict[str, Any]], Field(json_schema_extra=_EXTRA_SCHEMA)] | None = (
+        None
+    )
+
+    @field_validator("max_output_tokens", "seed", "thinking", mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:
+        """``42.0`` is the integer 42, as JSON has it (a JSON Schema ``integer`` allows it)."""
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
 
     @field_validator("stop", mode="before")
     @classmethod
