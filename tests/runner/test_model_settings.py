@@ -120,6 +120,16 @@ async def test_a_tool_choice_naming_no_tool_of_the_run_is_refused(
     }
 
 
+def test_agents_show_the_settings_its_runs_ask_for(
+    project: Path, agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_defaults(project, "temperature = 0.1\ntop_p = 0.5")
+    agent("helper", "model_settings: {temperature: 0.2, stop: [END]}")
+    assert cli("agents", "show", "helper") == 0
+    out = capsys.readouterr().out
+    assert 'model settings  temperature=0.2, top_p=0.5, stop=["END"]' in out
+
+
 def test_run_set_reaches_the_provider_and_a_dropped_one_is_shown(
     agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str]
 ) -> None:
