@@ -149,6 +149,7 @@ PUBLIC_API = [
     "Limits",
     "McpServerSpec",
     "ModelRegistry",
+    "ModelSettings",
     "Outcome",
     "PriceOverride",
     "Project",

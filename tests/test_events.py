@@ -45,7 +45,8 @@ match typed(kind, data):
 """
 
 ORDER = """\
-Order within a turn: for each model request, `step.started`, then `agent.thinking` / `agent.token`
+Order within a turn: for each model request, `step.started`, then `model.setting_dropped` for a
+setting its provider is not sent (once a run for each), then `agent.thinking` / `agent.token`
 deltas as they stream, then `cost.updated` (and `model.attempt_failed` if the attempt failed);
 then, if the model called tools, one `agent.tool_call` per call followed by their
 `agent.tool_result`s; the loop repeats; the turn ends with `agent.message`.
@@ -188,6 +189,7 @@ def test_every_kind_is_named_alike_everywhere() -> None:
             "agent.token",
             "cost.updated",
             "model.attempt_failed",
+            "model.setting_dropped",
             "agent.tool_call",
             "agent.tool_result",
             "agent.message",

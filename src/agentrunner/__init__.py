@@ -123,6 +123,7 @@ if TYPE_CHECKING:
         ErrorCode as ErrorCode,
     )
     from agentrunner.extensions import Extensions as Extensions
+    from agentrunner.model_settings import ModelSettings as ModelSettings
     from agentrunner.project import Project as Project
     from agentrunner.project import load_project as load_project
     from agentrunner.prompt import PromptContext as PromptContext
@@ -149,6 +150,7 @@ _EXPORTS: dict[str, str] = {
     "AgentRunner": "agentrunner.runner",
     "AgentRunnerCallbacks": "agentrunner.callbacks",
     "RunAgentOverrides": "agentrunner.runner",
+    "ModelSettings": "agentrunner.model_settings",
     "RunResult": "agentrunner.runner",
     "RunEvent": "agentrunner.callbacks",
     "Extensions": "agentrunner.extensions",

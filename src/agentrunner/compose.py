@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import difflib
 import importlib
 import logging
 import threading
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
+    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.capabilities.registry import CapabilityRegistry
     from agentrunner.engine.metrics import Metrics
     from agentrunner.engine.tracing import Tracing
 
@@ -241,8 +244,10 @@ async def execute(
     model: str | None = None,
     fallback: Sequence[str] = (),
     cache: bool | None = None,
+    model_settings: Mapping[str, Any] | None = None,
 ) -> Outcome:
-    """Run ``agent`` once on ``input`` in the project at or above the working directory.
+    """Run ``agent`` once on ``input`` in the project at or above the working directory;
+    ``model_settings`` win over the agent file's.
 
     A project that cannot be loaded (a broken agent file is ``invalid_specification``, an
     unreadable one ``runner_io``) is a failed outcome too, never a raised error.
@@ -252,7 +257,14 @@ async def execute(
     except AgentRunnerError as exc:
         return Outcome.failure(agent, exc, model)
     async with tasks:
-        return await tasks.execute(agent, input, model=model, fallback=fallback, cache=cache)
+        return await tasks.execute(
+            agent,
+            input,
+            model=model,
+            fallback=fallback,
+            cache=cache,
+            model_settings=model_settings,
+        )
 
 
 class Workspace:
@@ -345,6 +357,7 @@ def check_project(project: Project) -> ProjectCheck:
                     f"{file}: {variable} is not set in this environment; runs on {ref} "
                     "would fail (provider_auth)"
                 )
+        check.problems.extend(_settings_problems(spec, capabilities, models))
         for key, variable in unset_variables(spec):
             check.warnings.append(
                 f"{file}: {key} needs {variable}, which is not set in this environment; runs "
@@ -359,3 +372,54 @@ def check_project(project: Project) -> ProjectCheck:
             check.problems.append(exc)
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
+
+
+def _settings_problems(
+    spec: AgentSpec, capabilities: CapabilityRegistry, models: ModelRegistry
+) -> list[AgentRunnerError]:
+    """What a file's ``model_settings`` name that is not there: a ``tool_choice`` naming no
+    tool the agent is granted (its MCP servers' tools are known only once they run), an
+    ``extra`` for a provider the project does not have."""
+    settings = spec.model_settings
+    if settings is None:
+        return []
+    from agentrunner.model_settings import tool_choice_problem
+
+    found = []
+    file = display_path(spec.path) if spec.path else None
+
+    def problem(key: str, message: str, hint: str) -> AgentRunnerError:
+        line = spec.line_of(f"model_settings.{key}") or spec.line_of("model_settings")
+        return AgentRunnerError(
+            ErrorCode.INVALID_SPECIFICATION, message, hint=hint, file=file, line=line
+        )
+
+    if settings.forces_tool and not spec.mcp_servers:
+        try:
+            granted = capabilities.grant(spec)
+        except AgentRunnerError:  # its tools are wrong: reported on their own
+            granted = None
+        # the tools every agent is granted (delegate) are offered only where a run calls
+        # for them: accepted, not listed
+        named = set(capabilities.tool_names)
+        wrong = (
+            granted is not None
+            and settings.tool_choice not in granted
+            and tool_choice_problem(settings, [t for t in granted if t in named])
+        )
+        if wrong:
+            hint = "Name one of its tools, or auto, required (with tools) or none."
+            found.append(problem("tool_choice", f"model_settings.tool_choice {wrong}", hint))
+    for provider in settings.extra or {}:
+        if provider not in models.providers:
+            near = difflib.get_close_matches(provider, list(models.providers), n=1)
+            guess = f" (did you mean '{near[0]}'?)" if near else ""
+            found.append(
+                problem(
+                    f"extra.{provider}",
+                    f"model_settings.extra names provider '{provider}', which the project "
+                    f"does not have{guess}",
+                    f"extra is keyed by provider: {', '.join(sorted(models.providers))}.",
+                )
+            )
+    return found

@@ -21,10 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner._paths import display_path
 from agentrunner.errors import AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.model_settings import ModelSettings
 
 __all__ = [
     "CONFIG_FILE",
@@ -49,7 +52,7 @@ PROVIDER_KINDS = ("openai", "anthropic", "test")
 
 _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "project": ("agents_dir", "state_dir"),
-    "defaults": ("model", "persona", "title_model", "person", "chain_depth"),
+    "defaults": ("model", "persona", "title_model", "person", "chain_depth", "model_settings"),
     "workers": ("lease_s", "concurrency", "max_queue"),
     "server": ("allowed_hosts",),
     "cache": ("backend", "ttl_s", "max_mb"),
@@ -238,6 +241,7 @@ class Config:
     agents_dir: Path = Path("agents")
     state_dir: Path = Path(".agentrunner")
     default_model: str | None = None
+    model_settings: ModelSettings | None = None  # [defaults] model_settings: every agent's
     default_persona: str = "professional"  # [persona] preset (or [defaults] persona)
     persona_overrides: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     extension_modules: tuple[str, ...] = ()  # [extensions] modules
@@ -419,6 +423,7 @@ def _build(
         agents_dir=(root / str(agents_dir)).resolve(),
         state_dir=(root / str(state_dir)).resolve(),
         default_model=env.get("AGENTRUNNER_DEFAULT_MODEL") or defaults.get("model"),
+        model_settings=_model_settings(defaults.get("model_settings"), err),
         default_persona=_persona(raw.get("persona", {}), defaults, err),
         persona_overrides=MappingProxyType(_persona_overrides(raw.get("persona", {}), err)),
         extension_modules=_names(raw.get("extensions", {}).get("modules", []), err),
@@ -654,6 +659,21 @@ def _persona(persona: Mapping[str, Any], defaults: Mapping[str, Any], err: _Err)
             "Keep [persona] preset and remove [defaults] persona (its older spelling).",
         )
     return str(preset or older or "professional")
+
+
+def _model_settings(value: Any, err: _Err) -> ModelSettings | None:
+    """``[defaults] model_settings``, checked as an agent file's are (pydantic is imported only
+    for a file that sets some)."""
+    if value is None:
+        return None
+    from agentrunner.model_settings import settings_problems
+
+    settings, problems = settings_problems(value)
+    if problems:
+        key, message, hint = problems[0]
+        name = f"defaults.model_settings.{key}" if key else "defaults.model_settings"
+        raise err(f"'{name}' {message}", key.split(".")[0] or "model_settings", hint)
+    return settings
 
 
 def _persona_overrides(persona: Mapping[str, Any], err: _Err) -> dict[str, str]:

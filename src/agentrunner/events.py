@@ -41,6 +41,7 @@ __all__ = [
     "EventSink",
     "FromChild",
     "ModelAttemptFailed",
+    "ModelSettingDropped",
     "RunEnd",
     "StepStarted",
     "StreamEvent",
@@ -126,6 +127,16 @@ class ModelAttemptFailed(FromChild):
     ]
 
 
+class ModelSettingDropped(FromChild):
+    """a model setting was left out of the requests to a provider that cannot take it (or not
+    with the other settings, or under the output cap): once a run for each setting, before the
+    first request without it"""
+
+    setting: Annotated[str, "the setting, e.g. `seed`"]
+    model: Annotated[str, "`provider:model` of the request it was left out of"]
+    reason: Annotated[str, "why, in words"]
+
+
 class AgentToolCall(FromChild):
     """the model asked for a tool call (before it runs)"""
 
@@ -191,6 +202,7 @@ Event = (
     | tuple[Literal["agent.token"], AgentToken]
     | tuple[Literal["cost.updated"], CostUpdated]
     | tuple[Literal["model.attempt_failed"], ModelAttemptFailed]
+    | tuple[Literal["model.setting_dropped"], ModelSettingDropped]
     | tuple[Literal["agent.tool_call"], AgentToolCall]
     | tuple[Literal["agent.tool_result"], AgentToolResult]
     | tuple[Literal["agent.message"], AgentMessage]
@@ -206,6 +218,7 @@ EventData = (
     | AgentToken
     | CostUpdated
     | ModelAttemptFailed
+    | ModelSettingDropped
     | AgentToolCall
     | AgentToolResult
     | AgentMessage
@@ -238,6 +251,10 @@ class Emit(Protocol):
     @overload
     def __call__(
         self, kind: Literal["model.attempt_failed"], data: ModelAttemptFailed, /
+    ) -> None: ...
+    @overload
+    def __call__(
+        self, kind: Literal["model.setting_dropped"], data: ModelSettingDropped, /
     ) -> None: ...
     @overload
     def __call__(self, kind: Literal["agent.tool_call"], data: AgentToolCall, /) -> None: ...

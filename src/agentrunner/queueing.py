@@ -89,18 +89,24 @@ class RunQueue:
         message: str,
         *,
         input: Mapping[str, Any] | None = None,
+        model_settings: Mapping[str, Any] | None = None,
         idempotency: IdempotencyKey | None = None,
     ) -> QueuedRun:
         """Queue a run of ``agent_id`` on ``thread_id`` (a new id opens a thread of the agent,
         in the run's transaction; an existing thread must be its own) and wake the workers.
         Raises ``validation`` for a bad id, message or input, ``thread_not_found`` for another
         agent's thread, ``queue_full`` past the bound; a repeat of ``idempotency`` returns the
-        first run. With telemetry on, an ``enqueue`` span whose trace the run keeps."""
+        first run. ``model_settings`` are checked now (``validation`` naming a bad one) and kept
+        with the run. With telemetry on, an ``enqueue`` span whose trace the run keeps."""
         tracing = self.runner.engine.tracing
         if tracing is None:
-            return await self._queue(agent_id, thread_id, message, input, idempotency, None)
+            return await self._queue(
+                agent_id, thread_id, message, input, model_settings, idempotency, None
+            )
         with tracing.enqueue(agent_id) as (span, carrier):
-            queued = await self._queue(agent_id, thread_id, message, input, idempotency, carrier)
+            queued = await self._queue(
+                agent_id, thread_id, message, input, model_settings, idempotency, carrier
+            )
             tracing.enqueued(span, [agent_id], [queued.run_id], repeated=queued.repeated)
             return queued
 
@@ -110,12 +116,20 @@ class RunQueue:
         thread_id: str,
         message: str,
         input: Mapping[str, Any] | None,
+        model_settings: Mapping[str, Any] | None,
         idempotency: IdempotencyKey | None,
         trace_context: Mapping[str, str] | None,
     ) -> QueuedRun:
         check_id(thread_id, "thread_id")
         check_text(message, "message")
         values = check_input(input)
+        request: dict[str, Any] = {"kind": "direct", "message": message, "input": values}
+        if model_settings is not None:  # stored as the input is: the input's bounds
+            from agentrunner.model_settings import model_settings as checked
+
+            settings = checked(check_input(model_settings, "model_settings"))
+            if settings is not None:
+                request["model_settings"] = settings.to_dict()
         store = self.runner.store
         first = await first_result(store, idempotency)
         if first is not None:
@@ -126,12 +140,7 @@ class RunQueue:
         else:
             await self.runner.agent_thread(agent_id, thread_id)  # the agent's own, or refused
             opens = []
-        run = NewRun(
-            new_id("run_"),
-            agent_id,
-            thread_id,
-            {"kind": "direct", "message": message, "input": values},
-        )
+        run = NewRun(new_id("run_"), agent_id, thread_id, request)
         first = await queue_runs(
             store,
             [run],

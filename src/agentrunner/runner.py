@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.engine import Engine
     from agentrunner.engine.fallback import FallbackChain
     from agentrunner.engine.tracing import Tracing
+    from agentrunner.model_settings import ModelSettings
     from agentrunner.store.locks import HeldLock
     from agentrunner.store.records import Thread, ThreadSummary
     from agentrunner.store.run_log import RunLog
@@ -78,6 +79,8 @@ class RunAgentOverrides:
     builder the agent speaks only through them; with ``history=False`` the thread's earlier
     messages are not sent (the caller's message carries the context, as a channel transcript
     does); with ``stream=False`` the model's answers arrive whole (nobody watches tokens).
+    ``model_settings`` (a ``ModelSettings`` or a mapping, checked here: ``validation`` naming
+    a bad setting) win over the agent file's and ``[defaults]``', setting by setting.
     """
 
     model: str | None = None
@@ -88,6 +91,7 @@ class RunAgentOverrides:
     history: bool = True
     tools: tuple[Tool, ...] = ()
     stream: bool = True
+    model_settings: ModelSettings | Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid
@@ -97,6 +101,16 @@ class RunAgentOverrides:
                 hint="Name the model too (--model with --fallback); the agent's own chain "
                 "is in its file's fallback:.",
             )
+        if self.model_settings is not None:  # pydantic only for runs that set some
+            from agentrunner.model_settings import model_settings
+
+            object.__setattr__(self, "model_settings", model_settings(self.model_settings))
+
+    @property
+    def settings(self) -> ModelSettings | None:
+        """``model_settings``, checked."""
+        value = self.model_settings
+        return None if isinstance(value, Mapping) else value
 
 
 @dataclass(slots=True)
@@ -585,6 +599,7 @@ class AgentRunner:
             grant = grant | {t.name for t in served}
         tools += self._injections(overrides, context)  # 7. run-time injections
         context.ask_agent = self._child_runs(run, context, grant, overrides, abort)
+        settings = self._checked_settings(agent, overrides.settings, tools)
         run.log.message("system_message", system)
         if notes:
             run.log.message("context_message", notes)
@@ -606,7 +621,7 @@ class AgentRunner:
                     message=user.content,
                     tools=tools,
                     output_schema=agent.output_schema,
-                    max_output_tokens=limits.max_output_tokens,
+                    max_output_tokens=_output_cap(limits.max_output_tokens, settings),
                 ),
                 Account(
                     run_id=run.run_id,
@@ -642,6 +657,7 @@ class AgentRunner:
             budget=budget,
             # A thread's turns share their prefix; runs on no thread share their agent's.
             cache_key=prompt_cache_key(f"thread:{thread_id}" if thread_id else f"agent:{agent.id}"),
+            settings=settings,
         )
 
     async def _prompt(
@@ -762,6 +778,46 @@ class AgentRunner:
     def _trace_op(self, run_id: str, trace_id: str | None) -> list[Any]:
         return [] if trace_id is None else [self.store.runs.trace_op(run_id, trace_id)]
 
+    def settings_for(self, agent: AgentSpec, run: ModelSettings | None) -> ModelSettings | None:
+        """The model settings a run of ``agent`` asks for: ``run``'s over the agent file's over
+        ``[defaults]``', setting by setting."""
+        layers = (self.config.model_settings, agent.model_settings, run)
+        if all(layer is None for layer in layers):
+            return None
+        from agentrunner.model_settings import merge_settings
+
+        return merge_settings(*layers)
+
+    def _checked_settings(
+        self, agent: AgentSpec, run: ModelSettings | None, tools: Sequence[Tool]
+    ) -> ModelSettings | None:
+        """The run's settings; a ``tool_choice`` naming no tool of the run is refused, as an
+        error of the file that set it, or of the caller (``validation``)."""
+        settings = self.settings_for(agent, run)
+        if settings is None or not settings.forces_tool:
+            return settings
+        from agentrunner.model_settings import tool_choice_problem
+
+        problem = tool_choice_problem(settings, [t.name for t in tools])
+        if problem is None:
+            return settings
+        code, file, line = ErrorCode.VALIDATION, None, None  # the caller's
+        if run is None or run.tool_choice is None:  # the file's, or else [defaults]'
+            code = ErrorCode.INVALID_SPECIFICATION
+            own = agent.model_settings is not None and agent.model_settings.tool_choice
+            if own and agent.path is not None:
+                file, line = display_path(agent.path), agent.line_of("model_settings.tool_choice")
+            elif not own:
+                file = display_path(self.config.path) if self.config.path else "agentrunner.toml"
+        raise AgentRunnerError(
+            code,
+            f"model_settings.tool_choice {problem}",
+            hint="Name one of the agent's tools, or auto, required (with tools) or none.",
+            file=file,
+            line=line,
+            details={"invalid": "model_settings.tool_choice"},
+        )
+
     def _chain(self, agent: AgentSpec, overrides: RunAgentOverrides) -> FallbackChain:
         if overrides.model:
             return self.engine.chain([overrides.model, *overrides.fallback], agent.retry)
@@ -833,3 +889,11 @@ def _as_error(exc: BaseException) -> AgentRunnerError:
     if isinstance(exc, asyncio.CancelledError):
         return AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
     return AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
+def _output_cap(limit: int | None, settings: ModelSettings | None) -> int | None:
+    """The reply's cap the history must leave room for: the lower of the agent's limit and the
+    run's ``max_output_tokens`` setting (as the engine sends it)."""
+    asked = settings.max_output_tokens if settings is not None else None
+    caps = [cap for cap in (limit, asked) if cap]
+    return min(caps) if caps else None

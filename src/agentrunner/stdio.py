@@ -121,6 +121,7 @@ class StdioServer:
             model=params.get("model"),
             fallback=_models(params, "fallback"),
             cache=cache,
+            model_settings=params.get("model_settings"),
         )
         return outcome.to_dict()
 
@@ -128,6 +129,12 @@ class StdioServer:
         agent = _required(params, "agent", str)
         message = _required(params, "message", str)
         values = _input(params)
+        overrides = RunAgentOverrides(  # checked before a thread is opened
+            model=params.get("model"),
+            fallback=_models(params, "fallback"),
+            max_steps=params.get("max_steps", params.get("max_turns")),  # its old name
+            model_settings=params.get("model_settings"),
+        )
         thread = params.get("thread")
         if thread is None:
             thread = await self.runner.session_thread(agent, new=bool(params.get("new", False)))
@@ -143,11 +150,7 @@ class StdioServer:
             str(thread),
             message,
             AgentRunnerCallbacks(on_event=on_event),
-            RunAgentOverrides(
-                model=params.get("model"),
-                fallback=_models(params, "fallback"),
-                max_steps=params.get("max_steps", params.get("max_turns")),  # its old name
-            ),
+            overrides,
             abort,
             input=values,
         )

@@ -184,10 +184,14 @@ class Worker:
         if claimed.request.get("kind") == "channel":
             await self.channels.serve(claimed, abort=abort)
         else:
+            from agentrunner.runner import RunAgentOverrides  # loaded with the runner
+
+            settings = claimed.request.get("model_settings")  # checked when it was queued
             await self.runner.run_agent(
                 claimed.agent_id,
                 claimed.thread_id or f"{claimed.agent_id}-queue",
                 str(claimed.request.get("message", "")),
+                overrides=RunAgentOverrides(model_settings=settings) if settings else None,
                 abort=abort,
                 input=dict(claimed.request.get("input") or {}),
                 run_id=claimed.id,

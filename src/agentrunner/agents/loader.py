@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import yaml
 
@@ -31,6 +31,9 @@ from agentrunner.agents.spec import (
 )
 from agentrunner.agents.templating import Template
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.model_settings import ModelSettings
 
 __all__ = ["load_agent_file", "parse_agent_text"]
 
@@ -397,6 +400,7 @@ class _Reader:
             "inputs": self._inputs(data.get("inputs")),
             "prompt_template": prompt_template,
             "persona": persona,
+            "model_settings": self._model_settings(data.get("model_settings")),
             "lines": MappingProxyType(dict(self.lines)),
             "notices": tuple(self.notices),
         }
@@ -493,6 +497,19 @@ class _Reader:
             self.fail("output_schema", f"'output_schema' is not a valid JSON Schema: {exc.message}")
             return None
         return MappingProxyType(value)
+
+    def _model_settings(self, value: Any) -> ModelSettings | None:
+        if value is None:
+            return None
+        from agentrunner.model_settings import settings_problems  # only files that set some
+
+        settings, problems = settings_problems(value)
+        for key, message, hint in problems:
+            name = f"model_settings.{key}" if key else "model_settings"
+            # an unknown setting's own line; a nested one's nearest line the file has
+            line = self.lines.get(name) or self.lines.get(name.rsplit(".", 1)[0])
+            self.fail(name, f"'{name}' {message}", hint=hint, line=line)
+        return settings
 
     def _memory(self, value: Any) -> Mapping[str, str]:
         if value is None:

@@ -10,9 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentrunner.agents.templating import Rendered, Template
+
+if TYPE_CHECKING:
+    from agentrunner.model_settings import ModelSettings
 
 __all__ = [
     "BACKOFFS",
@@ -129,6 +132,7 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "inputs",
     "prompt_template",
     "persona",
+    "model_settings",
 )
 
 
@@ -162,6 +166,7 @@ class AgentSpec:
     inputs: Mapping[str, InputSpec] = field(default_factory=lambda: MappingProxyType({}))
     prompt_template: Template | None = None
     persona: str | None = None
+    model_settings: ModelSettings | None = None  # the file's; a run's and [defaults]' merge in
     lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     digest: str = field(default="", compare=False)  # of the file's text: changes with any edit
     # What the file says in an old way that is still accepted (a renamed key): shown by

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING
 
@@ -92,6 +93,7 @@ def show(agent_id: str = typer.Argument(..., help="The agent id.")) -> None:
         ("mcp servers", escape(", ".join(spec.mcp_servers)) or "—"),
         ("trust", spec.trust),
         ("limits", _limits_text(spec)),
+        ("model settings", _settings_text(spec, project.config)),
         ("persona", _persona_text(spec, project)),
         ("memory", escape(", ".join(spec.memory)) or "—"),
         ("inputs", escape(", ".join(p.dotted for p in spec.system.placeholders)) or "—"),
@@ -166,6 +168,18 @@ def _limits_text(spec: AgentSpec) -> str:
     if limits.max_tokens is not None:
         parts.append(f"max_tokens {limits.max_tokens}")
     return ", ".join(parts)
+
+
+def _settings_text(spec: AgentSpec, config: Config) -> str:
+    """The model settings its runs ask for: its file's over ``[defaults]``' (a run's own go
+    over both)."""
+    if spec.model_settings is None and config.model_settings is None:
+        return "—"
+    from agentrunner.model_settings import merge_settings
+
+    merged = merge_settings(config.model_settings, spec.model_settings)
+    shown = merged.to_dict() if merged is not None else {}
+    return escape(", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown.items()))
 
 
 def _org_chart(agents: AgentRegistry, focus: AgentSpec) -> Tree | None:

@@ -5,14 +5,22 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 
 from agentrunner.cli.console import err, out
 
-__all__ = ["init", "parse_input", "read_message", "render"]
+if TYPE_CHECKING:
+    from agentrunner.model_settings import ModelSettings
+
+__all__ = ["SET_HELP", "init", "parse_input", "parse_settings", "read_message", "render"]
+
+SET_HELP = (
+    "A model setting for this run, KEY=VALUE (repeat): temperature=0.2, tool_choice=auto, "
+    "thinking=4000, extra.PROVIDER.FIELD=…; values are TOML, a bare word is text."
+)
 
 
 def init(
@@ -81,6 +89,16 @@ def parse_input(text: str) -> Any:
             f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
             hint='Pass a JSON object, e.g. --input \'{"topic": "tides"}\' or --input @input.json.',
         ) from exc
+
+
+def parse_settings(assignments: list[str]) -> ModelSettings | None:
+    """``--set KEY=VALUE`` options as checked model settings (``validation`` naming a bad
+    one); ``None`` with none given."""
+    if not assignments:
+        return None
+    from agentrunner.model_settings import model_settings, parse_assignments
+
+    return model_settings(parse_assignments(assignments))
 
 
 def read_message(text: str) -> str:

@@ -14,9 +14,11 @@ import typer
 from rich.markup import escape
 
 from agentrunner.cli.console import err, out, print_error
+from agentrunner.cli.project import SET_HELP
 
 if TYPE_CHECKING:
     from agentrunner.events import Event, EventData
+    from agentrunner.model_settings import ModelSettings
     from agentrunner.runner import AgentRunner, RunResult
 
 __all__ = ["EventPrinter", "chat", "run"]
@@ -33,6 +35,7 @@ class _Session:
     fallback: tuple[str, ...] = ()
     max_steps: int | None = None
     values: dict[str, Any] = field(default_factory=dict)
+    settings: ModelSettings | None = None
 
     def __post_init__(self) -> None:
         from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -72,10 +75,11 @@ def run(
     input: str | None = typer.Option(
         None, "--input", "-i", help="Template input: JSON, @file or -."
     ),
+    assignments: list[str] = typer.Option([], "--set", help=SET_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no streaming)."),
 ) -> None:
     """Run one turn of an agent, streaming its answer and tool calls."""
-    from agentrunner.cli.project import parse_input, read_message
+    from agentrunner.cli.project import parse_input, parse_settings, read_message
 
     if message == "-" and input == "-":
         from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -85,9 +89,10 @@ def run(
             "the message and --input cannot both come from stdin",
             hint="Pass one of them as @file.",
         )
+    settings = parse_settings(assignments)  # before stdin is read: a typo fails at once
     text = read_message(message)
     values = parse_input(input) if input else {}
-    session = _Session(agent_id, new, thread, model, tuple(fallback), max_steps, values)
+    session = _Session(agent_id, new, thread, model, tuple(fallback), max_steps, values, settings)
     result = asyncio.run(_run_once(session, text, as_json))
     if result is not None and result.stop_reason == "cancelled":
         raise typer.Exit(130)
@@ -102,13 +107,16 @@ def chat(
     input: str | None = typer.Option(
         None, "--input", "-i", help="Template input for every turn: JSON or @file."
     ),
+    assignments: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """An interactive session: each line you type is a turn. Ctrl-C stops a turn; Ctrl-C at
     the prompt, Ctrl-D or /exit quits. An error is printed and the session goes on."""
-    from agentrunner.cli.project import parse_input
+    from agentrunner.cli.project import parse_input, parse_settings
 
+    settings = parse_settings(assignments)
     values = parse_input(input) if input else {}
-    asyncio.run(_chat(_Session(agent_id, new, thread, model, tuple(fallback), None, values)))
+    session = _Session(agent_id, new, thread, model, tuple(fallback), None, values, settings)
+    asyncio.run(_chat(session))
 
 
 async def _open(session: _Session) -> tuple[AgentRunner, str]:
@@ -204,7 +212,10 @@ async def _turn(
     loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
     printer = EventPrinter() if stream else None
     overrides = RunAgentOverrides(
-        model=session.model, fallback=session.fallback, max_steps=session.max_steps
+        model=session.model,
+        fallback=session.fallback,
+        max_steps=session.max_steps,
+        model_settings=session.settings,
     )
     try:
         result = await runner.run_agent(
@@ -277,6 +288,13 @@ class EventPrinter:
                     f"[dim]… {compacted['messages']} earlier messages summarized by "
                     f"{escape(compacted['model'])} ({requests} request"
                     f"{'s' if requests != 1 else ''}): the thread outgrew the context window[/]"
+                )
+            case ("model.setting_dropped", dropped):
+                self.end()
+                err.print(
+                    f"[yellow]! {escape(dropped['model'])}: {escape(dropped['setting'])} not "
+                    f"sent — {escape(dropped['reason'])}[/]",
+                    soft_wrap=True,
                 )
             case ("model.attempt_failed", failed):
                 self.end()

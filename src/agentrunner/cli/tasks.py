@@ -14,8 +14,10 @@ import typer
 from rich.markup import escape
 
 from agentrunner.cli.console import err, out
+from agentrunner.cli.project import SET_HELP
 
 if TYPE_CHECKING:
+    from agentrunner.model_settings import ModelSettings
     from agentrunner.tasks import Outcome, TaskRunner
 
 __all__ = ["cache_app", "exec_command"]
@@ -47,14 +49,15 @@ def exec_command(
         help="Use the result cache, or not (default: the agent file's `cache:`).",
         show_default=False,
     ),
+    assignments: list[str] = typer.Option([], "--set", help=SET_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
 ) -> None:
     """Run an agent once on an input object (a task); with the cache on, the same request is
     answered from it."""
-    from agentrunner.cli.project import parse_input
+    from agentrunner.cli.project import parse_input, parse_settings
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
-    plan = _Plan(agent_id, model, tuple(fallback), cache)
+    plan = _Plan(agent_id, model, tuple(fallback), cache, parse_settings(assignments))
     if batch is not None:
         failed = asyncio.run(_batch(plan, batch, concurrency, ordered))
         raise typer.Exit(1 if failed else 0)
@@ -97,6 +100,7 @@ class _Plan:
     model: str | None
     fallback: tuple[str, ...]
     cache: bool | None
+    settings: ModelSettings | None = None
 
     def __post_init__(self) -> None:
         from agentrunner.runner import RunAgentOverrides
@@ -126,6 +130,7 @@ async def _one(plan: _Plan, values: Any) -> Outcome:
                 fallback=plan.fallback,
                 cache=plan.cache,
                 abort=abort,
+                model_settings=plan.settings,
             )
         finally:
             loop.remove_signal_handler(signal.SIGINT)
@@ -178,6 +183,7 @@ async def _batch(plan: _Plan, path: Path, concurrency: int, ordered: bool) -> in
                     fallback=plan.fallback,
                     cache=plan.cache,
                     on_done=finished,
+                    model_settings=plan.settings,
                 )
             finally:
                 writer.flush_all()  # interrupted: what finished is written all the same

@@ -26,6 +26,7 @@ from agentrunner.engine.turn import (
 
 if TYPE_CHECKING:
     from agentrunner.engine.tracing import Tracing
+    from agentrunner.model_settings import ModelSettings
 
 __all__ = ["Engine"]
 
@@ -95,6 +96,7 @@ class Engine:
         before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None,
         budget: ExternalBudget | None = None,
         cache_key: str | None = None,
+        settings: ModelSettings | None = None,
     ) -> TurnResult:
         """Run one turn: ``history`` plus ``message`` (if given) as the new user message.
 
@@ -102,7 +104,8 @@ class Engine:
         (reuse one across a run's turns to keep its cooldowns). ``limits.max_budget_micros``
         and ``cost.limit`` bound what the turn may spend; ``budget`` adds budgets shared with
         other runs. ``cache_key`` names the conversation to the provider's prompt cache
-        (``prompt_cache_key``: the same for each turn of a thread). Raises ``TurnError``.
+        (``prompt_cache_key``: the same for each turn of a thread); ``settings`` are sent with
+        every request, as each provider takes them. Raises ``TurnError``.
         """
         if chain is None:
             if model is None:
@@ -129,5 +132,6 @@ class Engine:
             secrets=self.models.secrets,
             tracing=self.tracing,
             cache_key=cache_key,
+            settings=settings,
         )
         return await run_turn(turn)

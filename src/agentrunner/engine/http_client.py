@@ -54,6 +54,11 @@ class Wire(Protocol):
 
     def build(self, request: ModelRequest) -> dict[str, Any]: ...
 
+    def dropped_settings(self, request: ModelRequest) -> list[tuple[str, str]]:
+        """The request's model settings ``build`` leaves out (its provider cannot take them,
+        or not together), each with the reason."""
+        ...
+
     def fold_body(self, body: Mapping[str, Any], fold: ResponseFold) -> None: ...
 
     def fold_event(self, event: str | None, data: str, fold: ResponseFold) -> None: ...
@@ -92,6 +97,10 @@ class HttpModelClient:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    def dropped_settings(self, request: ModelRequest) -> list[tuple[str, str]]:
+        """The model settings of ``request`` this provider is not sent, each with the reason."""
+        return self._wire.dropped_settings(request)
 
     async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
         built = False

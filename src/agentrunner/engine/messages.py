@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from agentrunner.model_settings import ModelSettings
 
 __all__ = [
     "AssistantMessage",
@@ -211,7 +214,9 @@ class ToolDefinition:
 class ModelRequest:
     """One request to a model, provider-neutral. ``cache_key``: the same for every request of
     one conversation (``prompt_cache_key``), so a provider that routes by it finds the prefix
-    the last request left in its prompt cache."""
+    the last request left in its prompt cache. ``settings``: what the run asks of the model
+    (its ``max_output_tokens`` already folded into ``max_output_tokens``); each wire maps them
+    and leaves out what its provider cannot take."""
 
     model: str
     system: str
@@ -222,6 +227,7 @@ class ModelRequest:
     output_schema_name: str = "output"
     stream: bool = True
     cache_key: str | None = None
+    settings: ModelSettings | None = None
 
 
 def prompt_cache_key(scope: str) -> str:

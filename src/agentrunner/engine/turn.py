@@ -35,6 +35,7 @@ from agentrunner.engine.budget import (
 from agentrunner.engine.failures import ProviderError
 from agentrunner.engine.fallback import Attempt, ChainEntry, FallbackChain
 from agentrunner.engine.fold import Delta
+from agentrunner.engine.http_client import HttpModelClient
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -61,6 +62,7 @@ from agentrunner.events import Emit, EventData, EventSink
 
 if TYPE_CHECKING:
     from agentrunner.engine.tracing import Tracing
+    from agentrunner.model_settings import ModelSettings
 
 __all__ = [
     "CostTracker",
@@ -164,6 +166,7 @@ class Turn:
     secrets: Secrets | None = None  # cut out of tool results: a tool may read a key
     tracing: Tracing | None = None  # telemetry on: each tool call a span, each charge counted
     cache_key: str | None = None  # the conversation's prompt-cache key (ModelRequest)
+    settings: ModelSettings | None = None  # what the requests ask of the model
 
 
 async def run_turn(turn: Turn) -> TurnResult:
@@ -266,6 +269,14 @@ class _TurnRun:
             turn.cost, turn.budget, turn.prices, self.definitions, turn.output_schema
         )
         self.inflight: tuple[ChainEntry, ModelRequest] | None = None
+        settings = turn.settings
+        self.settings = settings
+        # A tool choice that forces a call holds until the model has called tools: forced
+        # every time, it would never let the model answer.
+        self.after_tools = settings
+        if settings is not None and settings.forces_tool:
+            self.after_tools = settings.model_copy(update={"tool_choice": None})
+        self.warned: set[str] = set()  # settings dropped with a warning: once a run each
         self.cut_by_budget: Reservation | None = None  # the last response's, if it lowered
         self.emit: Emit = self._emit
 
@@ -347,15 +358,22 @@ class _TurnRun:
         turn = self.turn
         native = turn.output_schema is None or takes_schema_natively(entry)
         system = turn.system if native else turn.system + schema_instructions(turn.output_schema)
+        settings, cap = self.settings, turn.limits.max_output_tokens
+        if settings is not None:
+            if settings.max_output_tokens is not None:  # the lower of the setting and limit
+                cap = min(cap or settings.max_output_tokens, settings.max_output_tokens)
+            if self.tool_calls:
+                settings = self.after_tools
         return ModelRequest(
             model=entry.model.name,
             system=system,
             messages=turn.messages,
             tools=self.definitions,
-            max_output_tokens=turn.limits.max_output_tokens,
+            max_output_tokens=cap,
             output_schema=turn.output_schema if native else None,
             stream=turn.stream,
             cache_key=turn.cache_key,
+            settings=settings,
         )
 
     async def build(self, entry: ChainEntry) -> ModelRequest:
@@ -365,8 +383,22 @@ class _TurnRun:
         request = self.request(entry)
         if self.gate.active:
             await self.gate.reserve(entry.model, request)
+        client = entry.client
+        if request.settings is not None and isinstance(client, HttpModelClient):
+            self.warn_dropped(entry, client.dropped_settings(request))
         self.inflight = (entry, request)
         return request
+
+    def warn_dropped(self, entry: ChainEntry, dropped: list[tuple[str, str]]) -> None:
+        """A setting the provider is not sent (it cannot take it, or not with the others, or
+        not under this output cap) is said once a run, not sent to fail the request."""
+        for setting, reason in dropped:
+            if setting not in self.warned:
+                self.warned.add(setting)
+                self.emit(
+                    "model.setting_dropped",
+                    {"setting": setting, "model": entry.model.ref, "reason": reason},
+                )
 
     def stop_at_budget(self, message: AssistantMessage, held: Reservation) -> None:
         """A reply cut off at an output cap the budget lowered: the run ends there."""

@@ -81,7 +81,7 @@ class AnthropicWire:
                 turns.append({"role": role, "content": blocks})
         body: dict[str, Any] = {
             "model": request.model,
-            "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
+            "max_tokens": _max_tokens(request),
             "messages": turns,
         }
         if request.system:
@@ -97,8 +97,16 @@ class AnthropicWire:
             body["output_config"] = {
                 "format": {"type": "json_schema", "schema": dict(request.output_schema)}
             }
+        if request.settings is not None:
+            body.update(_settings(request)[0])
         body["stream"] = request.stream
+        if request.settings is not None and request.settings.extra:
+            body.update(request.settings.extra_for(self.provider))
         return body
+
+    def dropped_settings(self, request: ModelRequest) -> list[tuple[str, str]]:
+        """The settings of ``request`` its body leaves out, each with the reason."""
+        return _settings(request)[1] if request.settings is not None else []
 
     def _assistant_blocks(self, message: AssistantMessage) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
@@ -164,6 +172,84 @@ def _mark_breakpoints(body: dict[str, Any]) -> None:
                 break
     for block in marked:
         block["cache_control"] = {"type": "ephemeral"}
+
+
+def _max_tokens(request: ModelRequest) -> int:
+    """The output cap; a thinking budget counts in it, so with no cap asked for the default
+    room for the answer comes on top of the budget."""
+    if request.max_output_tokens:
+        return request.max_output_tokens
+    thinking = request.settings.thinking if request.settings is not None else None
+    return DEFAULT_MAX_TOKENS + (thinking if isinstance(thinking, int) else 0)
+
+
+def _settings(request: ModelRequest) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """The request's settings as Messages fields, and those it cannot take: the API's rules
+    (thinking takes no temperature but 1, top_p only from 0.95, no forced tool use, and a
+    budget under ``max_tokens``) decide rather than a request it would refuse."""
+    settings = request.settings
+    assert settings is not None
+    fields: dict[str, Any] = {}
+    dropped: list[tuple[str, str]] = []
+    thinking = settings.thinking
+    if thinking == "adaptive":
+        fields["thinking"] = {"type": "adaptive"}
+    elif thinking is not None:
+        cap = _max_tokens(request)
+        if thinking < cap:
+            fields["thinking"] = {"type": "enabled", "budget_tokens": thinking}
+        else:
+            dropped.append(
+                (
+                    "thinking",
+                    f"its budget ({thinking}) must be below the output cap ({cap}); "
+                    "raise max_output_tokens",
+                )
+            )
+    thinks = "thinking" in fields
+    if settings.temperature is not None:
+        if thinks and settings.temperature != 1:  # its default, which it takes said aloud
+            dropped.append(("temperature", "Anthropic takes no temperature but 1 with thinking"))
+        elif settings.temperature > 1:
+            dropped.append(("temperature", "Anthropic's temperature goes from 0 to 1"))
+        else:
+            fields["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        if thinks and settings.top_p < 0.95:
+            dropped.append(("top_p", "with thinking, Anthropic takes top_p from 0.95 to 1"))
+        elif "temperature" in fields:
+            dropped.append(
+                ("top_p", "Anthropic's current models take temperature or top_p, not both")
+            )
+        else:
+            fields["top_p"] = settings.top_p
+    if settings.stop:
+        fields["stop_sequences"] = list(settings.stop)
+    if settings.seed is not None:
+        dropped.append(("seed", "Anthropic has no seed"))
+    if settings.reasoning_effort is not None:
+        dropped.append(("reasoning_effort", "Anthropic takes thinking, not reasoning_effort"))
+    if request.tools:
+        choice = _tool_choice(settings.tool_choice, settings.parallel_tool_calls)
+        if choice is not None and thinks and choice["type"] in ("any", "tool"):
+            dropped.append(("tool_choice", "Anthropic forces no tool call with thinking"))
+            choice = _tool_choice(None, settings.parallel_tool_calls)
+        if choice is not None:
+            fields["tool_choice"] = choice
+    return fields, dropped
+
+
+def _tool_choice(choice: str | None, parallel: bool | None) -> dict[str, Any] | None:
+    """``tool_choice`` as Anthropic writes it, parallel tool use switched inside it."""
+    if choice is None and parallel is None:
+        return None
+    kinds = {"auto": "auto", "required": "any", "none": "none"}
+    out: dict[str, Any] = {"type": kinds.get(choice or "auto", "tool")}
+    if out["type"] == "tool":
+        out["name"] = choice
+    if parallel is not None and out["type"] != "none":
+        out["disable_parallel_tool_use"] = not parallel
+    return out
 
 
 def _fold_block(index: int, block: Mapping[str, Any], fold: ResponseFold) -> None:

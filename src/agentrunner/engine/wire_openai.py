@@ -89,6 +89,8 @@ class OpenAIWire:
             ]
         if request.max_output_tokens:
             body[self.max_tokens_field] = request.max_output_tokens
+        if request.settings is not None:
+            body.update(self._settings(request)[0])
         if request.output_schema is not None and self.native_structured_output:
             schema = dict(request.output_schema)
             body["response_format"] = {
@@ -104,7 +106,41 @@ class OpenAIWire:
         body["stream"] = request.stream
         if request.stream:
             body["stream_options"] = {"include_usage": True}
+        if request.settings is not None and request.settings.extra:
+            body.update(request.settings.extra_for(self.provider))
         return body
+
+    def dropped_settings(self, request: ModelRequest) -> list[tuple[str, str]]:
+        """The settings of ``request`` its body leaves out, each with the reason."""
+        return self._settings(request)[1] if request.settings is not None else []
+
+    def _settings(self, request: ModelRequest) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """The request's settings as Chat Completions fields, and those it cannot take."""
+        settings = request.settings
+        assert settings is not None
+        fields: dict[str, Any] = {}
+        dropped: list[tuple[str, str]] = []
+        for name in ("temperature", "top_p", "seed", "reasoning_effort"):
+            value = getattr(settings, name)
+            if value is not None:
+                fields[name] = value
+        if settings.stop:
+            fields["stop"] = list(settings.stop)
+        if request.tools:  # the API refuses both in a request without tools
+            choice = settings.tool_choice
+            if choice is not None:
+                fields["tool_choice"] = (
+                    choice
+                    if choice in ("auto", "required", "none")
+                    else {"type": "function", "function": {"name": choice}}
+                )
+            if settings.parallel_tool_calls is not None:
+                fields["parallel_tool_calls"] = settings.parallel_tool_calls
+        if settings.thinking is not None:
+            dropped.append(
+                ("thinking", f"{self.provider} takes reasoning_effort, not a thinking budget")
+            )
+        return fields, dropped
 
     def fold_body(self, body: Mapping[str, Any], fold: ResponseFold) -> None:
         """A ``chat.completion``: its one message is read as one big delta."""

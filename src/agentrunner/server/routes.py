@@ -12,17 +12,18 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.types import DecoratedCallable
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
 
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import ChannelMessageEvent, RunEnd
 from agentrunner.ids import new_id
+from agentrunner.model_settings import ModelSettings
 from agentrunner.server.fields import Id, Input, Retry, Text
 from agentrunner.server.responses import (
     Agent,
@@ -64,6 +65,19 @@ class ThreadCreate(BaseModel):
     id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[\w.@:-]+$")
 
 
+_SETTINGS_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            **ModelSettings.model_json_schema(),
+            "title": "ModelSettings",
+            "description": "the run's model settings, over the agent file's and [defaults]' "
+            "(docs/agent-file.md#model-settings)",
+        },
+        {"type": "null"},
+    ]
+}
+
+
 class RunCreate(BaseModel):
     agent_id: Id
     message: Text = Field(min_length=1)
@@ -72,6 +86,9 @@ class RunCreate(BaseModel):
         description="values for the agent's {{input.x}} placeholders: at most 32 levels deep "
         "and 200,000 bytes as JSON",
     )
+    # Checked by the library when the run is queued (its errors name a bad setting and the one
+    # meant); the schema states what it accepts.
+    model_settings: Annotated[dict[str, Any] | None, WithJsonSchema(_SETTINGS_SCHEMA)] = None
 
 
 class PostMessage(BaseModel):
@@ -165,6 +182,7 @@ async def start_run(
         thread_id,
         body.message,
         input=body.input,
+        model_settings=body.model_settings,
         idempotency=retry.key(body),
     )
     retry.answered(queued.repeated)

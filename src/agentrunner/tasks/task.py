@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from agentrunner.config import Config
     from agentrunner.engine.abort import AbortSignal
     from agentrunner.engine.engine import Engine
+    from agentrunner.model_settings import ModelSettings
     from agentrunner.runner import AgentRunner
 
 __all__ = ["Outcome", "Task", "TaskRunner"]
@@ -126,10 +127,21 @@ class TaskRunner:
         fallback: Sequence[str] = (),
         cache: bool | None = None,
         abort: AbortSignal | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> Task:
         """One task. ``model`` replaces the agent's models (``fallback`` names models to fall
-        back to); ``cache`` overrides the agent file's ``cache:``."""
-        return Task(self, agent, input, model=model, fallback=fallback, cache=cache, abort=abort)
+        back to); ``cache`` overrides the agent file's ``cache:``; ``model_settings`` win over
+        the agent file's (a bad one: ``validation``, raised here)."""
+        return Task(
+            self,
+            agent,
+            input,
+            model=model,
+            fallback=fallback,
+            cache=cache,
+            abort=abort,
+            model_settings=model_settings,
+        )
 
     async def execute(
         self,
@@ -140,9 +152,16 @@ class TaskRunner:
         fallback: Sequence[str] = (),
         cache: bool | None = None,
         abort: AbortSignal | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> Outcome:
         return await self.task(
-            agent, input, model=model, fallback=fallback, cache=cache, abort=abort
+            agent,
+            input,
+            model=model,
+            fallback=fallback,
+            cache=cache,
+            abort=abort,
+            model_settings=model_settings,
         ).run()
 
     async def execute_many(
@@ -155,6 +174,7 @@ class TaskRunner:
         fallback: Sequence[str] = (),
         cache: bool | None = None,
         on_done: Callable[[int, Outcome], None] | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> list[Outcome]:
         """One task per input, at most ``concurrency`` at once; outcomes in input order. A
         failing input is a failed outcome and the rest go on. ``on_done(index, outcome)`` is
@@ -164,7 +184,12 @@ class TaskRunner:
         async def one(index: int, values: Mapping[str, Any]) -> Outcome:
             async with gate:
                 outcome = await self.execute(
-                    agent, values, model=model, fallback=fallback, cache=cache
+                    agent,
+                    values,
+                    model=model,
+                    fallback=fallback,
+                    cache=cache,
+                    model_settings=model_settings,
                 )
             if on_done is not None:
                 on_done(index, outcome)
@@ -186,6 +211,7 @@ class Task:
         fallback: Sequence[str] = (),
         cache: bool | None = None,
         abort: AbortSignal | None = None,
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> None:
         self._runner = runner
         self._agent = agent
@@ -195,6 +221,7 @@ class Task:
         self._cache = cache
         self._abort = abort
         self._spent = False
+        self._settings = model_settings
 
     async def run(self) -> Outcome:
         if self._spent:
@@ -229,6 +256,9 @@ class Task:
         from agentrunner.runner import RunAgentOverrides
 
         runner = self._runner.runner
+        overrides = RunAgentOverrides(  # a bad setting: a failed outcome, as a bad input is
+            model=self._model, fallback=self._fallback, stream=False, model_settings=self._settings
+        )
         cache = self._runner.cache  # 1. obtain the cache
         spec = runner.agents.runnable(self._agent)  # before the cache: no answer when disabled
         if not isinstance(self._input, Mapping):
@@ -246,7 +276,8 @@ class Task:
         key = ""
         if use_cache:  # 3. the key
             sent = {**system.used, **prompt.used} if prompt else spec.with_defaults(self._input)
-            key = cache_key(spec.id, models[0], await self._request_facts(spec, models, sent))
+            facts = await self._request_facts(spec, models, sent, overrides.settings)
+            key = cache_key(spec.id, models[0], facts)
             hit = await self._look_up(cache, spec.id, models[0], key)  # 4. look up
             if hit is not None:
                 return Outcome(
@@ -261,7 +292,7 @@ class Task:
         result = await runner.run_task(  # 5-6. populated specification, executed
             spec.id,
             message,
-            overrides=RunAgentOverrides(model=self._model, fallback=self._fallback, stream=False),
+            overrides=overrides,
             abort=self._abort,
             input=dict(self._input),
         )
@@ -298,15 +329,22 @@ class Task:
             return hit
 
     async def _request_facts(
-        self, spec: AgentSpec, models: list[str], sent: Mapping[str, Any]
+        self,
+        spec: AgentSpec,
+        models: list[str],
+        sent: Mapping[str, Any],
+        run_settings: ModelSettings | None,
     ) -> dict[str, Any]:
         """Besides the agent's id and model, everything that decides what the model is sent:
         the input values that reach it, the definition (any edit of the agent file), the whole
-        model chain, the tone it is given (the project's persona configuration and files), the
-        memory the agent may have written, and the reports it may delegate to (the delegate tool
-        lists them)."""
+        model chain, the model settings (the run's, the file's and ``[defaults]``'), the tone it
+        is given (the project's persona configuration and files), the memory the agent may have
+        written, and the reports it may delegate to (the delegate tool lists them)."""
         runner = self._runner.runner
         facts: dict[str, Any] = {"input": dict(sent), "agent": spec.digest, "models": models}
+        settings = runner.settings_for(spec, run_settings)
+        if settings is not None:
+            facts["model_settings"] = settings.to_dict()
         reports = [r for r in runner.agents.direct_reports(spec.id) if r.enabled]
         if reports:
             facts["reports"] = {r.id: r.description or r.name for r in reports}
