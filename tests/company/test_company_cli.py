@@ -136,7 +136,8 @@ def test_two_briefs_stream_delegation_and_leave_their_own_journal_entries(
     assert "Hiring two engineers." in second.out and "started session" not in second.err
 
     entries = company.json("journal")
-    assert [e["directive"] for e in entries] == ["Hire engineers\n", "Plan the launch"]
+    # from @directive.txt, without the last newline of the file
+    assert [e["directive"] for e in entries] == ["Hire engineers", "Plan the launch"]
     assert entries[1]["summary"] == "Asked for a launch plan; the CTO built it; May it is."
     assert entries[0]["summary"] == "Asked to hire; two engineers approved."
     assert entries[0]["session_id"] == entries[1]["session_id"]
