@@ -1,15 +1,21 @@
 """The price of durability: a durable turn (AgentRunner.run_agent on SQLite: thread lock, run
 rows, steps, run messages, events, costs, messages) against an engine-only turn, in the same
 process, interleaved. One turn = 2 model requests + 1 tool call against the mock provider at
-0 ms in its own process. Also: turn time on a 100,000-message thread against a 3,000-message one
-(both past the model's context window, so both send the window's worth of history: what differs
-is only how much the store holds), on a 10-message thread, and on a thread with 20,000 earlier
-runs; and the daily-budget check (what a run with `per_agent_daily_usd` / `global_daily_usd` set
-reads first) after 100,000 priced requests today. A thread past the window is compacted on its
-first run (docs/engine.md, "History"): once, before the samples, not measured.
+0 ms in its own process. The durable turn also with telemetry on (issue 26), interleaved with
+the others: its spans made and sent over OTLP/HTTP, in batches, to a local receiver in a
+process of its own (it answers as a collector does and keeps nothing), the last batch of each
+round sent within that round's CPU time. Also: turn time on a 100,000-message thread against a
+3,000-message one (both past the model's context window, so both send the window's worth of
+history: what differs is only how much the store holds), on a 10-message thread, and on a
+thread with 20,000 earlier runs; and the daily-budget check (what a run with
+`per_agent_daily_usd` / `global_daily_usd` set reads first) after 100,000 priced requests
+today. A thread past the window is compacted on its first run (docs/engine.md, "History"):
+once, before the samples, not measured.
 
 Targets (issue 4): durable / engine-only time per turn <= 1.3; the 100k-message thread within
 20% of the 3,000-message one, and a thread with many runs within 20% of a 10-message one.
+Issue 26: telemetry off costs nothing measurable (the durable turn is where it was); on, what
+it adds is reported.
 
     python bench/runner.py [--turns 300] [--rounds 3] [--big 100000] [--runs 20000]
                            [--costs 100000]
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +52,25 @@ base_url = "{url}"
 AGENT = "---\nname: Bench\ntools: [get_weather]\n---\nYou are a weather assistant.\n"
 SYSTEM = "You are a weather assistant."
 QUESTION = "What's the weather in Paris?"
+# A receiver of OTLP/HTTP: takes what it is sent, answers as a collector does, keeps nothing.
+RECEIVER = """\
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
 
 
 # A thread past the bench model's context window (32,768 tokens: a model nothing lists) in these
@@ -193,7 +219,7 @@ async def engine_only_turn(engine: Any, tool: Any) -> None:
     await engine.run(model="bench:gpt-bench", system=SYSTEM, message=QUESTION, tools=[tool])
 
 
-async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
+async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, Any]:
     engine = bench_engine(url)
     tool = bench_tool()
 
@@ -201,35 +227,59 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
         await engine_only_turn(engine, tool)
 
     with tempfile.TemporaryDirectory() as tmp:
-        runner = await open_bench_runner(Path(tmp), url)
+        runner = await open_bench_runner(Path(tmp) / "off", url)
+        traced = await open_bench_runner(
+            Path(tmp) / "on",
+            url,
+            extra=f'[telemetry]\nenabled = true\nendpoint = "{receiver}"\n',
+        )
+        assert runner.engine.tracing is None and traced.engine.tracing is not None
+        from opentelemetry import trace
+
+        flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+        assert flush is not None, "telemetry on set up no SDK"
         counter = iter(range(10**9))
 
-        async def fresh_thread() -> str:
+        async def fresh_thread(runner: Any) -> str:
             thread_id = f"t{next(counter)}"
             await runner.store.threads.open(thread_id, "bench")
             await runner.store.threads.set_title(thread_id, "bench")  # no title effect
             return thread_id
 
-        threads = [await fresh_thread() for _ in range(2 * args.turns * args.rounds + 50)]
+        count = 2 * args.turns * args.rounds + 50
+        threads = [await fresh_thread(runner) for _ in range(count)]
+        traced_threads = [await fresh_thread(traced) for _ in range(args.turns * args.rounds + 50)]
 
         async def durable_turn(n: int) -> None:
             await runner.run_agent("bench", threads.pop(), QUESTION)
 
-        for _ in range(20):  # warm up both paths
+        async def traced_turn(n: int) -> None:
+            await traced.run_agent("bench", traced_threads.pop(), QUESTION)
+
+        for _ in range(20):  # warm up every path
             await engine_turn(0)
             await durable_turn(0)
+            await traced_turn(0)
+        assert flush(), "the receiver did not take the spans"
         samples: dict[str, list[float]] = {}
         walls: dict[str, float] = {}
         cpu: dict[str, float] = {}
         for _ in range(args.rounds):
             for c in (1, args.concurrency):
-                for name, turn in (("engine", engine_turn), ("durable", durable_turn)):
+                turns = [("engine", engine_turn), ("durable", durable_turn)]
+                if c == 1:
+                    turns.append(("durable otel", traced_turn))
+                for name, turn in turns:
                     key = f"{name} c={c}"
                     c0 = time.process_time()
                     got, wall = await timed(turn, args.turns, c)
+                    if turn is traced_turn:
+                        # the round's last batch, sent in its time, not in the next round's
+                        assert flush(), "the receiver did not take the spans"
                     cpu[key] = cpu.get(key, 0.0) + time.process_time() - c0
                     samples.setdefault(key, []).extend(got)
                     walls[key] = walls.get(key, 0.0) + wall
+        await traced.close()
 
         await fill_thread(runner, "big", args.big)
         await fill_thread(runner, "full", FULL)
@@ -278,8 +328,15 @@ def main() -> None:
     parser.add_argument("--costs", type=int, default=100_000)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
-    with mock_provider() as url:
-        results = asyncio.run(run(args, url))
+    receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert receiver.stdout is not None
+        endpoint = f"http://127.0.0.1:{receiver.stdout.readline().strip()}"
+        with mock_provider() as url:
+            results = asyncio.run(run(args, url, endpoint))
+    finally:
+        receiver.terminate()
+        receiver.wait(timeout=10)
     c = args.concurrency
     latency = results["durable c=1"]["median_ms"] / results["engine c=1"]["median_ms"]
     throughput = results[f"engine c={c}"]["turns_per_s"] / results[f"durable c={c}"]["turns_per_s"]
@@ -336,6 +393,23 @@ def main() -> None:
             [f"CPU at c={c}", extra[f"cpu_c{c}"] * 1000],
         ],
     )
+    off, on = results["durable c=1"], results["durable otel c=1"]
+    telemetry = {
+        "time_c1": on["median_ms"] - off["median_ms"],
+        "cpu_c1": on["cpu_ms_per_turn"] - off["cpu_ms_per_turn"],
+    }
+    telemetry_ratio = {
+        "time_c1": on["median_ms"] / off["median_ms"],
+        "cpu_c1": on["cpu_ms_per_turn"] / off["cpu_ms_per_turn"],
+    }
+    print_table(
+        "Telemetry on (OTLP/HTTP to a local receiver) minus off, durable turn at c=1",
+        ["measure", "us", "on / off"],
+        [
+            ["time (medians)", telemetry["time_c1"] * 1000, telemetry_ratio["time_c1"]],
+            ["CPU", telemetry["cpu_c1"] * 1000, telemetry_ratio["cpu_c1"]],
+        ],
+    )
     ratio = {"latency_c1": latency, f"throughput_c{c}": throughput}
     write_results(
         "runner",
@@ -347,6 +421,8 @@ def main() -> None:
             "durable_minus_engine_us": {k: v * 1000 for k, v in extra.items()},
             "big_over_full_thread": size_ratio,
             "full_over_small_thread": window_ratio,
+            "telemetry_on_minus_off_us": {k: v * 1000 for k, v in telemetry.items()},
+            "telemetry_on_over_off": telemetry_ratio,
             "many_runs_over_small_thread": runs_ratio,
         },
     )
