@@ -231,6 +231,7 @@ class ChannelService:
     async def serve(self, claimed: ClaimedRun, *, abort: Any = None) -> RunResult:
         """Run the agent on a queued channel run: the last 20 messages of the channel (in user
         position) and the triggering message; it may answer with ``send_message``."""
+        from agentrunner.run_rows import ChannelRun
         from agentrunner.runner import RunAgentOverrides
 
         channel = await self.store.channels.by_id(claimed.channel_id or "")
@@ -250,7 +251,12 @@ class ChannelService:
                 agent_id,
                 claimed.thread_id or f"{agent_id}@{channel.name}",
                 _transcript(channel, earlier, trigger),
-                overrides=RunAgentOverrides(channel_mode=True, history=False, tools=tuple(tools)),
+                overrides=RunAgentOverrides(
+                    channel_mode=True,
+                    channel=ChannelRun(channel.id, trigger.id, trigger.thread_root_id),
+                    history=False,
+                    tools=tuple(tools),
+                ),
                 abort=abort,
                 run_id=claimed.id,
             )

@@ -364,3 +364,18 @@ CREATE INDEX runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL
 -- A run's OpenTelemetry trace id (32 hex digits), kept when telemetry was on, so that a run
 -- found in the database can be found in the tracing tool (`runs show`).
 ALTER TABLE runs ADD COLUMN trace_id TEXT
+
+-- migration: 14
+-- What a channel's people see of its agents at work: a member's run started (agent.working),
+-- failed (agent.failed) or ended (agent.idle), written with the run's own event. Keyed by
+-- time-ordered ids as the channel's messages are, so a channel's stream, in any process, reads
+-- both in the order they happened.
+CREATE TABLE channel_activity (
+    channel_id TEXT NOT NULL REFERENCES channels (id) ON DELETE CASCADE,
+    id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    payload {json} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (channel_id, id)
+){clustered}
