@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,53 @@ def test_a_channel_stream_shows_two_agents_working_at_once_served_in_another_pro
         api.stop()
 
 
+def _cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner", *args],
+        cwd=project,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_post_follow_shows_who_is_working_with_a_worker_elsewhere(
+    team: Path, worker: subprocess.Popen[bytes], mock: MockProvider
+) -> None:
+    mock.queue(Reply(text="Ann here.", delay_s=1), model="ann-mock")
+    mock.queue(Reply(fault=Fault.http(400)), model="bob-mock")  # bob's reply fails
+    deadline = time.monotonic() + 30
+    while "· concurrency 2" not in _cli(team, "status").stdout:  # the worker is up
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    done = _cli(team, "post", "team", "Who is in?", "--follow")
+    assert done.returncode == 0, done.stderr
+    said = done.stderr.splitlines()
+    assert said[0].startswith("posted m_") and said[0].endswith("· 2 agent(s) will read it")
+    # not a terminal: a line as each starts working, and one for a failure
+    assert sorted(said[1:]) == ["ann is working…", "bob is working…", "✗ bob failed (validation)"]
+    assert said.index("bob is working…") < said.index("✗ bob failed (validation)")
+    replies = sorted(line.split(" ", 1)[1] for line in done.stdout.splitlines())
+    assert len(replies) == 2
+    assert replies[0].startswith("! bob could not reply (validation)")
+    assert replies[1] == "ann: Ann here."
+
+
+def test_dm_served_here_shows_the_agent_working_and_nothing_more_when_it_answers(
+    team: Path, mock: MockProvider
+) -> None:
+    """No worker: dm serves the reply in its own process; its output is the reply, with one
+    line on stderr saying who worked on it."""
+    mock.queue(Reply(text="Yes?"), model="ann-mock")
+    done = _cli(team, "dm", "ann", "Are you there?")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["ann is working…"]
+    [line] = done.stdout.splitlines()
+    assert line.split(" ", 1)[1] == "ann: Yes?"
+
+
 # -- the feed ---------------------------------------------------------------------------------
 
 
@@ -243,3 +291,34 @@ async def test_a_lost_runs_channel_hears_it_end_once(
         for other in others:
             await other.close()
         await ws.close()
+
+
+def test_on_a_terminal_each_working_agent_has_a_spinner_gone_once_it_is_idle() -> None:
+    import io
+
+    from rich.console import Console
+
+    from agentrunner.cli.activity import ActivityDisplay
+
+    def shown(display: ActivityDisplay) -> list[str]:
+        plain = Console(file=io.StringIO(), width=60, color_system=None)
+        plain.print(display._spinners())
+        return [line[2:] for line in plain.file.getvalue().splitlines()]  # past the spinner
+
+    screen = Console(file=io.StringIO(), force_terminal=True, width=60, color_system=None)
+    piped = Console(file=io.StringIO(), force_terminal=False)
+    display = ActivityDisplay(stdout=screen, stderr=piped)  # the conversation's terminal
+    try:
+        assert display.live is not None and display.live.console is screen
+        display.show("agent.working", {"agent_id": "ann", "run_id": "r1"})
+        display.show("agent.working", {"agent_id": "bob", "run_id": "r2"})
+        assert shown(display) == ["ann is working…", "bob is working…"]
+        display.show("agent.failed", {"agent_id": "bob", "run_id": "r2", "error_code": "timeout"})
+        display.show("agent.idle", {"agent_id": "bob", "run_id": "r2", "outcome": "failed"})
+        assert shown(display) == ["ann is working…"]
+        display.show("agent.idle", {"agent_id": "ann", "run_id": "r1", "outcome": "completed"})
+        assert shown(display) == []
+    finally:
+        display.close()
+    assert "✗ bob failed (timeout)" in screen.file.getvalue()  # kept, above the spinners
+    assert piped.file.getvalue() == ""  # nothing in the pipe
