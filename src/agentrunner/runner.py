@@ -41,6 +41,7 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import AgentWorking
 from agentrunner.ids import new_id
 from agentrunner.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, check_text
+from agentrunner.log_format import in_run
 from agentrunner.prompt import PromptBuilder, PromptContext, agent_notes, notes_message
 from agentrunner.run_rows import ChannelRun, RunRows
 from agentrunner.sessions import agent_thread, check_owner, session_thread
@@ -415,7 +416,8 @@ class AgentRunner:
         )
         working: AgentWorking = {"agent_id": agent_id, "run_id": run_id, "thread_id": thread_id}
         run.log.emit("agent.working", working)
-        return await self._outcome(run, [*history, *repairs], user, request, last_seq == 0)
+        with in_run(run_id, agent_id, trace_id):  # what is logged meanwhile names the run
+            return await self._outcome(run, [*history, *repairs], user, request, last_seq == 0)
 
     async def _outcome(
         self,

@@ -14,6 +14,7 @@ transcript.
 from __future__ import annotations
 
 import difflib
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from agentrunner.store.mailbox import ClaimedRun
 
 __all__ = ["ChannelService", "Posted"]
+
+log = logging.getLogger("agentrunner.channels")
 
 TRANSCRIPT = 20
 DEFAULT_CHAIN_DEPTH = 3
@@ -328,6 +331,11 @@ class ChannelService:
 
         async def do_nothing(args: dict[str, Any], ctx: ToolContext) -> str:
             spoke.append("do_nothing")
+            log.info(
+                "chose to say nothing in #%s (do_nothing)",
+                channel.name,
+                extra={"decision": "do_nothing", "channel": channel.name},
+            )
             return "ok: nothing said"
 
         return [
