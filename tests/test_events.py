@@ -15,7 +15,15 @@ import pytest
 from inline_snapshot import snapshot
 
 from agentrunner import events
-from agentrunner.events import DELTA_TEXT, Event, EventData, FromChild, StreamEvent
+from agentrunner.events import (
+    ACTIVITY,
+    DELTA_TEXT,
+    ChannelActivity,
+    Event,
+    EventData,
+    FromChild,
+    StreamEvent,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,22 +53,29 @@ match typed(kind, data):
 """
 
 ORDER = """\
-Order within a turn: for each model request, `step.started`, then `model.setting_dropped` for a
-setting its provider is not sent (once a run for each), then `agent.thinking` / `agent.token`
-deltas as they stream, then `cost.updated` (and `model.attempt_failed` if the attempt failed);
-then, if the model called tools, one `agent.tool_call` per call followed by their
-`agent.tool_result`s; the loop repeats; the turn ends with `agent.message`.
+Order within a run: it begins with `agent.working`. Then, for each model request,
+`step.started`, then `model.setting_dropped` for a setting its provider is not sent (once a run
+for each), then `agent.thinking` / `agent.token` deltas as they stream, then `cost.updated`
+(and `model.attempt_failed` if the attempt failed); then, if the model called tools, one
+`agent.tool_call` per call followed by their `agent.tool_result`s; the loop repeats; the turn
+ends with `agent.message`. The run ends with `agent.idle` (just after `agent.failed` if it
+failed), written with the run's end whatever ended it, so a chat client can show "cto is
+typing" in between. Only a run whose process died ends without one (its record says
+`worker_lost`; a channel's stream gets the pair, below). A run that could not start (an agent
+disabled, a thread of another agent's) sends neither.
 
 If an attempt fails after streaming some tokens and the chain retries, the next attempt streams
 its own tokens: a consumer that shows text as it arrives should drop the partial text on
 `model.attempt_failed`.
 
-A run whose thread outgrew its model's context window starts, before its first `step.started`,
-with the summary's requests — a `cost.updated` for each (and `model.attempt_failed` for a failed
-attempt) — and one `thread.compacted` (see [engine.md](engine.md#history)).
+A run whose thread outgrew its model's context window starts, after `agent.working` and before
+its first `step.started`, with the summary's requests — a `cost.updated` for each (and
+`model.attempt_failed` for a failed attempt) — and one `thread.compacted` (see
+[engine.md](engine.md#history)).
 
-After an abort no further event is emitted, but the `cost.updated` (`outcome: "cancelled"`,
-`estimated: true`) of the request it cut off: what was streamed was billed.
+After an abort no further event of the turn is emitted, but the `cost.updated`
+(`outcome: "cancelled"`, `estimated: true`) of the request it cut off: what was streamed was
+billed; then the run's `agent.idle` (`outcome: "cancelled"`).
 """
 
 CHILD = """\
@@ -72,8 +87,16 @@ STREAMS = """\
 ## Events of the HTTP streams
 
 The server-sent event streams (see [http-api.md](http-api.md)) send the stored events above —
-on a thread's stream with one more field, `run_id`, the run each belongs to — and these of their
-own:
+on a thread's stream with one more field, `run_id`, the run each belongs to. A channel's stream
+sends its messages and, between them in the order they happened, the `agent.working`,
+`agent.failed` and `agent.idle` of its members' runs there — two agents working at once are two
+pairs, each naming its agent — with two more fields (a run whose worker was lost gets its
+`agent.failed` and `agent.idle` there too, `error_code` `worker_lost`, once the lease rules
+fail it):
+"""
+
+STREAM_KINDS = """\
+The streams' own events:
 """
 
 FIELDS_HEAD = ["| field | type | description |", "| --- | --- | --- |"]
@@ -134,7 +157,8 @@ def events_markdown() -> str:
     lines += [f"| `{kind}` | {when(shape)} |" for kind, shape in run_events]
     lines += ["", ORDER, CHILD, *FIELDS_HEAD, *field_rows(FromChild, marks=True)]
     lines += sections(run_events)
-    lines += ["", STREAMS, "| type | sent when |", "| --- | --- |"]
+    lines += ["", STREAMS, *FIELDS_HEAD, *field_rows(ChannelActivity)]
+    lines += ["", STREAM_KINDS, "| type | sent when |", "| --- | --- |"]
     lines += [f"| `{kind}` | {when(shape)} |" for kind, shape in stream_events]
     lines += sections(stream_events)
     return "\n".join(lines) + "\n"
@@ -181,8 +205,10 @@ def test_every_kind_is_named_alike_everywhere() -> None:
     assert set(DELTA_TEXT) == {"agent.token", "agent.thinking"}
     for kind, field in DELTA_TEXT.items():
         assert get_type_hints(dict(pairs)[kind])[field] is str
+    assert ACTIVITY == {"agent.working", "agent.failed", "agent.idle"} <= {k for k, _ in pairs}
     assert [kind for kind, _ in pairs] == snapshot(
         [
+            "agent.working",
             "thread.compacted",
             "step.started",
             "agent.thinking",
@@ -197,6 +223,8 @@ def test_every_kind_is_named_alike_everywhere() -> None:
             "agent.file",
             "agent.note_shared",
             "agent.memory_updated",
+            "agent.failed",
+            "agent.idle",
         ]
     )
 

@@ -23,8 +23,11 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, Protocol, TypedDict, cast, overload
 
 __all__ = [
+    "ACTIVITY",
     "DELTA_TEXT",
+    "AgentFailed",
     "AgentFile",
+    "AgentIdle",
     "AgentMemoryUpdated",
     "AgentMessage",
     "AgentNoteShared",
@@ -33,6 +36,8 @@ __all__ = [
     "AgentToken",
     "AgentToolCall",
     "AgentToolResult",
+    "AgentWorking",
+    "ChannelActivity",
     "ChannelMessageEvent",
     "CostUpdated",
     "Emit",
@@ -193,10 +198,39 @@ class AgentMemoryUpdated(FromChild):
     label: Annotated[str, "the block's label"]
 
 
+class AgentWorking(FromChild):
+    """a run began: the agent is working (a run's first event; a chat client shows "… is
+    typing" until the run's `agent.idle`)"""
+
+    agent_id: Annotated[str, "the agent working"]
+    run_id: Annotated[str, "its run"]
+    thread_id: Annotated[str | None, "the run's thread; null: a task (a run on no thread)"]
+
+
+class AgentFailed(FromChild):
+    """the run failed (just before its `agent.idle`): what went wrong, for people"""
+
+    agent_id: Annotated[str, "the agent whose run failed"]
+    run_id: Annotated[str, "the run"]
+    thread_id: Annotated[str | None, "the run's thread; null: a task"]
+    error_code: Annotated[str, "its code from the error taxonomy (docs/errors.md)"]
+    message: Annotated[str, "what went wrong, in words (as the run's record has it)"]
+
+
+class AgentIdle(FromChild):
+    """the run ended, however it ended: the agent no longer works on it (a run's last event)"""
+
+    agent_id: Annotated[str, "the agent"]
+    run_id: Annotated[str, "the run that ended"]
+    thread_id: Annotated[str | None, "the run's thread; null: a task"]
+    outcome: Annotated[str, "`completed`, `failed` or `cancelled`: the run's status"]
+
+
 # Every kind with its shape, in the order the documentation lists them. ``EventData``, the
 # overloads of ``Emit`` and this union name the same kinds (a test checks it).
 Event = (
-    tuple[Literal["thread.compacted"], ThreadCompacted]
+    tuple[Literal["agent.working"], AgentWorking]
+    | tuple[Literal["thread.compacted"], ThreadCompacted]
     | tuple[Literal["step.started"], StepStarted]
     | tuple[Literal["agent.thinking"], AgentThinking]
     | tuple[Literal["agent.token"], AgentToken]
@@ -210,9 +244,12 @@ Event = (
     | tuple[Literal["agent.file"], AgentFile]
     | tuple[Literal["agent.note_shared"], AgentNoteShared]
     | tuple[Literal["agent.memory_updated"], AgentMemoryUpdated]
+    | tuple[Literal["agent.failed"], AgentFailed]
+    | tuple[Literal["agent.idle"], AgentIdle]
 )
 EventData = (
-    ThreadCompacted
+    AgentWorking
+    | ThreadCompacted
     | StepStarted
     | AgentThinking
     | AgentToken
@@ -226,9 +263,14 @@ EventData = (
     | AgentFile
     | AgentNoteShared
     | AgentMemoryUpdated
+    | AgentFailed
+    | AgentIdle
 )
 EventSink = Callable[[str, EventData], None]
 """What receives events: the run log, callbacks, the interfaces."""
+
+# What says who is working, for people: a run's first event, and its last one (or two).
+ACTIVITY = frozenset({"agent.working", "agent.failed", "agent.idle"})
 
 # The deltas, by the field that holds their text: stored merged (see ``store.run_log``).
 DELTA_TEXT: dict[str, str] = {"agent.token": "token", "agent.thinking": "text"}
@@ -238,6 +280,8 @@ class Emit(Protocol):
     """What code that makes an event calls: the kind decides the shape the data must have.
     Every ``EventSink`` is one."""
 
+    @overload
+    def __call__(self, kind: Literal["agent.working"], data: AgentWorking, /) -> None: ...
     @overload
     def __call__(self, kind: Literal["thread.compacted"], data: ThreadCompacted, /) -> None: ...
     @overload
@@ -272,6 +316,10 @@ class Emit(Protocol):
     def __call__(
         self, kind: Literal["agent.memory_updated"], data: AgentMemoryUpdated, /
     ) -> None: ...
+    @overload
+    def __call__(self, kind: Literal["agent.failed"], data: AgentFailed, /) -> None: ...
+    @overload
+    def __call__(self, kind: Literal["agent.idle"], data: AgentIdle, /) -> None: ...
 
 
 def typed(kind: str, data: EventData) -> Event:
@@ -321,6 +369,18 @@ class ChannelMessageEvent(TypedDict):
     ]
     depth: Annotated[int, "how many agent replies led to it (0: not a reply of an agent run)"]
     created_at: Annotated[float, "when it was posted, seconds since the epoch"]
+
+
+class ChannelActivity(TypedDict):
+    """the fields the activity events (`agent.working`, `agent.failed`, `agent.idle`) of a
+    channel's members' runs carry on the channel's stream (`/channels/{name}/events`), beside
+    their own"""
+
+    message_id: Annotated[str, "the message the run answers"]
+    thread: Annotated[
+        str | None,
+        "the id of the first message of that message's thread; null: a top-level message",
+    ]
 
 
 StreamEvent = (

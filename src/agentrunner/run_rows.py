@@ -3,36 +3,59 @@
 A ``step.started`` begins a step; each ``cost.updated`` is a cost row (and the agent's day's
 total) and adds to its step's usage, cost and attempts, and the attempt that succeeded completes
 the step; a tool call, its result and the final answer are run messages of the step. A run that
-ends inside a step fails it. Each row is added to the batch of the event that implies it, so it
-commits in the same transaction as the event.
+ends inside a step fails it. A run that answers in a channel has its activity events
+(``agent.working``, ``agent.failed``, ``agent.idle``) written to the channel's feed too. Each row
+is added to the batch of the event that implies it, so it commits in the same transaction as the
+event.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from agentrunner.events import CostUpdated, EventData, EventSink, typed
+from agentrunner.events import ACTIVITY, CostUpdated, EventData, EventSink, typed
+from agentrunner.ids import new_id
 from agentrunner.store.records import to_json
 from agentrunner.store.run_log import RunLog
 from agentrunner.store.store import Store
 
-__all__ = ["RunRows"]
+__all__ = ["ChannelRun", "RunRows"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRun:
+    """Where a run answers in a channel: its activity events go to the channel's feed too, for
+    the people following the channel."""
+
+    channel_id: str
+    message_id: str  # the message it answers
+    thread: str | None  # the first message of that message's thread; None: top level
 
 
 class RunRows:
     """A run's log (``log``), and the reader of its events that adds the rows they imply."""
 
     def __init__(
-        self, store: Store, run_id: str, agent_id: str, forward: EventSink | None = None
+        self,
+        store: Store,
+        run_id: str,
+        agent_id: str,
+        forward: EventSink | None = None,
+        channel: ChannelRun | None = None,
     ) -> None:
         self.log = RunLog(store, run_id, agent_id, forward, derive=self.derive)
+        self._store = store
+        self._channel = channel
         self._usage: dict[str, int] = {}  # the step in progress': summed over its attempts
         self._cost: int | None = 0  # None once an attempt's cost is unknown
         self._attempts: list[dict[str, Any]] = []
 
     def derive(self, kind: str, data: EventData, now: float) -> None:
         log = self.log
+        if self._channel is not None and kind in ACTIVITY:
+            self._to_channel(self._channel, kind, data, now)
         match typed(kind, data):
             case ("step.started", step):
                 self._usage, self._cost, self._attempts = {}, 0, []
@@ -59,6 +82,16 @@ class RunRows:
                 )
             case ("agent.message", message):
                 log.run_message("assistant_message", message["text"], now)
+
+    def _to_channel(self, channel: ChannelRun, kind: str, data: EventData, now: float) -> None:
+        payload = {**data, "message_id": channel.message_id, "thread": channel.thread}
+        self.log.write(
+            [
+                self._store.channels.activity_op(
+                    channel.channel_id, new_id("a_"), self.log.run_id, kind, payload, now
+                )
+            ]
+        )
 
     def _charge(self, cost: CostUpdated, now: float) -> None:
         usage = {

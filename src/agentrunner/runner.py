@@ -45,10 +45,12 @@ from agentrunner.engine.turn import (
     TurnResult,
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.events import AgentWorking
 from agentrunner.ids import new_id
 from agentrunner.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, check_text
+from agentrunner.log_format import in_run
 from agentrunner.prompt import PromptBuilder, PromptContext, agent_notes, notes_message
-from agentrunner.run_rows import RunRows
+from agentrunner.run_rows import ChannelRun, RunRows
 from agentrunner.sessions import agent_thread, check_owner, find_thread, session_thread
 from agentrunner.store.repositories import ops
 
@@ -88,6 +90,7 @@ class RunAgentOverrides:
     max_steps: int | None = None
     background: bool = False
     channel_mode: bool = False
+    channel: ChannelRun | None = None
     history: bool = True
     tools: tuple[Tool, ...] = ()
     stream: bool = True
@@ -437,8 +440,8 @@ class AgentRunner:
 
     async def _turn(self, request: _Request, held: HeldLock | None) -> RunResult:
         agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
-        callbacks, overrides, abort = request.callbacks, request.overrides, request.abort
-        input, parent, claimed_run_id = request.input, request.parent, request.claimed_run_id
+        callbacks, overrides = request.callbacks, request.overrides
+        parent, claimed_run_id = request.parent, request.claimed_run_id
         agent = self._agent(agent_id)  # 2. agent config (agent_disabled: not run)
         thread: Thread | None = None
         recent: Recent | None = None
@@ -470,6 +473,7 @@ class AgentRunner:
                     event_adapter(callbacks, agent_id, thread_id or ""),
                     self.handlers.sink(run_id, agent_id, thread_id),
                 ),
+                overrides.channel,
             ),
             callbacks,
             last_seq + 1,
@@ -503,6 +507,24 @@ class AgentRunner:
                 self._append(run, [*repairs, user], session=False, final=False),
             )
         )
+        working: AgentWorking = {"agent_id": agent_id, "run_id": run_id, "thread_id": thread_id}
+        run.log.emit("agent.working", working)
+        with in_run(run_id, agent_id, trace_id):  # what is logged meanwhile names the run
+            return await self._outcome(run, recent, repairs, user, request, last_seq == 0)
+
+    async def _outcome(
+        self,
+        run: _Run,
+        recent: Recent | None,
+        repairs: Sequence[Message],
+        user: UserMessage,
+        request: _Request,
+        new_thread: bool,
+    ) -> RunResult:
+        """Steps 8-13 of a recorded run: the engine call, then the run settled however it
+        ended."""
+        overrides, abort, held = request.overrides, request.abort, run.lock
+        agent_id, thread_id, callbacks = request.agent_id, request.thread_id, request.callbacks
         try:
             result = await self._execute(
                 run,
@@ -511,8 +533,8 @@ class AgentRunner:
                 user,
                 overrides,
                 abort,
-                input,
-                parent,
+                request.input,
+                request.parent,
             )
         except TurnError as exc:
             return await self._settle_failure(run, exc, exc.result)
@@ -528,6 +550,7 @@ class AgentRunner:
             internal = AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
             internal.__cause__ = exc
             return await self._settle_failure(run, internal, None)
+        self._idle(run, "completed")
         await run.log.flush_with(  # 9-11. assistant messages, manifest, usage
             ops(
                 self._append(run, result.new_messages[run.saved :], session=True),
@@ -536,8 +559,11 @@ class AgentRunner:
             )
         )
         safely(callbacks.on_response, agent_id, thread_id or "", result.text)  # 12.
-        if thread is not None and thread.title is None and last_seq == 0:  # 13. effects
-            self.effects.dispatch_title(thread.id, result.model or "test", message, result.text)
+        thread = run.thread
+        if thread is not None and thread.title is None and new_thread:  # 13. effects
+            self.effects.dispatch_title(
+                thread.id, result.model or "test", request.message, result.text
+            )
         return RunResult(
             result.text,
             run.run_id,
@@ -695,6 +721,18 @@ class AgentRunner:
             run.log.message("assistant_message", last.text)
         stop = partial.stop_reason if partial else ("cancelled" if cancelled else "error")
         run.rows.fail_step()
+        if not cancelled:
+            run.log.emit(
+                "agent.failed",
+                {
+                    "agent_id": run.agent.id,
+                    "run_id": run.run_id,
+                    "thread_id": run.thread.id if run.thread else None,
+                    "error_code": str(exc.code),
+                    "message": exc.message,
+                },
+            )
+        self._idle(run, "cancelled" if cancelled else "failed")
         await run.log.flush_with(
             ops(
                 self._append(run, kept, session=False),  # the session does not advance
@@ -719,6 +757,18 @@ class AgentRunner:
         raise exc
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _idle(self, run: _Run, outcome: str) -> None:
+        """The run's last event, written with its settle: the agent no longer works on it."""
+        run.log.emit(
+            "agent.idle",
+            {
+                "agent_id": run.agent.id,
+                "run_id": run.run_id,
+                "thread_id": run.thread.id if run.thread else None,
+                "outcome": outcome,
+            },
+        )
 
     async def _save_progress(self, run: _Run, new: Sequence[Message]) -> None:
         """Before tools run: the model's tool calls (and earlier results) go into the thread,

@@ -93,7 +93,8 @@ def test_a_listed_module_provides_context_taps_events_and_creates_its_table(
     assert table_exists(store_url, table)
     lines = (project / "events.log").read_text().splitlines()
     kinds = [line.split()[0] for line in lines]
-    assert kinds[0] == "step.started" and kinds[-1] == "agent.message"
+    assert kinds[:2] == ["agent.working", "step.started"]
+    assert kinds[-2:] == ["agent.message", "agent.idle"]
     assert {"agent.tool_call", "agent.tool_result", "cost.updated"} <= set(kinds)
     run_id = lines[0].split()[1]
     assert all(line.split()[1:3] == [run_id, "ceo"] for line in lines)

@@ -22,6 +22,7 @@ from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
 
 CALL_ID = IsStr(regex=r"call_\d+_\d+")
+RUN_ID = IsStr(regex=r"run_[0-9a-f]{22}")
 
 # What each transaction says about a row, besides the query that writes it.
 _TELLS = {
@@ -88,6 +89,10 @@ async def test_a_run_with_a_tool_call(agent: Agent, open_runner: Any, mock: Mock
     result = await runner.run_agent("helper", "t1", "Write down the launch plan")
     assert await stored(runner, result.run_id) == snapshot(
         [
+            (
+                "agent.working",
+                {"agent_id": "helper", "run_id": RUN_ID, "thread_id": "t1"},
+            ),
             ("step.started", {"step": 1, "model": "mockai:gpt-mock"}),
             ("agent.token", {"token": "Let me write it down.", "model": "mockai:gpt-mock"}),
             (
@@ -145,6 +150,15 @@ async def test_a_run_with_a_tool_call(agent: Agent, open_runner: Any, mock: Mock
                 },
             ),
             ("agent.message", {"text": "Noted the plan.", "model": "mockai:gpt-mock"}),
+            (
+                "agent.idle",
+                {
+                    "agent_id": "helper",
+                    "run_id": RUN_ID,
+                    "thread_id": "t1",
+                    "outcome": "completed",
+                },
+            ),
         ]
     )
     assert writes.written == snapshot(
@@ -152,6 +166,7 @@ async def test_a_run_with_a_tool_call(agent: Agent, open_runner: Any, mock: Mock
             [
                 "run_insert",
                 "message_insert",
+                "event_insert agent.working",
                 "run_message_insert system_message",
                 "run_message_insert user_message",
                 "event_insert step.started",
@@ -175,6 +190,7 @@ async def test_a_run_with_a_tool_call(agent: Agent, open_runner: Any, mock: Mock
                 "cost_day_add",
                 "event_insert agent.message",
                 "run_message_insert assistant_message",
+                "event_insert agent.idle",
                 "message_insert",
                 "message_insert",
                 "thread_manifest",
@@ -194,6 +210,10 @@ async def test_a_failed_run(agent: Agent, open_runner: Any, mock: MockProvider) 
     [run] = await runner.store.runs.list(thread_id="t")
     assert await stored(runner, run.id) == snapshot(
         [
+            (
+                "agent.working",
+                {"agent_id": "talker", "run_id": RUN_ID, "thread_id": "t"},
+            ),
             ("step.started", {"step": 1, "model": "mockai:gpt-mock"}),
             (
                 "cost.updated",
@@ -223,6 +243,25 @@ async def test_a_failed_run(agent: Agent, open_runner: Any, mock: MockProvider) 
                     "failover": False,
                 },
             ),
+            (
+                "agent.failed",
+                {
+                    "agent_id": "talker",
+                    "run_id": RUN_ID,
+                    "thread_id": "t",
+                    "error_code": "validation",
+                    "message": "mockai answered 400 (invalid_request_error): mock fault: HTTP 400",
+                },
+            ),
+            (
+                "agent.idle",
+                {
+                    "agent_id": "talker",
+                    "run_id": RUN_ID,
+                    "thread_id": "t",
+                    "outcome": "failed",
+                },
+            ),
         ]
     )
     assert writes.written == snapshot(
@@ -230,6 +269,7 @@ async def test_a_failed_run(agent: Agent, open_runner: Any, mock: MockProvider) 
             [
                 "run_insert",
                 "message_insert",
+                "event_insert agent.working",
                 "run_message_insert system_message",
                 "run_message_insert user_message",
                 "event_insert step.started",
@@ -237,6 +277,8 @@ async def test_a_failed_run(agent: Agent, open_runner: Any, mock: MockProvider) 
                 "event_insert cost.updated",
                 "cost_insert mockai:gpt-mock",
                 "event_insert model.attempt_failed",
+                "event_insert agent.failed",
+                "event_insert agent.idle",
                 "message_insert",
                 "thread_manifest",
                 "run_finish failed",
@@ -265,6 +307,10 @@ async def test_a_cancelled_run(agent: Agent, open_runner: Any, mock: MockProvide
     assert result.stop_reason == "cancelled"
     assert await stored(runner, result.run_id) == snapshot(
         [
+            (
+                "agent.working",
+                {"agent_id": "quitter", "run_id": RUN_ID, "thread_id": "t"},
+            ),
             ("step.started", {"step": 1, "model": "mockai:gpt-mock"}),
             (
                 "cost.updated",
@@ -291,6 +337,15 @@ async def test_a_cancelled_run(agent: Agent, open_runner: Any, mock: MockProvide
                     "model": "mockai:gpt-mock",
                 },
             ),
+            (
+                "agent.idle",
+                {
+                    "agent_id": "quitter",
+                    "run_id": RUN_ID,
+                    "thread_id": "t",
+                    "outcome": "cancelled",
+                },
+            ),
         ]
     )
     assert writes.written == snapshot(
@@ -298,6 +353,7 @@ async def test_a_cancelled_run(agent: Agent, open_runner: Any, mock: MockProvide
             [
                 "run_insert",
                 "message_insert",
+                "event_insert agent.working",
                 "run_message_insert system_message",
                 "run_message_insert user_message",
                 "event_insert step.started",
@@ -311,6 +367,7 @@ async def test_a_cancelled_run(agent: Agent, open_runner: Any, mock: MockProvide
             ],
             [
                 "step_finish failed",
+                "event_insert agent.idle",
                 "message_insert",
                 "message_insert",
                 "thread_manifest",
@@ -335,6 +392,10 @@ async def test_a_delegation(agent: Agent, open_runner: Any, mock: MockProvider) 
     [child] = [r for r in await runner.store.runs.list(limit=10) if r.depth == 1]
     assert await stored(runner, result.run_id) == snapshot(
         [
+            (
+                "agent.working",
+                {"agent_id": "boss", "run_id": RUN_ID, "thread_id": "t"},
+            ),
             ("step.started", {"step": 1, "model": "mockai:gpt-mock"}),
             (
                 "cost.updated",
@@ -391,10 +452,27 @@ async def test_a_delegation(agent: Agent, open_runner: Any, mock: MockProvider) 
                 },
             ),
             ("agent.message", {"text": "boss done", "model": "mockai:gpt-mock"}),
+            (
+                "agent.idle",
+                {
+                    "agent_id": "boss",
+                    "run_id": RUN_ID,
+                    "thread_id": "t",
+                    "outcome": "completed",
+                },
+            ),
         ]
     )
     assert await stored(runner, child.id) == snapshot(
         [
+            (
+                "agent.working",
+                {
+                    "agent_id": "worker",
+                    "run_id": RUN_ID,
+                    "thread_id": "t.worker",
+                },
+            ),
             ("step.started", {"step": 1, "model": "mockai:gpt-mock"}),
             ("agent.token", {"token": "worker says hi", "model": "mockai:gpt-mock"}),
             (
@@ -414,10 +492,23 @@ async def test_a_delegation(agent: Agent, open_runner: Any, mock: MockProvider) 
                 },
             ),
             ("agent.message", {"text": "worker says hi", "model": "mockai:gpt-mock"}),
+            (
+                "agent.idle",
+                {
+                    "agent_id": "worker",
+                    "run_id": RUN_ID,
+                    "thread_id": "t.worker",
+                    "outcome": "completed",
+                },
+            ),
         ]
     )  # stored without the child's marks
     assert forwarded == snapshot(
         [
+            (
+                "agent.working",
+                {"agent_id": "boss", "run_id": RUN_ID, "thread_id": "t"},
+            ),
             ("step.started", {"step": 1, "model": "mockai:gpt-mock"}),
             (
                 "cost.updated",
@@ -442,6 +533,16 @@ async def test_a_delegation(agent: Agent, open_runner: Any, mock: MockProvider) 
                     "name": "ask_agent",
                     "input": {"agent": "worker", "message": "hi"},
                     "model": "mockai:gpt-mock",
+                },
+            ),
+            (
+                "agent.working",
+                {
+                    "agent_id": "worker",
+                    "run_id": RUN_ID,
+                    "thread_id": "t.worker",
+                    "from_agent": "worker",
+                    "depth": 1,
                 },
             ),
             (
@@ -492,6 +593,17 @@ async def test_a_delegation(agent: Agent, open_runner: Any, mock: MockProvider) 
                 },
             ),
             (
+                "agent.idle",
+                {
+                    "agent_id": "worker",
+                    "run_id": RUN_ID,
+                    "thread_id": "t.worker",
+                    "outcome": "completed",
+                    "from_agent": "worker",
+                    "depth": 1,
+                },
+            ),
+            (
                 "agent.tool_result",
                 {
                     "call_id": CALL_ID,
@@ -523,5 +635,14 @@ async def test_a_delegation(agent: Agent, open_runner: Any, mock: MockProvider) 
                 },
             ),
             ("agent.message", {"text": "boss done", "model": "mockai:gpt-mock"}),
+            (
+                "agent.idle",
+                {
+                    "agent_id": "boss",
+                    "run_id": RUN_ID,
+                    "thread_id": "t",
+                    "outcome": "completed",
+                },
+            ),
         ]
     )  # the caller sees the child's events, marked

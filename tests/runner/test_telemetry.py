@@ -915,3 +915,35 @@ def until_settled(url: str, run_ids: Sequence[str]) -> list[dict[str, Any]]:
             return runs
         time.sleep(0.1)
     raise AssertionError(f"the runs did not end: {runs}")
+
+
+async def test_json_log_lines_carry_each_runs_id_and_the_trace(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, spans: InMemorySpanExporter
+) -> None:
+    """A decision logged inside a delegated run names that run, and the trace all share."""
+    import io
+
+    from agentrunner.log_format import use_format
+
+    telemetry(project, "enabled = true")
+    org(agent)
+    mock.queue(
+        Reply(tool_calls=[("delegate", {"agent": "cto", "task": "Pick a database"})]),
+        Reply(tool_calls=[("delegate", {"agent": "engineer", "task": "Benchmark two"})]),
+        Reply(text="Postgres is 2x faster here."),
+        Reply(text="We use Postgres."),
+        Reply(text="Decision: Postgres."),
+    )
+    runner: AgentRunner = await open_runner()
+    lines = io.StringIO()
+    use_format("json", lines)
+    try:
+        result = await runner.run_agent("ceo", "board", "Choose our stack")
+    finally:
+        use_format("text")
+    logged = [json.loads(line) for line in lines.getvalue().splitlines()]
+    chose = [(line["agent"], line["run_id"], line["trace_id"]) for line in logged]
+    (trace_id,) = {format(s.context.trace_id, "032x") for s in await finished(runner, spans)}
+    cto = next(r for r in await runner.store.runs.list(limit=10) if r.agent_id == "cto")
+    assert chose == [("ceo", result.run_id, trace_id), ("cto", cto.id, trace_id)]
+    assert [line["tools"] for line in logged] == [["delegate"], ["delegate"]]

@@ -289,11 +289,11 @@ def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: Mock
         headers={**AUTH, "last-event-id": first[-1]["id"]},
         timeout=30,
     ) as stream:
-        rest = _read_sse(stream, limit=5)
+        rest = _read_sse(stream, limit=9)
     ids = [e["id"] for e in first + rest]
-    # per run: step.started, agent.token (the streamed deltas, stored merged), cost.updated,
-    # agent.message
-    assert len(ids) == len(set(ids)) == 8
+    # per run: agent.working, step.started, agent.token (the streamed deltas, stored merged),
+    # cost.updated, agent.message, agent.idle
+    assert len(ids) == len(set(ids)) == 12
     assert ids == sorted(ids, key=lambda i: (i.split("/")[0], int(i.split("/")[1])))
     httpx2.post(
         f"{srv.url}/channels/general/messages", headers=AUTH, json={"text": "x"}

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inline_snapshot import snapshot
+from inline_snapshot import Is, snapshot
 
-from agentrunner.testing import MockProvider, MockProviderServer, Reply
+from agentrunner.testing import Fault, MockProvider, MockProviderServer, Reply
 
 CONFIG = """\
 [defaults]
@@ -127,6 +127,15 @@ def test_execute_run_agent_cancel_and_bad_lines(client: Client, mock: MockProvid
     assert ran["result"]["text"] == "Hello there." and ran["result"]["status"] == "completed"
     assert events == snapshot(
         [
+            {
+                "id": "r1",
+                "event": "agent.working",
+                "data": {
+                    "agent_id": "helper",
+                    "run_id": Is(ran["result"]["run_id"]),
+                    "thread_id": Is(ran["result"]["thread_id"]),
+                },
+            },
             {"id": "r1", "event": "step.started", "data": {"step": 1, "model": "mockai:gpt-mock"}},
             {
                 "id": "r1",
@@ -165,13 +174,23 @@ def test_execute_run_agent_cancel_and_bad_lines(client: Client, mock: MockProvid
                 "event": "agent.message",
                 "data": {"text": "Hello there.", "model": "mockai:gpt-mock"},
             },
+            {
+                "id": "r1",
+                "event": "agent.idle",
+                "data": {
+                    "agent_id": "helper",
+                    "run_id": Is(ran["result"]["run_id"]),
+                    "thread_id": Is(ran["result"]["thread_id"]),
+                    "outcome": "completed",
+                },
+            },
         ]
     )  # every event as it went out, one JSON line each
     thread = ran["result"]["thread_id"]
 
     mock.queue(Reply(text="Too slow.", delay_s=20), model="gpt-mock")
     client.request("r2", "run_agent", agent="helper", message="take your time", thread=thread)
-    client.until(lambda m: m.get("id") == "r2" and "event" in m)  # the run has started
+    client.until(lambda m: m.get("id") == "r2" and m.get("event") == "step.started")
     client.request("c1", "cancel", id="r2")
     seen = client.until(lambda m: m.get("id") == "r2" and "event" not in m)
     assert seen[-1]["result"]["status"] == "cancelled"
@@ -239,3 +258,27 @@ def test_a_disabled_agent_is_refused_with_agent_disabled(
     task, _ = client.response("e")
     assert task["result"]["error"]["code"] == "agent_disabled"
     assert mock.requests == []
+
+
+def test_a_failed_run_says_who_failed_and_why_then_goes_idle(
+    client: Client, mock: MockProvider
+) -> None:
+    """A program showing "helper is typing" clears it on agent.idle, whatever the outcome; a
+    failure says its code first. Two runs, one failing, each with its own pair."""
+    mock.queue(Reply(text="Fine."), Reply(fault=Fault.http(401)), model="gpt-mock")
+    client.request("ok", "run_agent", agent="helper", message="hello", input={"topic": "x"})
+    done, done_events = client.response("ok")
+    client.request("bad", "run_agent", agent="helper", message="again", input={"topic": "y"})
+    failed, failed_events = client.response("bad")
+    assert failed["error"]["code"] == "provider_auth"
+    for events in (done_events, failed_events):
+        assert events[0]["event"] == "agent.working" and events[-1]["event"] == "agent.idle"
+    run_ids = {events[0]["data"]["run_id"] for events in (done_events, failed_events)}
+    assert len(run_ids) == 2 and done["result"]["run_id"] in run_ids
+    assert done_events[-1]["data"]["outcome"] == "completed"
+    assert [e["event"] for e in failed_events][-2:] == ["agent.failed", "agent.idle"]
+    said = failed_events[-2]["data"]
+    assert said["error_code"] == "provider_auth" and said["agent_id"] == "helper"
+    assert said["message"] == failed["error"]["message"]  # as the run's record has it
+    assert "sk-mock" not in json.dumps(failed_events)
+    assert failed_events[-1]["data"]["outcome"] == "failed"

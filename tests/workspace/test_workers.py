@@ -275,7 +275,10 @@ async def test_dm_prints_a_plain_reply_and_fails_with_the_agent(
     failed = _cli(fleet, "dm", "a2", "hello again")
     assert failed.returncode == 1
     assert "! a2 could not reply (provider_auth)" in failed.stdout  # in the conversation
-    assert failed.stderr.startswith("error: provider_auth:") and "hint:" in failed.stderr
+    # who was working and how it ended (not a terminal: plain lines), then the command's error
+    said = failed.stderr.splitlines()
+    assert said[:2] == ["a2 is working…", "✗ a2 failed (provider_auth)"]
+    assert said[2].startswith("error: provider_auth:") and "hint:" in failed.stderr
     assert "Traceback" not in failed.stderr
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["builtin_capabilities"]
 
+log = logging.getLogger("agentrunner.memory")
+
 
 def memory_tools(ctx: CapabilityContext) -> list[Tool]:
     memory, agent_id = ctx.store.memory, ctx.agent.id
@@ -27,6 +30,7 @@ def memory_tools(ctx: CapabilityContext) -> list[Tool]:
         current = blocks.get(label, "")
         await memory.set(agent_id, label, f"{current}\n{text}".strip())
         ctx.tell("agent.memory_updated", {"label": label})
+        _updated(label, "append")
         return f"appended to {label}"
 
     @tool
@@ -39,9 +43,17 @@ def memory_tools(ctx: CapabilityContext) -> list[Tool]:
             raise ToolRetry(f"'{old}' is not in block '{label}'")
         await memory.set(agent_id, label, blocks[label].replace(old, new))
         ctx.tell("agent.memory_updated", {"label": label})
+        _updated(label, "replace")
         return f"updated {label}"
 
     return [memory_append, memory_replace]
+
+
+def _updated(label: str, change: str) -> None:
+    """An agent's decision to change its memory, logged (the block's label, never its text)."""
+    log.info(
+        "memory block %r updated (%s)", label, change, extra={"label": label, "change": change}
+    )
 
 
 def notes_tools(ctx: CapabilityContext) -> list[Tool]:

@@ -14,6 +14,7 @@ transcript.
 from __future__ import annotations
 
 import difflib
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from agentrunner.store.mailbox import ClaimedRun
 
 __all__ = ["ChannelService", "Posted"]
+
+log = logging.getLogger("agentrunner.channels")
 
 TRANSCRIPT = 20
 DEFAULT_CHAIN_DEPTH = 3
@@ -260,6 +263,7 @@ class ChannelService:
     async def serve(self, claimed: ClaimedRun, *, abort: Any = None) -> RunResult:
         """Run the agent on a queued channel run: the last 20 messages of the channel (in user
         position) and the triggering message; it may answer with ``send_message``."""
+        from agentrunner.run_rows import ChannelRun
         from agentrunner.runner import RunAgentOverrides
 
         channel = await self.store.channels.by_id(claimed.channel_id or "")
@@ -279,7 +283,12 @@ class ChannelService:
                 agent_id,
                 claimed.thread_id or f"{agent_id}@{channel.name}",
                 _transcript(channel, earlier, trigger),
-                overrides=RunAgentOverrides(channel_mode=True, history=False, tools=tuple(tools)),
+                overrides=RunAgentOverrides(
+                    channel_mode=True,
+                    channel=ChannelRun(channel.id, trigger.id, trigger.thread_root_id),
+                    history=False,
+                    tools=tuple(tools),
+                ),
                 abort=abort,
                 run_id=claimed.id,
             )
@@ -351,6 +360,11 @@ class ChannelService:
 
         async def do_nothing(args: dict[str, Any], ctx: ToolContext) -> str:
             spoke.append("do_nothing")
+            log.info(
+                "chose to say nothing in #%s (do_nothing)",
+                channel.name,
+                extra={"decision": "do_nothing", "channel": channel.name},
+            )
             return "ok: nothing said"
 
         return [

@@ -6,6 +6,8 @@ no provider, store or HTTP code.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import typer
 
 from agentrunner._version import __version__
@@ -34,6 +36,11 @@ app = typer.Typer(
 )
 
 
+class LogFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
 def _show_version(value: bool) -> None:
     if value:
         typer.echo(f"agentrunner {__version__}")
@@ -46,8 +53,20 @@ def _root(
         False, "--version", callback=_show_version, is_eager=True, help="Print the version."
     ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    log_format: LogFormat = typer.Option(
+        LogFormat.text,
+        "--log-format",
+        envvar="AGENTRUNNER_LOG_FORMAT",
+        case_sensitive=False,
+        help="How agentrunner logs on stderr: text (warnings and errors) or json (one object "
+        "per line, INFO and up: what agents decided, with run and trace ids).",
+    ),
 ) -> None:
     """agentrunner: agents as Markdown files, run from the CLI, Python or HTTP."""
+    if log_format is LogFormat.json:
+        from agentrunner.log_format import use_format
+
+        use_format("json")
 
 
 app.command("init")(project.init)

@@ -291,8 +291,8 @@ def _branches(depths: list[int]) -> list[str]:
 
 
 async def _settle(ws: Workspace, channel: Channel, posted: Posted, follow: bool) -> bool:
-    """Serve in-process when no worker is alive; print replies while the cascade settles
-    (with telemetry on, a ``wait`` span in the post's trace).
+    """Serve in-process when no worker is alive; print replies while the cascade settles, and
+    who is working meanwhile (with telemetry on, a ``wait`` span in the post's trace).
 
     Ctrl-C cancels the runs this process is serving (each leaves its notice, printed here) or,
     with a worker elsewhere, stops following. Returns whether the person pressed it."""
@@ -307,14 +307,19 @@ async def _settle(ws: Workspace, channel: Channel, posted: Posted, follow: bool)
 
 
 async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker | None) -> bool:
+    from agentrunner.channels.feed import ChannelFeed
+    from agentrunner.cli.activity import ActivityDisplay
+    from agentrunner.store.channels import ChannelMessage
+
     store = ws.runner.store
     if serving is not None:
         served = asyncio.ensure_future(serving.run(until_idle=True))
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, interrupted.set)
+    feed = ChannelFeed(store, channel.id, after)
+    activity = ActivityDisplay()
     try:
-        seen = after
         while True:
             if interrupted.is_set() and serving is not None:
                 serving.cancel("Ctrl-C")
@@ -322,13 +327,16 @@ async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker |
             if serving is not None and served.done():
                 served.result()
                 done = True
-            for message in await store.channels.after(channel.id, seen, 100):
-                seen = message.id
-                _print_message(message, channel)
+            for _, item in await feed.read(100):
+                if isinstance(item, ChannelMessage):
+                    _print_message(item, channel)
+                else:
+                    activity.show(item.type, item.payload)
             if done:
                 break
             await asyncio.sleep(0.1)
     finally:
+        activity.close()
         loop.remove_signal_handler(signal.SIGINT)
     if interrupted.is_set() and serving is None:
         err.print("[yellow]stopped following[/] [dim]· a worker is still serving the replies[/]")

@@ -19,6 +19,7 @@ provider's figures or, failing those, an estimate marked as such.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, assert_never
@@ -75,6 +76,8 @@ __all__ = [
     "TurnResult",
     "run_turn",
 ]
+
+log = logging.getLogger("agentrunner.engine")
 
 StopReason = Literal[
     "end_turn",
@@ -551,6 +554,9 @@ class _TurnRun:
                 "max_steps",
             )
         self.tool_calls += len(calls)
+        if log.isEnabledFor(logging.INFO):  # an agent's decision, for structured logs
+            names = [call.name for call in calls]
+            log.info("chose tools: %s", ", ".join(names), extra={"tools": names})
         for call in calls:
             self.emit(
                 "agent.tool_call",

@@ -2,8 +2,8 @@
 
 Event streams tail the stored events, so a stream works whichever process runs the run. Each SSE
 event's ``id`` is its position: a run's sequence number (``/runs``), ``<run id>/<seq>``
-(``/threads``), or a message id (``/channels``); reconnecting with ``Last-Event-ID`` resumes
-exactly after it.
+(``/threads``), or a message's or an activity event's id (``/channels``, ``channels.feed``);
+reconnecting with ``Last-Event-ID`` resumes exactly after it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from fastapi.types import DecoratedCallable
 from pydantic import BaseModel, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
 
+from agentrunner.channels.feed import ChannelFeed
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import ChannelMessageEvent, RunEnd
@@ -43,7 +44,7 @@ from agentrunner.server.responses import (
     event_stream,
     operation,
 )
-from agentrunner.store.channels import Channel
+from agentrunner.store.channels import Channel, ChannelMessage
 from agentrunner.store.records import thread_message_dict
 
 __all__ = ["router", "workspace"]
@@ -304,7 +305,9 @@ async def channel_messages(
 @router.get(
     "/channels/{name}/events",
     **event_stream(
-        "stream_channel_events", "the channel's messages, as `channel.message` events; never ends"
+        "stream_channel_events",
+        "the channel's messages, as `channel.message` events, and who is working "
+        "(`agent.working`, `agent.failed`, `agent.idle`); never ends",
     ),
 )
 async def channel_events(
@@ -370,17 +373,19 @@ async def _tail_thread(
 async def _tail_channel(
     ws: Workspace, channel_id: str, after: str
 ) -> AsyncIterator[dict[str, Any]]:
-    store = ws.runner.store
+    feed = ChannelFeed(ws.runner.store, channel_id, after)
     while True:
-        messages = await store.channels.after(channel_id, after, 200)
-        for message in messages:
-            after = message.id
-            yield {
-                "id": message.id,
-                "event": "channel.message",
-                "data": json.dumps(_message(message)),
-            }
-        if not messages:
+        read = await feed.read()
+        for position, item in read:
+            if isinstance(item, ChannelMessage):
+                yield {
+                    "id": position,
+                    "event": "channel.message",
+                    "data": json.dumps(_message(item)),
+                }
+            else:
+                yield {"id": position, "event": item.type, "data": json.dumps(item.payload)}
+        if not read:
             await asyncio.sleep(POLL_S * 4)
 
 

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrunner.store.drivers import Op
+from agentrunner.store.records import from_json, to_json
 from agentrunner.store.repositories import Repository
 
-__all__ = ["Channel", "ChannelMessage", "Channels"]
+__all__ = ["Channel", "ChannelActivityRow", "ChannelMessage", "Channels"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,19 @@ class ChannelMessage:
     content: str
     depth: int
     run_id: str | None
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelActivityRow:
+    """An activity event of a member's run (``agent.working``, ``agent.failed``,
+    ``agent.idle``) as the channel's feed keeps it."""
+
+    channel_id: str
+    id: str  # time-ordered, as a message's: ``a_…``
+    run_id: str
+    type: str
+    payload: dict[str, Any]
     created_at: float
 
 
@@ -118,3 +132,25 @@ class Channels(Repository):
             self.sql["thread_senders"], {"channel_id": channel_id, "root": root_id}
         )
         return [(r["sender"], r["sender_kind"]) for r in rows]
+
+    def activity_op(
+        self, channel_id: str, activity_id: str, run_id: str, kind: str, payload: Any, now: float
+    ) -> Op:
+        return self.op(
+            "channel_activity_insert",
+            channel_id=channel_id,
+            id=activity_id,
+            run_id=run_id,
+            type=kind,
+            payload=to_json(payload),
+            now=now,
+        )
+
+    async def activity_after(
+        self, channel_id: str, after: str = "", limit: int = 100
+    ) -> list[ChannelActivityRow]:
+        rows = await self.db.fetch_all(
+            self.sql["channel_activity_after"],
+            {"channel_id": channel_id, "after": after, "limit": limit},
+        )
+        return [ChannelActivityRow(**{**r, "payload": from_json(r["payload"])}) for r in rows]

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentrunner.store.drivers import Op
+from agentrunner.ids import new_id
+from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.records import from_json, to_json
 from agentrunner.store.repositories import Repository
 
@@ -139,9 +140,16 @@ class Mailbox(Repository):
             message = (
                 f"worker {row['worker_id']} stopped renewing its lease; the run was not retried"
             )
-            changed = await self.db.execute(
-                self.sql["run_lease_fail"], {"id": row["id"], "message": message, "now": now}
-            )
+            params = {"id": row["id"], "message": message, "now": now}
+            if row["channel_id"]:  # its channel saw it start: it sees it end, once
+                ended = await self._ended_in_channel(row, message, now)
+                try:
+                    await self.db.batch([self.op("run_lease_fail", **params), *ended])
+                    changed = True
+                except GuardRefused:  # another upkeep failed it first
+                    changed = False
+            else:
+                changed = await self.db.execute(self.sql["run_lease_fail"], params) > 0
             if changed and row["thread_id"] and row["worker_id"]:
                 await self.db.execute(
                     self.sql["locks_drop_owner"],
@@ -150,6 +158,35 @@ class Mailbox(Repository):
             if changed:
                 failed.append(row["id"])
         return failed
+
+    async def _ended_in_channel(self, row: dict[str, Any], message: str, now: float) -> list[Op]:
+        """A lost run's ``agent.failed`` and ``agent.idle`` in its channel's feed, as its
+        worker would have written them (the run's own events are its worker's to number)."""
+        trigger = await self.db.fetch_one(
+            self.sql["channel_message_get"],
+            {"channel_id": row["channel_id"], "id": row["trigger_message_id"] or ""},
+        )
+        run = {"agent_id": row["agent_id"], "run_id": row["id"], "thread_id": row["thread_id"]}
+        where = {
+            "message_id": row["trigger_message_id"],
+            "thread": trigger["thread_root_id"] if trigger else None,
+        }
+        ended = [
+            ("agent.failed", {**run, "error_code": "worker_lost", "message": message, **where}),
+            ("agent.idle", {**run, "outcome": "failed", **where}),
+        ]
+        return [
+            self.op(
+                "channel_activity_insert",
+                channel_id=row["channel_id"],
+                id=new_id("a_"),
+                run_id=row["id"],
+                type=kind,
+                payload=to_json(payload),
+                now=now,
+            )
+            for kind, payload in ended
+        ]
 
     async def cancel(self, run_id: str) -> str:
         """Cancel a run: a queued one at once; a running one by asking its worker.

@@ -369,10 +369,11 @@ UPDATE runs SET lease_until = :lease_until
 WHERE id = :id AND worker_id = :worker_id AND status = 'running';
 
 -- name: runs_lease_expired
-SELECT id, agent_id, thread_id, worker_id FROM runs
+SELECT id, agent_id, thread_id, worker_id, channel_id, trigger_message_id FROM runs
 WHERE status = 'running' AND lease_until IS NOT NULL AND lease_until < :now;
 
 -- name: run_lease_fail
+-- guarded: the run fails once, so what says so in its channel is written once, with it.
 UPDATE runs
 SET status = 'failed', stop_reason = 'error', error_code = 'worker_lost', error_message = :message,
     completed_at = :now
@@ -444,6 +445,15 @@ ORDER BY id DESC LIMIT :limit;
 -- name: channel_messages_after
 SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
 FROM channel_messages WHERE channel_id = :channel_id AND id > :after
+ORDER BY id LIMIT :limit;
+
+-- name: channel_activity_insert
+INSERT INTO channel_activity (channel_id, id, run_id, type, payload, created_at)
+VALUES (:channel_id, :id, :run_id, :type, :payload{json}, :now);
+
+-- name: channel_activity_after
+SELECT channel_id, id, run_id, type, payload, created_at
+FROM channel_activity WHERE channel_id = :channel_id AND id > :after
 ORDER BY id LIMIT :limit;
 
 -- name: thread_senders

@@ -390,3 +390,18 @@ CREATE TABLE thread_summaries (
     PRIMARY KEY (thread_id, through_seq)
 ){clustered};
 ALTER TABLE threads ADD COLUMN summary_through INTEGER NOT NULL DEFAULT 0
+
+-- migration: 16
+-- What a channel's people see of its agents at work: a member's run started (agent.working),
+-- failed (agent.failed) or ended (agent.idle), written with the run's own event. Keyed by
+-- time-ordered ids as the channel's messages are, so a channel's stream, in any process, reads
+-- both in the order they happened.
+CREATE TABLE channel_activity (
+    channel_id TEXT NOT NULL REFERENCES channels (id) ON DELETE CASCADE,
+    id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    payload {json} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (channel_id, id)
+){clustered}

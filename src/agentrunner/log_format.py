@@ -1,0 +1,105 @@
+"""What agentrunner's log lines carry and how they are printed.
+
+A log record made while a run is in progress names it: ``in_run`` keeps the run's id, its agent
+and its trace id (telemetry on) in a context variable for the run's task (and what it starts:
+tools on worker threads, child runs), and the JSON format adds them to the line. Code that logs
+says nothing about the run; a record may still name them itself (``extra={"agent": …}``).
+
+Two formats (``agentrunner --log-format``): ``text``, Python's own (nothing set up: warnings
+and errors as plain lines on stderr, as always), and ``json``, one object per line on stderr —
+``time``, ``level``, ``logger``, ``message``, then ``run_id`` / ``trace_id`` / ``agent`` where
+known and any fields the record was given — with agentrunner's INFO lines (what agents decided)
+included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Literal, NamedTuple, TextIO
+
+import orjson
+
+__all__ = ["LOG_FORMATS", "JsonFormatter", "RunContext", "current_run", "in_run", "use_format"]
+
+LOG_FORMATS = ("text", "json")
+LogFormat = Literal["text", "json"]
+
+
+class RunContext(NamedTuple):
+    run_id: str
+    agent: str
+    trace_id: str | None
+
+
+_current: ContextVar[RunContext | None] = ContextVar("agentrunner_run", default=None)
+
+
+def current_run() -> RunContext | None:
+    """The run in progress in this task or thread, if any."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def in_run(run_id: str, agent: str, trace_id: str | None) -> Iterator[None]:
+    """Log records made inside the block (and in what it starts) name this run."""
+    token = _current.set(RunContext(run_id, agent, trace_id))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+# What every LogRecord has: anything else on a record was given to it (``extra``).
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        run = _current.get()
+        if run is not None:
+            line["run_id"] = run.run_id
+            if run.trace_id is not None:
+                line["trace_id"] = run.trace_id
+            line["agent"] = run.agent
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                line[key] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+_installed: logging.Handler | None = None
+
+
+def use_format(fmt: LogFormat, stream: TextIO | None = None) -> None:
+    """Print agentrunner's log records in ``fmt`` from now on: ``json`` puts a handler with the
+    JSON format on the ``agentrunner`` logger (INFO and up, not passed on to the root logger);
+    ``text`` takes it away again, leaving Python's default."""
+    global _installed
+    logger = logging.getLogger("agentrunner")
+    if _installed is not None:
+        logger.removeHandler(_installed)
+        _installed = None
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)
+    if fmt == "json":
+        handler = logging.StreamHandler(stream or sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        _installed = handler

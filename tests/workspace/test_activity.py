@@ -1,0 +1,324 @@
+"""Who is working, for the people following a channel (issue 26): ``agent.working``,
+``agent.failed`` and ``agent.idle`` on a channel's SSE stream and in ``post --follow`` / ``dm``,
+whichever process serves the runs; the channel's feed they are read from; a lost run's end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from agentrunner.channels.feed import ChannelFeed
+from agentrunner.compose import open_workspace
+from agentrunner.ids import new_id
+from agentrunner.store import Store, open_store
+from agentrunner.store.channels import ChannelMessage
+from agentrunner.testing import Fault, MockProvider, Reply
+from tests.runner.conftest import Agent
+from tests.server.conftest import ServerThread
+
+AUTH = {"authorization": "Bearer secret-token"}
+
+
+@pytest.fixture
+def worker(team: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker in another process, serving two runs at once."""
+    with (team / "worker.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentrunner", "worker", "--concurrency", "2"],
+            cwd=team,
+            env=os.environ.copy(),
+            stdout=log,
+            stderr=log,
+        )
+    yield proc
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0, (team / "worker.log").read_text()
+
+
+def _sse(url: str, until: Any, last_event_id: str | None = None) -> list[dict[str, Any]]:
+    """A stream's events (``id``, ``event``, ``data`` parsed) until ``until(events)`` holds."""
+    headers = {**AUTH, **({"last-event-id": last_event_id} if last_event_id else {})}
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    with httpx2.stream("GET", url, headers=headers, timeout=30) as stream:
+        for line in stream.iter_lines():
+            if line:
+                name, _, value = line.partition(":")
+                current[name] = value.removeprefix(" ")
+                continue
+            if "data" in current:
+                events.append({**current, "data": json.loads(current["data"])})
+                if until(events):
+                    return events
+            current = {}
+    raise AssertionError(f"the stream ended: {events}")
+
+
+def _idle_for(runs: list[str]) -> Any:
+    return lambda events: (
+        {e["data"]["run_id"] for e in events if e["event"] == "agent.idle"} >= set(runs)
+    )
+
+
+def test_a_channel_stream_shows_two_agents_working_at_once_served_in_another_process(
+    team: Path, worker: subprocess.Popen[bytes], mock: MockProvider
+) -> None:
+    from agentrunner.server import create_app
+
+    # Each model call takes 2 s: the worker serves both runs at once meanwhile.
+    mock.queue(Reply(text="Ann here.", delay_s=2), model="ann-mock")
+    mock.queue(Reply(text="Bob here.", delay_s=2), model="bob-mock")
+    api = ServerThread(create_app(team, token="secret-token", worker=False))
+    try:
+        posted = httpx2.post(
+            f"{api.url}/channels/team/messages", headers=AUTH, json={"text": "Who is in?"}
+        ).json()
+        runs, message = posted["run_ids"], posted["message"]["id"]
+        stream = f"{api.url}/channels/team/events"
+        ended = _idle_for(runs)
+        events = _sse(
+            stream,
+            lambda got: ended(got) and sum(e["event"] == "channel.message" for e in got) == 3,
+        )
+        kinds = [(e["event"], e["data"].get("agent_id") or e["data"].get("sender")) for e in events]
+        assert kinds[0] == ("channel.message", "you")
+        working = {
+            e["data"]["agent_id"]: e["data"] for e in events if e["event"] == "agent.working"
+        }
+        idle = {e["data"]["agent_id"]: e["data"] for e in events if e["event"] == "agent.idle"}
+        assert set(working) == set(idle) == {"ann", "bob"}  # a pair each, naming its agent
+        for who in ("ann", "bob"):
+            assert (
+                working[who]["run_id"]
+                == idle[who]["run_id"]
+                != working["bob" if who == "ann" else "ann"]["run_id"]
+            )
+            assert working[who] == {
+                "agent_id": who,
+                "run_id": working[who]["run_id"],
+                "thread_id": f"{who}@team",
+                "message_id": message,
+                "thread": None,
+            }
+            assert idle[who]["outcome"] == "completed"
+        assert {w["run_id"] for w in working.values()} == set(runs)
+        order = [k for k, _ in kinds if k.startswith("agent.")]
+        assert order[:2] == ["agent.working", "agent.working"]  # both at once
+        for who in ("ann", "bob"):  # a plain answer is posted for it once its run is done
+            assert kinds.index(("agent.working", who)) < kinds.index(("channel.message", who))
+        ids = [e["id"] for e in events]
+        assert len(set(ids)) == len(ids)
+
+        # Resumed after the first working: exactly what followed it, no repeat, no gap.
+        at = next(i for i, e in enumerate(events) if e["event"] == "agent.working")
+        rest = _sse(stream, lambda got: len(got) >= len(events) - at - 1, events[at]["id"])
+        assert [(e["id"], e["event"]) for e in rest] == [
+            (e["id"], e["event"]) for e in events[at + 1 :]
+        ]
+
+        # A failed reply, in a DM with bob: what went wrong, then idle.
+        mock.queue(Reply(fault=Fault.http(401)), model="bob-mock")
+        dm = httpx2.post(f"{api.url}/dm/bob", headers=AUTH, json={"text": "Still there?"}).json()
+        failing = _sse(f"{api.url}/channels/{dm['channel']}/events", _idle_for(dm["run_ids"]))
+        said = [
+            (e["event"], e["data"].get("outcome") or e["data"].get("error_code")) for e in failing
+        ]
+        assert said[1:] == [
+            ("agent.working", None),
+            ("agent.failed", "provider_auth"),
+            ("agent.idle", "failed"),
+        ]
+        failed = failing[2]["data"]
+        assert failed["agent_id"] == "bob" and failed["run_id"] == dm["run_ids"][0]
+        assert "sk-mock-key" not in json.dumps(failing)  # the provider's key is nowhere
+        notice = _sse(f"{api.url}/channels/{dm['channel']}/events", lambda got: len(got) >= 5)
+        assert notice[-1]["event"] == "channel.message"
+        assert notice[-1]["data"]["content"].startswith("bob could not reply (provider_auth)")
+    finally:
+        api.stop()
+
+
+def _cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentrunner", *args],
+        cwd=project,
+        env=os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_post_follow_shows_who_is_working_with_a_worker_elsewhere(
+    team: Path, worker: subprocess.Popen[bytes], mock: MockProvider
+) -> None:
+    mock.queue(Reply(text="Ann here.", delay_s=1), model="ann-mock")
+    mock.queue(Reply(fault=Fault.http(400)), model="bob-mock")  # bob's reply fails
+    deadline = time.monotonic() + 30
+    while "· concurrency 2" not in _cli(team, "status").stdout:  # the worker is up
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    done = _cli(team, "post", "team", "Who is in?", "--follow")
+    assert done.returncode == 0, done.stderr
+    said = done.stderr.splitlines()
+    assert said[0].startswith("posted m_") and said[0].endswith("· 2 agent(s) will read it")
+    # not a terminal: a line as each starts working, and one for a failure
+    assert sorted(said[1:]) == ["ann is working…", "bob is working…", "✗ bob failed (validation)"]
+    assert said.index("bob is working…") < said.index("✗ bob failed (validation)")
+    replies = sorted(line.split(" ", 1)[1] for line in done.stdout.splitlines())
+    assert len(replies) == 2
+    assert replies[0].startswith("! bob could not reply (validation)")
+    assert replies[1] == "ann: Ann here."
+
+
+def test_dm_served_here_shows_the_agent_working_and_nothing_more_when_it_answers(
+    team: Path, mock: MockProvider
+) -> None:
+    """No worker: dm serves the reply in its own process; its output is the reply, with one
+    line on stderr saying who worked on it."""
+    mock.queue(Reply(text="Yes?"), model="ann-mock")
+    done = _cli(team, "dm", "ann", "Are you there?")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["ann is working…"]
+    [line] = done.stdout.splitlines()
+    assert line.split(" ", 1)[1] == "ann: Yes?"
+
+
+# -- the feed ---------------------------------------------------------------------------------
+
+
+async def _feed_store(store_url: str) -> tuple[Store, str]:
+    store = await open_store(store_url)
+    await store.channels.create("ch_1", "lobby", "public", [("you", "person")])
+    return store, "ch_1"
+
+
+def _message(channel_id: str, message_id: str, text: str) -> ChannelMessage:
+    return ChannelMessage(channel_id, message_id, None, "you", "person", text, 0, None, 1.0)
+
+
+def _activity(store: Store, channel_id: str, activity_id: str, kind: str) -> Any:
+    payload = {"agent_id": "ann", "run_id": "run_1", "thread_id": None}
+    return store.channels.activity_op(channel_id, activity_id, "run_1", kind, payload, 1.0)
+
+
+async def test_a_row_committed_after_a_later_one_is_given_late_not_lost(store_url: str) -> None:
+    """A run's working row waits up to 20 ms to be written, and another process's message may
+    be committed first: the feed reads back a little and gives it then."""
+    store, channel = await _feed_store(store_url)
+    try:
+        early, later = new_id("a_"), new_id("m_")
+        feed = ChannelFeed(store, channel)
+        await store.batch([store.channels.message_op(_message(channel, later, "later"))])
+        [(position, item)] = await feed.read()
+        assert (position, item.id) == (later, later)
+        await store.batch([_activity(store, channel, early, "agent.working")])
+        [(position, item)] = await feed.read()
+        assert item.id == early and position == later  # given late; the position stays
+        assert await feed.read() == []  # and given once
+    finally:
+        await store.close()
+
+
+async def test_the_feed_pages_in_order_and_resumes_after_a_position(store_url: str) -> None:
+    store, channel = await _feed_store(store_url)
+    try:
+        ops, ids = [], []
+        for n in range(7):  # messages and activity, interleaved in time
+            if n % 2:
+                ids.append(new_id("a_"))
+                ops.append(_activity(store, channel, ids[-1], "agent.working"))
+            else:
+                ids.append(new_id("m_"))
+                ops.append(store.channels.message_op(_message(channel, ids[-1], f"m{n}")))
+        await store.batch(ops)
+        feed, got = ChannelFeed(store, channel), []
+        while read := await feed.read(limit=2):  # pages smaller than what there is
+            got += read
+        assert [item.id for _, item in got] == ids
+        assert [position for position, _ in got] == ids  # in order: each its own position
+        resumed = await ChannelFeed(store, channel, after=ids[2]).read()
+        assert [item.id for _, item in resumed] == ids[3:]
+        assert await ChannelFeed(store, channel, after="not-a-position").read() != []
+    finally:
+        await store.close()
+
+
+async def test_a_lost_runs_channel_hears_it_end_once(
+    team: Path, agent: Agent, store_url: str
+) -> None:
+    """A worker that died mid-run never writes its agent.idle: the lease rules that fail the
+    run write its agent.failed and agent.idle in the channel, once though two upkeeps race."""
+    agent("cy")
+    ws = await open_workspace(team)
+    others = [await open_store(store_url) for _ in range(2)]
+    try:
+        channel = await ws.channels.create("team")
+        posted = await ws.channels.post(channel, "you", "hello")
+        store = ws.runner.store
+        claimed = [await store.mailbox.claim("dead:1", lease_s=-1.0) for _ in posted.run_ids]
+        assert {c.id for c in claimed if c} == set(posted.run_ids)
+        queued = await ws.runs.queue("cy", "t-cy", "not in a channel")
+        await store.mailbox.claim("dead:1", lease_s=-1.0)
+        failed = await asyncio.gather(*(s.mailbox.fail_expired() for s in others))
+        assert sorted(failed[0] + failed[1]) == sorted([*posted.run_ids, queued.run_id])
+        rows = await store.channels.activity_after(channel.id)
+        assert sorted((r.run_id, r.type) for r in rows) == sorted(
+            (run, kind) for run in posted.run_ids for kind in ("agent.failed", "agent.idle")
+        )
+        for row in rows:
+            assert row.payload["message_id"] == posted.message.id
+            assert row.payload["thread_id"] == f"{row.payload['agent_id']}@team"
+            if row.type == "agent.failed":
+                assert row.payload["error_code"] == "worker_lost"
+                assert "dead:1 stopped renewing its lease" in row.payload["message"]
+            else:
+                assert row.payload["outcome"] == "failed"
+        assert await store.events.list(queued.run_id) == []  # its events are its worker's
+    finally:
+        for other in others:
+            await other.close()
+        await ws.close()
+
+
+def test_on_a_terminal_each_working_agent_has_a_spinner_gone_once_it_is_idle() -> None:
+    import io
+
+    from rich.console import Console
+
+    from agentrunner.cli.activity import ActivityDisplay
+
+    def shown(display: ActivityDisplay) -> list[str]:
+        plain = Console(file=io.StringIO(), width=60, color_system=None)
+        plain.print(display._spinners())
+        return [line[2:] for line in plain.file.getvalue().splitlines()]  # past the spinner
+
+    screen = Console(file=io.StringIO(), force_terminal=True, width=60, color_system=None)
+    piped = Console(file=io.StringIO(), force_terminal=False)
+    display = ActivityDisplay(stdout=screen, stderr=piped)  # the conversation's terminal
+    try:
+        assert display.live is not None and display.live.console is screen
+        display.show("agent.working", {"agent_id": "ann", "run_id": "r1"})
+        display.show("agent.working", {"agent_id": "bob", "run_id": "r2"})
+        assert shown(display) == ["ann is working…", "bob is working…"]
+        display.show("agent.failed", {"agent_id": "bob", "run_id": "r2", "error_code": "timeout"})
+        display.show("agent.idle", {"agent_id": "bob", "run_id": "r2", "outcome": "failed"})
+        assert shown(display) == ["ann is working…"]
+        display.show("agent.idle", {"agent_id": "ann", "run_id": "r1", "outcome": "completed"})
+        assert shown(display) == []
+    finally:
+        display.close()
+    assert "✗ bob failed (timeout)" in screen.file.getvalue()  # kept, above the spinners
+    assert piped.file.getvalue() == ""  # nothing in the pipe
