@@ -607,6 +607,7 @@ class AgentRunner:
                     tools=tools,
                     output_schema=agent.output_schema,
                     max_output_tokens=limits.max_output_tokens,
+                    history_tokens=limits.history_tokens,
                 ),
                 Account(
                     run_id=run.run_id,
