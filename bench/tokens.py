@@ -10,8 +10,22 @@ ways of assembling the prompt:
        what a seed-003 channel holds instead, the person's messages and the agent's answers;
   (b)  agentrunner without cache hints ([providers.NAME] prompt_cache = false): the history as
        messages, no cache_control, no prompt_cache_key;
-  (c)  agentrunner as shipped: the whole thread while it fits the model's context window
-       (compacted into a summary once it does not), so everything said is remembered.
+  (c)  agentrunner as shipped ([compaction] history_tokens at its default, 32,000 tokens), with
+       variants: (c 4k) … (c 16k) with history_tokens set (--history-tokens), and (c window)
+       with history_tokens = "window", the whole thread while it fits the model's context
+       window. A thread that outgrows its history budget is compacted into a summary, and grows
+       from it again.
+
+Everything a conversation costs in input is billed: each request of each run, the agent's and
+its compactions' (every cost.updated a run recorded, so its cost rows), each priced on its own;
+and the summaries' output, which no other assembly has (the agent's own output is the same in
+every assembly and left out). The summaries are written by a cheaper model of the same provider
+([compaction] model: anthropic:claude-haiku-4-5, openai:gpt-5-mini), scripted with replies of
+--summary-tokens (1,000) tokens, which the mock stops at the compaction's output cap (an eighth
+of the history budget, at most 2,048). Columns: the agent's requests + the summarizer's, the
+compactions, input tokens sent, read from and written to the cache (all requests), what the
+input would cost at full price, what was billed, of which the compactions' (input and output),
+billed per million input tokens sent, and billed against (a).
 
 Every assembly is a real AgentRunner on SQLite over real HTTP against the mock provider with its
 prompt-cache model (agentrunner.testing.PromptCacheModel: OpenAI's automatic prefix caching from
@@ -23,11 +37,14 @@ request priced on its own: by default anthropic:claude-sonnet-4-5 (input $3/Mtok
 On OpenAI, (b) and (c) bill alike here: its cache needs no hint, and prompt_cache_key only routes
 a conversation's requests to where its prefix is (the mock is one machine), which raises the
 real hit rate. "$/Mtok sent" is what a million input tokens cost as billed: what caching does,
-whatever the length of history sent.
+whatever the length of history sent. history_tokens is counted by agentrunner's estimate (3
+bytes a token, which errs high), the mock's tokens are 4 bytes: 16k of history_tokens is some
+12k tokens billed.
 
 Target (issue 27): (c) bills at most 0.5x of (a) on both providers.
 
     python bench/tokens.py [--turns 50] [--anthropic-model M] [--openai-model M]
+                           [--history-tokens 4000,8000,16000] [--summary-tokens 1000]
                            [--seed-chat-only]
 """
 
@@ -46,7 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table, write_results
 
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5"}  # --anthropic/openai-model
-ASSEMBLIES = {
+SUMMARIZERS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-5-mini"}  # [compaction] model
+SEED = {
     "a": "(a) seed 003: last 20 messages in the system prompt",
     "a'": "(a') the same, no cache hints",
     "b": "(b) agentrunner, no cache hints",
@@ -66,6 +84,10 @@ base_url = "{anthropic}"
 kind = "openai"
 base_url = "{openai}"
 {hints}
+
+[compaction]
+model = "{summarizer}"
+{history}
 """
 PERSONA = (
     "You are Atlas, the support engineer of a company that sells a self-hosted analytics "
@@ -155,22 +177,58 @@ def transcript(messages: list[Any], chat_only: bool) -> str:
     return "\n".join(lines)
 
 
+def assemblies(history_tokens: list[int]) -> dict[str, tuple[str, int | str | None]]:
+    """Each assembly's key: its label and the history_tokens it sets (None: the default)."""
+    from agentrunner.config import DEFAULT_HISTORY_TOKENS
+
+    out: dict[str, tuple[str, int | str | None]] = {}
+    for key, label in SEED.items():
+        shipped = f" (history_tokens = {DEFAULT_HISTORY_TOKENS})" if key == "c" else ""
+        out[key] = (label + shipped, None)
+    for tokens in history_tokens:
+        out[f"c {tokens // 1000}k"] = (f"(c {tokens // 1000}k) history_tokens = {tokens}", tokens)
+    out["c window"] = ('(c window) history_tokens = "window"', "window")
+    return out
+
+
+def summary_text(tokens: int) -> str:
+    """A summary of about ``tokens`` tokens (4 bytes each, as the mock counts them)."""
+    rng = random.Random(tokens)
+    return text(rng, tokens * 4 // 7)  # words of 6 bytes and a space
+
+
 async def converse(
-    mock: Any, urls: dict[str, str], provider: str, assembly: str, turns: int, chat_only: bool
+    mock: Any,
+    urls: dict[str, str],
+    provider: str,
+    assembly: str,
+    history_tokens: int | str | None,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """One conversation of ``turns`` turns; what its requests were billed for input."""
+    """One conversation of ``args.turns`` turns; what its requests were billed for input (and
+    its summaries for output)."""
     from agentrunner import RunAgentOverrides, open_runner
     from agentrunner.engine import Usage
     from agentrunner.testing import PromptCacheModel, Reply
 
-    model = MODELS[provider]
-    talk = conversation(turns)
-    mock.prompt_cache = PromptCacheModel()  # nothing left by an earlier assembly
+    model, summarizer = MODELS[provider], SUMMARIZERS[provider]
+    talk = conversation(args.turns)
+    mock.reset()  # nothing queued or cached by an earlier assembly
+    mock.record = False
+    mock.prompt_cache = PromptCacheModel()
+    # the summarizer's replies queued for it alone: it never answers for the agent
+    summary = Reply(text=summary_text(args.summary_tokens), input_tokens=None)
+    mock.queue(*[summary] * args.turns, model=summarizer)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "agents").mkdir()
         hints = "prompt_cache = false" if assembly in ("a'", "b") else ""
-        (root / "agentrunner.toml").write_text(CONFIG.format(hints=hints, **urls))
+        history = "" if history_tokens is None else f"history_tokens = {history_tokens!r}"
+        (root / "agentrunner.toml").write_text(
+            CONFIG.format(
+                hints=hints, history=history, summarizer=f"{provider}:{summarizer}", **urls
+            )
+        )
         (root / "agents" / "atlas.md").write_text(
             f"---\nname: Atlas\nmodel: {provider}:{model}\ncapabilities: [notes]\n"
             f"tools: [search_docs]\nlimits:\n  max_steps: 4\n---\n{PERSONA}\n"
@@ -185,29 +243,45 @@ async def converse(
             runner.prompt.providers.register("Recent conversation", section)
             overrides = RunAgentOverrides(history=False)
         prices = runner.engine.models.prices
-        billed = plain = requests = tokens = read = written = 0
+        billed = plain = requests = summaries = compactions = compacting = 0
+        tokens = read = written = 0
         try:
             for question, query, _, answer in talk:
                 if assembly in ("a", "a'"):
                     last, _ = await runner.store.messages.tail("t-bench", 4 * WINDOW)
-                    recent["text"] = transcript(last, chat_only)
+                    recent["text"] = transcript(last, args.seed_chat_only)
                 mock.queue(
                     Reply(tool_calls=[("search_docs", {"query": query})], output_tokens=20),
                     Reply(text=answer, output_tokens=150),
+                    model=model,
                 )
                 result = await runner.run_agent("atlas", "t-bench", question, overrides=overrides)
-                for step in await runner.store.runs.steps(result.run_id):
-                    usage = step.token_usage or {}
+                # every request the run made and paid for, its compaction's included
+                for event in await runner.store.events.list(result.run_id):
+                    compactions += event.type == "thread.compacted"
+                    if event.type != "cost.updated":
+                        continue
+                    cost = event.payload
+                    by, name = cost["model"].split(":", 1)
                     ins = Usage(
-                        input_tokens=usage["input_tokens"],
-                        cache_read_tokens=usage["cache_read_tokens"],
-                        cache_write_tokens=usage["cache_write_tokens"],
+                        input_tokens=cost["input_tokens"],
+                        cache_read_tokens=cost["cache_read_tokens"],
+                        cache_write_tokens=cost["cache_write_tokens"],
                     )
-                    cost = prices.cost_micros(provider, model, ins)
-                    full = prices.cost_micros(provider, model, Usage(usage["input_tokens"]))
-                    assert cost is not None and full is not None, f"no price for {model}"
-                    billed, plain = billed + cost, plain + full
-                    requests += 1
+                    paid = prices.cost_micros(by, name, ins)
+                    full = prices.cost_micros(by, name, Usage(cost["input_tokens"]))
+                    assert paid is not None and full is not None, f"no price for {name}"
+                    if name == summarizer:  # its output is what compaction adds to a conversation
+                        said = prices.cost_micros(
+                            by, name, Usage(output_tokens=cost["output_tokens"])
+                        )
+                        assert said is not None
+                        paid, full = paid + said, full + said
+                        summaries += 1
+                        compacting += paid
+                    else:
+                        requests += 1
+                    billed, plain = billed + paid, plain + full
                     tokens += ins.input_tokens
                     read += ins.cache_read_tokens
                     written += ins.cache_write_tokens
@@ -217,12 +291,16 @@ async def converse(
         "provider": provider,
         "model": f"{provider}:{model}",
         "assembly": assembly,
+        "history_tokens": history_tokens,
         "requests": requests,
+        "summary_requests": summaries,
+        "compactions": compactions,
         "input_tokens": tokens,
         "cache_read_tokens": read,
         "cache_write_tokens": written,
-        "billed_input_micros": billed,
-        "uncached_input_micros": plain,
+        "billed_micros": billed,
+        "compaction_micros": compacting,
+        "full_price_micros": plain,
     }
 
 
@@ -234,61 +312,71 @@ async def main() -> None:
         action="store_true",
         help="(a)'s 20 messages without tool calls and results, as a seed-003 channel holds",
     )
+    parser.add_argument(
+        "--history-tokens",
+        default="4000,8000,16000",
+        help="the history_tokens of the (c) variants, comma-separated",
+    )
+    parser.add_argument(
+        "--summary-tokens", type=int, default=1000, help="the scripted summaries' length"
+    )
     for provider, model in MODELS.items():
         parser.add_argument(f"--{provider}-model", default=model, help=f"default {model}")
     args = parser.parse_args()
     MODELS.update(anthropic=args.anthropic_model, openai=args.openai_model)
+    variants = assemblies([int(n) for n in args.history_tokens.split(",") if n.strip()])
 
     from agentrunner.testing import MockProvider, MockProviderServer
 
     mock = MockProvider()
-    mock.record = False
     server = MockProviderServer(mock).start()
     urls = {"anthropic": server.anthropic_url, "openai": server.openai_url}
     results: list[dict[str, Any]] = []
     try:
         for provider in MODELS:
-            for assembly in ASSEMBLIES:
-                results.append(
-                    await converse(mock, urls, provider, assembly, args.turns, args.seed_chat_only)
-                )
+            for assembly, (_, history_tokens) in variants.items():
+                results.append(await converse(mock, urls, provider, assembly, history_tokens, args))
     finally:
         server.stop()
 
     rows, verdicts = [], {}
     for provider in MODELS:
         mine = {r["assembly"]: r for r in results if r["provider"] == provider}
-        seed = min(mine["a"]["billed_input_micros"], mine["a'"]["billed_input_micros"])
-        for assembly, label in ASSEMBLIES.items():
+        seed = min(mine["a"]["billed_micros"], mine["a'"]["billed_micros"])
+        for assembly, (label, _) in variants.items():
             r = mine[assembly]
-            r["vs_a"] = r["billed_input_micros"] / seed
+            r["vs_a"] = r["billed_micros"] / seed
             rows.append(
                 [
                     r["model"],
                     label,
-                    r["requests"],
+                    f"{r['requests']} + {r['summary_requests']}",
+                    r["compactions"],
                     f"{r['input_tokens']:,}",
                     f"{r['cache_read_tokens']:,}",
                     f"{r['cache_write_tokens']:,}",
-                    f"${r['uncached_input_micros'] / 1e6:.4f}",
-                    f"${r['billed_input_micros'] / 1e6:.4f}",
-                    f"${r['billed_input_micros'] / r['input_tokens']:.2f}",
+                    f"${r['full_price_micros'] / 1e6:.4f}",
+                    f"${r['billed_micros'] / 1e6:.4f}",
+                    f"${r['compaction_micros'] / 1e6:.4f}",
+                    f"${r['billed_micros'] / r['input_tokens']:.2f}",
                     f"{r['vs_a']:.2f}x",
                 ]
             )
         verdicts[provider] = mine["c"]["vs_a"]
     print_table(
-        f"Billed input of a {args.turns}-turn conversation, a tool call each turn "
-        "(vs (a): against the cheaper of (a) and (a'))",
+        f"Billed input of a {args.turns}-turn conversation, a tool call each turn, compactions "
+        "and their summaries included (vs (a): against the cheaper of (a) and (a'))",
         [
             "model",
             "assembly",
-            "requests",
+            "requests + summary",
+            "compactions",
             "input tokens",
             "cache read",
             "cache written",
             "at full price",
             "billed",
+            "compactions'",
             "$/Mtok sent",
             "vs (a)",
         ],
@@ -305,7 +393,9 @@ async def main() -> None:
         {
             "turns": args.turns,
             "seed_chat_only": args.seed_chat_only,
+            "summary_tokens": args.summary_tokens,
             "models": MODELS,
+            "summarizers": SUMMARIZERS,
             "results": results,
             "c_vs_a": verdicts,
             "target_met": met,

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentrunner.agents import AgentSpec, parse_agent_text
+from agentrunner.config import WHOLE_WINDOW
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
 FULL = """\
@@ -183,6 +184,11 @@ def test_missing_mandatory_input_names_file_and_line() -> None:
         ("limits: {max_budget_usd: cheap}", "'limits.max_budget_usd' must be a positive number"),
         ("limits: {timeout_s: 0}", "'limits.timeout_s' must be a positive number, got 0"),
         ("limits: {timeout_s: soon}", "'limits.timeout_s' must be a positive number"),
+        ("limits: {history_tokens: 8}", "'limits.history_tokens' must be a whole number of"),
+        ("limits: {history_tokens: 16k}", "at least 1024, or 'window', got '16k'"),
+        ("limits: {history_tokens: 8000.5}", "'limits.history_tokens' must be a whole number"),
+        ("limits: {history_tokens: true}", "'limits.history_tokens' must be a whole number"),
+        ("limits: {history_token: 8000}", "did you mean 'limits.history_tokens'"),
         ("retry: {backoff: random}", "'retry.backoff' must be one of"),
         ("retry: 3", "'retry' must be a mapping"),
         ("tools: 3", "'tools' must be a list of names"),
@@ -244,3 +250,17 @@ def test_a_run_deadline_is_read_from_limits(written: str, seconds: float) -> Non
     spec = parse(f"---\nmodel: test\nlimits:\n  timeout_s: {written}\n---\nHello.\n")
     assert spec.limits.timeout_s == seconds
     assert spec.line_of("limits.timeout_s") == 4
+
+
+@pytest.mark.parametrize(
+    ("written", "tokens"),
+    [(None, None), ("4000", 4000), ("16000", 16000), ("window", WHOLE_WINDOW)],
+)
+def test_history_tokens_is_read_from_limits(written: str | None, tokens: int | None) -> None:
+    """Unset, [compaction] history_tokens applies (None); "window": what the window has room
+    for (WHOLE_WINDOW, above every window)."""
+    limits = f"limits:\n  history_tokens: {written}\n" if written else ""
+    spec = parse(f"---\nmodel: test\n{limits}---\nHello.\n")
+    assert spec.limits.history_tokens == tokens
+    if written:
+        assert spec.line_of("limits.history_tokens") == 4

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.config import ConfigExtensionRegistry, find_config_file, load_config
+from agentrunner.config import (
+    DEFAULT_HISTORY_TOKENS,
+    WHOLE_WINDOW,
+    ConfigExtensionRegistry,
+    find_config_file,
+    load_config,
+)
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 FULL = """\
@@ -187,6 +193,11 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ("[compaction]\nmodel = 3\n", "compaction.model must be a non-empty string"),
         ('[compaction]\nmodle = "x:y"\n', "did you mean 'compaction.model'"),
         ('[compacton]\nmodel = "x:y"\n', "did you mean '[compaction]'?"),
+        ("[compaction]\nhistory_tokens = 16\n", "compaction.history_tokens must be a whole num"),
+        ('[compaction]\nhistory_tokens = "16k"\n', "at least 1024, or \"window\", got '16k'"),
+        ("[compaction]\nhistory_tokens = 16000.5\n", "history_tokens must be a whole number"),
+        ("[compaction]\nhistory_tokens = true\n", "history_tokens must be a whole number"),
+        ("[compaction]\nhistory_token = 16000\n", "did you mean 'compaction.history_tokens'"),
         ('[telemetry]\nmetrics = "off"\n', "telemetry.metrics must be true or false"),
     ],
 )
@@ -227,6 +238,30 @@ def test_context_windows_and_compaction(tmp_path: Path) -> None:
     config = load_config(tmp_path, env={})
     assert dict(config.context_windows) == {"openai:gpt-4o": 8000, "local:llama3": 4096}
     assert (config.compaction, config.compaction_model) == (False, "openai:gpt-4.1-nano")
+
+
+@pytest.mark.parametrize(
+    ("written", "tokens"),
+    [
+        ("", DEFAULT_HISTORY_TOKENS),
+        ("history_tokens = 4000\n", 4000),
+        ('history_tokens = "window"\n', WHOLE_WINDOW),
+    ],
+)
+def test_compaction_history_tokens(tmp_path: Path, written: str, tokens: int) -> None:
+    """[compaction] history_tokens: the most history a request carries, 32,000 tokens unless
+    the file says otherwise; "window": what the model's window has room for."""
+    write(tmp_path, f"[compaction]\n{written}")
+    assert load_config(tmp_path, env={}).history_tokens == tokens
+    assert DEFAULT_HISTORY_TOKENS == 32_000 and WHOLE_WINDOW > 10**12
+
+
+def test_a_bad_history_tokens_names_its_line(tmp_path: Path) -> None:
+    write(tmp_path, '[compaction]\nmodel = "openai:gpt-4.1-nano"\nhistory_tokens = 0\n')
+    with pytest.raises(AgentRunnerError) as info:
+        load_config(tmp_path, env={})
+    assert info.value.line == 3 and "got 0" in info.value.message
+    assert info.value.hint and "default 32000" in info.value.hint
 
 
 def test_persona_and_extensions_sections(tmp_path: Path) -> None:

@@ -2,8 +2,10 @@
 
 Every request of a run carries the system prompt, the tools, the agent's notes and the new
 message, and leaves room for the reply (the output cap); the thread's history gets what the
-context window has left — the newest whole turns that fit (``engine.history``). When the thread
-has outgrown that, its older messages are *compacted*: summarized by ``[compaction] model``
+context window has left, at most ``history_tokens`` (the agent's ``limits``, else
+``[compaction]``'s: a long thread's requests then cost alike however long it grows) — the
+newest whole turns that fit (``engine.history``). When the thread has outgrown that, its older
+messages are *compacted*: summarized by ``[compaction] model``
 (default: the model the run uses), through the engine, on the run's account (its budgets apply,
 its cost rows record them). The summary is kept with the thread and sent from then on in their
 place, before the messages after it; the messages themselves stay in the store. A compaction
@@ -126,6 +128,7 @@ class RequestShape:
     tools: Sequence[Tool]
     output_schema: Any
     max_output_tokens: int | None  # the agent's cap; None: none set
+    history_tokens: int | None = None  # the agent's limits.history_tokens; None: the config's
 
 
 @dataclass(slots=True)
@@ -170,6 +173,7 @@ class Compactor:
         self.store = store
         self.enabled = config.compaction
         self.model = config.compaction_model
+        self.history_tokens = config.history_tokens
 
     async def fit(
         self,
@@ -179,15 +183,18 @@ class Compactor:
         account: Account,
     ) -> Fitted:
         """The history a run sends: the thread's summary (if any) and the newest turns that fit
-        the window, compacting the thread first when it outgrew it (a failed compaction is
-        logged, and the newest turns that fit are sent). ``repairs`` answer the last message's
-        dangling tool calls; they go after it, or nowhere once it is summarized. Raises a
-        cancellation, and ``model_not_found`` or ``provider_auth`` for ``[compaction] model``."""
+        the window and ``history_tokens``, compacting the thread first when it outgrew them (a
+        failed compaction is logged, and the newest turns that fit are sent). ``repairs``
+        answer the last message's dangling tool calls; they go after it, or nowhere once it is
+        summarized. Raises a cancellation, and ``model_not_found`` or ``provider_auth`` for
+        ``[compaction] model``."""
         models = self.engine.models
         window = min(models.context_window(entry.model) for entry in shape.chain.entries)
         cap = shape.max_output_tokens or min(DEFAULT_OUTPUT_CAP, window // 4)
         lowered = None if shape.max_output_tokens or cap >= DEFAULT_OUTPUT_CAP else cap
         budget = window - cap - _fixed_tokens(shape) - window // MARGIN_SHARE
+        # at most history_tokens: a long thread's requests stay as cheap as a shorter one's
+        budget = min(budget, shape.history_tokens or self.history_tokens)
         thread = recent.thread
         summary = await self.store.threads.summary(thread.id) if thread.summary_through else None
         pairs = list(enumerate(recent.messages, recent.first_seq))

@@ -67,7 +67,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "company": ("root",),
     "journal": ("model",),
     "models": (),
-    "compaction": ("enabled", "model"),
+    "compaction": ("enabled", "model", "history_tokens"),
     "telemetry": ("enabled", "capture_content", "service_name", "endpoint", "metrics"),
 }
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
@@ -86,6 +86,12 @@ _MODEL_KEYS = ("context_window",)
 # A model's context window below this is a typo (a number of kilo-tokens written as tokens): the
 # smallest models in use take 2,048.
 MIN_CONTEXT_WINDOW = 1024
+# History below this is a typo too, and leaves no room for a summary and a turn after it.
+MIN_HISTORY_TOKENS = 1024
+# [compaction] history_tokens by default: a request carries at most this much of its thread's
+# history, so a long thread's requests cost alike however long it grows (docs/engine.md#history)
+DEFAULT_HISTORY_TOKENS = 32_000
+WHOLE_WINDOW = 2**62  # history_tokens = "window": what the context window has room for
 _PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok", "cache_write_per_mtok")
 _SECRET_KEYS = ("api_key", "key", "token", "secret", "password")
 _PASSWORD_IN_URL = re.compile(r"://[^/@:]+:[^/@]+@")
@@ -267,6 +273,8 @@ class Config:
     context_windows: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     compaction: bool = True  # [compaction] enabled: summarize a thread that outgrew the window
     compaction_model: str | None = None  # [compaction] model; None: the agent's own
+    # [compaction] history_tokens: the most tokens of its thread's history a request carries
+    history_tokens: int = DEFAULT_HISTORY_TOKENS
     telemetry: Telemetry = Telemetry()
     extensions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: MappingProxyType({})
@@ -461,6 +469,7 @@ def _build(
         compaction_model=_optional_name(
             raw.get("compaction", {}).get("model"), "compaction.model", err
         ),
+        history_tokens=_history_tokens(raw.get("compaction", {}).get("history_tokens"), err),
         telemetry=_telemetry(raw.get("telemetry", {}), env, err),
         extensions=MappingProxyType(extensions.resolve(raw, file)),
         unknown=MappingProxyType(
@@ -810,6 +819,25 @@ def _models(value: Mapping[str, Any], err: _Err) -> dict[str, int]:
             )
         out[str(model)] = window
     return out
+
+
+def _history_tokens(value: Any, err: _Err) -> int:
+    """``[compaction] history_tokens``: the most tokens of a thread's history a request carries,
+    or ``"window"``: what the model's context window has room for."""
+    if value is None:
+        return DEFAULT_HISTORY_TOKENS
+    if value == "window":
+        return WHOLE_WINDOW
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_HISTORY_TOKENS:
+        raise err(
+            f"compaction.history_tokens must be a whole number of tokens, at least "
+            f'{MIN_HISTORY_TOKENS}, or "window", got {value!r}',
+            "history_tokens",
+            "The most tokens of a thread's history one request carries (default "
+            f'{DEFAULT_HISTORY_TOKENS}); a thread that outgrows it is compacted. "window": what '
+            "the model's context window has room for.",
+        )
+    return value
 
 
 def _flag(table: Mapping[str, Any], key: str, default: bool, section: str, err: _Err) -> bool:

@@ -648,6 +648,7 @@ class AgentRunner:
                     tools=tools,
                     output_schema=agent.output_schema,
                     max_output_tokens=_output_cap(limits.max_output_tokens, settings),
+                    history_tokens=limits.history_tokens,
                 ),
                 Account(
                     run_id=run.run_id,

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner
+from agentrunner.engine.budget import estimate_message_tokens
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -121,6 +122,35 @@ def summary_requests(mock: MockProvider) -> list[dict[str, Any]]:
 async def cost_rows(runner: AgentRunner, run_id: str) -> list[dict[str, Any]]:
     rows = await runner.store.driver.fetch_all("SELECT run_id, model, cost_micros FROM costs", {})
     return [row for row in rows if row["run_id"] == run_id]
+
+
+LARGE = 100_000  # a window far above the history the tests below let a request carry
+
+
+def configure_large(project: Path, mock_server: MockProviderServer, compaction: str = "") -> None:
+    """A window of LARGE tokens for the agent's and the summarizer's model; ``compaction``:
+    more of [compaction]."""
+    (project / "agentrunner.toml").write_text(
+        CONFIG.format(
+            openai=mock_server.openai_url,
+            anthropic=mock_server.anthropic_url,
+            extra=f'[models."mockai:gpt-mock"]\ncontext_window = {LARGE}\n'
+            f'[models."mockai:gpt-summary"]\ncontext_window = {LARGE}\n'
+            f'[compaction]\nmodel = "mockai:gpt-summary"\n{compaction}',
+        )
+    )
+
+
+def history_tokens(body: dict[str, Any], thread: list[Message]) -> int:
+    """What an OpenAI request carried of ``thread`` (between its system prompt and its new
+    message: a summary, then the thread's newest messages), in tokens by agentrunner's
+    estimate, which history_tokens is counted in."""
+    sent = body["messages"][1:-1]
+    summary = sent[0]["content"] if sent[0]["content"].startswith("[Summary of") else None
+    newest = thread[len(thread) - len(sent) + (summary is not None) :]
+    assert newest[0] == UserMessage(sent[int(summary is not None)]["content"])  # the same ones
+    head = [UserMessage(summary)] if summary else []
+    return sum(estimate_message_tokens(m) for m in [*head, *newest])
 
 
 async def test_a_2000_message_thread_runs_in_an_8k_window(
@@ -276,6 +306,68 @@ async def test_a_thread_within_the_window_is_sent_whole_and_not_compacted(
     [first, *_] = agent_requests(mock)
     assert len(first["messages"]) == 1 + 80 + 1  # the system prompt, all 80, the new message
     assert (await runner.store.threads.get("short")).summary_through == 0  # type: ignore[union-attr]
+
+
+async def test_history_tokens_bounds_the_history_below_the_window(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    """[compaction] history_tokens, and an agent's limits.history_tokens over it: a thread of
+    some 11,600 tokens, far inside a 100,000-token window, is compacted at 8,000 (the config's)
+    and at 4,000 (an agent's own), each sending the history that fits its number; with
+    "window" it is sent whole."""
+    configure_large(project, mock_server, "history_tokens = 8000\n")
+    agent("configured", "model: mockai:gpt-mock")
+    agent("small", "model: mockai:gpt-mock\nlimits:\n  history_tokens: 4000")
+    agent("whole", "model: mockai:gpt-mock\nlimits:\n  history_tokens: window")
+    runner: AgentRunner = await open_runner()
+    thread = turns("alpha", 100)
+    sent: dict[str, dict[str, Any]] = {}
+    for agent_id in ("configured", "small", "whole"):
+        await seed(runner.store, f"t-{agent_id}", agent_id, thread)
+        mock.queue(Reply(text=f"Summary for {agent_id}."), model="gpt-summary")
+        before = len(mock.requests)
+        await runner.run_agent(agent_id, f"t-{agent_id}", "And now?")
+        [sent[agent_id]] = [r.body for r in mock.requests[before:] if r.body["model"] == "gpt-mock"]
+
+    configured, small = sent["configured"], sent["small"]
+    assert len(summary_requests(mock)) == 2  # the configured and the small one, not the whole
+    for agent_id, limit in (("configured", 8000), ("small", 4000)):
+        body = sent[agent_id]
+        assert body["messages"][1]["content"].endswith(f"Summary for {agent_id}.")
+        assert limit // 4 < history_tokens(body, thread) <= limit, agent_id
+        assert_paired(body)
+        stored = await runner.store.threads.summary(f"t-{agent_id}")
+        assert stored is not None and stored.summary == f"Summary for {agent_id}."
+    assert len(small["messages"]) < len(configured["messages"])  # 4,000 sends less than 8,000
+    assert history_tokens(small, thread) < history_tokens(configured, thread)
+    whole = sent["whole"]
+    assert len(whole["messages"]) == 1 + 400 + 1  # all of it: the window has room
+    assert history_tokens(whole, thread) > 11_000
+    assert await runner.store.threads.summary("t-whole") is None
+
+
+async def test_history_tokens_is_32000_by_default(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    """Unset, history_tokens is 32,000: a thread of some 35,000 tokens is compacted inside a
+    100,000-token window, and one of some 11,600 is not."""
+    configure_large(project, mock_server)
+    agent("helper", "model: mockai:gpt-mock")
+    runner: AgentRunner = await open_runner()
+    long, short = turns("alpha", 300), turns("beta", 100)
+    await seed(runner.store, "long", "helper", long)
+    await seed(runner.store, "short", "helper", short)
+    mock.queue(Reply(text="The long one, summarized."), model="gpt-summary")
+
+    await runner.run_agent("helper", "long", "And now?")
+    await runner.run_agent("helper", "short", "And now?")
+
+    assert len(summary_requests(mock)) == 1
+    compacted, whole = agent_requests(mock)
+    assert compacted["messages"][1]["content"].endswith("The long one, summarized.")
+    assert 8000 < history_tokens(compacted, long) <= 32_000
+    assert len(whole["messages"]) == 1 + 400 + 1
+    assert await runner.store.threads.summary("short") is None
 
 
 async def test_without_compaction_the_newest_turns_that_fit_are_sent(

@@ -225,19 +225,30 @@ async def test_prompt_cache_hints_follow_the_provider_setting(
 
 
 @SQLITE_ONLY
+@pytest.mark.parametrize(
+    ("window", "history_tokens"),
+    [(4096, ""), (100_000, "history_tokens = 2500\n")],
+    ids=["small-window", "history-tokens"],
+)
 async def test_a_long_threads_history_starts_at_the_same_message_for_many_turns(
-    agent: Agent, open_runner: Any, mock: MockProvider, project: Path
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    window: int,
+    history_tokens: str,
 ) -> None:
-    """A thread that outgrows its model's window is compacted once and then grows from its
-    summary: the history sent starts at the same message turn after turn, and moves only when
-    the thread is compacted (a window sliding on by a turn each turn would change the start of
+    """A thread that outgrows what its requests may carry of it — its model's window, or a
+    smaller [compaction] history_tokens — is compacted once and then grows from its summary:
+    the history sent starts at the same message turn after turn, and moves only when the
+    thread is compacted (a window sliding on by a turn each turn would change the start of
     every request and lose the provider's prompt cache each time)."""
     path = project / "agentrunner.toml"
     path.write_text(
         path.read_text()
-        + '\n[models."mockai:gpt-mock"]\ncontext_window = 4096\n'
-        + '[models."mockai:gpt-summary"]\ncontext_window = 4096\n'
-        + '[compaction]\nmodel = "mockai:gpt-summary"\n'
+        + f'\n[models."mockai:gpt-mock"]\ncontext_window = {window}\n'
+        + f'[models."mockai:gpt-summary"]\ncontext_window = {window}\n'
+        + f'[compaction]\nmodel = "mockai:gpt-summary"\n{history_tokens}'
     )
     agent("helper", "model: mockai:gpt-mock")
     runner: AgentRunner = await open_runner()

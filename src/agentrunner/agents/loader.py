@@ -30,6 +30,7 @@ from agentrunner.agents.spec import (
     RetryPolicy,
 )
 from agentrunner.agents.templating import Template
+from agentrunner.config import MIN_HISTORY_TOKENS, WHOLE_WINDOW
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
@@ -446,7 +447,28 @@ class _Reader:
                 value, "max_output_tokens", int, d.max_output_tokens, p
             ),
             timeout_s=self.positive(value, "timeout_s", float, d.timeout_s, p),
+            history_tokens=self._history_tokens(value),
         )
+
+    def _history_tokens(self, limits: Mapping[str, Any]) -> int | None:
+        """``limits.history_tokens``: a number of tokens, at least ``MIN_HISTORY_TOKENS``, or
+        ``window``; None: ``[compaction] history_tokens`` applies."""
+        key, value = "limits.history_tokens", limits.get("history_tokens")
+        if value is None:
+            return None
+        if value == "window":
+            return WHOLE_WINDOW
+        if isinstance(value, bool) or not isinstance(value, int) or value < MIN_HISTORY_TOKENS:
+            self.fail(
+                key,
+                f"'{key}' must be a whole number of tokens, at least {MIN_HISTORY_TOKENS}, or "
+                f"'window', got {value!r}",
+                hint="The most tokens of the thread's history one request carries, e.g. 16000 "
+                "(default: [compaction] history_tokens in agentrunner.toml); window: what the "
+                "model's context window has room for.",
+            )
+            return None
+        return value
 
     def _mcp_servers(self, value: Any) -> Mapping[str, McpServerSpec]:
         if value is None:

@@ -79,6 +79,7 @@ class Limits:
     max_tokens: int | None = None
     max_output_tokens: int | None = None
     timeout_s: float = 600.0  # the run's deadline: requests, retries, waits and tool calls
+    history_tokens: int | None = None  # over [compaction] history_tokens: history a request carries
 
     KEYS = (
         "max_steps",
@@ -87,6 +88,7 @@ class Limits:
         "max_tokens",
         "max_output_tokens",
         "timeout_s",
+        "history_tokens",
     )
 
 
