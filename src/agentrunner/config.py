@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CONFIG_FILE",
     "DEFAULT_MAX_QUEUE",
+    "MIN_HISTORY_TOKENS",
     "RESERVED_KEYS",
+    "WHOLE_WINDOW",
     "Budgets",
     "ChannelConfig",
     "Config",

@@ -144,7 +144,7 @@ def test_two_briefs_stream_delegation_and_leave_their_own_journal_entries(
     assert entries[1]["cost_usd"] > 0
     jobs = company.json("jobs")
     assert [(j["kind"], j["directive"]) for j in jobs] == [
-        ("brief", "Hire engineers\n"),
+        ("brief", "Hire engineers"),
         ("brief", "Plan the launch"),
     ]
     # the journal's model was asked about each brief, with what came of it, and no tools
