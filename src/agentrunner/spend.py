@@ -94,14 +94,27 @@ class CacheSpend:
     read_micros: int | None = 0
     write_micros: int | None = 0
     saved_micros: int | None = 0
+    unpriced_tokens: int = 0  # of requests whose price was unknown when made: not priced now
 
     def add(
-        self, model: str, read: int, written: int, requests: int, prices: PriceBook | None
+        self,
+        model: str,
+        read: int,
+        written: int,
+        requests: int,
+        prices: PriceBook | None,
+        *,
+        priced: tuple[int, int] | None = None,
     ) -> None:
         """``read`` and ``written`` tokens of ``requests`` requests to ``model``
-        (``provider:model``), priced by ``prices`` (None: the money is unknown)."""
+        (``provider:model``), priced by ``prices`` (None: the money is unknown). ``priced``:
+        the part of them in requests that had a price when made (their cost rows'), the only
+        part priced — a price added later does not make earlier requests cost."""
         self.read_tokens += read
         self.write_tokens += written
+        if priced is not None:
+            self.unpriced_tokens += read + written - sum(priced)
+            read, written = priced
         if not read and not written:
             return
         provider, _, name = model.partition(":")
@@ -126,6 +139,7 @@ class CacheSpend:
             "read_micros": self.read_micros,
             "write_micros": self.write_micros,
             "saved_micros": self.saved_micros,
+            "unpriced_tokens": self.unpriced_tokens,
         }
 
 
@@ -258,8 +272,12 @@ async def spend_report(
             row["model"],
             int(row["cache_read_tokens"] or 0),
             int(row["cache_write_tokens"] or 0),
-            int(row["requests"]),
+            int(row["requests"]) - int(row["unknown"] or 0),
             prices,
+            priced=(
+                int(row["priced_cache_read_tokens"] or 0),
+                int(row["priced_cache_write_tokens"] or 0),
+            ),
         )
     everyone_today = report.today if agent is None else await _today_by_agent(store, day)
     watched = [agent] if agent is not None else [*agents, *report.today]

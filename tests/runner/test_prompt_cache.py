@@ -310,6 +310,7 @@ def test_runs_show_and_cost_show_the_prompt_cache_and_what_it_cost(
             "read_micros": read,
             "write_micros": written * 10,
             "saved_micros": (read + written) * 8 - read - written * 10,
+            "unpriced_tokens": 0,
         }
         code, out, err = cli(capsys, "runs", "show", run_id)
         assert code == 0, err
@@ -333,6 +334,7 @@ def test_runs_show_and_cost_show_the_prompt_cache_and_what_it_cost(
         "read_micros": read,
         "write_micros": written * 10,
         "saved_micros": (read + written) * 8 - read - written * 10,
+        "unpriced_tokens": 0,
     }
     models = {m["model"]: m for m in report["by_model"]}
     assert models["mockant:claude-mock"]["cache_read_tokens"] == read
@@ -344,3 +346,43 @@ def test_runs_show_and_cost_show_the_prompt_cache_and_what_it_cost(
     code, out, _ = cli(capsys, "cost", "--agent", "plain")
     assert code == 0 and "plain" in out
     assert "prompt cache" not in out and "cached" not in out
+
+
+def test_cost_prices_only_the_cache_of_requests_whose_price_was_known(
+    agent: Agent, mock: MockProvider, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cache tokens of requests made while their model had no price are not priced later at
+    today's price: the cache's cost can never pass what was spent (a newcomer saw $0.0045 of
+    cache reads in a total of $0.0007)."""
+    agent("helper", "model: mockant:claude-later\ncapabilities: [notes]")
+    mock.prompt_cache = small_cache()
+    for question in ("Plan a day in Paris.", "Add a museum."):  # no price yet: unknown cost
+        mock.queue(Reply(tool_calls=[("note_create", {"title": "T", "body": question})]))
+        mock.queue(Reply(text="Noted."))
+        code, _, err = cli(capsys, "run", "helper", question)
+        assert code == 0, err
+    path = project / "agentrunner.toml"
+    path.write_text(
+        path.read_text() + '\n[prices."mockant:claude-later"]\ninput_per_mtok = 8.0\n'
+        "output_per_mtok = 8.0\ncache_read_per_mtok = 1.0\ncache_write_per_mtok = 10.0\n"
+    )
+    mock.queue(Reply(tool_calls=[("note_create", {"title": "T", "body": "and lunch"})]))
+    mock.queue(Reply(text="Noted."))
+    code, out, err = cli(capsys, "run", "helper", "And lunch.", "--json")
+    assert code == 0, err
+    code, out, err = cli(capsys, "runs", "show", json.loads(out)["run_id"], "--json")
+    priced = json.loads(out)["cache"]
+    assert priced["read_tokens"] > 0
+
+    code, out, err = cli(capsys, "cost", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    cache = report["cache"]
+    assert cache["read_tokens"] > priced["read_tokens"]  # every token is counted …
+    assert cache["read_micros"] == priced["read_micros"]  # … only the priced ones cost
+    assert cache["write_micros"] == priced["write_micros"]
+    assert cache["read_micros"] + cache["write_micros"] <= report["total"]["cost_micros"]
+    code, out, _ = cli(capsys, "cost")
+    unpriced = sum(cache[k] - priced[k] for k in ("read_tokens", "write_tokens"))
+    assert cache["unpriced_tokens"] == unpriced
+    assert f"{unpriced:,} of them in requests of unknown price" in " ".join(out.split()), out

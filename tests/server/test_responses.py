@@ -156,7 +156,11 @@ def test_bodies_are_the_library_s_own_dicts_byte_for_byte(
                 "/costs?days=1": {
                     "since": day,
                     "data": [
-                        {**row, "cost_usd": row["cost_micros"] / 1e6}
+                        # the priced_* sums price the cache for `cost`: not in the schema
+                        {
+                            **{k: v for k, v in row.items() if not k.startswith("priced_")},
+                            "cost_usd": row["cost_micros"] / 1e6,
+                        }
                         for row in await store.costs.summary(since=day)
                     ],
                 },

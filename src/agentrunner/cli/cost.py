@@ -164,10 +164,16 @@ def cache_line(cache: CacheSpend) -> str | None:
         if saved >= 0
         else f" · cost {usd(-saved)} more"
     )
+    unpriced = (
+        f" · {cache.unpriced_tokens:,} of them in requests of unknown price (not counted)"
+        if cache.unpriced_tokens
+        else ""
+    )
+    against = " [dim]against plain input[/]" if verdict else ""
     return (
         f"prompt cache: {cache.read_tokens:,} tokens read ({money(cache.read_micros)}) · "
-        f"{cache.write_tokens:,} written ({money(cache.write_micros)}){verdict} "
-        "[dim]against plain input[/]"
+        f"{cache.write_tokens:,} written ({money(cache.write_micros)}){verdict}{against}"
+        f"{unpriced}"
     )
 
 

@@ -376,19 +376,20 @@ def runs_show(
 
 
 def _run_cache(run: RunRecord, steps: list[StepRecord]) -> CacheSpend:
-    """The run's prompt-cache use, each step priced with its model at the project's prices."""
+    """The run's prompt-cache use, each step priced with its model at the project's prices
+    (a step whose price was unknown when it was made is not priced now)."""
     from agentrunner.config import load_config
     from agentrunner.engine.pricing import PriceBook
     from agentrunner.spend import CacheSpend
 
     prices = PriceBook(load_config().prices)
     cache = CacheSpend()
-    parts = [(s.model_id, s.token_usage or {}) for s in steps] or [
-        (run.model or "", run.token_usage or {})
+    parts = [(s.model_id, s.token_usage or {}, s.cost_micros is not None) for s in steps] or [
+        (run.model or "", run.token_usage or {}, run.cost_known)
     ]
-    for model, usage in parts:
+    for model, usage, known in parts:
         read, written = usage.get("cache_read_tokens", 0), usage.get("cache_write_tokens", 0)
-        cache.add(model, read, written, 1, prices)
+        cache.add(model, read, written, 1, prices, priced=(read, written) if known else (0, 0))
     return cache
 
 

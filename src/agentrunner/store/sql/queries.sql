@@ -267,7 +267,12 @@ SELECT agent_id, model, day, COUNT(*) AS requests,
        CAST(SUM(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
        CAST(SUM(cache_write_tokens) AS BIGINT) AS cache_write_tokens,
        CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) AS cost_micros,
-       SUM(CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END) AS unknown
+       SUM(CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END) AS unknown,
+       -- the cache tokens of requests priced when made: only those are priced when shown
+       CAST(SUM(CASE WHEN cost_micros IS NULL THEN 0 ELSE cache_read_tokens END) AS BIGINT)
+           AS priced_cache_read_tokens,
+       CAST(SUM(CASE WHEN cost_micros IS NULL THEN 0 ELSE cache_write_tokens END) AS BIGINT)
+           AS priced_cache_write_tokens
 FROM costs
 WHERE day >= :since AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id)
 GROUP BY agent_id, model, day ORDER BY day DESC, agent_id, model;
