@@ -98,10 +98,14 @@ def test_an_unknown_setting_is_named_at_its_line_with_the_one_meant() -> None:
         ("temperature: '0.2'", 4, "must be a number from 0 to 2, got '0.2'"),
         ("top_p: -0.1", 4, "'model_settings.top_p' must be a number from 0 to 1, got -0.1"),
         ("max_output_tokens: 0", 4, "must be a positive integer (at most 2147483647), got 0"),
-        ("seed: true", 4, "'model_settings.seed' must be an integer of 64 bits, got True"),
-        ("seed: 4.5", 4, "'model_settings.seed' must be an integer of 64 bits, got 4.5"),
-        ("seed: 0x1p70", 4, "must be an integer of 64 bits, got '0x1p70'"),
-        ("seed: 1180591620717411303424", 4, "must be an integer of 64 bits, got 11805916"),
+        ("seed: true", 4, "'model_settings.seed' must be a whole number, got True"),
+        ("seed: 4.5", 4, "'model_settings.seed' must be a whole number, got 4.5"),
+        ("seed: 0x1p70", 4, "must be a whole number, got '0x1p70'"),
+        (
+            "seed: 1180591620717411303424",
+            4,
+            "must be a whole number from -9223372036854775808 to 9223372036854775807, got 11805",
+        ),
         ("stop: ['']", 4, "'model_settings.stop' must be a string or a list of non-empty"),
         ("parallel_tool_calls: 'no'", 4, "must be true or false, got 'no'"),
         ("reasoning_effort: extreme", 4, "must be one of none, minimal, low, medium, high, xhigh"),
@@ -148,7 +152,9 @@ def test_defaults_set_model_settings_and_a_bad_one_names_the_file(project_dir: P
         "not a model setting (did you mean 'temperature'?)"
     )
     config.write_text("[defaults]\nmodel_settings = {seed = 1.5}\n")
-    with pytest.raises(AgentRunnerError, match=r"'defaults\.model_settings\.seed' must be an int"):
+    with pytest.raises(
+        AgentRunnerError, match=r"'defaults\.model_settings\.seed' must be a whole number"
+    ):
         load_config(project_dir)
     config.write_text("[defaults]\nmodel = 'test'\n")
     assert load_config(project_dir).model_settings is None

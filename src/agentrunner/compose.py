@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import difflib
 import importlib
 import logging
 import threading
@@ -383,7 +382,7 @@ def _settings_problems(
     settings = spec.model_settings
     if settings is None:
         return []
-    from agentrunner.model_settings import tool_choice_problem
+    from agentrunner.model_settings import tool_choice_problem, unknown_providers
 
     found = []
     file = display_path(spec.path) if spec.path else None
@@ -409,17 +408,8 @@ def _settings_problems(
         )
         if wrong:
             hint = "Name one of its tools, or auto, required (with tools) or none."
-            found.append(problem("tool_choice", f"model_settings.tool_choice {wrong}", hint))
-    for provider in settings.extra or {}:
-        if provider not in models.providers:
-            near = difflib.get_close_matches(provider, list(models.providers), n=1)
-            guess = f" (did you mean '{near[0]}'?)" if near else ""
-            found.append(
-                problem(
-                    f"extra.{provider}",
-                    f"model_settings.extra names provider '{provider}', which the project "
-                    f"does not have{guess}",
-                    f"extra is keyed by provider: {', '.join(sorted(models.providers))}.",
-                )
-            )
+            found.append(problem("tool_choice", f"'model_settings.tool_choice' {wrong}", hint))
+    for provider, wrong in unknown_providers(settings, models.providers):
+        hint = f"extra is keyed by provider: {', '.join(sorted(models.providers))}."
+        found.append(problem(f"extra.{provider}", f"'model_settings.extra' {wrong}", hint))
     return found

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -35,6 +35,7 @@ __all__ = [
     "parse_assignments",
     "settings_problems",
     "tool_choice_problem",
+    "unknown_providers",
 ]
 
 SETTINGS: tuple[str, ...] = (
@@ -67,12 +68,14 @@ _INT64 = {"ge": -(2**63), "le": 2**63 - 1}
 _TOKENS = 2**31 - 1
 
 # What each setting must be, in words, for an error that names it.
+# What a whole number out of range is told besides (a seed is one a database can hold).
+_RANGES: dict[str, str] = {"seed": f" from {-(2**63)} to {2**63 - 1}"}
 _EXPECTED: dict[str, str] = {
     "temperature": "a number from 0 to 2",
     "top_p": "a number from 0 to 1",
     "max_output_tokens": f"a positive integer (at most {_TOKENS})",
     "stop": "a string or a list of non-empty strings",
-    "seed": "an integer of 64 bits",
+    "seed": "a whole number",
     "tool_choice": f"{', '.join(TOOL_CHOICES)} or the name of one of the agent's tools",
     "parallel_tool_calls": "true or false",
     "reasoning_effort": f"one of {', '.join(REASONING_EFFORTS)}",
@@ -160,8 +163,9 @@ Problem = tuple[str, str, str | None]
 
 
 def settings_problems(raw: Any) -> tuple[ModelSettings | None, list[Problem]]:
-    """``raw`` checked as settings: the settings (``None`` with any problem, or when ``raw``
-    is ``None``) and every problem, each naming its setting."""
+    """``raw`` checked as settings: the settings that are right (the bad ones left out, so what
+    can be checked of the rest still is, as ``agents validate`` does; ``None`` when ``raw`` is
+    ``None`` or not a mapping) and every problem, each naming its setting."""
     if raw is None:
         return None, []
     if isinstance(raw, ModelSettings):
@@ -171,20 +175,29 @@ def settings_problems(raw: Any) -> tuple[ModelSettings | None, list[Problem]]:
     try:
         settings = ModelSettings.model_validate(dict(raw))
     except ValidationError as exc:
-        return None, _problems(exc)
+        found = _problems(exc)
+        bad = {key.split(".")[0] for key, _, _ in found}
+        rest, _ = settings_problems({k: v for k, v in raw.items() if k not in bad})
+        return rest, found
     problems: list[Problem] = [
         (f"extra.{provider}.{key}", f"is built by agentrunner; {_instead(key)}", None)
         for provider, fields in (settings.extra or {}).items()
         for key in fields
         if key in EXTRA_RESERVED
     ]
-    return (None, problems) if problems else (settings, [])
+    if problems:
+        extra = {
+            provider: {k: v for k, v in fields.items() if k not in EXTRA_RESERVED}
+            for provider, fields in (settings.extra or {}).items()
+        }
+        settings = settings.model_copy(update={"extra": extra})
+    return settings, problems
 
 
 def model_settings(
     raw: Any, *, where: str = "model_settings", code: ErrorCode = ErrorCode.VALIDATION
 ) -> ModelSettings | None:
-    """``raw`` as settings, or the first problem raised as ``code`` (``validation`` for what
+    """``raw`` as settings, or its first problem raised as ``code`` (``validation`` for what
     a caller passed) naming ``where.<setting>``, with ``details["invalid"]`` the same name."""
     settings, problems = settings_problems(raw)
     if problems:
@@ -234,6 +247,22 @@ def tool_choice_problem(settings: ModelSettings | None, tools: Iterable[str]) ->
     return f"names '{choice}', which is not one of the agent's tools ({offered})" + (
         f"; did you mean '{near[0]}'?" if near else ""
     )
+
+
+def unknown_providers(
+    settings: ModelSettings | None, providers: Collection[str]
+) -> list[tuple[str, str]]:
+    """Each provider ``extra`` names that is not one of ``providers`` (the project's), with
+    what is wrong: its fields would reach no request."""
+    found = []
+    for provider in (settings.extra if settings else None) or {}:
+        if provider not in providers:
+            near = difflib.get_close_matches(provider, list(providers), n=1)
+            guess = f" (did you mean '{near[0]}'?)" if near else ""
+            found.append(
+                (provider, f"names provider '{provider}', which the project does not have{guess}")
+            )
+    return found
 
 
 def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:
@@ -301,7 +330,10 @@ def _problems(exc: ValidationError) -> list[Problem]:
                 "e.g. extra: {anthropic: {top_k: 40}}",
             )
         else:
-            found[name] = (name, f"must be {_EXPECTED[name]}, got {error['input']!r}", None)
+            expected = _EXPECTED[name]
+            if error["type"] in ("greater_than_equal", "less_than_equal"):
+                expected += _RANGES.get(name, "")
+            found[name] = (name, f"must be {expected}, got {error['input']!r}", None)
     return list(found.values())
 
 

@@ -483,6 +483,7 @@ class AgentRunner:
         limit = run_limit(agent, self.config.budgets)
         if limit is not None:
             run.cost.limit, run.cost.label = limit
+        self._refuse_bad_settings(agent, overrides, parent)  # before anything is written
         user = UserMessage(message)
         # 4. append the user message (answering a crashed run's calls): written with the
         # run's first events, so a quick model's first step shares its transaction
@@ -839,11 +840,44 @@ class AgentRunner:
 
         return merge_settings(*layers)
 
+    def _refuse_bad_settings(
+        self, agent: AgentSpec, overrides: RunAgentOverrides, parent: _Parent | None
+    ) -> None:
+        """Refuse, before the run writes anything, settings that name what the run will not
+        have: a provider in ``extra`` the project lacks, a ``tool_choice`` naming no tool the
+        run is granted or injected. Its MCP servers' tools are known only once they run, and
+        the tools every agent is granted only where offered: ``_checked_settings`` again."""
+        run = overrides.settings
+        settings = self.settings_for(agent, run)
+        if settings is None:
+            return
+        if settings.extra:
+            self._check_providers(agent, run, settings)
+        if not settings.forces_tool or settings.tool_choice == "required" or agent.mcp_servers:
+            return
+        try:
+            grant = self.capabilities.grant(agent)
+        except AgentRunnerError:  # refused by the run itself, recorded
+            return
+        if parent is not None:
+            grant = grant & parent.grant
+        injected = {t.name for t in overrides.tools}
+        if settings.tool_choice in grant or settings.tool_choice in injected:
+            return
+        from agentrunner.model_settings import tool_choice_problem  # loaded: settings are set
+
+        named = grant & set(self.capabilities.tool_names)  # an implicit tool: only if offered
+        problem = tool_choice_problem(settings, named | injected)
+        if problem is not None:
+            raise self._settings_error(agent, run, "tool_choice", problem)
+
     def _checked_settings(
         self, agent: AgentSpec, run: ModelSettings | None, tools: Sequence[Tool]
     ) -> ModelSettings | None:
         """The run's settings; a ``tool_choice`` naming no tool of the run is refused, as an
-        error of the file that set it, or of the caller (``validation``)."""
+        error of the file that set it, or of the caller (``validation``). Most are refused
+        before the run is recorded (``_refuse_bad_settings``); what is left are the tools
+        known only now."""
         settings = self.settings_for(agent, run)
         if settings is None or not settings.forces_tool:
             return settings
@@ -852,21 +886,54 @@ class AgentRunner:
         problem = tool_choice_problem(settings, [t.name for t in tools])
         if problem is None:
             return settings
+        raise self._settings_error(agent, run, "tool_choice", problem)
+
+    def _check_providers(
+        self, agent: AgentSpec, run: ModelSettings | None, settings: ModelSettings
+    ) -> None:
+        """Refuse an ``extra`` for a provider the project does not have: its fields would
+        reach no request, unsaid."""
+        from agentrunner.model_settings import unknown_providers
+
+        providers = self.engine.models.providers
+        for provider, problem in unknown_providers(settings, providers):
+            key = f"extra.{provider}"
+            hint = f"extra is keyed by provider: {', '.join(sorted(providers))}."
+            raise self._settings_error(agent, run, key, problem, hint)
+
+    def _settings_error(
+        self,
+        agent: AgentSpec,
+        run: ModelSettings | None,
+        key: str,
+        problem: str,
+        hint: str = "Name one of the agent's tools, or auto, required (with tools) or none.",
+    ) -> AgentRunnerError:
+        """``problem`` of the setting at ``key`` as an error of whoever set it: the caller's
+        (``validation``), else the agent file's, else ``[defaults]``'."""
+        name, field = key.split(".")[0], f"model_settings.{key}"
+
+        def sets(layer: ModelSettings | None) -> bool:
+            if layer is None or getattr(layer, name) is None:
+                return False
+            return name != "extra" or key.split(".")[1] in (layer.extra or {})
+
         code, file, line = ErrorCode.VALIDATION, None, None  # the caller's
-        if run is None or run.tool_choice is None:  # the file's, or else [defaults]'
+        if not sets(run):  # the file's, or else [defaults]'
             code = ErrorCode.INVALID_SPECIFICATION
-            own = agent.model_settings is not None and agent.model_settings.tool_choice
-            if own and agent.path is not None:
-                file, line = display_path(agent.path), agent.line_of("model_settings.tool_choice")
-            elif not own:
+            if sets(agent.model_settings):
+                if agent.path is not None:
+                    file = display_path(agent.path)
+                    line = agent.line_of(field) or agent.line_of(f"model_settings.{name}")
+            else:
                 file = display_path(self.config.path) if self.config.path else "agentrunner.toml"
-        raise AgentRunnerError(
+        return AgentRunnerError(
             code,
-            f"model_settings.tool_choice {problem}",
-            hint="Name one of the agent's tools, or auto, required (with tools) or none.",
+            f"'model_settings.{name}' {problem}",
+            hint=hint,
             file=file,
             line=line,
-            details={"invalid": "model_settings.tool_choice"},
+            details={"invalid": field},
         )
 
     def _chain(self, agent: AgentSpec, overrides: RunAgentOverrides) -> FallbackChain:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -235,12 +236,12 @@ def test_agents_validate_names_a_bad_setting_and_a_tool_choice_naming_no_tool(
         main(["agents", "validate"])
     err = capsys.readouterr().err
     assert (
-        "agents/chooser.md:5: invalid_specification: model_settings.tool_choice names "
+        "agents/chooser.md:5: invalid_specification: 'model_settings.tool_choice' names "
         "'read_fille', which is not one of the agent's tools (its tools: read_file); did you "
         "mean 'read_file'?" in err
     )
     assert (
-        "agents/keyed.md:4: invalid_specification: model_settings.extra names provider "
+        "agents/keyed.md:4: invalid_specification: 'model_settings.extra' names provider "
         "'antropic', which the project does not have (did you mean 'anthropic'?)" in err
     )
     assert (
@@ -285,3 +286,100 @@ def test_run_set_errors_are_one_clear_line(
     err = capsys.readouterr().err
     assert "validation: " in err and message in err
     assert "Traceback" not in err
+
+
+# -- a refused run writes nothing -----------------------------------------------------------------
+
+
+def table_rows(db: Path) -> dict[str, int]:
+    """The rows of every table of the store: what a refused run must leave as it was."""
+    with sqlite3.connect(db) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
+
+
+@pytest.mark.parametrize(
+    ("agent_front", "args", "message"),
+    [
+        ("", ["--set", "tool_choice=read_file"], "'model_settings.tool_choice' names 'read_file'"),
+        (
+            "\nmodel_settings:\n  tool_choice: read_file",
+            [],
+            "'model_settings.tool_choice' names 'read_file'",
+        ),
+        (
+            "",
+            ["--set", "extra.nope.foo=1"],
+            "'model_settings.extra' names provider 'nope', which the project does not have",
+        ),
+        ("", ["--set", "temperature=5"], "'model_settings.temperature' must be a number"),
+    ],
+)
+def test_a_run_refused_for_its_settings_writes_nothing(
+    tmp_path: Path,
+    agent: Agent,
+    mock: MockProvider,
+    capsys: pytest.CaptureFixture[str],
+    agent_front: str,
+    args: list[str],
+    message: str,
+) -> None:
+    agent("writer", "capabilities: [notes]")
+    assert cli("run", "writer", "hi") == 0  # a thread with messages, a run recorded
+    agent("writer", "capabilities: [notes]" + agent_front)
+    capsys.readouterr()
+    before, requests = table_rows(tmp_path / "store.db"), len(mock.requests)
+    assert cli("run", "writer", "again", *args) == 1
+    err = capsys.readouterr().err
+    assert table_rows(tmp_path / "store.db") == before  # checked first: the old bug
+    assert message in err and "Traceback" not in err
+    assert table_rows(tmp_path / "store.db") == before  # no run row, no thread message
+    assert len(mock.requests) == requests
+    agent("writer", "capabilities: [notes]")
+    assert cli("run", "writer", "again", "--set", "tool_choice=note_list") == 0
+    after = table_rows(tmp_path / "store.db")
+    assert after["runs"] == before["runs"] + 1 and after["messages"] > before["messages"]
+
+
+async def test_an_extra_for_a_provider_the_project_lacks_is_refused_from_the_api(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    agent("helper")
+    runner: AgentRunner = await open_runner()
+    overrides = RunAgentOverrides(model_settings={"extra": {"antropic": {"top_k": 1}}})
+    with pytest.raises(AgentRunnerError) as info:
+        await runner.run_agent("helper", "t1", "hi", overrides=overrides)
+    assert info.value.code is ErrorCode.VALIDATION and info.value.file is None
+    assert info.value.message == (
+        "'model_settings.extra' names provider 'antropic', which the project does not have "
+        "(did you mean 'anthropic'?)"
+    )
+    assert info.value.details == {"invalid": "model_settings.extra.antropic"}
+    assert mock.requests == []
+    overrides = RunAgentOverrides(model_settings={"extra": {"anthropic": {"top_k": 1}}})
+    await runner.run_agent("helper", "t1", "hi", overrides=overrides)  # another provider's
+    assert len(mock.requests) == 1 and "top_k" not in mock.requests[0].body
+
+
+def test_agents_validate_lists_every_settings_problem_of_a_file_at_once(
+    write_agent: WriteAgent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_agent(
+        "messy",
+        agent_text(
+            "model_settings:\n  temprature: 0.5\n  seed: 7.5\n  top_p: 3\n"
+            "  tool_choice: read_file\n  extra: {nope: {foo: 1}}"
+        ),
+    )
+    with pytest.raises(SystemExit):
+        main(["agents", "validate"])
+    err = capsys.readouterr().err
+    for line, text in (
+        (4, "'model_settings.temprature' is not a model setting (did you mean 'temperature'?)"),
+        (5, "'model_settings.seed' must be a whole number, got 7.5"),
+        (6, "'model_settings.top_p' must be a number from 0 to 1, got 3"),
+        (7, "'model_settings.tool_choice' names 'read_file', which is not one of the agent's"),
+        (8, "'model_settings.extra' names provider 'nope', which the project does not have"),
+    ):
+        assert f"agents/messy.md:{line}: invalid_specification: {text}" in err
+    assert "5 problems" in err

@@ -26,7 +26,7 @@ def test_the_http_api_queues_a_run_with_its_settings(
     )
     assert refused.status_code == 422
     assert refused.json()["error"]["code"] == "validation"
-    assert "'model_settings.seed' must be an integer" in refused.json()["error"]["message"]
+    assert "'model_settings.seed' must be a whole number" in refused.json()["error"]["message"]
     unstorable = httpx2.post(
         f"{api.url}/threads/t-1/runs",
         headers=AUTH,
