@@ -6,6 +6,7 @@ metrics over OTLP/HTTP to the endpoint, headers from ``OTEL_EXPORTER_OTLP_HEADER
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import orjson
 import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -342,8 +344,97 @@ def test_a_receiver_that_never_answers_does_not_hold_the_exit(project: Path) -> 
         stalled.close()
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0]  # the run answered
-    # given up together, in one wait
-    assert f"traces not sent: http://127.0.0.1:{port}/v1/traces did not take them" in (done.stderr)
-    assert f"metrics not sent: http://127.0.0.1:{port}/v1/metrics did not take them" in (
-        done.stderr
+    # given up together, in one wait, saying why (connected, but no answer)
+    assert done.stderr.splitlines() == [
+        f"traces not sent: http://127.0.0.1:{port}/v1/traces did not answer within 3 s",
+        f"metrics not sent: http://127.0.0.1:{port}/v1/metrics did not answer within 3 s",
+    ]
+
+
+def _refusing_endpoint() -> str:
+    """An endpoint with nothing listening: each connection refused at once."""
+    with socket.create_server(("127.0.0.1", 0)) as free:
+        port = free.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def _cli(project: Path, *args: str) -> subprocess.Popen[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTRUNNER_"))}
+    code = "import sys; from agentrunner.cli import main; main(sys.argv[1:])"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=project,
+        env={**clean, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+
+
+def _interrupt_the_exit_flush(running: subprocess.Popen[str]) -> tuple[int, str]:
+    """Ctrl-C once the command says (``--debug``) it is waiting for its last telemetry to be
+    sent: the exit status and all of stderr."""
+    assert running.stderr is not None
+    seen: list[str] = []
+    try:
+        for line in running.stderr:
+            seen.append(line)
+            if "sending the last spans and metrics" in line:
+                running.send_signal(signal.SIGINT)
+                break
+        else:
+            pytest.fail(f"the command ended without waiting for its telemetry: {seen}")
+        _, rest = running.communicate(timeout=30)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    return running.returncode, "".join(seen) + rest
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        (["run", "clerk", "hello"], 130),  # a run that went well: the Ctrl-C's status
+        (["run", "clerk", "hello", "--model", "nope"], 1),  # one that failed keeps its own
+    ],
+)
+def test_ctrl_c_during_the_exit_flush_gives_it_up_quietly(
+    project: Path, args: list[str], status: int
+) -> None:
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write(f'[telemetry]\nenabled = true\nendpoint = "{_refusing_endpoint()}"\n')
+    code, stderr = _interrupt_the_exit_flush(_cli(project, "--debug", *args))
+    assert code == status, stderr
+    # (--debug prints the failed run's own traceback: the model error's, not the Ctrl-C's)
+    assert "KeyboardInterrupt" not in stderr and "Exception ignored" not in stderr
+    assert stderr.count("telemetry not sent: interrupted") == 1
+    assert "traces not sent" not in stderr  # given up, not waited out
+    assert ("model_not_found" in stderr) is (status == 1)
+
+
+def test_an_endpoint_down_gets_one_warning_each_without_the_exporters_retries(
+    project: Path,
+) -> None:
+    endpoint = _refusing_endpoint()
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write(f'[telemetry]\nenabled = true\nendpoint = "{endpoint}"\n')
+    # --json: the result on stdout, so stderr holds log lines only
+    text_run = _cli(project, "run", "--json", "clerk", "hello")
+    _, text = text_run.communicate(timeout=60)
+    json_run = _cli(project, "--log-format", "json", "run", "--json", "clerk", "hello")
+    _, lines = json_run.communicate(timeout=60)
+    debug_run = _cli(project, "--debug", "run", "--json", "clerk", "hello")
+    _, debug = debug_run.communicate(timeout=60)
+    assert text_run.returncode == json_run.returncode == debug_run.returncode == 0, text + lines
+    # why, said once each: the connection was refused (not "did not take them within 3 s")
+    assert text.splitlines() == [
+        f"traces not sent: {endpoint}/v1/traces refused the connection",
+        f"metrics not sent: {endpoint}/v1/metrics refused the connection",
+    ]
+    records = [orjson.loads(line) for line in lines.splitlines()]  # every line is JSON
+    assert [(r["level"], r["logger"], r["message"]) for r in records] == [
+        ("WARNING", "agentrunner.telemetry", line) for line in text.splitlines()
+    ]
+    # the exporter's retries are there with --debug, as DEBUG lines
+    assert "Transient error" not in text + lines
+    assert "DEBUG opentelemetry.exporter.otlp.proto.http.trace_exporter: Transient error" in debug

@@ -53,6 +53,7 @@ __all__ = [
     "open_task_runner",
     "open_workspace",
     "runner_with_tasks",
+    "send_telemetry",
 ]
 
 
@@ -140,7 +141,8 @@ def _sdk_tracer_provider(settings: Telemetry) -> TracerProvider:
 
     provider = TracerProvider(resource=_resource(settings), shutdown_on_exit=False)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.traces_url)))
-    _send_at_exit("traces", provider.shutdown, settings.traces_url)
+    exporter_log = _quiet(OTLPSpanExporter.__module__, "traces", settings.traces_url)
+    _send_at_exit(provider.shutdown, exporter_log)
     return provider
 
 
@@ -155,7 +157,8 @@ def _sdk_meter_provider(settings: Telemetry) -> MeterProvider:
         export_interval_millis=settings.metric_interval_ms,
     )
     provider = MeterProvider([reader], resource=_resource(settings), shutdown_on_exit=False)
-    _send_at_exit("metrics", provider.shutdown, settings.metrics_url)
+    exporter_log = _quiet(OTLPMetricExporter.__module__, "metrics", settings.metrics_url)
+    _send_at_exit(provider.shutdown, exporter_log)
     return provider
 
 
@@ -178,31 +181,121 @@ def _resource(settings: Telemetry) -> Resource:
     return Resource.create({"service.name": settings.service_name})
 
 
-_at_exit: list[tuple[str, Callable[[], object], str]] = []  # what, how it is sent, where to
+class _ExporterLog(logging.Filter):
+    """What an OTLP exporter logs (``Transient error … retrying in 0.86s`` two to five times a
+    run while its receiver is down, raw text among JSON lines) is kept at DEBUG (``--debug``
+    shows it); why it failed is remembered for agentrunner's own warning, which says it once:
+    at exit, or when the exporter gives a batch up."""
+
+    def __init__(self, what: str, url: str) -> None:
+        super().__init__()
+        self.what = what
+        self.url = url
+        self.why: str | None = None  # the last failure's reason, in words
+        self._said: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        why = _why(record)
+        if why is not None:
+            self.why = why
+        if record.levelno >= logging.ERROR and self.why is not None:  # a batch given up
+            self.say(self.why)
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+    def say(self, why: str) -> None:
+        if why not in self._said:  # once per reason, not once per batch
+            self._said.add(why)
+            log.warning("%s not sent: %s %s", self.what, self.url, why)
 
 
-def _send_at_exit(what: str, shutdown: Callable[[], object], url: str) -> None:
+def _why(record: logging.LogRecord) -> str | None:
+    """Why an exporter's request failed, from its log record's arguments (the exception, or
+    the status it was answered with)."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    for arg in args:
+        if isinstance(arg, BaseException):
+            return _error_reason(arg)
+    if record.msg.startswith("Failed to export") and len(args) == 3 and args[1] is not None:
+        return f"answered {args[1]} {args[2]}"
+    if record.msg.startswith("Transient error") and args and isinstance(args[0], str):
+        return f"answered {args[0]}"
+    return None
+
+
+_NO_ANSWER = "did not answer in time"
+
+
+def _error_reason(error: BaseException) -> str:
+    seen: list[BaseException] = [error]
+    for exc in seen:  # the chain: requests wraps urllib3, which wraps the socket's error
+        if isinstance(exc, ConnectionRefusedError):
+            return "refused the connection"
+        if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+            return _NO_ANSWER
+        for inner in (exc.__cause__, exc.__context__, getattr(exc, "reason", None), *exc.args):
+            if isinstance(inner, BaseException) and inner not in seen and len(seen) < 20:
+                seen.append(inner)
+    return f"could not be reached ({type(error).__name__})"
+
+
+def _quiet(logger_name: str, what: str, url: str) -> _ExporterLog:
+    exporter_log = _ExporterLog(what, url)
+    logging.getLogger(logger_name).addFilter(exporter_log)
+    return exporter_log
+
+
+_at_exit: list[tuple[Callable[[], object], _ExporterLog]] = []  # how each is sent, its log
+_sent = False  # the exit flush is done once, by the CLI or else at exit
+
+
+def _send_at_exit(shutdown: Callable[[], object], exporter_log: _ExporterLog) -> None:
     if not _at_exit:
         atexit.register(_send_the_rest)
-    _at_exit.append((what, shutdown, url))
+    _at_exit.append((shutdown, exporter_log))
+
+
+def send_telemetry() -> bool:
+    """Send the spans and metrics not sent yet (telemetry on, with agentrunner's SDK set-up),
+    once: what the CLI does as it ends, and else an ``atexit`` hook. False when Ctrl-C gave
+    the wait up (quietly: one warning line), so the CLI can exit 130."""
+    global _sent
+    if _sent or not _at_exit:
+        return True
+    _sent = True
+    try:
+        _send_the_last()
+    except KeyboardInterrupt:
+        log.warning("telemetry not sent: interrupted")
+        return False
+    return True
 
 
 def _send_the_rest() -> None:
-    """At exit, the spans and metrics not sent yet are, together; but a receiver that is down
-    or stalled must not hold a command's exit for the exporters' whole timeout and retries
-    (10 s by default, or ``OTEL_EXPORTER_OTLP_TIMEOUT``): past ``EXIT_FLUSH_S`` they are given
-    up."""
+    send_telemetry()
+
+
+def _send_the_last() -> None:
+    """The spans and metrics not sent yet are, together; but a receiver that is down or
+    stalled must not hold a command's exit for the exporters' whole timeout and retries (10 s
+    by default, or ``OTEL_EXPORTER_OTLP_TIMEOUT``): past ``EXIT_FLUSH_S`` they are given up,
+    saying why where the exporter told (refused), else that no answer came."""
     stopping = [
-        (what, url, threading.Thread(target=shutdown, name=f"agentrunner-{what}", daemon=True))
-        for what, shutdown, url in _at_exit
+        (exporter_log, threading.Thread(target=shutdown, daemon=True))
+        for shutdown, exporter_log in _at_exit
     ]
-    for _, _, thread in stopping:
+    for exporter_log, thread in stopping:
+        thread.name = f"agentrunner-{exporter_log.what}"
         thread.start()
+    log.debug("sending the last spans and metrics (at most %g s)", EXIT_FLUSH_S)
     deadline = time.monotonic() + EXIT_FLUSH_S
-    for what, url, thread in stopping:
+    for exporter_log, thread in stopping:
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
-            log.warning("%s not sent: %s did not take them within %g s", what, url, EXIT_FLUSH_S)
+            why = exporter_log.why
+            if why is None or why == _NO_ANSWER:  # a request still waiting, or one timed out
+                why = f"did not answer within {EXIT_FLUSH_S:g} s"
+            exporter_log.say(why)
 
 
 def _load(start: Path | None) -> tuple[Project, RuntimeFiles, Extensions]:

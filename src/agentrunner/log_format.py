@@ -83,23 +83,35 @@ class JsonFormatter(logging.Formatter):
 
 
 _installed: logging.Handler | None = None
+# agentrunner's own records, and OpenTelemetry's (its SDK and exporters, telemetry on): in json
+# every line on stderr is JSON
+_LOGGERS = ("agentrunner", "opentelemetry")
 
 
-def use_format(fmt: LogFormat, stream: TextIO | None = None) -> None:
-    """Print agentrunner's log records in ``fmt`` from now on: ``json`` puts a handler with the
-    JSON format on the ``agentrunner`` logger (INFO and up, not passed on to the root logger);
-    ``text`` takes it away again, leaving Python's default."""
+def use_format(fmt: LogFormat, stream: TextIO | None = None, *, debug: bool = False) -> None:
+    """Print agentrunner's (and OpenTelemetry's) log records in ``fmt`` from now on: ``json``
+    puts a handler with the JSON format on their loggers (INFO and up, not passed on to the
+    root logger); ``text`` takes it away again, leaving Python's default. ``debug`` shows
+    their DEBUG records too (the exporters' retries among them), in either format."""
     global _installed
-    logger = logging.getLogger("agentrunner")
+    loggers = [logging.getLogger(name) for name in _LOGGERS]
     if _installed is not None:
-        logger.removeHandler(_installed)
+        for logger in loggers:
+            logger.removeHandler(_installed)
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
         _installed = None
-        logger.propagate = True
-        logger.setLevel(logging.NOTSET)
+    if fmt == "text" and not debug:
+        return
+    handler = logging.StreamHandler(stream or sys.stderr)
     if fmt == "json":
-        handler = logging.StreamHandler(stream or sys.stderr)
         handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    level = logging.DEBUG if debug else logging.INFO
+    handler.setLevel(level)  # what a filter lowered to DEBUG is not printed without --debug
+    for logger in loggers:
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(level)
         logger.propagate = False
-        _installed = handler
+    _installed = handler

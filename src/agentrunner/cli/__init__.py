@@ -13,11 +13,32 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        _main(args)
+    except SystemExit as done:
+        raise SystemExit(_after_telemetry(done.code)) from None
+
+
+def _after_telemetry(status: int | str | None) -> int | str | None:
+    """The last spans and metrics are sent as the command ends (for at most 3 s), here rather
+    than at interpreter exit, so that Ctrl-C during that wait gives it up quietly and the
+    command exits 130 (or with the status it already had)."""
+    compose = sys.modules.get("agentrunner.compose")  # not imported: no telemetry to send
+    if compose is None:
+        return status
+    try:
+        sent = compose.send_telemetry()
+    except KeyboardInterrupt:  # before its own handler was reached
+        sent = False
+    return status if sent or status not in (0, None) else 130
+
+
+def _main(args: list[str]) -> None:
     from agentrunner.cli import console
     from agentrunner.cli.app import app
     from agentrunner.errors import AgentRunnerError
 
-    args = sys.argv[1:] if argv is None else argv
     console.state.debug = "--debug" in args or os.environ.get("AGENTRUNNER_DEBUG") == "1"
     try:
         app(args=args, prog_name="agentrunner")

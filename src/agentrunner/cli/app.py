@@ -52,7 +52,7 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_show_version, is_eager=True, help="Print the version."
     ),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug log lines."),
     log_format: LogFormat = typer.Option(
         LogFormat.text,
         "--log-format",
@@ -63,10 +63,10 @@ def _root(
     ),
 ) -> None:
     """agentrunner: agents as Markdown files, run from the CLI, Python or HTTP."""
-    if log_format is LogFormat.json:
+    if log_format is LogFormat.json or debug:
         from agentrunner.log_format import use_format
 
-        use_format("json")
+        use_format("json" if log_format is LogFormat.json else "text", debug=debug)
 
 
 app.command("init")(project.init)
