@@ -574,3 +574,72 @@ def test_run_says_when_it_compacted_the_thread(
     assert "earlier messages summarized by mockai:gpt-mock (1 request)" in err
     code, out, err = cli(capsys, "run", "helper", "And tomorrow?", "--thread", "helper-long")
     assert code == 0 and "summarized" not in err  # not again until it outgrows the window
+
+
+def test_ctrl_c_cancels_threads_compact_and_records_it(
+    agent: Agent,
+    mock: MockProvider,
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    mock_server: Any,
+    store_url: str,
+) -> None:
+    """`threads compact` on a model that never answers stops at Ctrl-C as `run` does: a
+    `cancelled` line, exit 130, the run recorded cancelled, its request's cost estimated —
+    unknown for a model with no price, in dollars for one with a price."""
+    import asyncio
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from agentrunner.store import open_store
+    from tests.runner.test_cli_run import cli
+
+    configure(project, mock_server, "")  # no [compaction] model: each agent's own
+    agent("priced", "model: mockai:gpt-mock")
+    agent("unpriced", "model: mockai:gpt-slow")  # no [prices] entry, unknown to genai-prices
+
+    async def threads() -> None:
+        store = await open_store(store_url)
+        await seed(store, "priced-chat", "priced", turns("alpha", 5))
+        await seed(store, "unpriced-chat", "unpriced", turns("beta", 5))
+        await store.close()
+
+    asyncio.run(threads())
+    shown = {}
+    for agent_id, model in (("priced", "gpt-mock"), ("unpriced", "gpt-slow")):
+        mock.queue(Reply(text="Too late.", delay_s=60), model=model)
+        before = len(mock.requests)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentrunner", "threads", "compact", f"{agent_id}-chat"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=os.environ.copy(),
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(mock.requests) == before:
+            time.sleep(0.05)
+        assert len(mock.requests) == before + 1  # the summary request is waiting on its answer
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert "cancelled" in err and "Traceback" not in err and "error" not in err
+        assert "compacted" not in out
+        [run] = json.loads(cli(capsys, "runs", "list", "--agent", agent_id, "--json")[1])
+        assert (run["status"], run["stop_reason"]) == ("cancelled", "cancelled")
+        assert run["error"] == {"code": "cancelled", "message": "cancelled: Ctrl-C"}
+        assert run["usage"]["estimated"] and run["usage"]["input_tokens"] > 0
+        assert f"run {run['id']}" in err
+        shown[agent_id] = (run, err)
+        thread = json.loads(cli(capsys, "threads", "show", f"{agent_id}-chat", "--json")[1])
+        assert thread["thread"]["summary_through"] == 0 and thread["summary"] is None
+
+    priced, unpriced = shown["priced"][0], shown["unpriced"][0]
+    assert priced["cost_usd"] > 0 and unpriced["cost_usd"] is None
+    assert "cost unknown" in shown["unpriced"][1] and "cost unknown" not in shown["priced"][1]
+    listing = cli(capsys, "runs", "list", "--agent", "unpriced")[1]
+    assert "unknown" in listing and "$0.0000" not in listing
