@@ -65,6 +65,7 @@ __all__ = [
     "Fitted",
     "Recent",
     "RequestShape",
+    "configured_model_error",
     "summary_message",
 ]
 
@@ -79,9 +80,8 @@ _MIN_ROOM = 64  # tokens of transcript a summary request carries at the least
 # A compaction that failed for these fails the run: a cancellation, and a configuration that
 # would fail every run's compaction alike. Others (a provider down, a budget) are logged, and
 # the run sends the newest turns that fit.
-_NOT_PASSED_OVER = frozenset(
-    {ErrorCode.CANCELLED, ErrorCode.MODEL_NOT_FOUND, ErrorCode.PROVIDER_AUTH}
-)
+_CONFIGURED = frozenset({ErrorCode.MODEL_NOT_FOUND, ErrorCode.PROVIDER_AUTH})
+_NOT_PASSED_OVER = _CONFIGURED | {ErrorCode.CANCELLED}
 
 SUMMARY_INTRO = (
     "[Summary of messages 1-{through} of this conversation, written by a model when the "
@@ -96,6 +96,21 @@ COMPACTION_PROMPT = (
     "agent did with its tools and what came of it, and what is still open. Keep everything that "
     "still matters; leave out greetings and repetition. Plain prose or short lists, no preamble."
 )
+
+
+def configured_model_error(config: Config, exc: AgentRunnerError) -> AgentRunnerError:
+    """``exc``, the refusal of ``[compaction] model`` (an unknown model, a key not set), said
+    of the key in the config file that named it: every run's compaction would fail on it."""
+    return AgentRunnerError(
+        exc.code,
+        f"[compaction] model: {exc.message}",
+        hint=(f"{exc.hint} " if exc.hint else "")
+        + f"Fix [compaction] model in {config.file}, or leave it out to summarize with the "
+        "model each run uses.",
+        file=config.file,
+        line=config.line_of("compaction", "model"),
+        retryable=False,
+    )
 
 
 def summary_message(summary: ThreadSummary) -> UserMessage:
@@ -171,9 +186,22 @@ class Compactor:
     def __init__(self, engine: Engine, store: Store, config: Config) -> None:
         self.engine = engine
         self.store = store
+        self.config = config
         self.enabled = config.compaction
         self.model = config.compaction_model
         self.history_tokens = config.history_tokens
+        self._model_known = False  # [compaction] model resolved once: it cannot change
+
+    def check_model(self) -> None:
+        """``[compaction] model`` resolves (no request is made): else every run on a thread is
+        refused from the first, not once the thread first needs compacting."""
+        if self._model_known or not self.enabled or not self.model:
+            return
+        try:
+            self.engine.models.resolve(self.model)
+        except AgentRunnerError as exc:
+            raise configured_model_error(self.config, exc) from exc
+        self._model_known = True
 
     async def fit(
         self,
@@ -186,8 +214,9 @@ class Compactor:
         the window and ``history_tokens``, compacting the thread first when it outgrew them (a
         failed compaction is logged, and the newest turns that fit are sent). ``repairs``
         answer the last message's dangling tool calls; they go after it, or nowhere once it is
-        summarized. Raises a cancellation, and ``model_not_found`` or ``provider_auth`` for
-        ``[compaction] model``."""
+        summarized. Raises a cancellation, and ``model_not_found`` (checked first, whether or
+        not the thread needs compacting) or ``provider_auth`` for ``[compaction] model``."""
+        self.check_model()
         models = self.engine.models
         window = min(models.context_window(entry.model) for entry in shape.chain.entries)
         cap = shape.max_output_tokens or min(DEFAULT_OUTPUT_CAP, window // 4)
@@ -214,6 +243,8 @@ class Compactor:
             try:
                 summary = await self._compact(thread, summary, pairs, budget, shape, account)
             except AgentRunnerError as exc:
+                if exc.code in _CONFIGURED and self.model:  # the config's, not the agent's
+                    raise configured_model_error(self.config, exc) from exc
                 if exc.code in _NOT_PASSED_OVER:
                     raise
                 log.warning("compacting thread %s failed: %s: %s", thread.id, exc.code, exc)

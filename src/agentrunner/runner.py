@@ -26,7 +26,15 @@ from agentrunner.callbacks import (
 from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
 from agentrunner.capabilities.scope import RuntimeFiles
-from agentrunner.compaction import HISTORY_PAGE, Account, Compactor, Fitted, Recent, RequestShape
+from agentrunner.compaction import (
+    HISTORY_PAGE,
+    Account,
+    Compactor,
+    Fitted,
+    Recent,
+    RequestShape,
+    configured_model_error,
+)
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.history import missing_results, window
 from agentrunner.engine.messages import (
@@ -271,7 +279,12 @@ class AgentRunner:
             self.config.compaction_model
             or agent.model_refs(self.config.default_model or "test")[0][1]
         )
-        self.engine.chain(model)  # an unknown model, a missing key: refused before any row
+        try:  # an unknown model, a missing key: refused before any row
+            self.engine.chain(model)
+        except AgentRunnerError as exc:
+            if not self.config.compaction_model:
+                raise
+            raise configured_model_error(self.config, exc) from exc
         async with self.store.locks.hold(found.id) as held:
             thread = await self.store.threads.get(found.id) or found
             summary, pairs = await self.compactor.unsummarized(thread)

@@ -432,7 +432,47 @@ async def test_an_unknown_compaction_model_fails_the_run(
     with pytest.raises(AgentRunnerError) as caught:
         await runner.run_agent("helper", "long", "Hello?")
     assert caught.value.code is ErrorCode.MODEL_NOT_FOUND
+    assert caught.value.message.startswith("[compaction] model: Model 'nowhere:model'")
+    assert caught.value.file == "agentrunner.toml" and caught.value.line is not None
     assert agent_requests(mock) == []
+
+
+async def test_a_typo_in_the_compaction_model_refuses_runs_from_the_first_naming_it(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    """A [compaction] model no provider serves is refused on a thread's first run, not when it
+    first needs compacting, by its key and line in agentrunner.toml; `threads compact` says it
+    alike. With compaction off it is not used, and not refused."""
+    configure(project, mock_server, '\n[compaction]\nmodel = "mockia:gpt-mini"\n')
+    text = (project / "agentrunner.toml").read_text()
+    line = text.splitlines().index('model = "mockia:gpt-mini"') + 1
+    assert 'model = "mockai:gpt-mock"' in text  # [defaults]' model = line comes first
+    agent("helper", "model: mockai:gpt-mock")
+    runner: AgentRunner = await open_runner()
+    await seed(runner.store, "short", "helper", turns("alpha", 1))  # far inside the window
+    for attempt in (
+        lambda: runner.run_agent("helper", "short", "Hello?"),
+        lambda: runner.compact_thread("short"),
+    ):
+        with pytest.raises(AgentRunnerError) as caught:
+            await attempt()
+        error = caught.value
+        assert error.code is ErrorCode.MODEL_NOT_FOUND
+        assert error.one_line() == (
+            f"agentrunner.toml:{line}: model_not_found: [compaction] model: Model "
+            "'mockia:gpt-mini' not found: unknown provider 'mockia'"
+        )
+        assert "Did you mean 'mockai'" in (error.hint or "")
+        assert "Fix [compaction] model in agentrunner.toml" in (error.hint or "")
+    assert mock.requests == []
+    [refused] = await runner.store.runs.list(thread_id="short")  # compact_thread wrote none
+    assert (refused.status, refused.error_code) == ("failed", "model_not_found")
+    assert (refused.error_message or "").startswith("[compaction] model: Model 'mockia:gpt-mini'")
+
+    configure(project, mock_server, '\n[compaction]\nenabled = false\nmodel = "mockia:gpt-mini"\n')
+    unused: AgentRunner = await open_runner()
+    result = await unused.run_agent("helper", "short", "Hello again?")
+    assert result.stop_reason == "end_turn" and len(agent_requests(mock)) == 1
 
 
 async def test_threads_compact_summarizes_every_message_as_a_run(
