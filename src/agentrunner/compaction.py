@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
@@ -70,6 +70,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("agentrunner.compaction")
+
+# What a compaction's thread outgrew, and the history's bound in tokens (None: asked for)
+Bound = tuple[Literal["context_window", "history_tokens", "asked"], int | None]
 
 HISTORY_PAGE = 100  # messages read at a time, newest first, until the window is full
 SUMMARY_TOKENS = 2048  # the longest summary asked for …
@@ -221,9 +224,11 @@ class Compactor:
         window = min(models.context_window(entry.model) for entry in shape.chain.entries)
         cap = shape.max_output_tokens or min(DEFAULT_OUTPUT_CAP, window // 4)
         lowered = None if shape.max_output_tokens or cap >= DEFAULT_OUTPUT_CAP else cap
-        budget = window - cap - _fixed_tokens(shape) - window // MARGIN_SHARE
+        room = window - cap - _fixed_tokens(shape) - window // MARGIN_SHARE
         # at most history_tokens: a long thread's requests stay as cheap as a shorter one's
-        budget = min(budget, shape.history_tokens or self.history_tokens)
+        limit = shape.history_tokens or self.history_tokens
+        budget = min(room, limit)
+        bound: Bound = ("history_tokens", budget) if limit < room else ("context_window", budget)
         thread = recent.thread
         summary = await self.store.threads.summary(thread.id) if thread.summary_through else None
         pairs = list(enumerate(recent.messages, recent.first_seq))
@@ -241,7 +246,7 @@ class Compactor:
             while not _reaches(pairs, thread):
                 pairs = await self._older(thread, pairs)
             try:
-                summary = await self._compact(thread, summary, pairs, budget, shape, account)
+                summary = await self._compact(thread, summary, pairs, bound, shape, account)
             except AgentRunnerError as exc:
                 if exc.code in _CONFIGURED and self.model:  # the config's, not the agent's
                     raise configured_model_error(self.config, exc) from exc
@@ -287,7 +292,9 @@ class Compactor:
         window = self.engine.models.context_window(self.engine.models.resolve(model))
         cap = min(SUMMARY_TOKENS, window // SUMMARY_SHARE)
         through = pairs[-1][0]
-        return await self._summarize(thread, summary, sendable(pairs), through, model, cap, account)
+        return await self._summarize(
+            thread, summary, sendable(pairs), through, model, cap, account, ("asked", None)
+        )
 
     async def _older(
         self, thread: Thread, pairs: list[tuple[int, Message]]
@@ -309,13 +316,14 @@ class Compactor:
         thread: Thread,
         summary: ThreadSummary | None,
         pairs: list[tuple[int, Message]],
-        budget: int,
+        bound: Bound,
         shape: RequestShape,
         account: Account,
     ) -> ThreadSummary | None:
         """Summarize the older messages, keeping the newest turns within half of ``budget``
         (after room for the summary itself); the new summary, or the old one when there is
         nothing to summarize."""
+        budget = bound[1] or 0
         messages = sendable(pairs)
         cap = min(SUMMARY_TOKENS, max(budget, 0) // SUMMARY_SHARE)
         # A model's tokens are about 4 bytes each, ours 3: room for twice the cap by our count.
@@ -326,7 +334,7 @@ class Compactor:
         through = messages[start][0] - 1 if start < len(messages) else pairs[-1][0]
         model = self.model or shape.chain.entries[0].model.ref
         return await self._summarize(
-            thread, summary, messages[:start], through, model, cap, account
+            thread, summary, messages[:start], through, model, cap, account, bound
         )
 
     async def _summarize(
@@ -338,6 +346,7 @@ class Compactor:
         model: str,
         cap: int,
         account: Account,
+        bound: Bound,
     ) -> ThreadSummary:
         """One summary of ``summary`` and ``messages`` (up to message ``through``), in as many
         requests as the model's window needs, oldest messages first, each request's summary
@@ -384,6 +393,8 @@ class Compactor:
                 "model": model,
                 "requests": made.requests,
                 "cost_micros": cost,
+                "bound": bound[0],
+                "bound_tokens": bound[1],
             },
         )
         return made

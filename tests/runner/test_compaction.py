@@ -332,6 +332,12 @@ async def test_history_tokens_bounds_the_history_below_the_window(
     configured, small = sent["configured"], sent["small"]
     assert len(summary_requests(mock)) == 2  # the configured and the small one, not the whole
     for agent_id, limit in (("configured", 8000), ("small", 4000)):
+        [run] = await runner.store.runs.list(thread_id=f"t-{agent_id}")
+        [event] = [
+            e for e in await runner.store.events.list(run.id) if e.type == "thread.compacted"
+        ]
+        assert (event.payload["bound"], event.payload["bound_tokens"]) == ("history_tokens", limit)
+    for agent_id, limit in (("configured", 8000), ("small", 4000)):
         body = sent[agent_id]
         assert body["messages"][1]["content"].endswith(f"Summary for {agent_id}.")
         assert limit // 4 < history_tokens(body, thread) <= limit, agent_id
@@ -612,8 +618,27 @@ def test_run_says_when_it_compacted_the_thread(
     assert code == 0, err
     assert "Sunny again." in out
     assert "earlier messages summarized by mockai:gpt-mock (1 request)" in err
+    assert "the thread outgrew the context window (" in err and "history_tokens" not in err
     code, out, err = cli(capsys, "run", "helper", "And tomorrow?", "--thread", "helper-long")
     assert code == 0 and "summarized" not in err  # not again until it outgrows the window
+
+    # far inside a 100,000-token window, bounded by history_tokens: said so, with its number
+    configure_large(project, mock_server, "history_tokens = 8000\n")
+
+    async def within_the_window() -> None:
+        store = await open_store(store_url)
+        await seed(store, "helper-bounded", "helper", turns("beta", 100))
+        await store.close()
+
+    asyncio.run(within_the_window())
+    mock.queue(Reply(text="A hundred questions."), model="gpt-summary")
+    code, out, err = cli(capsys, "run", "helper", "And now?", "--thread", "helper-bounded")
+    assert code == 0, err
+    assert (
+        "summarized by mockai:gpt-summary (1 request): the thread outgrew history_tokens "
+        "(8,000 tokens)" in err
+    )
+    assert "context window" not in err
 
 
 def test_ctrl_c_cancels_threads_compact_and_records_it(
