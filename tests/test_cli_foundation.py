@@ -357,12 +357,24 @@ def test_validate_checks_the_compaction_model(
     write_agent("fine", "---\nmodel: test\n---\nHello.\n")
     config = project_dir / "agentrunner.toml"
     text = config.read_text()
-    config.write_text(text + '\n[compaction]\nmodel = "nowhere:cheap"\n')
+    # a model = line of another table before it, and a key of [compaction] before its model
+    written = (
+        text
+        + '\n[defaults]\nmodel = "test"\n\n[compaction]\nenabled = true\nmodel = "nowhere:cheap"\n'
+    )
+    config.write_text(written)
+    line = written.splitlines().index('model = "nowhere:cheap"') + 1
     code, _, err = run(capsys, "agents", "validate")
     assert code == 1
     assert (
-        "agentrunner.toml: model_not_found: [compaction] model: Model 'nowhere:cheap' not found: "
-        "unknown provider 'nowhere'" in err
+        f"agentrunner.toml:{line}: model_not_found: [compaction] model: Model 'nowhere:cheap' "
+        "not found: unknown provider 'nowhere'" in err
     )
+    assert "1 problem in agentrunner.toml" in err and "in agents" not in err  # not the agents'
+    write_agent("typo", "---\nmodel: nowhere:else\n---\nHello.\n")
+    code, _, err = run(capsys, "agents", "validate")
+    assert code == 1 and "agents/typo.md:2: model_not_found" in err
+    assert "2 problems in agents and agentrunner.toml" in err
+    (project_dir / "agents" / "typo.md").unlink()
     config.write_text(text + '\n[compaction]\nmodel = "test"\n')
     assert run(capsys, "agents", "validate")[0] == 0

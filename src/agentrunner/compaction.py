@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
@@ -65,10 +65,14 @@ __all__ = [
     "Fitted",
     "Recent",
     "RequestShape",
+    "configured_model_error",
     "summary_message",
 ]
 
 log = logging.getLogger("agentrunner.compaction")
+
+# What a compaction's thread outgrew, and the history's bound in tokens (None: asked for)
+Bound = tuple[Literal["context_window", "history_tokens", "asked"], int | None]
 
 HISTORY_PAGE = 100  # messages read at a time, newest first, until the window is full
 SUMMARY_TOKENS = 2048  # the longest summary asked for …
@@ -79,9 +83,8 @@ _MIN_ROOM = 64  # tokens of transcript a summary request carries at the least
 # A compaction that failed for these fails the run: a cancellation, and a configuration that
 # would fail every run's compaction alike. Others (a provider down, a budget) are logged, and
 # the run sends the newest turns that fit.
-_NOT_PASSED_OVER = frozenset(
-    {ErrorCode.CANCELLED, ErrorCode.MODEL_NOT_FOUND, ErrorCode.PROVIDER_AUTH}
-)
+_CONFIGURED = frozenset({ErrorCode.MODEL_NOT_FOUND, ErrorCode.PROVIDER_AUTH})
+_NOT_PASSED_OVER = _CONFIGURED | {ErrorCode.CANCELLED}
 
 SUMMARY_INTRO = (
     "[Summary of messages 1-{through} of this conversation, written by a model when the "
@@ -96,6 +99,21 @@ COMPACTION_PROMPT = (
     "agent did with its tools and what came of it, and what is still open. Keep everything that "
     "still matters; leave out greetings and repetition. Plain prose or short lists, no preamble."
 )
+
+
+def configured_model_error(config: Config, exc: AgentRunnerError) -> AgentRunnerError:
+    """``exc``, the refusal of ``[compaction] model`` (an unknown model, a key not set), said
+    of the key in the config file that named it: every run's compaction would fail on it."""
+    return AgentRunnerError(
+        exc.code,
+        f"[compaction] model: {exc.message}",
+        hint=(f"{exc.hint} " if exc.hint else "")
+        + f"Fix [compaction] model in {config.file}, or leave it out to summarize with the "
+        "model each run uses.",
+        file=config.file,
+        line=config.line_of("compaction", "model"),
+        retryable=False,
+    )
 
 
 def summary_message(summary: ThreadSummary) -> UserMessage:
@@ -171,9 +189,22 @@ class Compactor:
     def __init__(self, engine: Engine, store: Store, config: Config) -> None:
         self.engine = engine
         self.store = store
+        self.config = config
         self.enabled = config.compaction
         self.model = config.compaction_model
         self.history_tokens = config.history_tokens
+        self._model_known = False  # [compaction] model resolved once: it cannot change
+
+    def check_model(self) -> None:
+        """``[compaction] model`` resolves (no request is made): else every run on a thread is
+        refused from the first, not once the thread first needs compacting."""
+        if self._model_known or not self.enabled or not self.model:
+            return
+        try:
+            self.engine.models.resolve(self.model)
+        except AgentRunnerError as exc:
+            raise configured_model_error(self.config, exc) from exc
+        self._model_known = True
 
     async def fit(
         self,
@@ -186,15 +217,18 @@ class Compactor:
         the window and ``history_tokens``, compacting the thread first when it outgrew them (a
         failed compaction is logged, and the newest turns that fit are sent). ``repairs``
         answer the last message's dangling tool calls; they go after it, or nowhere once it is
-        summarized. Raises a cancellation, and ``model_not_found`` or ``provider_auth`` for
-        ``[compaction] model``."""
+        summarized. Raises a cancellation, and ``model_not_found`` (checked first, whether or
+        not the thread needs compacting) or ``provider_auth`` for ``[compaction] model``."""
+        self.check_model()
         models = self.engine.models
         window = min(models.context_window(entry.model) for entry in shape.chain.entries)
         cap = shape.max_output_tokens or min(DEFAULT_OUTPUT_CAP, window // 4)
         lowered = None if shape.max_output_tokens or cap >= DEFAULT_OUTPUT_CAP else cap
-        budget = window - cap - _fixed_tokens(shape) - window // MARGIN_SHARE
+        room = window - cap - _fixed_tokens(shape) - window // MARGIN_SHARE
         # at most history_tokens: a long thread's requests stay as cheap as a shorter one's
-        budget = min(budget, shape.history_tokens or self.history_tokens)
+        limit = shape.history_tokens or self.history_tokens
+        budget = min(room, limit)
+        bound: Bound = ("history_tokens", budget) if limit < room else ("context_window", budget)
         thread = recent.thread
         summary = await self.store.threads.summary(thread.id) if thread.summary_through else None
         pairs = list(enumerate(recent.messages, recent.first_seq))
@@ -212,8 +246,10 @@ class Compactor:
             while not _reaches(pairs, thread):
                 pairs = await self._older(thread, pairs)
             try:
-                summary = await self._compact(thread, summary, pairs, budget, shape, account)
+                summary = await self._compact(thread, summary, pairs, bound, shape, account)
             except AgentRunnerError as exc:
+                if exc.code in _CONFIGURED and self.model:  # the config's, not the agent's
+                    raise configured_model_error(self.config, exc) from exc
                 if exc.code in _NOT_PASSED_OVER:
                     raise
                 log.warning("compacting thread %s failed: %s: %s", thread.id, exc.code, exc)
@@ -256,7 +292,9 @@ class Compactor:
         window = self.engine.models.context_window(self.engine.models.resolve(model))
         cap = min(SUMMARY_TOKENS, window // SUMMARY_SHARE)
         through = pairs[-1][0]
-        return await self._summarize(thread, summary, sendable(pairs), through, model, cap, account)
+        return await self._summarize(
+            thread, summary, sendable(pairs), through, model, cap, account, ("asked", None)
+        )
 
     async def _older(
         self, thread: Thread, pairs: list[tuple[int, Message]]
@@ -278,13 +316,14 @@ class Compactor:
         thread: Thread,
         summary: ThreadSummary | None,
         pairs: list[tuple[int, Message]],
-        budget: int,
+        bound: Bound,
         shape: RequestShape,
         account: Account,
     ) -> ThreadSummary | None:
         """Summarize the older messages, keeping the newest turns within half of ``budget``
         (after room for the summary itself); the new summary, or the old one when there is
         nothing to summarize."""
+        budget = bound[1] or 0
         messages = sendable(pairs)
         cap = min(SUMMARY_TOKENS, max(budget, 0) // SUMMARY_SHARE)
         # A model's tokens are about 4 bytes each, ours 3: room for twice the cap by our count.
@@ -295,7 +334,7 @@ class Compactor:
         through = messages[start][0] - 1 if start < len(messages) else pairs[-1][0]
         model = self.model or shape.chain.entries[0].model.ref
         return await self._summarize(
-            thread, summary, messages[:start], through, model, cap, account
+            thread, summary, messages[:start], through, model, cap, account, bound
         )
 
     async def _summarize(
@@ -307,6 +346,7 @@ class Compactor:
         model: str,
         cap: int,
         account: Account,
+        bound: Bound,
     ) -> ThreadSummary:
         """One summary of ``summary`` and ``messages`` (up to message ``through``), in as many
         requests as the model's window needs, oldest messages first, each request's summary
@@ -353,6 +393,8 @@ class Compactor:
                 "model": model,
                 "requests": made.requests,
                 "cost_micros": cost,
+                "bound": bound[0],
+                "bound_tokens": bound[1],
             },
         )
         return made

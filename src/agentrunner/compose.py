@@ -20,6 +20,7 @@ from agentrunner._paths import display_path
 from agentrunner.capabilities.builtin import builtin_capabilities
 from agentrunner.capabilities.mcp import unset_variables
 from agentrunner.capabilities.scope import RuntimeFiles
+from agentrunner.compaction import configured_model_error
 from agentrunner.config import CONFIG_FILE, Telemetry
 from agentrunner.effects import PostRunEffects
 from agentrunner.engine.engine import Engine
@@ -459,9 +460,7 @@ def check_project(project: Project) -> ProjectCheck:
         try:
             models.resolve(config.compaction_model)
         except AgentRunnerError as exc:
-            exc.file = display_path(config.path) if config.path else CONFIG_FILE
-            exc.message = f"[compaction] model: {exc.message}"
-            check.problems.append(exc)
+            check.problems.append(configured_model_error(config, exc))
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
 

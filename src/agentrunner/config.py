@@ -283,6 +283,17 @@ class Config:
     )
     unknown: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    text: str = field(default="", repr=False, compare=False)  # the file as read: for its lines
+
+    @property
+    def file(self) -> str:
+        """The config file as errors name it."""
+        return display_path(self.path) if self.path else CONFIG_FILE
+
+    def line_of(self, section: str, key: str) -> int | None:
+        """The line of ``[section] key`` in the file (1-based), for an error about a value that
+        is found wrong only once it is used; None if it cannot be found."""
+        return _key_line(self.text, section, key)
 
     @property
     def resolved_database_url(self) -> str:
@@ -478,6 +489,7 @@ def _build(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}
         ),
         raw=MappingProxyType(raw),
+        text=text,
     )
 
 
@@ -880,6 +892,29 @@ def _line_of(text: str, key: str) -> int | None:
     )
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def _key_line(text: str, section: str, key: str) -> int | None:
+    """The line of ``key = …`` under ``[section]`` (or of ``section.key = …`` before any
+    table, or of an inline ``section = {…}``)."""
+    current: str | None = None
+    key_pattern = re.compile(rf'^"?{re.escape(key)}"?\s*=')
+    dotted = re.compile(rf"^{re.escape(section)}\s*\.\s*{re.escape(key)}\s*=")
+    inline = re.compile(rf"^{re.escape(section)}\s*=\s*\{{")
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        header = re.match(r"^\[\s*([^\[\]]+?)\s*\]", stripped)
+        if header:
+            current = header.group(1).replace('"', "").replace(" ", "")
+            continue
+        found = (
+            key_pattern.match(stripped)
+            if current == section
+            else current is None and (dotted.match(stripped) or inline.match(stripped))
+        )
+        if found:
+            return number
+    return None
 
 
 def _config_error(

@@ -66,9 +66,9 @@ class FromChild(TypedDict, total=False):
 
 
 class ThreadCompacted(FromChild):
-    """the thread outgrew the model's context window and its older messages were summarized,
-    before the run's first step (or by `agentrunner threads compact`); the summary is sent from
-    then on in their place"""
+    """the thread outgrew what its history may take (the model's context window, or
+    `history_tokens` below it) and its older messages were summarized, before the run's first
+    step (or by `agentrunner threads compact`); the summary is sent from then on in their place"""
 
     thread_id: Annotated[str, "the thread"]
     through_seq: Annotated[int, "the last message the summary covers (messages are numbered 1..n)"]
@@ -76,6 +76,13 @@ class ThreadCompacted(FromChild):
     model: Annotated[str, "the model that wrote the summary, `provider:model`"]
     requests: Annotated[int, "how many requests it took (a long backlog is summarized in parts)"]
     cost_micros: Annotated[int | None, "what they cost in micro-dollars; null: unknown"]
+    bound: Annotated[
+        Literal["context_window", "history_tokens", "asked"],
+        "what the thread outgrew: the context window (what it leaves for history), "
+        "`history_tokens` (the config's or the agent's `limits.history_tokens`); `asked`: "
+        "`threads compact`",
+    ]
+    bound_tokens: Annotated[int | None, "the history's bound in tokens; null: `asked`"]
 
 
 class StepStarted(FromChild):

@@ -26,7 +26,15 @@ from agentrunner.callbacks import (
 from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
 from agentrunner.capabilities.scope import RuntimeFiles
-from agentrunner.compaction import HISTORY_PAGE, Account, Compactor, Fitted, Recent, RequestShape
+from agentrunner.compaction import (
+    HISTORY_PAGE,
+    Account,
+    Compactor,
+    Fitted,
+    Recent,
+    RequestShape,
+    configured_model_error,
+)
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.history import missing_results, window
 from agentrunner.engine.messages import (
@@ -253,21 +261,30 @@ class AgentRunner:
         self.agents.get(agent_id)
         return await agent_thread(self.store, agent_id, thread_id)
 
-    async def compact_thread(self, thread_id: str) -> ThreadSummary:
+    async def compact_thread(
+        self, thread_id: str, abort: AbortSignal | None = None
+    ) -> ThreadSummary:
         """Summarize the messages of thread ``thread_id`` (or of the one whose id begins with
         it) that its summary does not cover yet, by ``[compaction] model`` (default: its agent's
         model): its next run is sent the summary in their place; the messages stay. Done under
         the thread's lock as a run of its agent (stop reason ``compacted``), whose budgets apply
         and whose cost rows record it. ``thread_not_found`` for an unknown thread, ``validation``
         for one with nothing to compact, both before anything is written; the model's errors
-        as a run's (the run ``failed``)."""
+        as a run's (the run ``failed``), and ``cancelled`` once ``abort`` fires (the run
+        ``cancelled``, the request it cut off charged by estimate): either carries the run's id
+        in its ``details["run_id"]``."""
         found = await find_thread(self.store, thread_id)
         agent = self.agents.get(found.agent_id)
         model = (
             self.config.compaction_model
             or agent.model_refs(self.config.default_model or "test")[0][1]
         )
-        self.engine.chain(model)  # an unknown model, a missing key: refused before any row
+        try:  # an unknown model, a missing key: refused before any row
+            self.engine.chain(model)
+        except AgentRunnerError as exc:
+            if not self.config.compaction_model:
+                raise
+            raise configured_model_error(self.config, exc) from exc
         async with self.store.locks.hold(found.id) as held:
             thread = await self.store.threads.get(found.id) or found
             summary, pairs = await self.compactor.unsummarized(thread)
@@ -295,6 +312,7 @@ class AgentRunner:
                     self.store.costs, agent.id, run_id, self.config.budgets, rows.log.write
                 ),
                 timeout_s=agent.limits.timeout_s,
+                abort=abort,
             )
             try:
                 made = await self.compactor.compact_all(thread, summary, pairs, model, account)
@@ -302,6 +320,8 @@ class AgentRunner:
                 failed = _as_error(exc)
                 end = self._compaction_end(run_id, model, cost, failed)
                 await asyncio.shield(rows.log.flush_with(ops(end, held.release_ops())))
+                if isinstance(exc, AgentRunnerError):  # which run to look at
+                    exc.details["run_id"] = run_id
                 raise
             end = self._compaction_end(run_id, model, cost, None)
             await rows.log.flush_with(ops(end, held.release_ops()))
@@ -310,13 +330,13 @@ class AgentRunner:
     def _compaction_end(
         self, run_id: str, model: str, cost: CostTracker, error: AgentRunnerError | None
     ) -> Any:
-        status = "completed" if error is None else "failed"
+        status, stop = ("completed", "compacted") if error is None else ("failed", "error")
         if error is not None and error.code is ErrorCode.CANCELLED:
-            status = "cancelled"
+            status = stop = "cancelled"  # as a run's
         return self.store.runs.finish_op(
             run_id,
             status=status,
-            stop_reason="compacted" if error is None else "error",
+            stop_reason=stop,
             model=model,
             usage=cost.usage.to_dict(),
             cost_micros=cost.micros,

@@ -332,6 +332,12 @@ async def test_history_tokens_bounds_the_history_below_the_window(
     configured, small = sent["configured"], sent["small"]
     assert len(summary_requests(mock)) == 2  # the configured and the small one, not the whole
     for agent_id, limit in (("configured", 8000), ("small", 4000)):
+        [run] = await runner.store.runs.list(thread_id=f"t-{agent_id}")
+        [event] = [
+            e for e in await runner.store.events.list(run.id) if e.type == "thread.compacted"
+        ]
+        assert (event.payload["bound"], event.payload["bound_tokens"]) == ("history_tokens", limit)
+    for agent_id, limit in (("configured", 8000), ("small", 4000)):
         body = sent[agent_id]
         assert body["messages"][1]["content"].endswith(f"Summary for {agent_id}.")
         assert limit // 4 < history_tokens(body, thread) <= limit, agent_id
@@ -432,7 +438,47 @@ async def test_an_unknown_compaction_model_fails_the_run(
     with pytest.raises(AgentRunnerError) as caught:
         await runner.run_agent("helper", "long", "Hello?")
     assert caught.value.code is ErrorCode.MODEL_NOT_FOUND
+    assert caught.value.message.startswith("[compaction] model: Model 'nowhere:model'")
+    assert caught.value.file == "agentrunner.toml" and caught.value.line is not None
     assert agent_requests(mock) == []
+
+
+async def test_a_typo_in_the_compaction_model_refuses_runs_from_the_first_naming_it(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    """A [compaction] model no provider serves is refused on a thread's first run, not when it
+    first needs compacting, by its key and line in agentrunner.toml; `threads compact` says it
+    alike. With compaction off it is not used, and not refused."""
+    configure(project, mock_server, '\n[compaction]\nmodel = "mockia:gpt-mini"\n')
+    text = (project / "agentrunner.toml").read_text()
+    line = text.splitlines().index('model = "mockia:gpt-mini"') + 1
+    assert 'model = "mockai:gpt-mock"' in text  # [defaults]' model = line comes first
+    agent("helper", "model: mockai:gpt-mock")
+    runner: AgentRunner = await open_runner()
+    await seed(runner.store, "short", "helper", turns("alpha", 1))  # far inside the window
+    for attempt in (
+        lambda: runner.run_agent("helper", "short", "Hello?"),
+        lambda: runner.compact_thread("short"),
+    ):
+        with pytest.raises(AgentRunnerError) as caught:
+            await attempt()
+        error = caught.value
+        assert error.code is ErrorCode.MODEL_NOT_FOUND
+        assert error.one_line() == (
+            f"agentrunner.toml:{line}: model_not_found: [compaction] model: Model "
+            "'mockia:gpt-mini' not found: unknown provider 'mockia'"
+        )
+        assert "Did you mean 'mockai'" in (error.hint or "")
+        assert "Fix [compaction] model in agentrunner.toml" in (error.hint or "")
+    assert mock.requests == []
+    [refused] = await runner.store.runs.list(thread_id="short")  # compact_thread wrote none
+    assert (refused.status, refused.error_code) == ("failed", "model_not_found")
+    assert (refused.error_message or "").startswith("[compaction] model: Model 'mockia:gpt-mini'")
+
+    configure(project, mock_server, '\n[compaction]\nenabled = false\nmodel = "mockia:gpt-mini"\n')
+    unused: AgentRunner = await open_runner()
+    result = await unused.run_agent("helper", "short", "Hello again?")
+    assert result.stop_reason == "end_turn" and len(agent_requests(mock)) == 1
 
 
 async def test_threads_compact_summarizes_every_message_as_a_run(
@@ -572,5 +618,93 @@ def test_run_says_when_it_compacted_the_thread(
     assert code == 0, err
     assert "Sunny again." in out
     assert "earlier messages summarized by mockai:gpt-mock (1 request)" in err
+    assert "the thread outgrew the context window (" in err and "history_tokens" not in err
     code, out, err = cli(capsys, "run", "helper", "And tomorrow?", "--thread", "helper-long")
     assert code == 0 and "summarized" not in err  # not again until it outgrows the window
+
+    # far inside a 100,000-token window, bounded by history_tokens: said so, with its number
+    configure_large(project, mock_server, "history_tokens = 8000\n")
+
+    async def within_the_window() -> None:
+        store = await open_store(store_url)
+        await seed(store, "helper-bounded", "helper", turns("beta", 100))
+        await store.close()
+
+    asyncio.run(within_the_window())
+    mock.queue(Reply(text="A hundred questions."), model="gpt-summary")
+    code, out, err = cli(capsys, "run", "helper", "And now?", "--thread", "helper-bounded")
+    assert code == 0, err
+    assert (
+        "summarized by mockai:gpt-summary (1 request): the thread outgrew history_tokens "
+        "(8,000 tokens)" in err
+    )
+    assert "context window" not in err
+
+
+def test_ctrl_c_cancels_threads_compact_and_records_it(
+    agent: Agent,
+    mock: MockProvider,
+    capsys: pytest.CaptureFixture[str],
+    project: Path,
+    mock_server: Any,
+    store_url: str,
+) -> None:
+    """`threads compact` on a model that never answers stops at Ctrl-C as `run` does: a
+    `cancelled` line, exit 130, the run recorded cancelled, its request's cost estimated —
+    unknown for a model with no price, in dollars for one with a price."""
+    import asyncio
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from agentrunner.store import open_store
+    from tests.runner.test_cli_run import cli
+
+    configure(project, mock_server, "")  # no [compaction] model: each agent's own
+    agent("priced", "model: mockai:gpt-mock")
+    agent("unpriced", "model: mockai:gpt-slow")  # no [prices] entry, unknown to genai-prices
+
+    async def threads() -> None:
+        store = await open_store(store_url)
+        await seed(store, "priced-chat", "priced", turns("alpha", 5))
+        await seed(store, "unpriced-chat", "unpriced", turns("beta", 5))
+        await store.close()
+
+    asyncio.run(threads())
+    shown = {}
+    for agent_id, model in (("priced", "gpt-mock"), ("unpriced", "gpt-slow")):
+        mock.queue(Reply(text="Too late.", delay_s=60), model=model)
+        before = len(mock.requests)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentrunner", "threads", "compact", f"{agent_id}-chat"],
+            cwd=project,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=os.environ.copy(),
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(mock.requests) == before:
+            time.sleep(0.05)
+        assert len(mock.requests) == before + 1  # the summary request is waiting on its answer
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert "cancelled" in err and "Traceback" not in err and "error" not in err
+        assert "compacted" not in out
+        [run] = json.loads(cli(capsys, "runs", "list", "--agent", agent_id, "--json")[1])
+        assert (run["status"], run["stop_reason"]) == ("cancelled", "cancelled")
+        assert run["error"] == {"code": "cancelled", "message": "cancelled: Ctrl-C"}
+        assert run["usage"]["estimated"] and run["usage"]["input_tokens"] > 0
+        assert f"run {run['id']}" in err
+        shown[agent_id] = (run, err)
+        thread = json.loads(cli(capsys, "threads", "show", f"{agent_id}-chat", "--json")[1])
+        assert thread["thread"]["summary_through"] == 0 and thread["summary"] is None
+
+    priced, unpriced = shown["priced"][0], shown["unpriced"][0]
+    assert priced["cost_usd"] > 0 and unpriced["cost_usd"] is None
+    assert "cost unknown" in shown["unpriced"][1] and "cost unknown" not in shown["priced"][1]
+    listing = cli(capsys, "runs", "list", "--agent", "unpriced")[1]
+    assert "unknown" in listing and "$0.0000" not in listing

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from agentrunner.agents import AgentRegistry, AgentSpec
     from agentrunner.config import Config
+    from agentrunner.errors import AgentRunnerError
     from agentrunner.project import Project
 
 __all__ = ["app"]
@@ -136,12 +137,19 @@ def validate() -> None:
         count = len(check.problems)
         err.print(
             f"[red]{count} problem{'s' if count > 1 else ''}[/] in "
-            f"{escape(display_path(project.config.agents_dir))}"
+            f"{escape(_where(check.problems, project.config))}"
         )
         raise typer.Exit(1)
     out.print(
         f"[green]✓[/] {len(project.agents)} agent{'s' if len(project.agents) != 1 else ''} valid"
     )
+
+
+def _where(problems: list[AgentRunnerError], config: Config) -> str:
+    """Where the problems are: the agents directory, the config file, or both."""
+    agents = display_path(config.agents_dir)
+    places = {config.file if problem.file == config.file else agents for problem in problems}
+    return " and ".join(sorted(places, key=lambda place: place != agents))
 
 
 def _persona_text(spec: AgentSpec, project: Project) -> str:

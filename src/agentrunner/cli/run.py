@@ -17,7 +17,7 @@ from agentrunner.cli.console import err, out, print_error
 from agentrunner.cli.project import SET_HELP
 
 if TYPE_CHECKING:
-    from agentrunner.events import Event, EventData
+    from agentrunner.events import Event, EventData, ThreadCompacted
     from agentrunner.model_settings import ModelSettings
     from agentrunner.runner import AgentRunner, RunResult
 
@@ -287,7 +287,7 @@ class EventPrinter:
                 err.print(
                     f"[dim]… {compacted['messages']} earlier messages summarized by "
                     f"{escape(compacted['model'])} ({requests} request"
-                    f"{'s' if requests != 1 else ''}): the thread outgrew the context window[/]"
+                    f"{'s' if requests != 1 else ''}): {_outgrew(compacted)}[/]"
                 )
             case ("model.setting_dropped", dropped):
                 self.end()
@@ -310,6 +310,17 @@ class EventPrinter:
             sys.stdout.write("\n")
             sys.stdout.flush()
             self.mid_line = False
+
+
+def _outgrew(compacted: ThreadCompacted) -> str:
+    """Which bound on its history the thread outgrew."""
+    tokens = compacted["bound_tokens"]
+    match compacted["bound"]:
+        case "history_tokens":
+            return f"the thread outgrew history_tokens ({tokens:,} tokens)"
+        case "context_window":
+            return f"the thread outgrew the context window ({tokens:,} tokens for history)"
+    return "asked for"
 
 
 def _told(event: Event) -> str | None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.markup import escape
 
-from agentrunner.cli.console import Column, listing, out
+from agentrunner.cli.console import Column, err, listing, out
 from agentrunner.cli.cost import cache_line
 
 if TYPE_CHECKING:
@@ -196,23 +197,51 @@ def threads_compact(
 ) -> None:
     """Summarize a thread's messages now, by [compaction] model: its next run is sent the
     summary in their place (the messages stay). Runs do it themselves when a thread outgrows
-    the model's context window."""
+    the history's bound. Ctrl-C cancels it."""
 
-    async def main() -> ThreadSummary:
+    async def main() -> ThreadSummary | None:
         from agentrunner.compose import open_runner
+        from agentrunner.engine.abort import AbortSignal
+        from agentrunner.errors import AgentRunnerError, ErrorCode
 
         runner = await open_runner()
+        abort = AbortSignal()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
         try:
-            return await runner.compact_thread(thread_id)
+            return await runner.compact_thread(thread_id, abort)
+        except AgentRunnerError as exc:
+            run_id = exc.details.get("run_id")
+            if exc.code is not ErrorCode.CANCELLED or run_id is None:
+                raise
+            run = await runner.store.runs.get(run_id)
+            if run is None:
+                raise
+            _cancelled(run)  # said as `run` says it
+            return None
         finally:
+            loop.remove_signal_handler(signal.SIGINT)
             await runner.close()
 
     summary = asyncio.run(main())
+    if summary is None:
+        raise typer.Exit(130)
     if as_json:
         out.print_json(data={"thread_id": summary.thread_id, **summary.to_dict()})
         return
     out.print(f"[bold]{escape(summary.thread_id)}[/] compacted")
     _print_summary(summary)
+
+
+def _cancelled(run: RunRecord) -> None:
+    usage = run.token_usage or {}
+    tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+    cost = _usd(run.cost_micros, run.cost_known)
+    estimated = " (estimated)" if usage.get("estimated") else ""
+    err.print(
+        f"[yellow]cancelled[/] [dim]· {tokens:,} tokens{estimated} · "
+        f"{'cost unknown' if cost == 'unknown' else cost} · run {run.id}[/]"
+    )
 
 
 def _print_summary(summary: ThreadSummary) -> None:
