@@ -30,7 +30,7 @@ from tests.engine.helpers import Recorder, chain
 
 def test_builtin_providers() -> None:
     expected = {
-        "openai": ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        "openai": ("openai-responses", "https://api.openai.com/v1", "OPENAI_API_KEY"),
         "anthropic": ("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
         "ollama": ("openai", "http://127.0.0.1:11434/v1", None),
         "openrouter": ("openai", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
