@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, assert_never
 
+import orjson
+
 from agentrunner.engine.failures import stream_error
 from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
@@ -181,8 +183,12 @@ class ResponsesWire:
         self._end(body, fold)
 
     def fold_event(self, event: str | None, data: str, fold: ResponseFold) -> None:
-        """One Responses stream event; parts go by the id of their item."""
-        payload = json.loads(data)
+        """One Responses stream event; parts go by the id of their item. An event whose name
+        says it adds nothing (``response.in_progress`` echoes the whole request, the ``.done``
+        of a part repeats its deltas) is not parsed."""
+        if event is not None and event not in _FOLDED:
+            return
+        payload = orjson.loads(data)  # a stream's events are many: the faster parser
         kind = payload.get("type") or event
         # The deltas first: they are most of a stream.
         if kind == "response.output_text.delta":
@@ -219,9 +225,6 @@ class ResponsesWire:
     def _refusal(self, payload: Mapping[str, Any], fold: ResponseFold) -> None:
         fold.refusal((payload["item_id"], "refusal"), payload.get("delta") or "")
 
-    def _started(self, payload: Mapping[str, Any], fold: ResponseFold) -> None:
-        fold.identify((payload.get("response") or {}).get("model"))
-
     def _finished(self, payload: Mapping[str, Any], fold: ResponseFold) -> None:
         self._end(payload.get("response") or {}, fold)
 
@@ -253,12 +256,20 @@ _EVENTS: dict[str, _Handler] = {
     "response.output_item.added": ResponsesWire._added,
     "response.output_item.done": ResponsesWire._done,
     "response.refusal.delta": ResponsesWire._refusal,
-    "response.created": ResponsesWire._started,
     "response.completed": ResponsesWire._finished,
     "response.incomplete": ResponsesWire._finished,
     "response.failed": ResponsesWire._failed,
     "error": ResponsesWire._error,
 }
+# The events read (the rest are skipped unparsed): the deltas and the handled ones.
+_FOLDED = frozenset(
+    {
+        "response.output_text.delta",
+        "response.function_call_arguments.delta",
+        "response.reasoning_summary_text.delta",
+        *_EVENTS,
+    }
+)
 
 
 def _reasoning_done(item: Mapping[str, Any], fold: ResponseFold) -> None:
