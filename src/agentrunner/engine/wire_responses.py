@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, assert_never
 
 import orjson
@@ -43,6 +43,7 @@ from agentrunner.engine.wire_openai import is_strict_schema
 __all__ = ["ResponsesWire", "reasons"]
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
+_STRICT_CACHE = 1024
 # Model names OpenAI's reasoning models go by; the ``-chat`` ones (gpt-5-chat-latest) do not
 # reason. Asking another model for encrypted reasoning is an error, so the list errs short: a
 # reasoning model missing from it works, only without its reasoning kept between requests.
@@ -62,9 +63,23 @@ class ResponsesWire:
     _: KW_ONLY
     native_structured_output: bool = True
     prompt_cache_key: bool = False  # send the request's cache_key (OpenAI knows the field)
+    # Whether each tool's schema is strict, by the schema itself: a tool is sent with every
+    # request of every run, and walking its schema each time cost more than the rest of the
+    # tool's translation. The schema is kept with its answer so the entry cannot outlive it.
+    _strict: dict[int, tuple[Mapping[str, Any], bool]] = field(default_factory=dict, repr=False)
 
     def path(self, request: ModelRequest) -> str:
         return "/responses"
+
+    def _strict_schema(self, schema: Mapping[str, Any]) -> bool:
+        known = self._strict.get(id(schema))
+        if known is not None and known[0] is schema:
+            return known[1]
+        if len(self._strict) >= _STRICT_CACHE:  # tools made per run (an MCP server's) come and go
+            self._strict.clear()
+        strict = is_strict_schema(schema)
+        self._strict[id(schema)] = (schema, strict)
+        return strict
 
     def build(self, request: ModelRequest) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
@@ -96,7 +111,7 @@ class ResponsesWire:
                     "description": t.description,
                     "parameters": dict(t.parameters),
                     # The API's default is strict, which refuses a schema strict mode cannot take.
-                    "strict": is_strict_schema(t.parameters),
+                    "strict": self._strict_schema(t.parameters),
                 }
                 for t in request.tools
             ]

@@ -383,7 +383,8 @@ def responses_stream(reply: Reply, model: str, rid: int, body: dict[str, Any]) -
         events.append((kind, {"type": kind, "sequence_number": len(events), **fields}))
 
     output = _responses_items(reply, rid, body)
-    started = {**_response(reply, model, rid, body, []), "status": "in_progress", "usage": None}
+    final = _response(reply, model, rid, body, output)
+    started = {**final, "status": "in_progress", "output": [], "usage": None}
     started["incomplete_details"] = None
     emit("response.created", response=started)
     emit("response.in_progress", response=started)
@@ -423,7 +424,6 @@ def responses_stream(reply: Reply, model: str, rid: int, body: dict[str, Any]) -
                 emit("response.function_call_arguments.delta", **at, delta=piece)
             emit("response.function_call_arguments.done", **at, arguments=args)
         emit("response.output_item.done", output_index=index, item=item)
-    final = _response(reply, model, rid, body, output)
     emit(f"response.{final['status']}", response=final)
     return events
 
