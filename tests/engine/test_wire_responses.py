@@ -1341,6 +1341,19 @@ def test_a_failed_response_mid_stream_is_classified_by_its_error_code() -> None:
     }
 
 
+def test_each_tool_is_strict_as_its_own_schema_allows_request_after_request() -> None:
+    closed = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    closed["additionalProperties"] = False
+    loose = {"type": "object", "properties": {"q": {"type": "string"}}}
+    wire = ResponsesWire("openai")  # one wire serves every request of a provider
+    strict = []
+    for schemas in ([closed, loose], [loose], [closed], [dict(loose), dict(closed)]):
+        tools = [ToolDefinition(f"t{n}", "", schema) for n, schema in enumerate(schemas)]
+        built = wire.build(ModelRequest("gpt-4.1", "", [UserMessage("hi")], tools=tools))
+        strict.append([t["strict"] for t in built["tools"]])
+    assert strict == [[True, False], [False], [True], [False, True]]
+
+
 def test_usage_keeps_cached_and_reasoning_tokens() -> None:
     fold = ResponseFold("openai")
     usage = {
