@@ -32,20 +32,11 @@ kind = "anthropic"
 base_url = "{anthropic}"
 api_key_env = "MOCK_KEY"
 
-[providers.mockresp]
-kind = "openai-responses"
-base_url = "{openai}"
-api_key_env = "MOCK_KEY"
-
 [prices."mockai:gpt-mock"]
 input_per_mtok = 1.0
 output_per_mtok = 2.0
 
 [prices."mockant:claude-mock"]
-input_per_mtok = 1.0
-output_per_mtok = 2.0
-
-[prices."mockresp:gpt-5-mock"]
 input_per_mtok = 1.0
 output_per_mtok = 2.0
 {extra}

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner
-from agentrunner.testing import MockProvider, PromptCacheModel, Reply
+from agentrunner.testing import MockProvider, MockProviderServer, PromptCacheModel, Reply
 from tests.runner.conftest import Agent
 from tests.runner.test_cli_run import cli
 
@@ -24,6 +24,21 @@ WIRES = pytest.mark.parametrize(
     "model", ["mockai:gpt-mock", "mockant:claude-mock", "mockresp:gpt-5-mock"]
 )
 EPHEMERAL = {"type": "ephemeral"}
+
+
+RESPONSES = """
+[providers.mockresp]
+kind = "openai-responses"
+base_url = "{url}"
+api_key_env = "MOCK_KEY"
+"""
+
+
+def with_model(project: Path, model: str, server: MockProviderServer) -> None:
+    """The provider ``model`` needs: the project's own, or the Responses API's on the mock."""
+    if model.startswith("mockresp:"):
+        path = project / "agentrunner.toml"
+        path.write_text(path.read_text() + RESPONSES.format(url=server.openai_url))
 
 
 def set_provider(project: Path, provider: str, line: str) -> None:
@@ -105,8 +120,14 @@ async def converse(
 @SQLITE_ONLY
 @WIRES
 async def test_each_request_of_a_thread_starts_with_the_whole_request_before_it(
-    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, model: str
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    mock_server: MockProviderServer,
+    project: Path,
+    model: str,
 ) -> None:
+    with_model(project, model, mock_server)
     set_provider(project, model.partition(":")[0], "prompt_cache = true")
     agent("helper", f"model: {model}\ncapabilities: [notes]")
     mock.prompt_cache = small_cache()
@@ -173,8 +194,14 @@ async def test_each_request_of_a_thread_starts_with_the_whole_request_before_it(
 @SQLITE_ONLY
 @WIRES
 async def test_a_memory_write_starts_the_history_over_once_after_the_system_prompt(
-    agent: Agent, open_runner: Any, mock: MockProvider, model: str
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    mock_server: MockProviderServer,
+    project: Path,
+    model: str,
 ) -> None:
+    with_model(project, model, mock_server)
     agent("helper", f"model: {model}\ncapabilities: [memory]")
     runner: AgentRunner = await open_runner()
     mock.queue(
