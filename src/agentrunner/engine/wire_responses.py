@@ -45,8 +45,9 @@ __all__ = ["ResponsesWire", "reasons"]
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 _STRICT_CACHE = 1024
 # Model names OpenAI's reasoning models go by; the ``-chat`` ones (gpt-5-chat-latest) do not
-# reason. Asking another model for encrypted reasoning is an error, so the list errs short: a
-# reasoning model missing from it works, only without its reasoning kept between requests.
+# reason. A model that does not reason may refuse to be asked for encrypted reasoning (other
+# clients ask only reasoning models), so the list errs short: a reasoning model missing from it
+# works, only without its reasoning kept between requests.
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5", "codex")
 
 
