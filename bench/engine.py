@@ -1,10 +1,14 @@
 """The engine against a hand-written plain-httpx2 loop (the floor), on one turn:
 2 model requests + 1 tool call, against the mock provider at 0 ms in its own process.
 
-Configurations run interleaved (round-robin, several rounds), each in a fresh worker process so
-its peak RSS is its own. Reports turns/s, CPU ms per turn (the worker's CPU), latency p50/p95
-and peak RSS, plus import times. Targets (issue 3): engine >= 0.6 × floor turns/s; peak RSS
-< 80 MB at concurrency 64; `import agentrunner` < 0.25 s.
+The engine runs the turn over Chat Completions (`engine`) and over OpenAI's Responses API
+(`responses`: the same turn, the mock answering as the API does, events and echoed request
+fields included). Configurations run interleaved (round-robin, several rounds), each in a fresh
+worker process so its peak RSS is its own. Reports turns/s, CPU ms per turn (the worker's CPU),
+latency p50/p95 and peak RSS, plus import times. Targets (issue 3): engine >= 0.6 × floor
+turns/s; peak RSS < 80 MB at concurrency 64; `import agentrunner` < 0.25 s. Issue 30: the
+Responses wire within 10 % of Chat Completions' turns/s (>= 0.9 ×, same stream and
+concurrency).
 
     python bench/engine.py [--turns 400] [--rounds 3]
 """
@@ -33,10 +37,16 @@ CONFIGS = [
     ("floor", False, 1),
     ("engine", False, 1),
     ("engine", True, 1),
+    ("responses", False, 1),
+    ("responses", True, 1),
     ("floor", False, 64),
     ("engine", False, 64),
     ("engine", True, 64),
+    ("responses", False, 64),
+    ("responses", True, 64),
 ]
+# The wire each engine configuration speaks: Chat Completions, or OpenAI's Responses API.
+KINDS = {"engine": "openai", "responses": "openai-responses"}
 SYSTEM = "You are a weather assistant."
 QUESTION = "What's the weather in Paris?"
 TOOL_SCHEMA = {
@@ -87,7 +97,7 @@ def floor_factory(base_url: str) -> Any:
     return turn, client.aclose
 
 
-def engine_factory(base_url: str, stream: bool) -> Any:
+def engine_factory(base_url: str, stream: bool, kind: str = "openai") -> Any:
     from agentrunner.config import ProviderConfig
     from agentrunner.engine import Engine, ModelRegistry, Tool, ToolContext
 
@@ -95,7 +105,7 @@ def engine_factory(base_url: str, stream: bool) -> Any:
         return await weather(**args)
 
     tool = Tool("get_weather", "Weather.", TOOL_SCHEMA, fn)
-    engine = Engine(ModelRegistry({"bench": ProviderConfig("bench", "openai", base_url)}))
+    engine = Engine(ModelRegistry({"bench": ProviderConfig("bench", kind, base_url)}))
 
     async def turn() -> str:
         result = await engine.run(
@@ -109,7 +119,11 @@ def engine_factory(base_url: str, stream: bool) -> Any:
 async def drive(
     kind: str, stream: bool, concurrency: int, turns: int, base_url: str
 ) -> dict[str, Any]:
-    turn, close = floor_factory(base_url) if kind == "floor" else engine_factory(base_url, stream)
+    turn, close = (
+        floor_factory(base_url)
+        if kind == "floor"
+        else engine_factory(base_url, stream, KINDS[kind])
+    )
     for _ in range(max(10, concurrency)):  # warm up connections and code paths
         await turn()
     latencies: list[float] = []
@@ -236,11 +250,13 @@ def main() -> None:
     rows = []
     for name, s in summary.items():
         floor = summary[f"floor c={name.rsplit('c=', 1)[1]}"]["turns_per_s"]
+        chat = summary.get(name.replace("responses", "engine"), s)["turns_per_s"]
         rows.append(
             [
                 name,
                 s["turns_per_s"],
                 s["turns_per_s"] / floor,
+                s["turns_per_s"] / chat if name.startswith("responses") else "",
                 s["cpu_ms_per_turn"],
                 s["p50_ms"],
                 s["p95_ms"],
@@ -250,7 +266,16 @@ def main() -> None:
     print_table(
         "One turn = 2 requests + 1 tool call; mock at 0 ms; "
         f"median of {args.rounds} interleaved rounds of {args.turns} turns",
-        ["loop", "turns/s", "× floor", "CPU ms/turn", "p50 ms", "p95 ms", "peak RSS MB"],
+        [
+            "loop",
+            "turns/s",
+            "× floor",
+            "× chat",
+            "CPU ms/turn",
+            "p50 ms",
+            "p95 ms",
+            "peak RSS MB",
+        ],
         rows,
     )
     imports = {m: import_time(m) for m in ("agentrunner", "agentrunner.engine")}
@@ -261,6 +286,7 @@ def main() -> None:
     )
     targets = {
         "engine_vs_floor_min": 0.6,
+        "responses_vs_chat_min": 0.9,
         "peak_rss_mb_c64_max": 80,
         "import_agentrunner_s_max": 0.25,
     }

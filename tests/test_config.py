@@ -10,6 +10,7 @@ from agentrunner.config import (
     DEFAULT_HISTORY_TOKENS,
     WHOLE_WINDOW,
     ConfigExtensionRegistry,
+    ProviderConfig,
     find_config_file,
     load_config,
 )
@@ -199,6 +200,15 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ("[compaction]\nhistory_tokens = true\n", "history_tokens must be a whole number"),
         ("[compaction]\nhistory_token = 16000\n", "did you mean 'compaction.history_tokens'"),
         ('[telemetry]\nmetrics = "off"\n', "telemetry.metrics must be true or false"),
+        ('[providers.x]\napi = "completions"\n', "providers.x.api must be one of chat, responses"),
+        ('[providers.x]\nkind = "anthropic"\napi = "chat"\n', "chooses between OpenAI's APIs"),
+        (
+            '[providers.az]\nbase_url = "https://a.openai.azure.com"\napi_version = "2024-10-21"\n'
+            'api = "responses"\n',
+            "Azure OpenAI (api_version) is spoken to in Chat Completions only",
+        ),
+        ('[models."anthropic:claude-x"]\napi = "chat"\n', "its provider's kind is 'anthropic'"),
+        ('[models."openai:gpt-4o"]\napi = "both"\n', 'models."openai:gpt-4o".api must be one'),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
@@ -220,6 +230,33 @@ def test_prompt_cache_hints_are_the_providers_default_unless_set(tmp_path: Path)
     )
     providers = load_config(tmp_path, env={}).providers
     assert [providers[n].prompt_cache for n in "abc"] == [False, True, None]
+
+
+def test_openai_api_by_provider_and_by_model(tmp_path: Path) -> None:
+    """OpenAI's built-in provider speaks the Responses API; its table may say `api` alone (the
+    rest stays the built-in's) and a model's table may choose for that model; a table with a
+    base_url of its own is a provider of its own, Chat Completions unless it says otherwise."""
+    write(
+        tmp_path,
+        '[providers.openai]\napi = "chat"\n'
+        '[models."openai:gpt-5"]\napi = "responses"\n'
+        '[providers.local]\nbase_url = "http://127.0.0.1:8000/v1"\napi = "responses"\n'
+        '[providers.groq]\nbase_url = "http://proxy.internal/groq"\n',
+    )
+    config = load_config(tmp_path, env={})
+    assert config.providers["openai"] == ProviderConfig(
+        "openai", "openai", "https://api.openai.com/v1", "OPENAI_API_KEY"
+    )
+    assert dict(config.model_kinds) == {"openai:gpt-5": "openai-responses"}
+    local, groq = config.providers["local"], config.providers["groq"]
+    assert (local.kind, local.api_key_env) == ("openai-responses", None)
+    assert (groq.kind, groq.base_url, groq.api_key_env) == (
+        "openai",
+        "http://proxy.internal/groq",
+        None,
+    )
+    write(tmp_path, "")
+    assert dict(load_config(tmp_path, env={}).model_kinds) == {}
 
 
 def test_context_windows_and_compaction(tmp_path: Path) -> None:

@@ -30,9 +30,13 @@ if TYPE_CHECKING:
     from agentrunner.model_settings import ModelSettings
 
 __all__ = [
+    "BUILTIN_PROVIDERS",
     "CONFIG_FILE",
     "DEFAULT_MAX_QUEUE",
     "MIN_HISTORY_TOKENS",
+    "OPENAI_APIS",
+    "OPENAI_KINDS",
+    "PROVIDER_KINDS",
     "RESERVED_KEYS",
     "WHOLE_WINDOW",
     "Budgets",
@@ -50,7 +54,13 @@ __all__ = [
 ]
 
 CONFIG_FILE = "agentrunner.toml"
-PROVIDER_KINDS = ("openai", "anthropic", "test")
+PROVIDER_KINDS = ("openai", "openai-responses", "anthropic", "test")
+# OpenAI's two APIs: `api = "chat"` (Chat Completions) or `"responses"` (the Responses API), in a
+# [providers.NAME] table or for one model in [models."provider:model"], is the provider's kind.
+OPENAI_APIS: Mapping[str, str] = MappingProxyType(
+    {"chat": "openai", "responses": "openai-responses"}
+)
+OPENAI_KINDS = ("openai", "openai-responses")
 
 _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "project": ("agents_dir", "state_dir"),
@@ -83,8 +93,9 @@ _PROVIDER_KEYS = (
     "api_version",
     "structured_output",
     "prompt_cache",
+    "api",
 )
-_MODEL_KEYS = ("context_window",)
+_MODEL_KEYS = ("context_window", "api")
 # A model's context window below this is a typo (a number of kilo-tokens written as tokens): the
 # smallest models in use take 2,048.
 MIN_CONTEXT_WINDOW = 1024
@@ -119,6 +130,37 @@ class ProviderConfig:
     # None is the default, on for Anthropic's wire and for OpenAI itself, off for other
     # OpenAI-compatible servers (which may refuse a field they do not know).
     prompt_cache: bool | None = None
+
+
+# What agentrunner knows without a [providers.NAME] table. A table named after one of them that
+# gives no base_url changes only what it names (`[providers.openai] api = "chat"`); one with a
+# base_url is a provider of its own. OpenAI is spoken to in its Responses API (engine.md says
+# why), every OpenAI-compatible server in Chat Completions, which they all serve.
+BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = MappingProxyType(
+    {
+        "openai": ProviderConfig(
+            "openai", "openai-responses", "https://api.openai.com/v1", "OPENAI_API_KEY"
+        ),
+        "anthropic": ProviderConfig(
+            "anthropic", "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY"
+        ),
+        "ollama": ProviderConfig("ollama", "openai", "http://127.0.0.1:11434/v1", None),
+        "openrouter": ProviderConfig(
+            "openrouter", "openai", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"
+        ),
+        "groq": ProviderConfig("groq", "openai", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
+        "deepseek": ProviderConfig(
+            "deepseek", "openai", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"
+        ),
+        "gemini": ProviderConfig(
+            "gemini",
+            "openai",
+            "https://generativelanguage.googleapis.com/v1beta/openai",
+            "GEMINI_API_KEY",
+        ),
+        "test": ProviderConfig("test", "test"),
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +315,8 @@ class Config:
     journal_model: str | None = None
     # [models."provider:model"] context_window: what the registry and genai-prices say, overridden
     context_windows: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    # [models."provider:model"] api: the kind a model of an OpenAI provider is spoken to in
+    model_kinds: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     compaction: bool = True  # [compaction] enabled: summarize a thread that outgrew the window
     compaction_model: str | None = None  # [compaction] model; None: the agent's own
     # [compaction] history_tokens: the most tokens of its thread's history a request carries
@@ -418,6 +462,7 @@ def _build(
             )
     project, defaults = raw.get("project", {}), raw.get("defaults", {})
     database, budgets = raw.get("database", {}), raw.get("budgets", {})
+    providers = _providers(raw.get("providers", {}), err)
 
     db_url = env.get("AGENTRUNNER_DATABASE_URL") or database.get("url")
     if database.get("url") and _PASSWORD_IN_URL.search(str(database["url"])):
@@ -450,7 +495,7 @@ def _build(
         extension_modules=_names(raw.get("extensions", {}).get("modules", []), err),
         title_model=defaults.get("title_model"),
         database_url=db_url,
-        providers=MappingProxyType(_providers(raw.get("providers", {}), err)),
+        providers=MappingProxyType(providers),
         aliases=MappingProxyType({str(k): str(v) for k, v in raw.get("aliases", {}).items()}),
         budgets=Budgets(**{k: _usd(v, f"budgets.{k}", err) for k, v in budgets.items()}),
         prices=MappingProxyType(_prices(raw.get("prices", {}), err)),
@@ -478,6 +523,9 @@ def _build(
         company_root=_name(raw.get("company", {}).get("root", "ceo"), "company.root", err),
         journal_model=_optional_name(raw.get("journal", {}).get("model"), "journal.model", err),
         context_windows=MappingProxyType(_models(raw.get("models", {}), err)),
+        model_kinds=MappingProxyType(
+            _model_kinds(raw.get("models", {}), {**BUILTIN_PROVIDERS, **providers}, err)
+        ),
         compaction=_flag(raw.get("compaction", {}), "enabled", True, "compaction", err),
         compaction_model=_optional_name(
             raw.get("compaction", {}).get("model"), "compaction.model", err
@@ -516,11 +564,22 @@ def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]
                     + (f" (did you mean '{near[0]}'?)" if near else ""),
                     key,
                 )
-        kind = table.get("kind", "openai")
+        # A built-in's table without an endpoint of its own changes only what it names.
+        builtin = BUILTIN_PROVIDERS.get(str(name)) if "base_url" not in table else None
+        kind = table.get("kind", builtin.kind if builtin else "openai")
         if kind not in PROVIDER_KINDS:
             raise err(
                 f"providers.{name}.kind must be one of {', '.join(PROVIDER_KINDS)}, got {kind!r}",
                 "kind",
+            )
+        if "api" in table:
+            kind = _openai_kind(table["api"], kind, f"providers.{name}", err)
+        if kind == "openai-responses" and table.get("api_version") is not None:
+            raise err(
+                f"providers.{name}: Azure OpenAI (api_version) is spoken to in Chat Completions "
+                "only",
+                "api_version",
+                'Use kind = "openai" (api = "chat") for an Azure deployment.',
             )
         headers = table.get("headers", {})
         prompt_cache = table.get("prompt_cache")
@@ -533,8 +592,8 @@ def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]
         out[str(name)] = ProviderConfig(
             name=str(name),
             kind=kind,
-            base_url=table.get("base_url"),
-            api_key_env=table.get("api_key_env"),
+            base_url=table.get("base_url", builtin.base_url if builtin else None),
+            api_key_env=table.get("api_key_env", builtin.api_key_env if builtin else None),
             headers=MappingProxyType({str(k): str(v) for k, v in headers.items()}),
             timeout_s=float(table.get("timeout_s", 120.0)),
             api_version=table.get("api_version"),
@@ -852,6 +911,37 @@ def _history_tokens(value: Any, err: _Err) -> int:
             "the model's context window has room for.",
         )
     return value
+
+
+def _openai_kind(api: Any, kind: str, where: str, err: _Err) -> str:
+    """The kind ``api`` makes a provider of ``kind``: OpenAI's providers only have a choice."""
+    if api not in OPENAI_APIS:
+        raise err(
+            f"{where}.api must be one of {', '.join(OPENAI_APIS)}, got {api!r}",
+            "api",
+            '"responses": OpenAI\'s Responses API; "chat": Chat Completions.',
+        )
+    if kind not in OPENAI_KINDS:
+        raise err(
+            f"{where}.api chooses between OpenAI's APIs; its provider's kind is {kind!r}",
+            "api",
+            f"api applies to providers of kind {' or '.join(OPENAI_KINDS)}.",
+        )
+    return OPENAI_APIS[api]
+
+
+def _model_kinds(
+    value: Mapping[str, Any], providers: Mapping[str, ProviderConfig], err: _Err
+) -> dict[str, str]:
+    """``[models."provider:model"] api``: the kind one model of an OpenAI provider takes."""
+    out: dict[str, str] = {}
+    for model, table in value.items():
+        if not isinstance(table, dict) or "api" not in table:
+            continue  # _models has said what is wrong with a table that is not one
+        provider = providers.get(str(model).partition(":")[0])
+        kind = provider.kind if provider is not None else "openai"
+        out[str(model)] = _openai_kind(table["api"], kind, f'models."{model}"', err)
+    return out
 
 
 def _flag(table: Mapping[str, Any], key: str, default: bool, section: str, err: _Err) -> bool:

@@ -37,12 +37,16 @@ def registry(server: MockProviderServer, *, timeout_s: float = 10.0) -> ModelReg
         "mockant": ProviderConfig(
             "mockant", "anthropic", server.anthropic_url, "MOCK_KEY", timeout_s=timeout_s
         ),
+        "mockresp": ProviderConfig(
+            "mockresp", "openai-responses", server.openai_url, "MOCK_KEY", timeout_s=timeout_s
+        ),
     }
     prices = PriceBook(
         {
             "mockai:gpt-mock": PriceOverride(input_per_mtok=1.0, output_per_mtok=2.0),
             "mockai:gpt-backup": PriceOverride(input_per_mtok=0.5, output_per_mtok=1.0),
             "mockant:claude-mock": PriceOverride(input_per_mtok=3.0, output_per_mtok=15.0),
+            "mockresp:gpt-5-mock": PriceOverride(input_per_mtok=1.25, output_per_mtok=10.0),
         }
     )
     return ModelRegistry(

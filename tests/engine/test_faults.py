@@ -12,7 +12,8 @@ from agentrunner.errors import ErrorCode
 from agentrunner.testing import Fault, MockProvider, MockProviderServer, Reply
 from tests.engine.helpers import Recorder, registry, turn
 
-BOTH = ["mockai:gpt-mock", "mockant:claude-mock"]
+# One model a wire: Chat Completions, Anthropic Messages, OpenAI's Responses API.
+BOTH = ["mockai:gpt-mock", "mockant:claude-mock", "mockresp:gpt-5-mock"]
 
 
 async def fail(

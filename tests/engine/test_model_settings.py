@@ -1,7 +1,8 @@
 """Model settings on the wire: each setting in its provider's own form — as the recorded real
-exchanges in tests/fixtures/providers/ send it, and as the mock provider receives it over real
-HTTP — a setting a provider cannot take left out with one warning a run, and a fallback to
-another provider's model sent the settings in that provider's form."""
+exchanges in tests/fixtures/providers/ and tests/fixtures/openai-responses/ send it, and as the
+mock provider receives it over real HTTP — a setting a provider cannot take left out with one
+warning a run, and a fallback to another provider's model sent the settings in that provider's
+form."""
 
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ from inline_snapshot import snapshot
 from agentrunner.engine import ModelRequest, ToolDefinition, UserMessage, run_turn
 from agentrunner.engine.wire_anthropic import AnthropicWire
 from agentrunner.engine.wire_openai import OpenAIWire
+from agentrunner.engine.wire_responses import ResponsesWire
 from agentrunner.model_settings import ModelSettings
 from agentrunner.testing import Fault, MockProvider, MockProviderServer, Reply
 from tests.engine.helpers import Recorder, registry, turn
 from tests.engine.test_wire_fixtures import anthropic_request, openai_request
+from tests.engine.test_wire_responses import conversation
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "providers"
+RESPONSES = Path(__file__).resolve().parents[1] / "fixtures" / "openai-responses"
 # Every field a setting may become, in either provider's body (``n``: sent through ``extra``).
 SETTING_FIELDS = (
     "temperature",
@@ -36,6 +40,8 @@ SETTING_FIELDS = (
     "reasoning_effort",
     "thinking",
     "n",
+    "max_output_tokens",  # the Responses API's
+    "reasoning",
 )
 WEATHER = ToolDefinition(
     "get_weather",
@@ -87,6 +93,29 @@ def test_settings_are_sent_as_the_recorded_requests_sent_them(name: str) -> None
     assert settings_fields(wire.build(replace(request, settings=None))) != settings_fields(body)
 
 
+# Recorded Responses API exchanges that set something, and the settings that say the same.
+RECORDED_RESPONSES: dict[str, dict[str, Any]] = {
+    "incomplete_max_output_tokens": {"max_output_tokens": 50},
+    "tool_call_single": {"tool_choice": "auto"},
+    "previous_response_id_tool_result": {"tool_choice": "auto"},
+    "reasoning_summary_stream": {"reasoning_effort": "medium", "thinking": "adaptive"},
+}
+
+
+@pytest.mark.parametrize("name", list(RECORDED_RESPONSES))
+def test_settings_are_sent_as_the_recorded_responses_requests_sent_them(name: str) -> None:
+    body = json.loads((RESPONSES / f"{name}.json").read_text())["request"]["body"]
+    settings = ModelSettings.model_validate(RECORDED_RESPONSES[name])
+    request = replace(
+        conversation(body), settings=settings, max_output_tokens=settings.max_output_tokens
+    )
+    wire = ResponsesWire("openai")
+    assert settings_fields(wire.build(request)) == settings_fields(body)
+    assert wire.dropped_settings(request) == []
+    unset = replace(request, settings=None, max_output_tokens=None)
+    assert settings_fields(wire.build(unset)) != settings_fields(body)
+
+
 # -- each setting, in each provider's form ----------------------------------------------------
 
 CASES: dict[str, dict[str, Any]] = {
@@ -108,10 +137,15 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-def sent(wire: OpenAIWire | AnthropicWire, values: dict[str, Any], tools: bool = True) -> Any:
+def sent(
+    wire: OpenAIWire | AnthropicWire | ResponsesWire,
+    values: dict[str, Any],
+    tools: bool = True,
+    model: str = "m",
+) -> Any:
     """What ``values`` change in the body, and what the wire says it leaves out."""
     settings = ModelSettings.model_validate(values)
-    plain = ModelRequest("m", "sys", [UserMessage("hi")], tools=[WEATHER] if tools else [])
+    plain = ModelRequest(model, "sys", [UserMessage("hi")], tools=[WEATHER] if tools else [])
     asked = replace(plain, settings=settings, max_output_tokens=settings.max_output_tokens)
     before, after = wire.build(plain), wire.build(asked)
     changed = {k: v for k, v in after.items() if before.get(k) != v}
@@ -147,6 +181,48 @@ def test_each_setting_in_the_openai_form() -> None:
                 "sent": {},
                 "dropped": {"thinking": "openai takes reasoning_effort, not a thinking budget"},
             },
+            "extra": {"logit_bias": {"42": -100}},
+        }
+    )
+
+
+def test_each_setting_in_the_responses_form() -> None:
+    """For a model that does not reason, and for one that does (no temperature or top_p)."""
+    wire = ResponsesWire("openai")
+    forms = {
+        case: (sent(wire, values, model="gpt-4.1"), sent(wire, values, model="gpt-5"))
+        for case, values in CASES.items()
+    }
+    assert {case: a if a == b else (a, b) for case, (a, b) in forms.items()} == snapshot(
+        {
+            "temperature": (
+                {"temperature": 0.2},
+                {
+                    "sent": {},
+                    "dropped": {
+                        "temperature": "gpt-5 is a reasoning model: it takes no temperature"
+                    },
+                },
+            ),
+            "top_p": (
+                {"top_p": 0.9},
+                {"sent": {}, "dropped": {"top_p": "gpt-5 is a reasoning model: it takes no top_p"}},
+            ),
+            "max_output_tokens": {"max_output_tokens": 300},
+            "stop": {"sent": {}, "dropped": {"stop": "the Responses API has no stop sequences"}},
+            "seed": {"sent": {}, "dropped": {"seed": "the Responses API has no seed"}},
+            "tool_choice auto": {"tool_choice": "auto"},
+            "tool_choice required": {"tool_choice": "required"},
+            "tool_choice none": {"tool_choice": "none"},
+            "tool_choice a tool": {"tool_choice": {"type": "function", "name": "get_weather"}},
+            "parallel_tool_calls": {"parallel_tool_calls": False},
+            "parallel_tool_calls with a tool": {
+                "tool_choice": {"type": "function", "name": "get_weather"},
+                "parallel_tool_calls": True,
+            },
+            "reasoning_effort": {"reasoning": {"effort": "low"}},
+            "thinking": {"reasoning": {"summary": "auto"}},
+            "thinking adaptive": {"reasoning": {"summary": "auto"}},
             "extra": {"logit_bias": {"42": -100}},
         }
     )
@@ -410,7 +486,45 @@ async def test_a_fallback_to_another_provider_is_sent_the_settings_in_its_form(
     ]
 
 
-@pytest.mark.parametrize("model", ["mockai:gpt-mock", "mockant:claude-mock"])
+async def test_the_mock_provider_receives_each_setting_in_the_responses_form(
+    mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    reg = registry(mock_server)
+    events = Recorder()
+    settings = ModelSettings(
+        temperature=0.3,
+        max_output_tokens=256,
+        stop=("END",),
+        seed=11,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        reasoning_effort="high",
+        thinking="adaptive",
+        extra={"mockresp": {"user": "u-7"}, "mockai": {"top_k": 3}},
+    )
+    try:
+        mock.queue(Reply(tool_calls=[("get_weather", {"city": "Oslo"})]), Reply(text="Cold."))
+        t = turn(reg, "mockresp:gpt-5-mock", settings=settings, emit=events)
+        await run_turn(t)
+    finally:
+        await reg.aclose()
+    first, second = (r.body for r in mock.requests)
+    assert settings_fields(first) | {"user": first["user"]} == {
+        "max_output_tokens": 256,
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "reasoning": {"effort": "high", "summary": "auto"},
+        "user": "u-7",
+    }
+    assert "tool_choice" not in second  # a forced choice holds until the model has called tools
+    assert [(d["setting"], d["reason"]) for d in events.of("model.setting_dropped")] == [
+        ("temperature", "gpt-5-mock is a reasoning model: it takes no temperature"),
+        ("seed", "the Responses API has no seed"),
+        ("stop", "the Responses API has no stop sequences"),
+    ]
+
+
+@pytest.mark.parametrize("model", ["mockai:gpt-mock", "mockant:claude-mock", "mockresp:gpt-5-mock"])
 async def test_a_forced_tool_choice_holds_until_the_model_has_called_tools(
     mock_server: MockProviderServer, mock: MockProvider, model: str
 ) -> None:
@@ -427,6 +541,7 @@ async def test_a_forced_tool_choice_holds_until_the_model_has_called_tools(
     assert first in (
         {"type": "function", "function": {"name": "get_weather"}},
         {"type": "tool", "name": "get_weather"},
+        {"type": "function", "name": "get_weather"},  # the Responses API's
     )
     assert second is None
 

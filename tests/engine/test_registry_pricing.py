@@ -30,7 +30,7 @@ from tests.engine.helpers import Recorder, chain
 
 def test_builtin_providers() -> None:
     expected = {
-        "openai": ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        "openai": ("openai-responses", "https://api.openai.com/v1", "OPENAI_API_KEY"),
         "anthropic": ("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
         "ollama": ("openai", "http://127.0.0.1:11434/v1", None),
         "openrouter": ("openai", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"),
@@ -107,6 +107,43 @@ def _text_turn(reg: ModelRegistry, ref: str) -> Any:
     from agentrunner.engine import Turn, UserMessage
 
     return Turn(system="s", messages=[UserMessage("hi")], chain=chain(reg, ref), prices=reg.prices)
+
+
+async def test_each_model_is_spoken_to_in_the_api_its_provider_or_its_table_names(
+    mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    """One provider, two APIs: a model's [models] api over its provider's kind, each API its
+    own client; OpenAI itself is sent the thread's prompt-cache key on either."""
+    providers = {
+        "mockai": ProviderConfig("mockai", "openai", mock_server.openai_url, "K"),
+        "openai": ProviderConfig("openai", "openai-responses", mock_server.openai_url, "K"),
+    }
+    reg = ModelRegistry(
+        providers,
+        env={"K": "k-secret"},
+        model_kinds={"mockai:gpt-5-mock": "openai-responses", "openai:gpt-4o": "openai"},
+    )
+    refs = ["mockai:gpt-4.1-mock", "mockai:gpt-5-mock", "openai:gpt-5", "openai:gpt-4o"]
+    for ref in refs:
+        mock.queue(Reply(text="hi"))
+        t = _text_turn(reg, ref)
+        t.cache_key = "agentrunner-thread-1"
+        await run_turn(t)
+    clients = {ref: reg.client(reg.resolve(ref)) for ref in refs}
+    same = reg.client(reg.resolve("openai:gpt-5-mini")) is clients["openai:gpt-5"]
+    await reg.aclose()
+    requests = zip(refs, mock.requests, strict=True)
+    sent = {ref: (r.path, r.body.get("prompt_cache_key")) for ref, r in requests}
+    assert sent == {
+        "mockai:gpt-4.1-mock": ("/v1/chat/completions", None),
+        "mockai:gpt-5-mock": ("/v1/responses", None),
+        "openai:gpt-5": ("/v1/responses", "agentrunner-thread-1"),
+        "openai:gpt-4o": ("/v1/chat/completions", "agentrunner-thread-1"),
+    }
+    assert len({id(c) for c in clients.values()}) == 4  # by provider and API
+    assert reg.resolve("mockai:gpt-5-mock").provider.kind == "openai-responses"
+    assert reg.resolve("openai:gpt-4o").provider.kind == "openai"
+    assert same
 
 
 def test_max_tokens_field_by_provider() -> None:

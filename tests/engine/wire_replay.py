@@ -1,6 +1,8 @@
 """Replaying a provider's answer through the real HTTP client, and writing the same answer the
 other way (a whole body as a stream, a stream's content as a whole body), so one answer can be
-folded both ways and the results compared."""
+folded both ways and the results compared. ``provider`` names the wire: ``openai`` (Chat
+Completions), ``anthropic``, or ``openai-responses`` (OpenAI's Responses API, provider
+``openai``)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from agentrunner.engine.messages import (
 )
 from agentrunner.engine.wire_anthropic import AnthropicWire
 from agentrunner.engine.wire_openai import OpenAIWire
+from agentrunner.engine.wire_responses import ResponsesWire
 
 SSE = "text/event-stream; charset=utf-8"
 
@@ -59,7 +62,9 @@ class Replayed:
         }
 
 
-def wire_for(provider: str) -> OpenAIWire | AnthropicWire:
+def wire_for(provider: str) -> OpenAIWire | AnthropicWire | ResponsesWire:
+    if provider == "openai-responses":
+        return ResponsesWire("openai")
     return OpenAIWire("openai") if provider == "openai" else AnthropicWire("anthropic")
 
 
@@ -107,7 +112,10 @@ def pieces(text: str) -> list[str]:
 
 
 def as_stream(provider: str, body: dict[str, Any]) -> str:
-    events = openai_events(body) if provider == "openai" else anthropic_events(body)
+    if provider == "openai-responses":
+        events = responses_events(body)
+    else:
+        events = openai_events(body) if provider == "openai" else anthropic_events(body)
     return "".join(
         (f"event: {name}\n" if name else "")
         + f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
@@ -178,6 +186,49 @@ def anthropic_events(body: dict[str, Any]) -> list[tuple[str | None, Any]]:
     return events
 
 
+def responses_events(body: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    """A whole ``response`` as the Responses API streams it: created, each output item added,
+    its deltas, done; then the response completed (or incomplete), whole."""
+    events: list[tuple[str | None, Any]] = []
+
+    def emit(kind: str, **fields: Any) -> None:
+        events.append((kind, {"type": kind, "sequence_number": len(events), **fields}))
+
+    started = {**body, "status": "in_progress", "output": [], "usage": None}
+    emit("response.created", response=started)
+    emit("response.in_progress", response=started)
+    for index, item in enumerate(body.get("output") or ()):
+        at = {"item_id": item.get("id"), "output_index": index}
+        kind = item["type"]
+        if kind == "reasoning":
+            begun = {"id": item["id"], "type": "reasoning", "summary": []}
+            emit("response.output_item.added", output_index=index, item=begun)
+            for s, part in enumerate(item.get("summary") or ()):
+                for piece in pieces(part["text"]):
+                    emit(
+                        "response.reasoning_summary_text.delta", **at, summary_index=s, delta=piece
+                    )
+        elif kind == "message":
+            emit("response.output_item.added", output_index=index, item={**item, "content": []})
+            for c, part in enumerate(item.get("content") or ()):
+                field, delta = (
+                    ("text", "response.output_text.delta")
+                    if part["type"] == "output_text"
+                    else ("refusal", "response.refusal.delta")
+                )
+                for piece in pieces(part[field]):
+                    emit(delta, **at, content_index=c, delta=piece)
+        elif kind == "function_call":
+            emit("response.output_item.added", output_index=index, item={**item, "arguments": ""})
+            for piece in pieces(item.get("arguments") or ""):
+                emit("response.function_call_arguments.delta", **at, delta=piece)
+        else:
+            emit("response.output_item.added", output_index=index, item=item)
+        emit("response.output_item.done", output_index=index, item=item)
+    emit(f"response.{body.get('status', 'completed')}", response=body)
+    return events
+
+
 def _block_stream(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     kind = block["type"]
     if kind == "text":
@@ -210,7 +261,56 @@ ANTHROPIC_STOP = {
 
 def as_body(provider: str, folded: ModelResponse) -> dict[str, Any]:
     """What the fold made of a stream, written as the provider's whole body."""
+    if provider == "openai-responses":
+        return responses_body(folded)
     return openai_body(folded) if provider == "openai" else anthropic_body(folded)
+
+
+def responses_body(folded: ModelResponse) -> dict[str, Any]:
+    said, usage = folded.message, folded.usage
+    output: list[dict[str, Any]] = []
+    for thought in said.thinking:
+        if output and output[-1]["id"] == thought.id:
+            output[-1]["summary"].append({"type": "summary_text", "text": thought.text})
+            continue
+        item: dict[str, Any] = {"id": thought.id, "type": "reasoning", "summary": []}
+        if thought.text:
+            item["summary"].append({"type": "summary_text", "text": thought.text})
+        if thought.signature:
+            item["encrypted_content"] = thought.signature
+        output.append(item)
+    if said.text:
+        text = {"type": "output_text", "text": said.text, "annotations": []}
+        output.append(
+            {"id": said.text_id, "type": "message", "role": "assistant", "content": [text]}
+        )
+    output += [
+        {
+            "id": call.item_id,
+            "type": "function_call",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.raw_arguments
+            if call.raw_arguments is not None
+            else json.dumps(call.arguments),
+        }
+        for call in said.tool_calls
+    ]
+    cut = folded.finish_reason == "length"
+    return {
+        "id": "replayed",
+        "object": "response",
+        "model": folded.model,
+        "status": "incomplete" if cut else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "output": output,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+            "output_tokens": usage.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        },
+    }
 
 
 def openai_body(folded: ModelResponse) -> dict[str, Any]:

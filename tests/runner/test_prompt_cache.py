@@ -1,9 +1,9 @@
 """Prompt caching that pays: what a thread's turns send, as the mock provider received it over
-real HTTP. Each request starts with the whole of the request before it, byte for byte, on both
-wires; Anthropic's ``cache_control`` breakpoints move with the conversation (never more than
-four) so each request reads what the one before wrote; OpenAI's ``prompt_cache_key`` is one per
-thread; a long thread's history starts at the same message for many turns; and the hints can be
-turned off per provider."""
+real HTTP. Each request starts with the whole of the request before it, byte for byte, on every
+wire (reasoning sent back as it came included); Anthropic's ``cache_control`` breakpoints move
+with the conversation (never more than four) so each request reads what the one before wrote;
+OpenAI's ``prompt_cache_key`` is one per thread; a long thread's history starts at the same
+message for many turns; and the hints can be turned off per provider."""
 
 from __future__ import annotations
 
@@ -15,13 +15,30 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner
-from agentrunner.testing import MockProvider, PromptCacheModel, Reply
+from agentrunner.testing import MockProvider, MockProviderServer, PromptCacheModel, Reply
 from tests.runner.conftest import Agent
 from tests.runner.test_cli_run import cli
 
 SQLITE_ONLY = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
-WIRES = pytest.mark.parametrize("model", ["mockai:gpt-mock", "mockant:claude-mock"])
+WIRES = pytest.mark.parametrize(
+    "model", ["mockai:gpt-mock", "mockant:claude-mock", "mockresp:gpt-5-mock"]
+)
 EPHEMERAL = {"type": "ephemeral"}
+
+
+RESPONSES = """
+[providers.mockresp]
+kind = "openai-responses"
+base_url = "{url}"
+api_key_env = "MOCK_KEY"
+"""
+
+
+def with_model(project: Path, model: str, server: MockProviderServer) -> None:
+    """The provider ``model`` needs: the project's own, or the Responses API's on the mock."""
+    if model.startswith("mockresp:"):
+        path = project / "agentrunner.toml"
+        path.write_text(path.read_text() + RESPONSES.format(url=server.openai_url))
 
 
 def set_provider(project: Path, provider: str, line: str) -> None:
@@ -46,9 +63,12 @@ def unmarked(block: dict[str, Any]) -> dict[str, Any]:
 
 def prompt(body: dict[str, Any]) -> list[bytes]:
     """A request's prompt as the provider caches it, part by part, in order: tools, system,
-    then each message (OpenAI) or each message's content block with its role (Anthropic);
-    Anthropic's markers left out, as they are not part of the prompt."""
+    then each message (OpenAI) or input item (its Responses API) or each message's content
+    block with its role (Anthropic); Anthropic's markers left out, as they are not part of
+    the prompt."""
     tools = [dump(unmarked(t)) for t in body.get("tools") or ()]
+    if "input" in body:  # the Responses API: instructions, then the items
+        return [*tools, dump(body.get("instructions")), *(dump(i) for i in body["input"])]
     if "system" not in body:  # OpenAI: the system prompt is the first message
         return tools + [dump(m) for m in body["messages"]]
     system = [dump(unmarked(b)) for b in body["system"]]
@@ -100,9 +120,15 @@ async def converse(
 @SQLITE_ONLY
 @WIRES
 async def test_each_request_of_a_thread_starts_with_the_whole_request_before_it(
-    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, model: str
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    mock_server: MockProviderServer,
+    project: Path,
+    model: str,
 ) -> None:
-    set_provider(project, "mockai", "prompt_cache = true")
+    with_model(project, model, mock_server)
+    set_provider(project, model.partition(":")[0], "prompt_cache = true")
     agent("helper", f"model: {model}\ncapabilities: [notes]")
     mock.prompt_cache = small_cache()
     runner: AgentRunner = await open_runner()
@@ -134,7 +160,7 @@ async def test_each_request_of_a_thread_starts_with_the_whole_request_before_it(
             assert len({body["prompt_cache_key"] for body in bodies}) == 1
     paris, rome = sent["t-paris"], sent["t-rome"]
     assert prompt(paris[0]) != prompt(rome[0])  # two conversations, two prompts
-    if model.startswith("mockai"):
+    if not model.startswith("mockant"):
         assert paris[0]["prompt_cache_key"] != rome[0]["prompt_cache_key"]
         assert paris[0]["prompt_cache_key"].startswith("agentrunner-")
         assert "t-paris" not in paris[0]["prompt_cache_key"]
@@ -156,13 +182,26 @@ async def test_each_request_of_a_thread_starts_with_the_whole_request_before_it(
     assert (rome_first.token_usage or {})["cache_read_tokens"] > 0
     if model.startswith("mockant"):  # the thinking was sent back, signed, as it came
         assert any(b["type"] == "thinking" for m in paris[-1]["messages"] for b in m["content"])
+    if model.startswith("mockresp"):  # each turn's reasoning, kept in the thread, sent back
+        reasoning = [i for i in paris[-1]["input"] if i.get("type") == "reasoning"]
+        assert [i["summary"][0]["text"] for i in reasoning] == [
+            "Noting Plan a day in Paris.",
+            "Noting Add a museum.",
+            "Noting And dinner?",
+        ]
 
 
 @SQLITE_ONLY
 @WIRES
 async def test_a_memory_write_starts_the_history_over_once_after_the_system_prompt(
-    agent: Agent, open_runner: Any, mock: MockProvider, model: str
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    mock_server: MockProviderServer,
+    project: Path,
+    model: str,
 ) -> None:
+    with_model(project, model, mock_server)
     agent("helper", f"model: {model}\ncapabilities: [memory]")
     runner: AgentRunner = await open_runner()
     mock.queue(

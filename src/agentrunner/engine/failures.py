@@ -134,6 +134,7 @@ def classify_status(
 
 
 # Error `type` (Anthropic, OpenAI) and `code` (OpenAI) values that say more than the status.
+# A stream's error is read as a 500's, so a code that is the caller's fault must be named here.
 _BY_TYPE: dict[str, FailureKind] = {
     "overloaded_error": FailureKind.OVERLOADED,
     "rate_limit_error": FailureKind.RATE_LIMIT,
@@ -148,6 +149,7 @@ _BY_TYPE: dict[str, FailureKind] = {
     "request_too_large": FailureKind.CONTEXT_WINDOW,
     "content_filter": FailureKind.CONTENT_FILTER,
     "content_policy_violation": FailureKind.CONTENT_FILTER,
+    "invalid_prompt": FailureKind.BAD_REQUEST,  # a failed Responses API response's
     "api_error": FailureKind.SERVER,
     "server_error": FailureKind.SERVER,
     "timeout_error": FailureKind.TIMEOUT,

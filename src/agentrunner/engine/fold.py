@@ -4,10 +4,11 @@ A wire adapter translates what a provider sends into part events — text, think
 signature), a redacted thinking block, a tool call (its id, name and argument fragments), a
 refusal — each keyed by the id the provider gives the part (a content block's index, a tool
 call's index, a fixed name for a part a wire has only one of), plus the response's model and
-id, its finish reason and its usage. ``ResponseFold`` folds them into a ``ModelResponse``. An
-unstreamed response is translated into the same events (a whole body is one big delta), so
-streamed and unstreamed responses are processed alike and end alike: pydantic-ai's rule, with
-its parts manager (``ModelResponsePartsManager``) as the model.
+id, its finish reason, its usage, and the ids of the provider's items that carried the parts
+where it wants them back (the Responses API's). ``ResponseFold`` folds them into a
+``ModelResponse``. An unstreamed response is translated into the same events (a whole body is
+one big delta), so streamed and unstreamed responses are processed alike and end alike:
+pydantic-ai's rule, with its parts manager (``ModelResponsePartsManager``) as the model.
 
 The rules that hold whatever the wire: text parts are joined; a refusal replaces the text and
 ends the response as ``content_filter``; tool-call arguments are the joined fragments parsed as
@@ -58,6 +59,7 @@ class _Thinking:
     chunks: list[str] = field(default_factory=list)
     signature: list[str] = field(default_factory=list)
     redacted: str | None = None
+    item_id: str | None = None  # the Responses API's reasoning item it is a part of
 
 
 @dataclass(slots=True)
@@ -66,6 +68,7 @@ class _ToolCall:
     name: str = ""
     fragments: list[str] = field(default_factory=list)
     whole: Mapping[str, Any] | None = None  # arguments that came parsed (an unstreamed block)
+    item_id: str | None = None  # the Responses API's function_call item that carried it
 
 
 _Part = _Text | _Refusal | _Thinking | _ToolCall
@@ -88,7 +91,9 @@ class ResponseFold:
         "_input",
         "_output",
         "_parts",
+        "_reasoning",
         "_sink",
+        "_text_id",
         "_uncached_input",
         "complete",
         "finish_reason",
@@ -106,7 +111,8 @@ class ResponseFold:
         self.complete = False  # the wire's end marker was seen
         self._input: int | None = None
         self._uncached_input: int | None = None
-        self._output = self._cache_read = self._cache_write = 0
+        self._output = self._cache_read = self._cache_write = self._reasoning = 0
+        self._text_id: str | None = None
 
     # -- part events -----------------------------------------------------------------------
 
@@ -143,6 +149,16 @@ class ResponseFold:
     def redacted_thinking(self, part_id: PartId, data: str) -> None:
         self._get(part_id, _Thinking).redacted = data
 
+    def thinking_item(self, part_id: PartId, item_id: str) -> None:
+        """The thinking part ``part_id`` is (part of) the provider's item ``item_id``."""
+        self._get(part_id, _Thinking).item_id = item_id
+
+    def text_item(self, item_id: str) -> None:
+        """The text so far came in the provider's item ``item_id`` (the first one named is
+        kept: a response has one text)."""
+        if self._text_id is None:
+            self._text_id = item_id
+
     def tool_call(
         self,
         part_id: PartId,
@@ -150,14 +166,18 @@ class ResponseFold:
         call_id: str = "",
         name: str = "",
         arguments: str | Mapping[str, Any] = "",
+        item_id: str = "",
     ) -> None:
         """A tool call or a piece of one: ``arguments`` a fragment of its JSON text, or (from a
-        body that carries them parsed) the whole arguments."""
+        body that carries them parsed) the whole arguments; ``item_id`` the provider's id of
+        the item that carries it, where that is not the call's own id."""
         part = self._get(part_id, _ToolCall)
         if call_id:
             part.call_id = call_id
         if name:
             part.name = name
+        if item_id:
+            part.item_id = item_id
         if isinstance(arguments, str):
             if arguments:
                 part.fragments.append(arguments)
@@ -180,10 +200,12 @@ class ResponseFold:
         output_tokens: int | None = None,
         cache_read_tokens: int | None = None,
         cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
     ) -> None:
         """Token counts as reported; each one given replaces the one before. Providers count
         input two ways: with cache reads and writes (``input_tokens``: OpenAI) or without
-        (``uncached_input_tokens``: Anthropic); ``Usage.input_tokens`` always includes them."""
+        (``uncached_input_tokens``: Anthropic); ``Usage.input_tokens`` always includes them.
+        ``reasoning_tokens`` are part of ``output_tokens``."""
         if input_tokens is not None:
             self._input = int(input_tokens)
         if uncached_input_tokens is not None:
@@ -194,6 +216,8 @@ class ResponseFold:
             self._cache_read = int(cache_read_tokens)
         if cache_write_tokens is not None:
             self._cache_write = int(cache_write_tokens)
+        if reasoning_tokens is not None:
+            self._reasoning = int(reasoning_tokens)
 
     def end(self) -> None:
         self.complete = True
@@ -223,6 +247,8 @@ class ResponseFold:
         message = AssistantMessage(
             "".join(text), calls, thinking, self.model or None, self.provider
         )
+        if self._text_id is not None and text and not refusal:
+            message.text_id = self._text_id
         return ModelResponse(message, self._usage(), finish, self.model)
 
     def _get(self, part_id: PartId, kind: type[_P]) -> _P:
@@ -248,7 +274,8 @@ class ResponseFold:
     def _thought(self, part: _Thinking) -> Thinking:
         if part.redacted is not None:
             return Thinking("", self.provider, redacted=part.redacted)
-        return Thinking("".join(part.chunks), self.provider, "".join(part.signature) or None)
+        signature = "".join(part.signature) or None
+        return Thinking("".join(part.chunks), self.provider, signature, id=part.item_id)
 
     def _usage(self) -> Usage:
         cached = self._cache_read + self._cache_write
@@ -256,17 +283,25 @@ class ResponseFold:
             input_tokens = self._input
         else:
             input_tokens = (self._uncached_input or 0) + cached
-        return Usage(input_tokens, self._output, self._cache_read, self._cache_write, requests=1)
+        return Usage(
+            input_tokens,
+            self._output,
+            self._cache_read,
+            self._cache_write,
+            requests=1,
+            reasoning_tokens=self._reasoning,
+        )
 
 
 def _call(part: _ToolCall) -> ToolCall:
+    item = part.item_id
     if not part.fragments:
-        return ToolCall(part.call_id, part.name, dict(part.whole or {}))
+        return ToolCall(part.call_id, part.name, dict(part.whole or {}), item_id=item)
     raw = "".join(part.fragments)
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError:
-        return ToolCall(part.call_id, part.name, {}, raw_arguments=raw)
+        return ToolCall(part.call_id, part.name, {}, raw_arguments=raw, item_id=item)
     if not isinstance(parsed, dict):
-        return ToolCall(part.call_id, part.name, {}, raw_arguments=raw)
-    return ToolCall(part.call_id, part.name, parsed)
+        return ToolCall(part.call_id, part.name, {}, raw_arguments=raw, item_id=item)
+    return ToolCall(part.call_id, part.name, parsed, item_id=item)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import httpx2
+import orjson
 
 from agentrunner.engine.failures import FailureKind, ProviderError, http_error, parse_retry_after
 from agentrunner.engine.fold import DeltaSink, ResponseFold
@@ -114,7 +115,8 @@ class HttpModelClient:
                 response = await self._client.post(path, content=content)
                 if response.status_code >= 400:
                     raise self._http_error(response)
-                self._wire.fold_body(response.json(), fold)
+                # JSON is UTF-8 (RFC 8259): orjson reads it without httpx2's encoding guess.
+                self._wire.fold_body(orjson.loads(response.content), fold)
                 return fold.result()
             async with self._client.stream("POST", path, content=content) as response:
                 if response.status_code >= 400:

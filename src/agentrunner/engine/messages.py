@@ -49,6 +49,7 @@ class Usage:
     cache_write_tokens: int = 0
     requests: int = 0
     estimated: bool = False
+    reasoning_tokens: int = 0  # of ``output_tokens``: what the model reasoned, billed as output
 
     @property
     def total_tokens(self) -> int:
@@ -61,6 +62,7 @@ class Usage:
         self.cache_write_tokens += other.cache_write_tokens
         self.requests += other.requests
         self.estimated = self.estimated or other.estimated
+        self.reasoning_tokens += other.reasoning_tokens
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -72,41 +74,57 @@ class Usage:
         }
         if self.estimated:
             out["estimated"] = True
+        if self.reasoning_tokens:
+            out["reasoning_tokens"] = self.reasoning_tokens
         return out
 
 
 @dataclass(slots=True)
 class ToolCall:
-    """A call the model asked for. ``raw_arguments`` is kept when they were not valid JSON."""
+    """A call the model asked for. ``raw_arguments`` is kept when they were not valid JSON.
+    ``item_id``: the provider's id of the output item that carried the call (the Responses
+    API's ``fc_…``, besides its ``call_id``), replayed to that provider with it."""
 
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     raw_arguments: str | None = None
+    item_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "name": self.name, "arguments": self.arguments}
         if self.raw_arguments is not None:
             out["raw_arguments"] = self.raw_arguments
+        if self.item_id is not None:
+            out["item_id"] = self.item_id
         return out
 
 
 @dataclass(slots=True)
 class Thinking:
-    """A reasoning block. ``signature`` (Anthropic) lets it be replayed — only to ``provider``."""
+    """A reasoning block, replayed only to ``provider`` and only with what lets it be:
+    ``signature`` (Anthropic's signature; the Responses API's ``encrypted_content``).
+
+    ``id``: the Responses API's reasoning item (``rs_…``). One item is one ``Thinking`` per
+    part of its summary, each with the item's id (the first with its encrypted content): so
+    its summary goes back as it came, part by part."""
 
     text: str
     provider: str
     signature: str | None = None
     redacted: str | None = None
+    id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "text": self.text,
             "provider": self.provider,
             "signature": self.signature,
             "redacted": self.redacted,
         }
+        if self.id is not None:
+            out["id"] = self.id
+        return out
 
 
 @dataclass(slots=True)
@@ -124,7 +142,11 @@ class AssistantMessage:
 
     ``interrupted``: the turn stopped here before it finished (cancelled, failed, or cut off by
     a budget); ``text`` is what was streamed until then. Models are sent such a message with a
-    short neutral note instead (``engine.history``), never the error that stopped it."""
+    short neutral note instead (``engine.history``), never the error that stopped it.
+
+    ``text_id``: the provider's id of the output item that carried the text (the Responses
+    API's ``msg_…``), replayed to that provider with it: a reasoning item sent back must be
+    followed by the item it came with, known by its id."""
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -132,6 +154,7 @@ class AssistantMessage:
     model: str | None = None
     provider: str | None = None
     interrupted: bool = False
+    text_id: str | None = None
     role: Literal["assistant"] = "assistant"
 
     def to_dict(self) -> dict[str, Any]:
@@ -146,6 +169,8 @@ class AssistantMessage:
             out["provider"] = self.provider
         if self.interrupted:
             out["interrupted"] = True
+        if self.text_id is not None:
+            out["text_id"] = self.text_id
         return out
 
 
@@ -180,16 +205,29 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
         return AssistantMessage(
             text=str(data.get("content") or ""),
             tool_calls=[
-                ToolCall(c["id"], c["name"], dict(c.get("arguments") or {}), c.get("raw_arguments"))
+                ToolCall(
+                    c["id"],
+                    c["name"],
+                    dict(c.get("arguments") or {}),
+                    c.get("raw_arguments"),
+                    c.get("item_id"),
+                )
                 for c in data.get("tool_calls", ())
             ],
             thinking=[
-                Thinking(t.get("text", ""), t["provider"], t.get("signature"), t.get("redacted"))
+                Thinking(
+                    t.get("text", ""),
+                    t["provider"],
+                    t.get("signature"),
+                    t.get("redacted"),
+                    t.get("id"),
+                )
                 for t in data.get("thinking", ())
             ],
             model=data.get("model"),
             provider=data.get("provider"),
             interrupted=bool(data.get("interrupted")),
+            text_id=data.get("text_id"),
         )
     if role == "tool":
         return ToolResult(

@@ -14,11 +14,10 @@ import difflib
 import os
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from types import MappingProxyType
 
-from agentrunner.config import Config, ProviderConfig
+from agentrunner.config import BUILTIN_PROVIDERS, OPENAI_KINDS, Config, ProviderConfig
 from agentrunner.engine.http_client import HttpModelClient, ModelClient, Wire
 from agentrunner.engine.pricing import PriceBook
 from agentrunner.engine.secrets import Secrets
@@ -31,30 +30,6 @@ ANTHROPIC_VERSION = "2023-06-01"
 # new for genai-prices): small enough for most models served today, so that a long thread is
 # compacted rather than refused; `[models."provider:model"] context_window` says otherwise.
 DEFAULT_CONTEXT_WINDOW = 32_768
-
-BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = MappingProxyType(
-    {
-        "openai": ProviderConfig("openai", "openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
-        "anthropic": ProviderConfig(
-            "anthropic", "anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY"
-        ),
-        "ollama": ProviderConfig("ollama", "openai", "http://127.0.0.1:11434/v1", None),
-        "openrouter": ProviderConfig(
-            "openrouter", "openai", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"
-        ),
-        "groq": ProviderConfig("groq", "openai", "https://api.groq.com/openai/v1", "GROQ_API_KEY"),
-        "deepseek": ProviderConfig(
-            "deepseek", "openai", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"
-        ),
-        "gemini": ProviderConfig(
-            "gemini",
-            "openai",
-            "https://generativelanguage.googleapis.com/v1beta/openai",
-            "GEMINI_API_KEY",
-        ),
-        "test": ProviderConfig("test", "test"),
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +56,16 @@ class ModelRegistry:
         prices: PriceBook | None = None,
         env: Mapping[str, str] | None = None,
         context_windows: Mapping[str, int] | None = None,
+        model_kinds: Mapping[str, str] | None = None,
     ) -> None:
         self.providers: dict[str, ProviderConfig] = {**BUILTIN_PROVIDERS, **(providers or {})}
         self.aliases = dict(aliases or {})
         self.prices = prices or PriceBook()
         self.context_windows = dict(context_windows or {})  # by ref: config's, then looked up
+        self.model_kinds = dict(model_kinds or {})  # by ref: an OpenAI model's API, if not its
         self._env = os.environ if env is None else env
-        self._clients: dict[str, ModelClient] = {}
+        # By provider and kind: one provider's models may be spoken to in two APIs.
+        self._clients: dict[tuple[str, str], ModelClient] = {}
 
     @classmethod
     def from_config(cls, config: Config, *, env: Mapping[str, str] | None = None) -> ModelRegistry:
@@ -97,12 +75,13 @@ class ModelRegistry:
             prices=PriceBook(config.prices),
             env=env,
             context_windows=config.context_windows,
+            model_kinds=config.model_kinds,
         )
 
     def add_model(self, provider: str, client: ModelClient) -> None:
         """Serve ``provider:*`` with an in-process client (e.g. a ``FunctionModel``)."""
         self.providers[provider] = ProviderConfig(provider, "test")
-        self._clients[provider] = client
+        self._clients[(provider, "test")] = client
 
     def resolve(self, ref: str) -> ResolvedModel:
         """``provider:model`` or an alias → ``ResolvedModel``; ``model_not_found`` otherwise."""
@@ -114,7 +93,11 @@ class ModelRegistry:
             ref = "test:test"
         provider_name, sep, name = ref.partition(":")
         if sep and name and provider_name in self.providers:
-            return ResolvedModel(ref, self.providers[provider_name], name)
+            provider = self.providers[provider_name]
+            kind = self.model_kinds.get(ref)
+            if kind is not None and kind != provider.kind and provider.kind in OPENAI_KINDS:
+                provider = replace(provider, kind=kind)  # this model's API, not the provider's
+            return ResolvedModel(ref, provider, name)
         raise self._not_found(ref, provider_name if sep else None)
 
     @cached_property
@@ -151,11 +134,12 @@ class ModelRegistry:
 
     def client(self, model: ResolvedModel) -> ModelClient:
         """The provider's client, created on first use; ``provider_auth`` if its key is unset."""
-        existing = self._clients.get(model.provider.name)
+        key = (model.provider.name, model.provider.kind)
+        existing = self._clients.get(key)
         if existing is not None:
             return existing
         client = self._build(model.provider)
-        self._clients[model.provider.name] = client
+        self._clients[key] = client
         return client
 
     async def aclose(self) -> None:
@@ -179,6 +163,16 @@ class ModelRegistry:
             headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
             if secret:
                 headers["x-api-key"] = secret
+        elif provider.kind == "openai-responses":
+            from agentrunner.engine.wire_responses import ResponsesWire
+
+            wire = ResponsesWire(
+                provider.name,
+                native_structured_output=provider.structured_output == "native",
+                prompt_cache_key=_sends_prompt_cache_key(provider),
+            )
+            if secret:
+                headers["authorization"] = f"Bearer {secret}"
         else:
             from agentrunner.engine.wire_openai import OpenAIWire
 
@@ -190,10 +184,7 @@ class ModelRegistry:
                 else "max_tokens",
                 native_structured_output=provider.structured_output == "native",
                 azure_api_version=provider.api_version,
-                # Only OpenAI is known to take the field; another server gets it when asked.
-                prompt_cache_key=provider.prompt_cache
-                if provider.prompt_cache is not None
-                else provider.name == "openai",
+                prompt_cache_key=_sends_prompt_cache_key(provider),
             )
             if secret:
                 headers["api-key" if azure else "authorization"] = (
@@ -260,6 +251,13 @@ class ModelRegistry:
             f"Model '{ref}' not found: unknown provider '{provider_name}'",
             hint=hint + " Add [providers.NAME] to agentrunner.toml for another endpoint.",
         )
+
+
+def _sends_prompt_cache_key(provider: ProviderConfig) -> bool:
+    """Only OpenAI is known to take the field; another server gets it when asked."""
+    if provider.prompt_cache is not None:
+        return provider.prompt_cache
+    return provider.name == "openai"
 
 
 def _unsendable(key: str) -> str | None:

@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from agentrunner.config import OPENAI_KINDS
 from agentrunner.engine.fallback import ChainEntry
 from agentrunner.engine.tools import schema_problem
 
@@ -19,7 +20,7 @@ def takes_schema_natively(entry: ChainEntry) -> bool:
     provider = entry.model.provider
     return (
         provider.kind == "anthropic"
-        or (provider.kind == "openai" and provider.structured_output == "native")
+        or (provider.kind in OPENAI_KINDS and provider.structured_output == "native")
         or provider.kind == "test"
     )
 

@@ -120,6 +120,9 @@ class ToolCall(BaseModel):
     raw_arguments: str | None = Field(
         default=None, description="present when the model's arguments were not valid JSON"
     )
+    item_id: str | None = Field(
+        default=None, description="the provider's id of the item that carried the call"
+    )
 
 
 class Thinking(BaseModel):
@@ -127,6 +130,7 @@ class Thinking(BaseModel):
     provider: str
     signature: str | None
     redacted: str | None
+    id: str | None = Field(default=None, description="the provider's id of the reasoning item")
 
 
 class UserMessage(BaseModel):
@@ -148,6 +152,9 @@ class AssistantMessage(BaseModel):
     model: str | None = None
     provider: str | None = None
     interrupted: bool = Field(default=False, description="the turn stopped before it finished")
+    text_id: str | None = Field(
+        default=None, description="the provider's id of the item that carried the text"
+    )
     run_id: str | None
     created_at: float
 
@@ -187,7 +194,9 @@ Usage = Annotated[
         {
             "type": "object",
             "description": "tokens the run used; `estimated` (present only when true): "
-            "agentrunner's estimate for a request cut off before the provider reported it",
+            "agentrunner's estimate for a request cut off before the provider reported it; "
+            "`reasoning_tokens` (present only when some): of `output_tokens`, the model's "
+            "reasoning",
             "properties": {
                 **{
                     key: {"type": "integer"}
@@ -197,6 +206,7 @@ Usage = Annotated[
                         "cache_read_tokens",
                         "cache_write_tokens",
                         "requests",
+                        "reasoning_tokens",
                     )
                 },
                 "estimated": {"type": "boolean"},

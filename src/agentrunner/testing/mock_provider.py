@@ -1,4 +1,5 @@
-"""A mock OpenAI Chat Completions + Anthropic Messages server, for tests and benchmarks.
+"""A mock OpenAI (Chat Completions and the Responses API) + Anthropic Messages server, for tests
+and benchmarks.
 
 Real HTTP on 127.0.0.1, so agentrunner's real client code runs. Scriptable per test with a
 queue of ``Reply`` objects (text, tool calls, thinking, usage), optionally per model, and able to
@@ -6,7 +7,14 @@ inject faults: an HTTP error with any status and ``retry-after``, a stalled resp
 connection dropped mid-stream, malformed tool-call JSON, and an error event mid-stream
 (Anthropic ``overloaded_error``). Like the real APIs it rejects (400) a history holding a tool
 call without a result, and stops a reply at the request's output cap (``max_tokens`` /
-``max_completion_tokens``: the text cut, ``length`` as the finish reason). With an empty queue it
+``max_completion_tokens`` / ``max_output_tokens``: the text cut, ``length`` as the finish
+reason, ``incomplete`` on the Responses API). On ``/v1/responses`` it also refuses what that API
+refuses in the input: a ``function_call_output`` whose ``call_id`` no ``function_call`` before
+it has; a reasoning item without its encrypted content when ``store`` is false (404, as the
+API: it keeps nothing to look the item up by), with encrypted content it did not write, or not
+followed by the item it came with (a message or function call, by its id). A ``Reply`` with
+``thinking`` comes back as a reasoning item, with encrypted content when the request asks for
+it (``include``). With an empty queue it
 plays a simple agent: it calls the first offered tool once, then answers with text. With
 ``count_input_tokens`` (or a reply's ``input_tokens=None``) it bills the request's real size;
 with ``prompt_cache`` (a ``PromptCacheModel``, off by default) it bills every request as the
@@ -39,6 +47,9 @@ from agentrunner.testing.mock_responses import (
     openai_json,
     openai_stream,
     output_tokens,
+    readable_reasoning,
+    responses_json,
+    responses_stream,
 )
 from agentrunner.testing.prompt_cache import PromptCacheModel, too_many_breakpoints
 
@@ -162,12 +173,13 @@ class MockProvider:
     def _cached(self, reply: Reply, body: dict[str, Any], flavor: str) -> Reply:
         """``reply`` billed by the prompt-cache model: OpenAI counts cached tokens in its
         input, Anthropic's input is what was neither read nor written."""
+        openai = flavor != "anthropic"
         with self._lock:
             cache = self.prompt_cache
             if cache is None:
                 return reply
-            bill = cache.bill(flavor, body)
-        fresh = bill.tokens if flavor == "openai" else bill.tokens - bill.read - bill.written
+            bill = cache.bill("openai" if openai else "anthropic", body)
+        fresh = bill.tokens if openai else bill.tokens - bill.read - bill.written
         return replace(
             reply,
             input_tokens=fresh,
@@ -196,21 +208,29 @@ class MockProvider:
                 {"error": {"type": "invalid_request_error", "message": "body is not JSON"}},
             )
             return
-        flavor = "anthropic" if path.endswith("/messages") else "openai"
+        flavor = _flavor(path)
         if self.record:
             headers = {k.decode(): v.decode() for k, v in scope["headers"]}
             with self._lock:
                 self.requests.append(RecordedRequest(path, headers, body))
-        if not path.endswith(("/chat/completions", "/messages")):
+        if flavor is None:
             await _send_json(
                 send, 404, {"error": {"type": "not_found_error", "message": f"no route {path}"}}
             )
             return
-        problem = _dangling_tool_call(body, flavor) or (
+        if flavor == "responses":
+            refused = _refused_input(body)
+            if refused is not None:
+                status, problem = refused
+                await _send_json(
+                    send, status, _error_body(flavor, "invalid_request_error", problem, "input")
+                )
+                return
+        dangling = _dangling_tool_call(body, flavor) or (
             too_many_breakpoints(body) if flavor == "anthropic" else None
         )
-        if problem:
-            await _send_json(send, 400, _error_body(flavor, "invalid_request_error", problem))
+        if dangling:
+            await _send_json(send, 400, _error_body(flavor, "invalid_request_error", dangling))
             return
         model = str(body.get("model", ""))
         reply = self._next(model, body, flavor)
@@ -226,31 +246,47 @@ class MockProvider:
             reply = self._cached(reply, body, flavor)
         rid = next(self._ids)
         if body.get("stream"):
-            events = (
-                openai_stream(reply, model, rid, body)
-                if flavor == "openai"
-                else anthropic_stream(reply, model, rid)
-            )
-            await _send_stream(send, events, fault, reply.chunk_delay_s)
+            if flavor == "openai":
+                events = openai_stream(reply, model, rid, body)
+            elif flavor == "responses":
+                events = responses_stream(reply, model, rid, body)
+            else:
+                events = anthropic_stream(reply, model, rid)
+            await _send_stream(send, events, fault, reply.chunk_delay_s, flavor)
         else:
-            payload = (
-                openai_json(reply, model, rid)
-                if flavor == "openai"
-                else anthropic_json(reply, model, rid)
-            )
+            if flavor == "openai":
+                payload = openai_json(reply, model, rid)
+            elif flavor == "responses":
+                payload = responses_json(reply, model, rid, body)
+            else:
+                payload = anthropic_json(reply, model, rid)
             await _send_json(send, 200, payload)
 
 
 # -- behaviour -------------------------------------------------------------------------------
+
+_ROUTES = {"/chat/completions": "openai", "/responses": "responses", "/messages": "anthropic"}
+
+
+def _flavor(path: str) -> str | None:
+    """Which API a path is: ``openai`` (Chat Completions), ``responses`` or ``anthropic``."""
+    for end, flavor in _ROUTES.items():
+        if path.endswith(end):
+            return flavor
+    return None
 
 
 def _billed(reply: Reply, body: dict[str, Any], count_input: bool) -> Reply:
     """``reply`` as the provider would bill and cut it: input tokens counted from the request
     when asked, output stopped at the request's cap."""
     if reply.input_tokens is None or count_input:
-        size = len(json.dumps([body.get("system"), body.get("messages"), body.get("tools")]))
-        reply = replace(reply, input_tokens=size // 4 + 1)
-    cap = body.get("max_completion_tokens") or body.get("max_tokens")
+        prompt = [body.get("system"), body.get("messages"), body.get("tools")]
+        if "input" in body:  # the Responses API's
+            prompt = [body.get("instructions"), body.get("input"), body.get("tools")]
+        reply = replace(reply, input_tokens=len(json.dumps(prompt)) // 4 + 1)
+    cap = (
+        body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens")
+    )
     if isinstance(cap, int) and output_tokens(reply) > cap:
         reply = replace(reply, text=reply.text[: cap * 4], output_tokens=cap, finish="length")
     return reply
@@ -259,22 +295,32 @@ def _billed(reply: Reply, body: dict[str, Any], count_input: bool) -> Reply:
 def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
     """No script: call the first offered tool once (schema-valid arguments), then answer by
     echoing the last user message."""
-    messages = body.get("messages") or []
+    messages = body.get("messages") or _input_items(body)
     tools = body.get("tools") or []
     last = messages[-1] if messages else {}
-    last_is_result = last.get("role") == "tool" or (
-        flavor == "anthropic"
-        and isinstance(last.get("content"), list)
-        and any(b.get("type") == "tool_result" for b in last["content"])
+    last_is_result = (
+        last.get("role") == "tool"
+        or last.get("type") == "function_call_output"
+        or (
+            flavor == "anthropic"
+            and isinstance(last.get("content"), list)
+            and any(b.get("type") == "tool_result" for b in last["content"])
+        )
     )
     if tools and not last_is_result:
         from agentrunner.engine.doubles import example_from_schema
 
         tool = tools[0]
         spec = tool["function"] if flavor == "openai" else tool
-        schema = spec.get("parameters") if flavor == "openai" else spec.get("input_schema")
+        schema = spec.get("input_schema") if flavor == "anthropic" else spec.get("parameters")
         return Reply(tool_calls=[(spec["name"], example_from_schema(schema or {}))])
     return Reply(text=f"Echo: {_last_user_text(messages)}")
+
+
+def _input_items(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Responses API's ``input``: a list of items, or a text (one user message)."""
+    given = body.get("input") or []
+    return [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
@@ -284,13 +330,64 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
         content = message.get("content")
         if isinstance(content, str):
             return str(content)
-        texts = [b.get("text", "") for b in content or () if b.get("type") == "text"]
+        texts = [
+            b.get("text", "") for b in content or () if b.get("type") in ("text", "input_text")
+        ]
         if texts:
             return str(texts[-1])
     return ""
 
 
+def _refused_input(body: dict[str, Any]) -> tuple[int, str] | None:
+    """What the Responses API refuses in an input, as (status, its message): an output for a
+    call the input does not hold, a call without its output, a reasoning item it cannot read
+    or that is not followed by the item it came with."""
+    items = _input_items(body)
+    calls: list[str] = []
+    answered: set[str] = set()
+    for index, item in enumerate(items):
+        kind = item.get("type")
+        if kind == "function_call":
+            calls.append(str(item.get("call_id")))
+        elif kind == "function_call_output":
+            call_id = str(item.get("call_id"))
+            if call_id not in calls:
+                return 400, f"No tool call found for function call output with call_id {call_id}."
+            answered.add(call_id)
+        elif kind == "reasoning":
+            refused = _unreadable_reasoning(item, items[index + 1 :], body.get("store", True))
+            if refused is not None:
+                return refused
+    for call_id in calls:
+        if call_id not in answered:
+            return 400, f"No tool output found for function call {call_id}."
+    return None
+
+
+def _unreadable_reasoning(
+    item: dict[str, Any], after: list[dict[str, Any]], store: Any
+) -> tuple[int, str] | None:
+    item_id = str(item.get("id"))
+    encrypted = item.get("encrypted_content")
+    if not encrypted and store is False:
+        return 404, (
+            f"Item with id '{item_id}' not found. Items are not persisted when `store` is set "
+            "to false. Try again with `store` set to true, or remove this item from your input."
+        )
+    following = next((i for i in after if i.get("type") != "reasoning"), {})
+    if following.get("type") not in ("message", "function_call") or not following.get("id"):
+        return 400, (
+            f"Item '{item_id}' of type 'reasoning' was provided without its required "
+            "following item."
+        )
+    if encrypted and not readable_reasoning(item_id, str(encrypted)):
+        return 400, f"The encrypted content for item {item_id} could not be verified."
+    return None
+
+
 def _dangling_tool_call(body: dict[str, Any], flavor: str) -> str | None:
+    if flavor == "responses":
+        return None  # _refused_input's
     messages = body.get("messages") or []
     if flavor == "openai":
         pending: list[str] = []
@@ -332,10 +429,12 @@ def _dangling_tool_call(body: dict[str, Any], flavor: str) -> str | None:
 # -- HTTP plumbing ---------------------------------------------------------------------------
 
 
-def _error_body(flavor: str, error_type: str, message: str) -> dict[str, Any]:
+def _error_body(
+    flavor: str, error_type: str, message: str, param: str | None = None
+) -> dict[str, Any]:
     if flavor == "anthropic":
         return {"type": "error", "error": {"type": error_type, "message": message}}
-    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+    return {"error": {"message": message, "type": error_type, "param": param, "code": None}}
 
 
 _DEFAULT_TYPES = {
@@ -391,6 +490,7 @@ async def _send_stream(
     events: list[tuple[str | None, dict[str, Any] | str]],
     fault: Fault | None,
     chunk_delay_s: float = 0.0,
+    flavor: str = "openai",
 ) -> None:
     await send(
         {
@@ -408,13 +508,19 @@ async def _send_stream(
         if n == cut:
             if fault is not None and fault.kind == "drop_mid_stream":
                 raise _DropConnection("mock: connection dropped mid-stream")
-            error = {
+            error_type = fault.error_type if fault else "api_error"
+            error: dict[str, Any] = {
                 "type": "error",
-                "error": {
-                    "type": fault.error_type if fault else "api_error",
-                    "message": "mock fault mid-stream",
-                },
+                "error": {"type": error_type, "message": "mock fault mid-stream"},
             }
+            if flavor == "responses":  # the Responses API's error event: its fields at the top
+                error = {
+                    "type": "error",
+                    "code": error_type,
+                    "message": "mock fault mid-stream",
+                    "param": None,
+                    "sequence_number": n,
+                }
             frame = f"event: error\ndata: {json.dumps(error)}\n\n"
             await send({"type": "http.response.body", "body": frame.encode(), "more_body": False})
             return
@@ -487,7 +593,9 @@ def main() -> None:
 
     import uvicorn
 
-    parser = argparse.ArgumentParser(description="Run the mock OpenAI/Anthropic provider.")
+    parser = argparse.ArgumentParser(
+        description="Run the mock provider: OpenAI (Chat Completions, Responses) and Anthropic."
+    )
     parser.add_argument("--port", type=int, default=8999)
     parser.add_argument(
         "--count-input-tokens",

@@ -12,9 +12,10 @@ not part of the prompt). English text and JSON run at about 3.5 to 4.5 bytes a t
 tokenizers, so a figure can be 10-15 % off the provider's count either way, the same way for
 every assembly of the same conversation: it is for comparing them, not for predicting a bill.
 
-**OpenAI** caches by itself. A request reads the longest prefix, in 128-token steps from
-1,024 tokens, that an earlier live request of the same model left (``cached_tokens`` in
-``usage.prompt_tokens_details``, counted in ``prompt_tokens``), and leaves each of its own
+**OpenAI** caches by itself, on both of its APIs (a Responses API request is read as its
+tools, output format, instructions, then each input item). A request reads the longest prefix,
+in 128-token steps from 1,024 tokens, that an earlier live request of the same model left
+(``cached_tokens`` in the usage, counted in the input tokens), and leaves each of its own
 prefixes at those steps. ``prompt_cache_key`` is not needed for a hit here: OpenAI uses it to
 route a conversation's requests to a machine holding their prefix, and the mock is one machine.
 
@@ -154,11 +155,18 @@ def _json(value: Any) -> bytes:
 
 
 def _openai_parts(body: Mapping[str, Any]) -> Iterator[tuple[bytes, bool]]:
+    """Chat Completions' request, or the Responses API's (its output format, instructions and
+    input items in the places of the response format and the messages)."""
     for tool in body.get("tools") or ():
         yield _json(tool), False
     if body.get("response_format"):
         yield _json(body["response_format"]), False
-    for message in body.get("messages") or ():
+    if (body.get("text") or {}).get("format"):
+        yield _json(body["text"]["format"]), False
+    if body.get("instructions"):
+        yield _json(body["instructions"]), False
+    given = body.get("input") or ()
+    for message in body.get("messages") or ([given] if isinstance(given, str) else given):
         yield _json(message), False
 
 
