@@ -150,6 +150,8 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ('[database]\nurl = "postgresql://me:hunter2@db/x"\n', "holds a password"),
         ('[defaults]\nmodle = "x"\n', "did you mean 'defaults.model'"),
         ('[providers.x]\nkind = "cohere"\n', "kind must be one of"),
+        ('[providers.x]\nkind = "openai-respnses"\n', "(did you mean 'openai-responses'?)"),
+        ('[providers.x]\napi = "respnses"\n', "got 'respnses' (did you mean 'responses'?)"),
         ("[budgets]\nper_run_usd = -1\n", "non-negative number"),
         ('defaults = "x"\n', "[defaults] must be a table"),
         ('[prices."m"]\ninput = 1\n', "unknown key 'prices.m.input'"),

@@ -17,7 +17,7 @@ import difflib
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -569,7 +569,8 @@ def _providers(value: Mapping[str, Any], err: _Err) -> dict[str, ProviderConfig]
         kind = table.get("kind", builtin.kind if builtin else "openai")
         if kind not in PROVIDER_KINDS:
             raise err(
-                f"providers.{name}.kind must be one of {', '.join(PROVIDER_KINDS)}, got {kind!r}",
+                f"providers.{name}.kind must be one of {', '.join(PROVIDER_KINDS)}, got {kind!r}"
+                + _meant(kind, PROVIDER_KINDS),
                 "kind",
             )
         if "api" in table:
@@ -917,7 +918,8 @@ def _openai_kind(api: Any, kind: str, where: str, err: _Err) -> str:
     """The kind ``api`` makes a provider of ``kind``: OpenAI's providers only have a choice."""
     if api not in OPENAI_APIS:
         raise err(
-            f"{where}.api must be one of {', '.join(OPENAI_APIS)}, got {api!r}",
+            f"{where}.api must be one of {', '.join(OPENAI_APIS)}, got {api!r}"
+            + _meant(api, OPENAI_APIS),
             "api",
             '"responses": OpenAI\'s Responses API; "chat": Chat Completions.',
         )
@@ -1013,3 +1015,11 @@ def _config_error(
     return AgentRunnerError(
         ErrorCode.INVALID_SPECIFICATION, message, hint=hint, file=file or CONFIG_FILE, line=line
     )
+
+
+def _meant(value: Any, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for a misspelt choice, else nothing."""
+    near = (
+        difflib.get_close_matches(str(value), list(choices), n=1) if isinstance(value, str) else []
+    )
+    return f" (did you mean '{near[0]}'?)" if near else ""

@@ -471,3 +471,18 @@ def test_run_shows_what_a_delegated_run_does(
     assert "worker › 🔔 Pinged" in lines, err  # what it produced for the person: always shown
     assert "  worker › answered" in lines, err
     assert not any("boss ›" in line for line in lines), err
+
+
+def test_channels_create_says_who_joined_as_a_person_and_the_agent_meant(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A member that is no agent joins as a person (that is how people join); one spelt like an
+    agent is most likely a typo, and is said so (a newcomer's `-m writr` went unnoticed)."""
+    agent("writer")
+    code, out, err = cli(capsys, "channels", "create", "team", "-m", "writr", "-m", "ada")
+    assert code == 0, err
+    assert "writr (person)" in out and "ada (person)" in out
+    assert "'writr' is no agent, so it joined as a person (did you mean 'writer'?)" in err
+    assert "'ada'" not in err  # a person's name like no agent's: nothing to say
+    code, out, err = cli(capsys, "channels", "create", "team2", "-m", "writer")
+    assert code == 0 and "with writer" in out and "(person)" not in out and err == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -50,13 +51,26 @@ def channels_create(
 ) -> None:
     """Create a channel (or add members to it)."""
 
-    async def work(ws: Workspace) -> tuple[Channel, list[str]]:
+    async def work(ws: Workspace) -> tuple[Channel, list[tuple[str, str]], list[str]]:
         channel = await ws.channels.create(name, private=private, members=member)
-        return channel, [m for m, _ in await ws.runner.store.channels.members(channel.id)]
+        members = await ws.runner.store.channels.members(channel.id)
+        return channel, members, [agent.id for agent in ws.runner.agents]
 
-    channel, members = _with_workspace(work)
-    everyone = ", ".join(members) or "no members"
-    out.print(f"[green]#{escape(channel.name)}[/] ({channel.kind}) with {escape(everyone)}")
+    channel, members, agents = _with_workspace(work)
+    people = {m for m, kind in members if kind != "agent"}
+    for name_given in dict.fromkeys(member):  # a person spelt like an agent: likely a typo
+        near = difflib.get_close_matches(name_given, agents, n=1, cutoff=0.75)
+        if name_given in people and near:
+            err.print(
+                f"[yellow]warning:[/] '{escape(name_given)}' is no agent, so it joined as a "
+                f"person (did you mean '{escape(near[0])}'?)",
+                soft_wrap=True,
+            )
+    everyone = ", ".join(m if kind == "agent" else f"{m} (person)" for m, kind in members)
+    out.print(
+        f"[green]#{escape(channel.name)}[/] ({channel.kind}) with "
+        f"{escape(everyone or 'no members')}"
+    )
 
 
 @channels_app.command("list")
