@@ -100,7 +100,7 @@ def _print_report(report: SpendReport) -> None:
         if report.days > 1:
             _spend_table("day", report.by_day)
         unknown = report.total.unknown
-        note = f" · {unknown} of unknown price (not counted)" if unknown else ""
+        note = f" · {unknown} of unknown price (not counted; * beside a spend)" if unknown else ""
         out.print(
             f"[bold]total {usd(report.total.micros)}[/] "
             f"[dim]· {report.total.requests} request(s){note}[/]"
@@ -137,9 +137,9 @@ def _spend_table(key: str, parts: dict[str, Spend]) -> None:
             [
                 escape(name),
                 str(spend.requests),
-                str(spend.input_tokens),
-                *([str(spend.cache_read_tokens)] if cached else []),
-                str(spend.output_tokens),
+                f"{spend.input_tokens:,}",
+                *([f"{spend.cache_read_tokens:,}"] if cached else []),
+                f"{spend.output_tokens:,}",
                 usd(spend.micros) + ("*" if spend.unknown else ""),
             ]
             for name, spend in parts.items()
