@@ -51,6 +51,7 @@ from agentrunner.engine.turn import (
     TurnError,
     TurnLimits,
     TurnResult,
+    output_cap,
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import AgentWorking
@@ -668,7 +669,7 @@ class AgentRunner:
                     message=user.content,
                     tools=tools,
                     output_schema=agent.output_schema,
-                    max_output_tokens=_output_cap(limits.max_output_tokens, settings),
+                    max_output_tokens=output_cap(limits.max_output_tokens, settings),
                     history_tokens=limits.history_tokens,
                 ),
                 Account(
@@ -1027,11 +1028,3 @@ def _as_error(exc: BaseException) -> AgentRunnerError:
     if isinstance(exc, asyncio.CancelledError):
         return AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
     return AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-
-
-def _output_cap(limit: int | None, settings: ModelSettings | None) -> int | None:
-    """The reply's cap the history must leave room for: the lower of the agent's limit and the
-    run's ``max_output_tokens`` setting (as the engine sends it)."""
-    asked = settings.max_output_tokens if settings is not None else None
-    caps = [cap for cap in (limit, asked) if cap]
-    return min(caps) if caps else None

@@ -74,6 +74,7 @@ __all__ = [
     "TurnError",
     "TurnLimits",
     "TurnResult",
+    "output_cap",
     "run_turn",
 ]
 
@@ -361,12 +362,10 @@ class _TurnRun:
         turn = self.turn
         native = turn.output_schema is None or takes_schema_natively(entry)
         system = turn.system if native else turn.system + schema_instructions(turn.output_schema)
-        settings, cap = self.settings, turn.limits.max_output_tokens
-        if settings is not None:
-            if settings.max_output_tokens is not None:  # the lower of the setting and limit
-                cap = min(cap or settings.max_output_tokens, settings.max_output_tokens)
-            if self.tool_calls:
-                settings = self.after_tools
+        settings = self.settings
+        cap = output_cap(turn.limits.max_output_tokens, settings)
+        if settings is not None and self.tool_calls:
+            settings = self.after_tools
         return ModelRequest(
             model=entry.model.name,
             system=system,
@@ -733,3 +732,11 @@ class _ToolCrashed(Exception):
         if secrets:  # the run's error, its record and events quote it: no key a tool read
             self.cause = secrets.scrub(self.cause)
         super().__init__(f"tool '{name}' failed: {self.cause}")  # what its span says
+
+
+def output_cap(limit: int | None, settings: ModelSettings | None) -> int | None:
+    """A request's output cap: the lower of the agent's limit and the run's
+    ``max_output_tokens`` setting (what the history must leave room for, too)."""
+    asked = settings.max_output_tokens if settings is not None else None
+    caps = [cap for cap in (limit, asked) if cap]
+    return min(caps) if caps else None
