@@ -106,8 +106,10 @@ def create_app(
             allow_headers=["*"],
         )
 
-    from agentrunner.server import openai_compat, routes
+    from agentrunner.server import dashboard, openai_compat, routes
 
     app.include_router(routes.router, responses=ERROR_RESPONSES)
     app.include_router(openai_compat.router, responses=ERROR_RESPONSES)
+    app.state.token = token  # what /login compares with; in memory only
+    dashboard.install(app, login=token is not None)
     return app

@@ -9,10 +9,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.server.dashboard.auth import is_dashboard_path
 
 __all__ = ["ERROR_RESPONSES", "ErrorBody", "error_body", "error_response", "install_handlers"]
 
@@ -98,15 +99,25 @@ def _status(exc: AgentRunnerError) -> int:
     return _STATUS.get(exc.code, 500)
 
 
+def _for_a_person(request: Request) -> bool:
+    """A dashboard page's error is a page too (the JSON API's stays JSON)."""
+    return is_dashboard_path(request.url.path) and request.method in ("GET", "HEAD", "POST")
+
+
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(AgentRunnerError)
-    async def runner_error(request: Request, exc: AgentRunnerError) -> JSONResponse:
+    async def runner_error(request: Request, exc: AgentRunnerError) -> Response:
+        status = 403 if exc.details.get("forbidden") else _status(exc)
+        if _for_a_person(request):
+            from agentrunner.server.dashboard.templating import problem
+
+            return problem(request, status, str(exc.code), exc.message, exc.hint)
         retry_after = exc.details.get("retry_after_s")
         headers = {"retry-after": str(int(retry_after))} if retry_after is not None else None
-        return error_response(_status(exc), str(exc.code), exc.message, exc.hint, headers)
+        return error_response(status, str(exc.code), exc.message, exc.hint, headers)
 
     @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def bad_request(request: Request, exc: RequestValidationError) -> Response:
         # Of a union's several errors, the deepest says most (the branch that nearly fit).
         errors = sorted(exc.errors(), key=lambda e: -len(e.get("loc", ())))
         first = errors[0] if errors else {}
@@ -115,11 +126,19 @@ def install_handlers(app: FastAPI) -> None:
             return error_response(400, "validation", f"the body is not JSON: {why}".rstrip(": "))
         where = ".".join(str(p) for p in first.get("loc", ()))
         what = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+        if _for_a_person(request):
+            from agentrunner.server.dashboard.templating import problem
+
+            return problem(request, 422, "validation", f"{where}: {what}")
         return error_response(422, "validation", f"{where}: {what}")
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = "not_found" if exc.status_code == 404 else "validation"
+        if _for_a_person(request) and exc.status_code in (404, 422):
+            from agentrunner.server.dashboard.templating import problem
+
+            return problem(request, exc.status_code, code, "there is no page here", None)
         headers = {k: v for k, v in (exc.headers or {}).items() if k.lower() != "allow"}
         if exc.status_code == 405:
             headers["allow"] = ", ".join(_allowed_methods(request))

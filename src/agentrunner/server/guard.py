@@ -4,7 +4,9 @@ body as it arrives, which ``BaseHTTPMiddleware`` cannot):
 * **Host.** A server without a token answers only requests whose ``Host`` is loopback
   (``localhost``, ``127.0.0.1``, ``[::1]``, any port) or a name in ``[server] allowed_hosts``:
   a web page that rebinds its own name to 127.0.0.1 sends its own name, and is refused (403).
-* **Token.** With a token, every request but ``/health`` needs ``Authorization: Bearer`` (401).
+* **Token.** With a token, every request but ``/health`` needs ``Authorization: Bearer`` (401);
+  the dashboard's pages take its session cookie instead (``dashboard.auth``), and send a browser
+  that has none to ``/login``.
 * **Body size.** Bytes are counted as they arrive, chunked bodies included, and the request is
   answered 413 as soon as the limit is passed; a declared ``Content-Length`` past it is refused
   before anything is read.
@@ -22,6 +24,12 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentrunner.server.dashboard.auth import (
+    is_dashboard_path,
+    is_open_path,
+    session_valid,
+    session_value,
+)
 from agentrunner.server.errors import error_response
 
 __all__ = ["LOOPBACK_HOSTS", "Guard", "host_name"]
@@ -33,6 +41,21 @@ LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 class _BodyTooLarge(Exception):
     pass
+
+
+def _to_login(scope: Scope) -> Any:
+    """A browser without a session is sent to log in, and back where it was going after; a
+    form posted without one (its session ended) is refused, to be sent again."""
+    from urllib.parse import quote
+
+    from starlette.responses import RedirectResponse
+
+    if scope["method"] not in ("GET", "HEAD"):
+        return error_response(
+            401, "unauthorized", "not logged in", "Log in at /login, then send the form again."
+        )
+    target = scope["path"] + (f"?{scope['query_string'].decode()}" if scope["query_string"] else "")
+    return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
 
 
 def host_name(host: str) -> str:
@@ -56,6 +79,7 @@ class Guard:
     ) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode() if token is not None else None
+        self.session = session_value(token) if token is not None else ""
         self.allowed_hosts = allowed_hosts  # shared: the app adds the project's names on start
         self.max_body_bytes = max_body_bytes
 
@@ -84,15 +108,18 @@ class Guard:
                     "rebinding): call it by one of those, add the name to [server] "
                     "allowed_hosts in agentrunner.toml, or set a token.",
                 )
-        elif scope["path"] != "/health":
-            given = headers.get("authorization", "").encode()
-            if not hmac.compare_digest(given, self.expected):
+        elif scope["path"] != "/health" and not hmac.compare_digest(
+            headers.get("authorization", "").encode(), self.expected
+        ):
+            if not is_dashboard_path(scope["path"]):
                 return error_response(
                     401,
                     "unauthorized",
                     "missing or wrong bearer token",
                     "Send Authorization: Bearer <token>, the server's AGENTRUNNER_API_TOKEN.",
                 )
+            if not is_open_path(scope["path"]) and not session_valid(headers, self.session):
+                return _to_login(scope)
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_body_bytes:
             return self._too_large()

@@ -1,0 +1,51 @@
+"""``/login`` and ``/logout``: a person's session on a server that a token guards."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import APIRouter, Request
+from starlette.responses import RedirectResponse, Response
+
+from agentrunner.server.dashboard.auth import (
+    SESSION_COOKIE,
+    safe_next,
+    session_value,
+    set_cookie,
+)
+from agentrunner.server.dashboard.forms import checked_form
+from agentrunner.server.dashboard.templating import page
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.get("/login")
+async def login_form(request: Request, next: str = "/") -> Response:
+    if not request.app.state.dashboard_login:  # nothing to log in to on loopback
+        return RedirectResponse(safe_next(next), status_code=303)
+    return page(request, "login.html", {"next": safe_next(next), "failed": False})
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    form = await checked_form(request)
+    target = safe_next(str(form.get("next") or "/"))
+    token: str | None = request.app.state.token
+    given = str(form.get("token") or "")
+    if token is None:
+        return RedirectResponse(target, status_code=303)
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        return page(request, "login.html", {"next": target, "failed": True}, status=401)
+    response = RedirectResponse(target, status_code=303)
+    set_cookie(response, SESSION_COOKIE, session_value(token), secure=request.url.scheme == "https")
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    await checked_form(request)
+    response = RedirectResponse("/login" if request.app.state.dashboard_login else "/", 303)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return response

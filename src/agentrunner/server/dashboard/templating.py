@@ -1,0 +1,117 @@
+"""The dashboard's Jinja2 templates: one environment for the process (templates are compiled
+once and cached), autoescaping on, and the few filters every page shares."""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import cache
+from typing import Any
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from agentrunner.server.dashboard.auth import CSRF_COOKIE, CSRF_FIELD, csrf_token, set_cookie
+
+__all__ = ["environment", "fragment", "page", "problem"]
+
+
+def usd(micros: int | float | None) -> str:
+    if micros is None:
+        return "—"
+    dollars = micros / 1e6
+    if dollars == 0:
+        return "$0"
+    if abs(dollars) < 0.01:
+        return f"${dollars:.4f}"
+    return f"${dollars:,.2f}"
+
+
+def clock(ts: float | None) -> str:
+    """A time as people read it on the page: today's as ``14:02:07``, older ones with the date
+    (UTC, as the API's times and the cost days are)."""
+    if ts is None:
+        return "—"
+    if time.strftime("%Y-%m-%d", time.gmtime(ts)) == time.strftime("%Y-%m-%d", time.gmtime()):
+        return time.strftime("%H:%M:%S", time.gmtime(ts))
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts))
+
+
+def iso(ts: float | None) -> str:
+    return "" if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+def count(n: int | None) -> str:
+    return "—" if n is None else f"{n:,}"
+
+
+def pretty(value: Any) -> str:
+    """A tool's arguments or result as indented JSON (text that is not JSON as it is)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return str(value)
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("agentrunner.server.dashboard", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(usd=usd, clock=clock, iso=iso, duration=duration, count=count, pretty=pretty)
+    return env
+
+
+def fragment(name: str, context: dict[str, Any]) -> str:
+    """A template's text with no request: what a live stream sends (it holds no form)."""
+    text: str = environment().get_template(name).render(**context)
+    return text
+
+
+def page(
+    request: Request, name: str, context: dict[str, Any], *, status: int = 200
+) -> HTMLResponse:
+    """A whole page (or a fragment a page asked for): rendered with ``request`` and ``csrf``
+    (the browser's CSRF value, for its forms), and the CSRF cookie set when the browser has
+    none yet."""
+    token, new = csrf_token(request)
+    text = (
+        environment()
+        .get_template(name)
+        .render(request=request, csrf=token, csrf_field=CSRF_FIELD, **context)
+    )
+    response = HTMLResponse(text, status_code=status)
+    if new:
+        set_cookie(response, CSRF_COOKIE, token, secure=request.url.scheme == "https")
+    return response
+
+
+def problem(
+    request: Request, status: int, code: str, message: str, hint: str | None = None
+) -> HTMLResponse:
+    """An error as a page: what the JSON API would say (code, message, hint), for a person."""
+    titles = {401: "Not logged in", 403: "Refused", 404: "Not found", 422: "Not valid"}
+    context = {
+        "title": titles.get(status, "Something went wrong"),
+        "code": code,
+        "message": message,
+        "hint": hint,
+    }
+    return page(request, "problem.html", context, status=status)
