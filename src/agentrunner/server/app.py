@@ -59,11 +59,14 @@ def create_app(
     otherwise the app opens and closes the project's own."""
     hosts = {name.lower() for name in allowed_hosts}
 
+    from agentrunner.server import dashboard
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from agentrunner.compose import open_workspace
 
         opened = workspace or await open_workspace(start)
+        await dashboard.ready()
         app.state.workspace = opened
         hosts.update(opened.runner.config.allowed_hosts)
         serving = opened.worker() if worker else None
@@ -106,7 +109,7 @@ def create_app(
             allow_headers=["*"],
         )
 
-    from agentrunner.server import dashboard, openai_compat, routes
+    from agentrunner.server import openai_compat, routes
 
     app.include_router(routes.router, responses=ERROR_RESPONSES)
     app.include_router(openai_compat.router, responses=ERROR_RESPONSES)

@@ -7,25 +7,30 @@ post, a run's cancel and a job's stop, each a form with a CSRF field (``auth``).
 
 from __future__ import annotations
 
-from pathlib import Path
+import asyncio
 
 from fastapi import APIRouter, FastAPI
-from starlette.staticfiles import StaticFiles
 
-__all__ = ["install"]
-
-STATIC = Path(__file__).parent / "static"
+__all__ = ["install", "ready"]
 
 
 def install(app: FastAPI, *, login: bool) -> None:
     """The pages and their static files on ``app``; ``login`` when a token guards the server
     (then a person logs in with it)."""
     from agentrunner.server.dashboard import login as login_pages
-    from agentrunner.server.dashboard import team
+    from agentrunner.server.dashboard import static, team
 
     app.state.dashboard_login = login
     router = APIRouter(include_in_schema=False)
-    for module in (login_pages, team):
+    for module in (static, login_pages, team):
         router.include_router(module.router)
     app.include_router(router)
-    app.mount("/ui/static", StaticFiles(directory=STATIC), name="dashboard-static")
+
+
+async def ready() -> None:
+    """Templates compiled and static files read, off the event loop, before the first page."""
+    from agentrunner.server.dashboard.static import load_static
+    from agentrunner.server.dashboard.templating import load_templates
+
+    await asyncio.to_thread(load_templates)
+    await asyncio.to_thread(load_static)

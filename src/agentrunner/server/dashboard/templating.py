@@ -14,7 +14,7 @@ from starlette.responses import HTMLResponse
 
 from agentrunner.server.dashboard.auth import CSRF_COOKIE, CSRF_FIELD, csrf_token, set_cookie
 
-__all__ = ["environment", "fragment", "page", "problem"]
+__all__ = ["environment", "fragment", "load_templates", "page", "problem"]
 
 
 def usd(micros: int | float | None) -> str:
@@ -74,9 +74,19 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        auto_reload=False,  # the package's files do not change under a running server
+        cache_size=-1,
     )
     env.filters.update(usd=usd, clock=clock, iso=iso, duration=duration, count=count, pretty=pretty)
     return env
+
+
+def load_templates() -> None:
+    """Read and compile every template, once: a page rendered on the event loop then reads no
+    file (``ready`` runs this on a worker thread as the server starts)."""
+    env = environment()
+    for name in env.list_templates(extensions=["html"]):
+        env.get_template(name)
 
 
 def fragment(name: str, context: dict[str, Any]) -> str:
