@@ -207,6 +207,45 @@ def page(chromium: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
+def phone(chromium: Any) -> Iterator[Any]:
+    """A page at a phone's size, touch and all, in dark mode."""
+    context = chromium.new_context(
+        viewport={"width": 390, "height": 844},
+        device_scale_factor=2,
+        is_mobile=True,
+        has_touch=True,
+        color_scheme="dark",
+    )
+    context.set_default_timeout(20_000)
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+def accessible(tab: Any) -> None:
+    """axe-core's checks (WCAG 2 A and AA: labels, contrast, names, landmarks, keyboard
+    traps) find nothing on the page as it is now."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(
+        tab,
+        options={"runOnly": ["wcag2a", "wcag2aa", "best-practice"], "resultTypes": ["violations"]},
+    )
+    found = [
+        f"{v['id']} ({v['impact']}): {v['help']} — "
+        + "; ".join(node["target"][0] if node["target"] else "?" for node in v["nodes"][:5])
+        for v in results.response["violations"]
+    ]
+    assert not found, "\n".join(found)
+
+
+def fits(tab: Any) -> None:
+    """Nothing on the page is wider than the window (no sideways scrolling on a phone)."""
+    overflow = tab.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the page is {overflow}px wider than the window"
+
+
+@pytest.fixture
 def shoot(tmp_path: Path) -> Callable[..., Path]:
     """``shoot(page, "team")`` saves a screenshot of the page as ``team.png``."""
     folder = Path(os.environ.get("AGENTRUNNER_SCREENSHOTS") or tmp_path / "screenshots")

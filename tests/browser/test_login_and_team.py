@@ -10,7 +10,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from agentrunner.testing import MockProvider, Reply
-from tests.browser.conftest import TOKEN, Served
+from tests.browser.conftest import TOKEN, Served, accessible, fits
 
 
 def test_a_wrong_token_is_refused_and_the_right_one_logs_in(
@@ -79,3 +79,37 @@ def test_the_team_page_shows_the_org_chart_and_follows_a_run_without_a_reload(
 
     page.locator("#agent-cto a").first.click()
     expect(page).to_have_url(re.compile(r"/ui/runs/"))
+
+
+def test_the_pages_are_accessible_in_light_and_dark_and_fit_a_phone(
+    serve: Callable[..., Served],
+    page: Any,
+    phone: Any,
+    shoot: Callable[..., Path],
+    mock: MockProvider,
+) -> None:
+    served = serve(host="0.0.0.0", token=TOKEN)
+    for tab in (page, phone):
+        tab.goto(served.url + "/")
+        accessible(tab)  # the login page
+        fits(tab)
+        tab.get_by_label("Token").fill(TOKEN)
+        tab.get_by_label("Token").press("Enter")  # the keyboard logs in too
+        expect(tab.get_by_role("heading", name="Team")).to_be_visible()
+        accessible(tab)
+        fits(tab)
+    light = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    dark = phone.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert light != dark
+    shoot(phone, "team-phone-dark", full_page=True)
+
+    # The theme toggle overrides the system's choice, and is remembered.
+    toggle = page.locator("#theme-toggle")
+    expect(toggle).to_have_text("Theme: system")
+    toggle.click()
+    toggle.click()
+    expect(toggle).to_have_text("Theme: dark")
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == dark
+    page.reload()
+    expect(page.locator("#theme-toggle")).to_have_text("Theme: dark")
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == dark
