@@ -75,7 +75,9 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
         engine=engine,
         prompt=PromptBuilder(personas=project.personas, providers=extensions.context_providers),
         capabilities=builtin_capabilities(),
-        effects=PostRunEffects(engine, store, title_model=config.title_model),
+        effects=PostRunEffects(
+            engine, store, title_model=config.title_model, budgets=config.budgets
+        ),
         runtime_files=runtime_files,
         handlers=extensions.message_handlers,
     )

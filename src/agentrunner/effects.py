@@ -1,6 +1,7 @@
 """Post-run effects (seed 000 step 13): fire-and-forget work after a response — today the
-thread title, generated through the engine from the first exchange. Never delays the response;
-a failure is logged, never raised."""
+thread title, generated through the engine from the first exchange and paid for by the run that
+asked for it (``side_requests``: its daily budgets, a cost row with the run). Never delays the
+response; a failure (a budget's refusal too) is logged, never raised."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from agentrunner.config import Budgets
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.turn import TurnLimits
 from agentrunner.errors import AgentRunnerError
+from agentrunner.side_requests import paid_request
 from agentrunner.store.store import Store
 
 __all__ = ["PostRunEffects"]
@@ -25,14 +28,27 @@ TITLE_PROMPT = (
 
 
 class PostRunEffects:
-    def __init__(self, engine: Engine, store: Store, *, title_model: str | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        store: Store,
+        *,
+        title_model: str | None = None,
+        budgets: Budgets | None = None,
+    ) -> None:
         self.engine = engine
         self.store = store
         self.title_model = title_model
+        self.budgets = budgets or Budgets()
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def dispatch_title(self, thread_id: str, model: str, question: str, answer: str) -> None:
-        self._spawn(self._title(thread_id, self.title_model or model, question, answer))
+    def dispatch_title(
+        self, thread_id: str, model: str, question: str, *, agent_id: str, run_id: str
+    ) -> None:
+        """Title ``thread_id`` from its first message, on the account of ``run_id`` (of
+        ``agent_id``), the run that opened it."""
+        payer = (agent_id, run_id)
+        self._spawn(self._title(thread_id, self.title_model or model, question, payer))
 
     async def drain(self, timeout_s: float | None = None) -> None:
         """Wait for the effects in flight (for shutdown and tests). Past ``timeout_s`` the rest
@@ -53,24 +69,33 @@ class PostRunEffects:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _title(self, thread_id: str, model: str, question: str, answer: str) -> None:
+    async def _title(
+        self, thread_id: str, model: str, question: str, payer: tuple[str, str]
+    ) -> None:
         tracing = self.engine.tracing
         if tracing is None:
-            await self._make_title(thread_id, model, question)
+            await self._make_title(thread_id, model, question, payer)
             return
         # under the run's span (the task was started in it): its own, so that the title's
         # model request is not taken for one of the agent's
         with tracing.effect("title", thread_id):
-            await self._make_title(thread_id, model, question)
+            await self._make_title(thread_id, model, question, payer)
 
-    async def _make_title(self, thread_id: str, model: str, question: str) -> None:
+    async def _make_title(
+        self, thread_id: str, model: str, question: str, payer: tuple[str, str]
+    ) -> None:
+        agent_id, run_id = payer
         try:
-            result = await self.engine.run(
+            result = await paid_request(
+                self.engine,
+                self.store,
+                self.budgets,
+                agent_id=agent_id,
+                run_id=run_id,
                 model=model,
                 system=TITLE_PROMPT,
                 message=question[:2000],
                 limits=TurnLimits(max_steps=1, max_output_tokens=32),
-                stream=False,
             )
             title = " ".join(result.text.split()).strip(" \"'.")[:80]
             if title:

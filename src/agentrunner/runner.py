@@ -584,7 +584,11 @@ class AgentRunner:
         thread = run.thread
         if thread is not None and thread.title is None and new_thread:  # 13. effects
             self.effects.dispatch_title(
-                thread.id, result.model or "test", request.message, result.text
+                thread.id,
+                result.model or "test",
+                request.message,
+                agent_id=agent_id,
+                run_id=run.run_id,
             )
         return RunResult(
             result.text,

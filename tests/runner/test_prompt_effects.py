@@ -97,14 +97,14 @@ async def test_title_failure_is_logged_not_raised(
     await store.threads.open("t", "a")
     effects = PostRunEffects(Engine(), store, title_model="nosuch:model")
     with caplog.at_level(logging.WARNING, "agentrunner.effects"):
-        effects.dispatch_title("t", "test", "hello", "hi")
+        effects.dispatch_title("t", "test", "hello", agent_id="a", run_id="r1")
         await effects.drain()
     assert (await store.threads.get("t")).title is None  # type: ignore[union-attr]
     failed = [r for r in caplog.records if "title generation" in r.getMessage()]
     assert failed and "model_not_found" in failed[0].getMessage()  # why, in the line itself
     assert all(r.exc_info is None for r in failed)  # no traceback for people (--debug has one)
     effects.title_model = None  # the agent's own model: the offline test model
-    effects.dispatch_title("t", "test", "Plan the launch", "ok")
+    effects.dispatch_title("t", "test", "Plan the launch", agent_id="a", run_id="r2")
     await effects.drain()
     title = (await store.threads.get("t")).title  # type: ignore[union-attr]
     assert title is not None and "Plan the launch" in title

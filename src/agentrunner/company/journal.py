@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentrunner.store.company import JournalEntry
 
@@ -87,39 +87,22 @@ def journal_model(runner: AgentRunner, root: AgentSpec) -> str:
 async def _paid_request(
     runner: AgentRunner, root: AgentSpec, run_id: str, model: str, message: str
 ) -> TurnResult:
-    """The journal's one model request, on the root agent's account like the brief it sums up:
-    its worst case reserved against the daily budgets first (refused, or its reply shortened,
-    as any request is), and what it cost recorded with the brief's run, so that `cost`,
-    `status` and the next budget check count it."""
-    from agentrunner.budgets import DailyBudgets
+    """The journal's one model request, on the root agent's account like the brief it sums up
+    (``side_requests``)."""
     from agentrunner.engine.turn import TurnLimits
-    from agentrunner.store.run_log import RunLog
+    from agentrunner.side_requests import paid_request
 
-    log = RunLog(runner.store, run_id, root.id)
-    budget = DailyBudgets.applying(
-        runner.store.costs, root.id, run_id, runner.config.budgets, log.write
+    return await paid_request(
+        runner.engine,
+        runner.store,
+        runner.config.budgets,
+        agent_id=root.id,
+        run_id=run_id,
+        model=model,
+        system=JOURNAL_PROMPT,
+        message=message,
+        limits=TurnLimits(max_steps=1, max_output_tokens=400),
     )
-
-    def charge(kind: str, data: Any) -> None:
-        if kind == "cost.updated":
-            usage = {key: data[key] for key in _USAGE_KEYS}
-            log.cost(data["model"], usage, data["cost_micros"], data["estimated"], time.time())
-
-    try:
-        return await runner.engine.run(
-            model=model,
-            system=JOURNAL_PROMPT,
-            message=message,
-            limits=TurnLimits(max_steps=1, max_output_tokens=400),
-            stream=False,
-            emit=charge,
-            budget=budget,
-        )
-    finally:
-        await log.flush()
-
-
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 async def write_entry(

@@ -1,0 +1,56 @@
+"""A model request made for a run but outside its turn — a thread's title, a brief's journal
+entry — paid for like any other: its worst case reserved against the daily budgets of the run's
+agent first (refused, or its reply shortened, as any request is), and what it cost written as a
+cost row with the run, so that `cost`, `status` and the next budget check count it."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentrunner.config import Budgets
+    from agentrunner.engine.engine import Engine
+    from agentrunner.engine.turn import TurnLimits, TurnResult
+    from agentrunner.store.store import Store
+
+__all__ = ["paid_request"]
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+async def paid_request(
+    engine: Engine,
+    store: Store,
+    budgets: Budgets,
+    *,
+    agent_id: str,
+    run_id: str,
+    model: str,
+    system: str,
+    message: str,
+    limits: TurnLimits,
+) -> TurnResult:
+    from agentrunner.budgets import DailyBudgets
+    from agentrunner.store.run_log import RunLog
+
+    log = RunLog(store, run_id, agent_id)
+    budget = DailyBudgets.applying(store.costs, agent_id, run_id, budgets, log.write)
+
+    def charge(kind: str, data: Any) -> None:
+        if kind == "cost.updated":
+            usage = {key: data[key] for key in _USAGE_KEYS}
+            log.cost(data["model"], usage, data["cost_micros"], data["estimated"], time.time())
+
+    try:
+        return await engine.run(
+            model=model,
+            system=system,
+            message=message,
+            limits=limits,
+            stream=False,
+            emit=charge,
+            budget=budget,
+        )
+    finally:
+        await log.flush()
