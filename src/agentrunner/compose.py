@@ -258,6 +258,11 @@ def _send_at_exit(shutdown: Callable[[], object], exporter_log: _ExporterLog) ->
     _at_exit.append((shutdown, exporter_log))
 
 
+def telemetry_to_send() -> bool:
+    """Whether this process set up OpenTelemetry's SDK and has not sent its last spans yet."""
+    return bool(_at_exit) and not _sent
+
+
 def send_telemetry() -> bool:
     """Send the spans and metrics not sent yet (telemetry on, with agentrunner's SDK set-up),
     once: what the CLI does as it ends, and else an ``atexit`` hook. False when Ctrl-C gave

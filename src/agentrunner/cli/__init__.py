@@ -7,6 +7,7 @@ hint) and an exit status; tracebacks only with ``--debug`` (or ``AGENTRUNNER_DEB
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 __all__ = ["main"]
@@ -25,11 +26,19 @@ def _after_telemetry(status: int | str | None) -> int | str | None:
     than at interpreter exit, so that Ctrl-C during that wait gives it up quietly and the
     command exits 130 (or with the status it already had)."""
     compose = sys.modules.get("agentrunner.compose")  # not imported: no telemetry to send
-    if compose is None:
+    if compose is None or not compose.telemetry_to_send():
         return status
     try:
         sent = compose.send_telemetry()
     except KeyboardInterrupt:  # before its own handler was reached
+        sent = False
+    # All that is left is the interpreter's exit (its atexit hooks): a Ctrl-C that comes once
+    # the wait is over, as a person gives up on it, would print a traceback over an exit
+    # already under way.
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:  # the one that came before the line above
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         sent = False
     return status if sent or status not in (0, None) else 130
 
