@@ -95,9 +95,11 @@ def spare_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """One headless Chromium for the session (each test gets a context of its own)."""
+    """One headless Chromium for a module's tests (each gets a context of its own). Not for the
+    session: Playwright's sync API keeps an event loop marked running in this thread while it
+    is started, and every asyncio test after it would fail to start its own."""
     executable = chromium_executable()
     try:
         from playwright.sync_api import sync_playwright
