@@ -70,6 +70,10 @@ def pretty(value: Any) -> str:
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("agentrunner.server.dashboard", "templates"),
+        # Compiled once (``_preload``) and never looked at again: a check for a changed file
+        # is a stat on the server's loop at every page.
+        auto_reload=False,
+        cache_size=-1,
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -77,6 +81,17 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(usd=usd, clock=clock, iso=iso, duration=duration, count=count, pretty=pretty)
     return env
+
+
+def _preload() -> None:
+    """Every template compiled now, as this module is imported: loading one reads its file,
+    which a page must not do on the server's loop (every request in flight would wait)."""
+    env = environment()
+    for name in env.list_templates():
+        env.get_template(name)
+
+
+_preload()
 
 
 def fragment(name: str, context: dict[str, Any]) -> str:
