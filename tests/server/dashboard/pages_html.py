@@ -122,7 +122,7 @@ class Browser:
     @property
     def csrf(self) -> str:
         if "ar_csrf" not in self.client.cookies:
-            self.get("/ui/costs")  # any page sets it
+            self.get("/")  # any page sets it
         return str(self.client.cookies["ar_csrf"])
 
     def post(self, path: str, fields: dict[str, str] | None = None, *, csrf: bool = True) -> Any:
