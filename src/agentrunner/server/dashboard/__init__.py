@@ -20,12 +20,12 @@ STATIC = Path(__file__).parent / "static"
 def install(app: FastAPI, *, login: bool) -> None:
     """The pages and their static files on ``app``; ``login`` when a token guards the server
     (then a person logs in with it)."""
-    from agentrunner.server.dashboard import costs, runs, team
+    from agentrunner.server.dashboard import costs, jobs, runs, team
     from agentrunner.server.dashboard import login as login_pages
 
     app.state.dashboard_login = login
     router = APIRouter(include_in_schema=False)
-    for module in (login_pages, team, runs, costs):
+    for module in (login_pages, team, runs, costs, jobs):
         router.include_router(module.router)
     app.include_router(router)
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="dashboard-static")
