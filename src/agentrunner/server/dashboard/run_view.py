@@ -21,7 +21,16 @@ if TYPE_CHECKING:
     )
     from agentrunner.store.store import Store
 
-__all__ = ["TERMINAL", "Attempt", "RunView", "Step", "ToolCall", "load_run_view"]
+__all__ = [
+    "TERMINAL",
+    "Attempt",
+    "RunView",
+    "Step",
+    "ToolCall",
+    "load_run_view",
+    "unchanged",
+    "version_of",
+]
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _EVENT_PAGE = 1000
@@ -88,7 +97,7 @@ class RunView:
     children: list[RunRecord]
     compactions: list[dict[str, Any]]
     told: list[tuple[str, dict[str, Any]]]  # what tools showed the person: notes, files, …
-    version: str  # changes whenever what the page shows could have
+    version: str  # changes whenever what the page shows could have (``version_of``)
 
     @property
     def finished(self) -> bool:
@@ -206,8 +215,23 @@ def build(
         children=children,
         compactions=compactions,
         told=told,
-        version=f"{run.status}.{last}.{len(children)}",
+        version=version_of(run, last),
     )
+
+
+def version_of(run: RunRecord, last_seq: int) -> str:
+    """What the run's page depends on, in short: its status and its last event (a delegation
+    begins with its caller's tool call and ends before its result, both events)."""
+    return f"{run.status}.{last_seq}"
+
+
+async def unchanged(store: Store, run: RunRecord, version: str) -> bool:
+    """Whether the page of ``version`` still shows ``run`` as it is: two small reads, not the
+    run's whole record, for a page that asks every second or two."""
+    status, _, seq = version.rpartition(".")
+    if status != run.status or not seq.isdigit():
+        return False
+    return not await store.events.list(run.id, after=int(seq), limit=1)
 
 
 def _attempt(step: Step, number: int, model: str) -> Attempt:

@@ -11,7 +11,7 @@ from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.server.dashboard.forms import checked_form
 from agentrunner.server.dashboard.money import money
-from agentrunner.server.dashboard.run_view import load_run_view
+from agentrunner.server.dashboard.run_view import load_run_view, unchanged
 from agentrunner.server.dashboard.templating import page
 from agentrunner.server.fields import Id
 from agentrunner.store.records import RunRecord
@@ -49,9 +49,11 @@ async def run_page(request: Request, run_id: Id, cancel: str | None = None) -> R
 async def run_live(request: Request, run_id: Id, version: str = "") -> Response:
     """The part of the page that changes while the run goes on; 204 (htmx leaves the page as
     it is) when nothing has since ``version``."""
-    view = await load_run_view(_store(request), await _run(request, run_id))
-    if version and version == view.version:
+    store = _store(request)
+    run = await _run(request, run_id)
+    if version and await unchanged(store, run, version):
         return Response(status_code=204)
+    view = await load_run_view(store, run)
     return page(request, "_run.html", {"view": view, "money": money})
 
 
