@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -23,7 +24,8 @@ def run_browser(server: Any) -> Iterator[Browser]:
 def run(browser: Browser, agent_id: str, thread_id: str, message: str) -> str:
     """Queue a run over the JSON API; its id."""
     started = browser.client.post(
-        f"/threads/{thread_id}/runs", json={"agent_id": agent_id, "message": message}
+        f"/threads/{quote(thread_id, safe='')}/runs",
+        json={"agent_id": agent_id, "message": message},
     )
     assert started.status_code == 202, started.text
     run_id: str = started.json()["run_id"]
@@ -54,7 +56,7 @@ def test_a_run_with_a_tool_call_and_a_failed_run_each_show_their_own(
     good = run(run_browser, "helper", "t-good", "Save the launch plan")
     assert settled(run_browser, good) == "completed"
     mock.queue(Reply(fault=Fault.http(401)))
-    bad = run(run_browser, "helper", "t-bad", "Try again")
+    bad = run(run_browser, "helper", "bad run #2", "Try again")  # any characters but controls
     assert settled(run_browser, bad) == "failed"
 
     page = run_browser.get(f"/ui/runs/{good}")
@@ -84,7 +86,8 @@ def test_a_run_with_a_tool_call_and_a_failed_run_each_show_their_own(
     assert "failed" in step.classes
     assert "provider_auth (HTTP 401)" in step.one(cls="attempt-error").text()
     assert tool_calls(failed) == [] and not failed.has_id("answer")
-    assert failed.by_id("run-thread").attrs["href"] == "/ui/threads/t-bad"
+    assert failed.by_id("run-thread").attrs["href"] == "/ui/threads/bad%20run%20%232"
+    assert failed.by_id("run-thread").text() == "bad run #2"
     # what one shows, the other does not
     assert "provider_auth" not in page.by_id("run-live").text()
     assert "Launch plan" not in failed.by_id("run-live").text()
