@@ -199,3 +199,27 @@ def test_pages_are_rendered_without_reading_template_files_on_the_loop(
     for _ in range(2):
         assert run_browser.get("/").by_id("team")
         assert run_browser.get("/ui/no/such/page", status=404).text()
+
+
+def test_on_a_guarded_server_the_run_page_and_its_form_want_a_session(
+    agent: Agent, server: Any, mock: MockProvider
+) -> None:
+    agent("helper")
+    srv = server()  # with a token: beyond loopback
+    browser = Browser(srv.url)
+    try:
+        browser.client.headers["authorization"] = "Bearer secret-token"  # the JSON API's way
+        done = run(browser, "helper", "t-1", "Hello")
+        assert settled(browser, done) == "completed"
+        del browser.client.headers["authorization"]  # a person's browser: no bearer token
+        away = browser.client.get(f"/ui/runs/{done}")
+        assert away.status_code == 303
+        assert away.headers["location"] == f"/login?next=%2Fui%2Fruns%2F{done}"
+        assert browser.post(f"/ui/runs/{done}/cancel").status_code == 401  # nothing done
+        login = browser.post("/login", {"token": "secret-token", "next": f"/ui/runs/{done}"})
+        assert login.headers["location"] == f"/ui/runs/{done}"
+        assert browser.get(f"/ui/runs/{done}").by_id("run-status").text() == "completed"
+        stale = browser.post(f"/ui/runs/{done}/cancel")
+        assert stale.headers["location"] == f"/ui/runs/{done}?cancel=not_cancellable"
+    finally:
+        browser.close()
