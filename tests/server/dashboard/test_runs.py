@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -199,6 +200,8 @@ def test_pages_are_rendered_without_reading_template_files_on_the_loop(
     for _ in range(2):
         assert run_browser.get("/").by_id("team")
         assert run_browser.get("/ui/no/such/page", status=404).text()
+        css = run_browser.client.get("/ui/static/app.css")
+        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
 
 
 def test_on_a_guarded_server_the_run_page_and_its_form_want_a_session(
@@ -223,3 +226,13 @@ def test_on_a_guarded_server_the_run_page_and_its_form_want_a_session(
         assert stale.headers["location"] == f"/ui/runs/{done}?cancel=not_cancellable"
     finally:
         browser.close()
+
+
+async def test_the_app_is_made_on_a_running_loop_without_blocking_it(project: Path) -> None:
+    """An application may make the server's app inside its own loop (tests/workspace do):
+    mounting the dashboard's static files looks at their folder on the first request, off the
+    loop, not while the app is made."""
+    from agentrunner.server import create_app
+
+    app = create_app(project, worker=False)
+    assert "/ui/static" in [getattr(route, "path", None) for route in app.routes]

@@ -7,6 +7,7 @@ post, a run's cancel and a job's stop, each a form with a CSRF field (``auth``).
 
 from __future__ import annotations
 
+import mimetypes
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
@@ -15,6 +16,9 @@ from starlette.staticfiles import StaticFiles
 __all__ = ["install"]
 
 STATIC = Path(__file__).parent / "static"
+# The system's media types are read once per process, at the first file served: here, as
+# the dashboard is imported, rather than on the server's loop.
+mimetypes.init()
 
 
 def install(app: FastAPI, *, login: bool) -> None:
@@ -28,4 +32,7 @@ def install(app: FastAPI, *, login: bool) -> None:
     for module in (login_pages, team, runs, costs, jobs):
         router.include_router(module.router)
     app.include_router(router)
-    app.mount("/ui/static", StaticFiles(directory=STATIC), name="dashboard-static")
+    # The folder ships with the package; its check (a stat) waits for the first request, which
+    # makes it off the loop: an app may be made on a running loop.
+    static = StaticFiles(directory=STATIC, check_dir=False)
+    app.mount("/ui/static", static, name="dashboard-static")
