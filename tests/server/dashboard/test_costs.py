@@ -161,7 +161,7 @@ def test_the_figures_are_the_cost_commands_per_agent_and_model_over_two_windows(
 
     (today, one), (week, seven) = shown[1], shown[7]
     # two windows, two answers: the row of three days ago is in the week's only
-    old_day = datetime.fromtimestamp(time.time() - 3 * 86_400, UTC).strftime("%Y-%m-%d")
+    old_day = datetime.fromtimestamp(now - 3 * 86_400, UTC).strftime("%Y-%m-%d")
     assert table_figures(week)[0] - table_figures(today)[0] == OLD_SPEND
     assert table_figures(week)[1]["ceo"] - table_figures(today)[1]["ceo"] == OLD_SPEND
     assert [b.attrs["data-day"] for b in week.by_id("cost-table").all("tbody")] == [
