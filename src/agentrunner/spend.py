@@ -205,6 +205,9 @@ class SpendReport:
     by_agent: dict[str, Spend] = field(default_factory=dict)
     by_model: dict[str, Spend] = field(default_factory=dict)
     by_day: dict[str, Spend] = field(default_factory=dict)
+    # Each day's split, (day, agent) and (day, model): what a chart of the days draws.
+    by_day_agent: dict[tuple[str, str], Spend] = field(default_factory=dict)
+    by_day_model: dict[tuple[str, str], Spend] = field(default_factory=dict)
     today: dict[str, Spend] = field(default_factory=dict)  # today's, per agent
     limits: list[LimitUse] = field(default_factory=list)
     # The active company session's spend, where one is open: filled by the session layer
@@ -266,6 +269,11 @@ async def spend_report(
             (row["day"], report.by_day),
         ):
             parts.setdefault(key, Spend()).add(row)
+        for pair, split in (
+            ((row["day"], row["agent_id"]), report.by_day_agent),
+            ((row["day"], row["model"]), report.by_day_model),
+        ):
+            split.setdefault(pair, Spend()).add(row)
         if row["day"] == day:
             report.today.setdefault(row["agent_id"], Spend()).add(row)
         report.cache.add(

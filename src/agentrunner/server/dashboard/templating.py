@@ -74,7 +74,9 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
-        auto_reload=False,  # the package's files do not change under a running server
+        # Compiled once (``load_templates``) and never looked at again: a check for a changed
+        # file is a stat on the server's loop at every page.
+        auto_reload=False,
         cache_size=-1,
     )
     env.filters.update(usd=usd, clock=clock, iso=iso, duration=duration, count=count, pretty=pretty)

@@ -1,0 +1,103 @@
+"""``/ui/jobs``: the company's jobs (start, briefs, background briefs — runs on the session
+threads), and ``/ui/jobs/{id}``: one job's log, live while it runs, with a form to stop it.
+What ``agentrunner jobs``, ``logs`` and ``kill`` show and do (``company.jobs``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import RedirectResponse, Response
+
+from agentrunner.company.jobs import Job, find_job, heal, kill, list_jobs, replay, tree_cost
+from agentrunner.company.session import active
+from agentrunner.compose import Workspace
+from agentrunner.server.dashboard.forms import checked_form
+from agentrunner.server.dashboard.job_log import LogLines
+from agentrunner.server.dashboard.money import money
+from agentrunner.server.dashboard.run_view import TERMINAL
+from agentrunner.server.dashboard.templating import page
+from agentrunner.server.fields import Id
+from agentrunner.store.records import RunRecord
+from agentrunner.store.store import Store
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+# What a stop did (``Killed.outcome``), as the job's page then says it.
+STOP_OUTCOMES = {
+    "cancelled": "Stopped: the job was cancelled before it started.",
+    "requested": "Stopped: its process was asked to stop it, and its delegations.",
+    "settled": "This job had already ended; it was left as it was.",
+}
+
+
+@router.get("/ui/jobs")
+async def jobs_page(request: Request, limit: int = Query(default=50, ge=1, le=500)) -> Response:
+    store = _store(request)
+    listed = await list_jobs(store, limit=limit)  # stale ones healed first
+    return page(
+        request,
+        "jobs.html",
+        {
+            "active": "jobs",
+            "jobs": listed,
+            "session": await active(store),
+            "limit": limit,
+            "money": money,
+        },
+    )
+
+
+@router.get("/ui/jobs/{job_id}")
+async def job_page(request: Request, job_id: Id, stopped: str | None = None) -> Response:
+    store = _store(request)
+    await heal(store)
+    context = await _job(store, await find_job(store, job_id))
+    said = STOP_OUTCOMES.get(stopped or "")
+    return page(request, "job.html", {"active": "jobs", "stop_said": said, **context})
+
+
+@router.get("/ui/jobs/{job_id}/live")
+async def job_live(request: Request, job_id: Id, version: str = "") -> Response:
+    """The part of the page that changes while the job goes on; 204 (htmx leaves the page as
+    it is) when nothing has since ``version``."""
+    store = _store(request)
+    run = await find_job(store, job_id)
+    if run.status not in TERMINAL:
+        await heal(store)  # its process may have died while the page was open
+    context = await _job(store, run)
+    if version and version == context["version"]:
+        return Response(status_code=204)
+    return page(request, "_job.html", context)
+
+
+@router.post("/ui/jobs/{job_id}/stop")
+async def stop_job(request: Request, job_id: Id) -> Response:
+    await checked_form(request)
+    killed = await kill(_store(request), job_id)
+    return RedirectResponse(f"/ui/jobs/{killed.job_id}?stopped={killed.outcome}", status_code=303)
+
+
+def _store(request: Request) -> Store:
+    ws: Workspace = request.app.state.workspace
+    return ws.runner.store
+
+
+async def _job(store: Store, run: RunRecord) -> dict[str, Any]:
+    company = (run.request or {}).get("company")
+    session_id = company.get("session") if isinstance(company, dict) else None
+    lines = LogLines()
+    # The run as it was when its last event was read: a status read before the events, so
+    # that a job seen ended has every event shown.
+    run = await replay(store, run.id, lines)
+    cost = await tree_cost(store, run.id)
+    return {
+        "money": money,
+        "job": Job(run, session_id),
+        "lines": lines.lines,
+        "cost": cost,
+        "finished": run.status in TERMINAL,
+        "version": f"{run.status}.{len(lines.lines)}.{sum(len(line.text) for line in lines.lines)}",
+    }
