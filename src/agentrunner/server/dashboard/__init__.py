@@ -22,7 +22,9 @@ def install(app: FastAPI, *, login: bool) -> None:
     (then a person logs in with it)."""
     from agentrunner.server.dashboard import login as login_pages
     from agentrunner.server.dashboard import team
+    from agentrunner.server.dashboard.templating import environment
 
+    environment()  # compiled now, not on the loop by the first page
     app.state.dashboard_login = login
     router = APIRouter(include_in_schema=False)
     for module in (login_pages, team):

@@ -68,14 +68,20 @@ def pretty(value: Any) -> str:
 
 @cache
 def environment() -> jinja2.Environment:
+    """The environment, every template compiled: made once, when the app is (``install``),
+    so that a page rendered on the event loop never reads or stats a file (``auto_reload``
+    off: templates are package files, changed only by an upgrade)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("agentrunner.server.dashboard", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        auto_reload=False,
     )
     env.filters.update(usd=usd, clock=clock, iso=iso, duration=duration, count=count, pretty=pretty)
+    for name in env.list_templates(extensions=["html"]):
+        env.get_template(name)
     return env
 
 
