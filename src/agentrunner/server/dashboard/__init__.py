@@ -20,14 +20,14 @@ STATIC = Path(__file__).parent / "static"
 def install(app: FastAPI, *, login: bool) -> None:
     """The pages and their static files on ``app``; ``login`` when a token guards the server
     (then a person logs in with it)."""
+    from agentrunner.server.dashboard import channels, team, threads
     from agentrunner.server.dashboard import login as login_pages
-    from agentrunner.server.dashboard import team
     from agentrunner.server.dashboard.templating import environment
 
     environment()  # compiled now, not on the loop by the first page
     app.state.dashboard_login = login
     router = APIRouter(include_in_schema=False)
-    for module in (login_pages, team):
+    for module in (login_pages, team, channels, threads):
         router.include_router(module.router)
     app.include_router(router)
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="dashboard-static")
