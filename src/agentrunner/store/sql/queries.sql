@@ -483,7 +483,8 @@ FROM channel_messages WHERE channel_id = :channel_id AND id < :before
 ORDER BY id DESC LIMIT :limit;
 
 -- name: channel_thread_replies
--- A message's thread: its replies after :after, oldest first, from channel_messages_thread.
+-- A message's thread: its replies after :after, oldest first, from channel_messages_thread
+-- (sqlite.sql says so to SQLite).
 SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
 FROM channel_messages WHERE thread_root_id = :root AND channel_id = :channel_id AND id > :after
 ORDER BY id LIMIT :limit;
