@@ -164,6 +164,23 @@ def test_a_post_from_the_form_is_stored_once_and_queues_the_agents_runs(
     assert posted.headers["location"] == "/ui/channels/general"
     page = client.get("/ui/channels/general").text
     assert _texts(page) == ["Plan for Q3?"]
+    [root] = _ids(page)
+    # a reply from the thread's form goes back to the thread, a reply to a reply too
+    thread_path = f"/ui/channels/general/thread/{root}"
+    first = client.post(
+        "/ui/channels/general/messages", data={"csrf": csrf, "text": "Draft?", "thread": root}
+    )
+    assert first.status_code == 303 and first.headers["location"] == thread_path
+    [reply] = _ids(client.get(thread_path).text)
+    second = client.post(
+        "/ui/channels/general/messages", data={"csrf": csrf, "text": "Soon.", "thread": reply}
+    )
+    assert second.status_code == 303 and second.headers["location"] == thread_path
+    assert _texts(client.get(thread_path).text) == ["Plan for Q3?", "Draft?", "Soon."]
+    nowhere = client.post(
+        "/ui/channels/general/messages", data={"csrf": csrf, "text": "?", "thread": "m_0"}
+    )
+    assert nowhere.status_code == 404 and "#general has no message &#39;m_0&#39;" in nowhere.text
     in_ops = client.post(
         "/ui/channels/ops/messages",
         data={"csrf": csrf, "text": "Budget?", "sender": "ann"},
@@ -181,7 +198,7 @@ def test_a_post_from_the_form_is_stored_once_and_queues_the_agents_runs(
         for name in ("general", "ops"):
             channel = await store.channels.by_name(name)
             assert channel is not None
-            [message] = await store.channels.after(channel.id)
+            message = (await store.channels.after(channel.id))[0]  # the first post
             runs[name] = [
                 (run.agent_id, run.status, message.sender)
                 for run in await store.runs.list()
@@ -536,3 +553,26 @@ def test_a_failed_run_shows_in_the_working_region(
     page = client.get("/ui/channels/ops").text
     assert any("cfo could not reply (provider_auth)" in t for t in _texts(page))
     assert re.search(r'<div id="working"[^>]*></div>', page)
+
+
+def test_behind_a_token_the_pages_the_form_and_the_stream_want_the_session(
+    office: Path, server: Any, browser: Any
+) -> None:
+    srv = server(worker=False)  # a token: a person logs in with it
+    client = browser(srv)
+    for path in ("/ui/channels/general", "/ui/channels/general/stream", "/ui/threads"):
+        refused = client.get(path)
+        assert refused.status_code == 303 and refused.headers["location"].startswith("/login")
+    csrf = _csrf(client, "/login")
+    assert client.post("/login", data={"csrf": csrf, "token": "secret-token"}).status_code == 303
+    assert (
+        client.post(
+            "/ui/channels/general/messages", data={"csrf": csrf, "text": "Behind the token"}
+        ).headers["location"]
+        == "/ui/channels/general"
+    )
+    assert _texts(client.get("/ui/channels/general").text) == ["Behind the token"]
+    with client.stream("GET", "/ui/channels/general/stream") as stream:  # the session's
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        assert next(stream.iter_lines()) == "event: working"

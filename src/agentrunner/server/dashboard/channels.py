@@ -132,7 +132,7 @@ async def post_message(request: Request, name: str) -> Response:
             )
         if not composer.text.strip():
             raise invalid("text", "is empty", "Say something: the agents who hear it will reply.")
-        await ws.channels.post(channel, composer.sender, composer.text, thread_root=thread)
+        posted = await ws.channels.post(channel, composer.sender, composer.text, thread_root=thread)
     except AgentRunnerError as exc:
         if not is_htmx(request):
             raise
@@ -143,7 +143,8 @@ async def post_message(request: Request, name: str) -> Response:
     if is_htmx(request):
         composer.text = ""
         return page(request, "_composer.html", {"composer": composer})
-    target = _path(channel.name) + (f"/thread/{quote(thread, safe='')}" if thread else "")
+    root = posted.message.thread_root_id  # a reply to a reply is in its root's thread
+    target = _path(channel.name) + (f"/thread/{quote(root, safe='')}" if root else "")
     return RedirectResponse(target, status_code=303)
 
 
