@@ -13,7 +13,8 @@ after it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agentrunner.store.channels import ChannelActivityRow, ChannelMessage
@@ -21,9 +22,10 @@ from agentrunner.store.channels import ChannelActivityRow, ChannelMessage
 if TYPE_CHECKING:
     from agentrunner.store.store import Store
 
-__all__ = ["LOOKBACK_S", "ChannelFeed", "FeedItem"]
+__all__ = ["LOOKBACK_S", "POLL_S", "ChannelFeed", "FeedItem"]
 
 LOOKBACK_S = 2.0
+POLL_S = 0.2  # how long a follower waits after a read that found nothing
 FeedItem = ChannelMessage | ChannelActivityRow
 _PREFIXES = ("m_", "a_")
 
@@ -62,6 +64,16 @@ class ChannelFeed:
         horizon = _before(_moment(self.position), LOOKBACK_S)
         self._given = {i: m for i, m in self._given.items() if m >= horizon}
         return read
+
+    async def follow(self, poll_s: float = POLL_S) -> AsyncIterator[tuple[str, FeedItem]]:
+        """Every item from here on as it comes, with the position after it; never ends (what a
+        live stream of the channel sends, in whichever form)."""
+        while True:
+            read = await self.read()
+            for entry in read:
+                yield entry
+            if not read:
+                await asyncio.sleep(poll_s)
 
     async def _page(
         self,

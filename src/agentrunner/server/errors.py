@@ -15,7 +15,14 @@ from starlette.routing import Match
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.server.dashboard.auth import is_dashboard_path
 
-__all__ = ["ERROR_RESPONSES", "ErrorBody", "error_body", "error_response", "install_handlers"]
+__all__ = [
+    "ERROR_RESPONSES",
+    "ErrorBody",
+    "error_body",
+    "error_response",
+    "install_handlers",
+    "status_for",
+]
 
 _STATUS: dict[ErrorCode, int] = {
     ErrorCode.AGENT_NOT_FOUND: 404,
@@ -99,6 +106,12 @@ def _status(exc: AgentRunnerError) -> int:
     return _STATUS.get(exc.code, 500)
 
 
+def status_for(exc: AgentRunnerError) -> int:
+    """The HTTP status an error is answered with (a dashboard form that shows it in place
+    answers with the same)."""
+    return 403 if exc.details.get("forbidden") else _status(exc)
+
+
 def _for_a_person(request: Request) -> bool:
     """A dashboard page's error is a page too (the JSON API's stays JSON)."""
     return is_dashboard_path(request.url.path) and request.method in ("GET", "HEAD", "POST")
@@ -107,7 +120,7 @@ def _for_a_person(request: Request) -> bool:
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(AgentRunnerError)
     async def runner_error(request: Request, exc: AgentRunnerError) -> Response:
-        status = 403 if exc.details.get("forbidden") else _status(exc)
+        status = status_for(exc)
         if _for_a_person(request):
             from agentrunner.server.dashboard.templating import problem
 

@@ -373,20 +373,11 @@ async def _tail_thread(
 async def _tail_channel(
     ws: Workspace, channel_id: str, after: str
 ) -> AsyncIterator[dict[str, Any]]:
-    feed = ChannelFeed(ws.runner.store, channel_id, after)
-    while True:
-        read = await feed.read()
-        for position, item in read:
-            if isinstance(item, ChannelMessage):
-                yield {
-                    "id": position,
-                    "event": "channel.message",
-                    "data": json.dumps(_message(item)),
-                }
-            else:
-                yield {"id": position, "event": item.type, "data": json.dumps(item.payload)}
-        if not read:
-            await asyncio.sleep(POLL_S * 4)
+    async for position, item in ChannelFeed(ws.runner.store, channel_id, after).follow():
+        if isinstance(item, ChannelMessage):
+            yield {"id": position, "event": "channel.message", "data": json.dumps(_message(item))}
+        else:
+            yield {"id": position, "event": item.type, "data": json.dumps(item.payload)}
 
 
 def _message(message: Any) -> ChannelMessageEvent:

@@ -10,7 +10,7 @@ from agentrunner.store.drivers import Op
 from agentrunner.store.records import from_json, to_json
 from agentrunner.store.repositories import Repository
 
-__all__ = ["Channel", "ChannelActivityRow", "ChannelMessage", "Channels"]
+__all__ = ["Channel", "ChannelActivityRow", "ChannelMessage", "ChannelSummary", "Channels"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,19 @@ class ChannelMessage:
     depth: int
     run_id: str | None
     created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSummary:
+    """A channel as a list of them shows it: its members (name and kind) and when its newest
+    message came (None: none yet)."""
+
+    id: str
+    name: str
+    kind: str
+    created_at: float
+    members: list[tuple[str, str]]
+    last_message_at: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +99,25 @@ class Channels(Repository):
     async def all(self) -> list[dict[str, Any]]:
         return await self.db.fetch_all(self.sql["channel_list"], {})
 
+    async def overview(self) -> list[ChannelSummary]:
+        """Every channel and DM with its members and the time of its newest message, in two
+        reads whatever the number of channels."""
+        rows = await self.db.fetch_all(self.sql["channel_overview"], {})
+        members: dict[str, list[tuple[str, str]]] = {}
+        for m in await self.db.fetch_all(self.sql["channel_members_all"], {}):
+            members.setdefault(m["channel_id"], []).append((m["member"], m["member_kind"]))
+        return [
+            ChannelSummary(
+                r["id"],
+                r["name"],
+                r["kind"],
+                r["created_at"],
+                members.get(r["id"], []),
+                r["last_message_at"],
+            )
+            for r in rows
+        ]
+
     async def members(self, channel_id: str) -> list[tuple[str, str]]:
         rows = await self.db.fetch_all(self.sql["member_list"], {"channel_id": channel_id})
         return [(r["member"], r["member_kind"]) for r in rows]
@@ -117,6 +149,38 @@ class Channels(Repository):
             {"channel_id": channel_id, "before": message_id, "limit": limit},
         )
         return [ChannelMessage(**r) for r in reversed(rows)]
+
+    async def page_before(
+        self, channel_id: str, before: str | None, limit: int
+    ) -> list[ChannelMessage]:
+        """The ``limit`` messages before ``before`` (None: the newest), oldest first, as people
+        read them: notices included, unlike ``before``."""
+        if before is None:
+            query, params = "channel_messages_newest", {"channel_id": channel_id, "limit": limit}
+        else:
+            query = "channel_messages_page_before"
+            params = {"channel_id": channel_id, "before": before, "limit": limit}
+        rows = await self.db.fetch_all(self.sql[query], params)
+        return [ChannelMessage(**r) for r in reversed(rows)]
+
+    async def replies(
+        self, channel_id: str, root_id: str, after: str = "", limit: int = 100
+    ) -> list[ChannelMessage]:
+        """The replies in ``root_id``'s thread after ``after``, oldest first."""
+        rows = await self.db.fetch_all(
+            self.sql["channel_thread_replies"],
+            {"channel_id": channel_id, "root": root_id, "after": after, "limit": limit},
+        )
+        return [ChannelMessage(**r) for r in rows]
+
+    async def reply_counts(self, channel_id: str, first: str, last: str) -> dict[str, int]:
+        """How many replies each message with an id from ``first`` to ``last`` has (those
+        with none left out): the threads begun on a page of messages."""
+        rows = await self.db.fetch_all(
+            self.sql["channel_reply_counts"],
+            {"channel_id": channel_id, "first": first, "last": last},
+        )
+        return {r["root"]: int(r["replies"]) for r in rows}
 
     async def after(
         self, channel_id: str, after: str = "", limit: int = 100

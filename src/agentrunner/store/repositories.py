@@ -217,6 +217,21 @@ class Messages(Repository):
             for r in rows
         ]
 
+    async def page_before(
+        self, thread_id: str, before: int, limit: int
+    ) -> list[tuple[int, Message, str | None, float]]:
+        """The last ``limit`` messages numbered below ``before``, oldest first, as ``page``
+        gives them: a thread's newest page (``before`` past its last number) or the one before
+        a page, read in O(limit) rows however long the thread."""
+        rows = await self.db.fetch_all(
+            self.sql["messages_page_before"],
+            {"thread_id": thread_id, "before": before, "limit": limit},
+        )
+        return [
+            (r["seq"], message_from_dict(from_json(r["body"])), r["run_id"], r["created_at"])
+            for r in reversed(rows)
+        ]
+
     def append_ops(
         self, thread_id: str, first_seq: int, messages: Iterable[Message], run_id: str | None
     ) -> list[Op]:

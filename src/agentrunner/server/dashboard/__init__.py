@@ -17,12 +17,12 @@ __all__ = ["install", "ready"]
 def install(app: FastAPI, *, login: bool) -> None:
     """The pages and their static files on ``app``; ``login`` when a token guards the server
     (then a person logs in with it)."""
-    from agentrunner.server.dashboard import costs, jobs, runs, static, team
+    from agentrunner.server.dashboard import channels, costs, jobs, runs, static, team, threads
     from agentrunner.server.dashboard import login as login_pages
 
     app.state.dashboard_login = login
     router = APIRouter(include_in_schema=False)
-    for module in (static, login_pages, team, runs, costs, jobs):
+    for module in (static, login_pages, team, channels, threads, runs, costs, jobs):
         router.include_router(module.router)
     app.include_router(router)
 

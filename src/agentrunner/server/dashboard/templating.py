@@ -68,14 +68,17 @@ def pretty(value: Any) -> str:
 
 @cache
 def environment() -> jinja2.Environment:
+    """The environment: its templates are compiled once as the server starts (``ready`` runs
+    ``load_templates`` on a worker thread), so that a page rendered on the event loop never
+    reads or stats a file."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("agentrunner.server.dashboard", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
-        # Compiled once (``load_templates``) and never looked at again: a check for a changed
-        # file is a stat on the server's loop at every page.
+        # Never looked at again once compiled: a check for a changed file is a stat on the
+        # server's loop at every page (templates are package files, changed by an upgrade).
         auto_reload=False,
         cache_size=-1,
     )

@@ -92,6 +92,12 @@ ORDER BY through_seq DESC LIMIT 1;
 SELECT seq, body, run_id, created_at FROM messages WHERE thread_id = :thread_id AND seq > :after
 ORDER BY seq LIMIT :limit;
 
+-- name: messages_page_before
+-- The page of a thread's messages before :before, newest first (the caller turns it round):
+-- what a person reading the thread sees last, at the cost of the page, not of the thread.
+SELECT seq, body, run_id, created_at FROM messages WHERE thread_id = :thread_id AND seq < :before
+ORDER BY seq DESC LIMIT :limit;
+
 -- name: run_insert
 INSERT INTO runs (id, agent_id, thread_id, parent_run_id, status, trigger_message_id,
                   channel_id, dm_conversation_id, request, depth, created_at, started_at, trace_id)
@@ -451,6 +457,44 @@ ORDER BY id DESC LIMIT :limit;
 SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
 FROM channel_messages WHERE channel_id = :channel_id AND id > :after
 ORDER BY id LIMIT :limit;
+
+-- name: channel_overview
+-- Every channel with how many members it has and when its newest message came: a probe of
+-- the key each, not a count of its messages.
+SELECT c.id, c.name, c.kind, c.created_at,
+       (SELECT COUNT(*) FROM channel_members m WHERE m.channel_id = c.id) AS member_count,
+       (SELECT x.created_at FROM channel_messages x WHERE x.channel_id = c.id
+        ORDER BY x.id DESC LIMIT 1) AS last_message_at
+FROM channels c ORDER BY c.kind, c.name;
+
+-- name: channel_members_all
+SELECT channel_id, member, member_kind FROM channel_members ORDER BY channel_id, member;
+
+-- name: channel_messages_newest
+-- The newest page of a conversation as people read it (notices included), newest first.
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages WHERE channel_id = :channel_id
+ORDER BY id DESC LIMIT :limit;
+
+-- name: channel_messages_page_before
+-- The page before a message as people read it (notices included), newest first.
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages WHERE channel_id = :channel_id AND id < :before
+ORDER BY id DESC LIMIT :limit;
+
+-- name: channel_thread_replies
+-- A message's thread: its replies after :after, oldest first, from channel_messages_thread
+-- (sqlite.sql says so to SQLite).
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages WHERE thread_root_id = :root AND channel_id = :channel_id AND id > :after
+ORDER BY id LIMIT :limit;
+
+-- name: channel_reply_counts
+-- How many replies each message from :first to :last has: the roots of a page of messages,
+-- a range of channel_messages_thread.
+SELECT thread_root_id AS root, COUNT(*) AS replies FROM channel_messages
+WHERE thread_root_id >= :first AND thread_root_id <= :last AND channel_id = :channel_id
+GROUP BY thread_root_id;
 
 -- name: channel_activity_insert
 INSERT INTO channel_activity (channel_id, id, run_id, type, payload, created_at)

@@ -1,0 +1,266 @@
+"""``/ui/channels``: every channel and DM. ``/ui/channels/{name}`` (a DM by its name,
+``dm:a:b``): the conversation a page at a time from its newest end, a form to post as a
+person, and on the newest page what comes next as it comes — new messages and who is working —
+over ``…/stream``, HTML fragments by server-sent events that tail the channel's feed as the
+JSON API's stream does (resumed with ``Last-Event-ID``). ``…/thread/{id}``: a message and its
+replies, with a form to reply."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Header, Request
+from sse_starlette.sse import EventSourceResponse
+from starlette.responses import RedirectResponse, Response
+
+from agentrunner.channels.feed import ChannelFeed
+from agentrunner.compose import Workspace
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.inputs import check_id, invalid
+from agentrunner.server.dashboard.forms import checked_form, is_htmx
+from agentrunner.server.dashboard.templating import fragment, page
+from agentrunner.server.errors import status_for
+from agentrunner.store.channels import Channel, ChannelActivityRow, ChannelMessage
+
+__all__ = ["PAGE", "router"]
+
+router = APIRouter()
+PAGE = 50  # messages a page shows
+_CURSORS = ("m_",)  # a page starts at a message
+_POSITIONS = ("m_", "a_")  # a stream resumes after a message or an activity event
+
+
+@router.get("/ui/channels")
+async def channel_list(request: Request) -> Response:
+    ws: Workspace = request.app.state.workspace
+    channels = [(c, _path(c.name)) for c in await ws.runner.store.channels.overview()]
+    return page(request, "channels.html", {"active": "channels", "channels": channels})
+
+
+@router.get("/ui/channels/{name}")
+async def conversation(
+    request: Request, name: str, before: str | None = None, after: str | None = None
+) -> Response:
+    """The newest page, or the page ``before`` or ``after`` a message."""
+    ws: Workspace = request.app.state.workspace
+    channel = await ws.channels.channel(name)
+    read = ws.runner.store.channels
+    if before is not None and after is not None:
+        raise invalid("before", "and after cannot both be given", "Page one way at a time.")
+    if after is not None:
+        rows = await read.after(channel.id, _cursor(after, "after"), PAGE + 1)
+        newer, rows = len(rows) > PAGE, rows[:PAGE]
+        older = True
+    else:
+        cursor = None if before is None else _cursor(before, "before")
+        rows = await read.page_before(channel.id, cursor, PAGE + 1)
+        older, rows = len(rows) > PAGE, rows[-PAGE:]
+        newer = before is not None
+    members = await read.members(channel.id)
+    live = not newer  # the newest end: what comes next is streamed in after the last shown
+    context = {
+        "active": "channels",
+        "channel": channel,
+        "path": _path(channel.name),
+        "members": members,
+        "messages": rows,
+        "replies": await read.reply_counts(channel.id, rows[0].id, rows[-1].id) if rows else {},
+        "older": rows[0].id if older and rows else None,
+        "newer": rows[-1].id if newer and rows else None,
+        "live": live,
+        "start": rows[-1].id if rows else (after or ""),
+        "composer": _composer(ws, channel, members),
+        # who is working now: the working region's "working" and "failed"
+        **Activity(await _working_now(ws, channel, members)).context(),
+    }
+    return page(request, "channel.html", context)
+
+
+@router.get("/ui/channels/{name}/thread/{message_id}")
+async def message_thread(
+    request: Request, name: str, message_id: str, after: str | None = None
+) -> Response:
+    """A message and its replies (a page of them at a time, oldest first)."""
+    ws: Workspace = request.app.state.workspace
+    channel = await ws.channels.channel(name)
+    read = ws.runner.store.channels
+    root = await read.message(channel.id, check_id(message_id, "message"))
+    if root is None or root.thread_root_id is not None:
+        raise AgentRunnerError(
+            ErrorCode.NOT_FOUND,
+            f"{channel.label} has no thread begun by message '{message_id}'",
+            hint="Open the conversation and follow a message's replies from there.",
+            details={"not_found": "message"},
+        )
+    cursor = "" if after is None else _cursor(after, "after")
+    replies = await read.replies(channel.id, root.id, cursor, PAGE + 1)
+    members = await read.members(channel.id)
+    context = {
+        "active": "channels",
+        "channel": channel,
+        "path": _path(channel.name),
+        "root": root,
+        "messages": replies[:PAGE],
+        "newer": replies[PAGE - 1].id if len(replies) > PAGE else None,
+        "composer": _composer(ws, channel, members, thread=root.id),
+    }
+    return page(request, "channel_thread.html", context)
+
+
+@router.post("/ui/channels/{name}/messages")
+async def post_message(request: Request, name: str) -> Response:
+    """Post as a person; without JavaScript, 303 back to the conversation (or the thread),
+    which shows the message; with htmx, a fresh form (the page's stream brings the message,
+    once). Bad input: an error page, or with htmx the form again with the error in it."""
+    form = await checked_form(request)
+    ws: Workspace = request.app.state.workspace
+    channel = await ws.channels.channel(name)
+    members = await ws.runner.store.channels.members(channel.id)
+    thread = str(form.get("thread") or "") or None
+    composer = _composer(ws, channel, members, thread=thread)
+    composer.sender = str(form.get("sender") or "").strip() or composer.sender
+    composer.text = str(form.get("text") or "")
+    try:
+        if composer.sender in ws.runner.agents:
+            raise invalid(
+                "sender",
+                f"'{composer.sender}' is an agent's id: this form posts as a person",
+                "Post under your own name; agents speak through their runs.",
+            )
+        if not composer.text.strip():
+            raise invalid("text", "is empty", "Say something: the agents who hear it will reply.")
+        posted = await ws.channels.post(channel, composer.sender, composer.text, thread_root=thread)
+    except AgentRunnerError as exc:
+        if not is_htmx(request):
+            raise
+        composer.error = exc
+        response = page(request, "_composer.html", {"composer": composer}, status=status_for(exc))
+        response.headers["x-composer-error"] = str(exc.code)
+        return response
+    if is_htmx(request):
+        composer.text = ""
+        return page(request, "_composer.html", {"composer": composer})
+    root = posted.message.thread_root_id  # a reply to a reply is in its root's thread
+    target = _path(channel.name) + (f"/thread/{quote(root, safe='')}" if root else "")
+    return RedirectResponse(target, status_code=303)
+
+
+@router.get("/ui/channels/{name}/stream")
+async def stream(
+    request: Request,
+    name: str,
+    after: str = "",
+    last_event_id: str | None = Header(default=None),
+) -> EventSourceResponse:
+    """What comes after ``after`` (or the ``Last-Event-ID`` a reconnecting browser sends): a
+    ``message`` event (an ``<li>`` for the message list) per message, and a ``working`` event
+    (the working region's content) at the start and per activity event."""
+    ws: Workspace = request.app.state.workspace
+    channel = await ws.channels.channel(name)
+    position = last_event_id or after
+    if position:
+        _cursor(position, "Last-Event-ID" if last_event_id else "after", _POSITIONS)
+    return EventSourceResponse(_tail(ws, channel, position), ping=15)
+
+
+# -- what the pages and the stream share -----------------------------------------------------
+
+
+@dataclass(slots=True)
+class Composer:
+    """The post form as it is shown: where it posts, as whom, in which thread, what it holds
+    (kept when it was refused) and why it was refused."""
+
+    action: str
+    sender: str
+    thread: str | None = None
+    text: str = ""
+    error: AgentRunnerError | None = None
+
+
+@dataclass(slots=True)
+class Activity:
+    """Who is working in a channel now (their runs, by id) and whose run failed since."""
+
+    working: dict[str, str] = field(default_factory=dict)  # run id -> agent id
+    failed: dict[str, tuple[str, str]] = field(default_factory=dict)  # agent -> (code, message)
+
+    def apply(self, row: ChannelActivityRow) -> None:
+        agent, run_id = str(row.payload.get("agent_id", "")), row.run_id
+        if row.type == "agent.working":
+            self.working[run_id] = agent
+            self.failed.pop(agent, None)  # working again: the failure is behind it
+        elif row.type == "agent.failed":
+            code, message = row.payload.get("error_code", ""), row.payload.get("message", "")
+            self.failed[agent] = (str(code), str(message))
+        elif row.type == "agent.idle":
+            self.working.pop(run_id, None)
+
+    def context(self) -> dict[str, Any]:
+        return {"working": sorted(set(self.working.values())), "failed": dict(self.failed)}
+
+
+async def _tail(ws: Workspace, channel: Channel, after: str) -> AsyncIterator[dict[str, Any]]:
+    store = ws.runner.store
+    activity = Activity(await _working_now(ws, channel, await store.channels.members(channel.id)))
+    # no id: the browser's position stays where it was
+    yield {"event": "working", "data": fragment("_working.html", activity.context())}
+    path = _path(channel.name)
+    async for position, item in ChannelFeed(store, channel.id, after).follow():
+        if isinstance(item, ChannelMessage):
+            html = fragment("_message.html", {"m": item, "path": path, "replies": {}})
+            yield {"id": position, "event": "message", "data": html}
+        else:
+            activity.apply(item)
+            html = fragment("_working.html", activity.context())
+            yield {"id": position, "event": "working", "data": html}
+
+
+async def _working_now(
+    ws: Workspace, channel: Channel, members: list[tuple[str, str]]
+) -> dict[str, str]:
+    """The runs of the channel's agents under way in it now, by id (what the page shows before
+    its stream says more)."""
+    store = ws.runner.store
+    working: dict[str, str] = {}
+    for member, kind in members:
+        if kind != "agent":
+            continue
+        state = await store.agent_states.get(member)
+        if state.status != "working" or state.current_run_id is None:
+            continue
+        run = await store.runs.get(state.current_run_id)
+        if run is not None and run.channel_id == channel.id:
+            working[run.id] = member
+    return working
+
+
+def _composer(
+    ws: Workspace, channel: Channel, members: list[tuple[str, str]], *, thread: str | None = None
+) -> Composer:
+    """The form, as the project's person by default (in a DM: the person in it)."""
+    people = [name for name, kind in members if kind == "person"]
+    person = ws.runner.config.person
+    sender = people[0] if channel.kind == "dm" and people and person not in people else person
+    return Composer(_path(channel.name) + "/messages", sender, thread)
+
+
+def _path(name: str) -> str:
+    """A conversation's page (a DM's name, ``dm:a:b``, as it is)."""
+    return "/ui/channels/" + quote(name, safe=":@")
+
+
+def _cursor(value: str, name: str, prefixes: tuple[str, ...] = _CURSORS) -> str:
+    check_id(value, name)
+    if not value.startswith(prefixes):
+        raise invalid(
+            name,
+            f"'{value}' is not a position in a conversation (an id beginning "
+            + " or ".join(prefixes)
+            + ")",
+            "Follow the page's own links to page through a conversation.",
+        )
+    return value
