@@ -68,13 +68,16 @@ global_daily_usd = 5.0
 per_agent_daily_usd = 1.0
 
 [channels.general]
-members = ["ceo", "cto"]
+members = ["ceo"]
+
+[company]
+root = "ceo"
 """
 
 AGENTS = {
     "ceo": "name: CEO\ndescription: Runs the company\ntools: [read_file]",
     "cto": "name: CTO\ndescription: Owns technology\nreports_to: ceo\nmodel: mockai:gpt-mini",
-    "cfo": "name: CFO\ndescription: Owns the money\nreports_to: ceo",
+    "cfo": "name: CFO\ndescription: Owns the money\nreports_to: ceo\ncapabilities: [notes]",
 }
 
 

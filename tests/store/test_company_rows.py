@@ -169,3 +169,28 @@ async def test_a_sessions_cost_is_its_briefs_and_their_delegations(store: Store)
     assert second is not None
     assert (await store.company.cost(second.id, day))["cost_micros"] == 0
     assert (await store.company.cost("no-such-session", day))["requests"] == 0
+
+
+async def test_a_jobs_step_in_progress_is_not_a_cost_of_unknown_price(store: Store) -> None:
+    """A running step has no cost yet: the job's cost is known so far. A finished step of
+    unknown price makes it unknown."""
+    from agentrunner.company.jobs import tree_cost
+    from agentrunner.store.run_log import RunLog
+
+    await store.threads.open("ceo-s1", "ceo")
+    await store.batch(
+        [store.runs.insert_op(run_id="run_1", agent_id="ceo", thread_id="ceo-s1", status="running")]
+    )
+    log = RunLog(store, "run_1", "ceo")
+    usage = {"input_tokens": 10, "output_tokens": 5}
+    log.start_step(1, "x:m", 1.0)
+    log.finish_step("completed", "x:m", usage, 120, [], 2.0)
+    log.start_step(2, "x:m", 3.0)
+    await log.flush()
+    running = await tree_cost(store, "run_1")
+    assert (running.known, running.by_agent, running.tokens) == (True, {"ceo": 120}, 15)
+
+    log.finish_step("completed", "x:m", usage, None, [], 4.0)  # a model of unknown price
+    await log.flush()
+    finished = await tree_cost(store, "run_1")
+    assert (finished.known, finished.by_agent, finished.tokens) == (False, {"ceo": 120}, 30)

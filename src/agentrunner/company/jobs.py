@@ -383,7 +383,8 @@ async def tree_cost(store: Store, run_id: str) -> TreeCost:
             usage = step.token_usage or {}
             cost.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
             if step.cost_micros is None:
-                cost.known = False
+                # a step still in progress has no cost yet; a finished one of no price does
+                cost.known = cost.known and step.status == "running"
                 continue
             cost.by_agent[run.agent_id] = cost.by_agent.get(run.agent_id, 0) + step.cost_micros
             cost.by_model[step.model_id] = cost.by_model.get(step.model_id, 0) + step.cost_micros
