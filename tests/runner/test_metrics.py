@@ -201,6 +201,8 @@ async def test_runs_requests_tools_and_tokens_are_counted_by_agent_model_and_out
         ("clerk", "mockai:gpt-down"),
         ("clerk", "mockant:claude-mock"),
         ("scribe", "mockai:gpt-mock"),
+        ("clerk", "test:test"),  # each new thread's title, charged to the run that opened it
+        ("scribe", "test:test"),
     }
     for row in rows:
         provider, model = row["model"].split(":")
@@ -209,22 +211,32 @@ async def test_runs_requests_tools_and_tokens_are_counted_by_agent_model_and_out
         assert got.total("agentrunner.cost", **mine) == pytest.approx(row["cost_micros"] / 1e6)
         for kind in ("input", "output"):
             assert got.sum(usage, gen_ai__token__type=kind, **mine) == row[f"{kind}_tokens"]
-        # each attempt is a cost row, and a request
-        assert got.total(requested, **model_) == row["requests"]
+    for ref in {row["model"] for row in rows}:  # each attempt is a cost row, and a request
+        provider, model = ref.split(":")
+        model_ = {"gen_ai__provider__name": provider, "gen_ai__request__model": model}
+        assert got.total(requested, **model_) == sum(
+            r["requests"] for r in rows if r["model"] == ref
+        )
     assert got.sum(usage, gen_ai__request__model="claude-mock", gen_ai__token__type="input") == 75
     assert got.sum(usage, gen_ai__request__model="claude-mock", gen_ai__token__type="output") == 10
     assert got.sum(usage, gen_ai__request__model="gpt-mock", gen_ai__token__type="input") == 11
     assert got.total(usage, gen_ai__request__model="gpt-down") == 0  # never answered: no tokens
     assert got.total("agentrunner.cost", **{AGENT: "clerk"}) == pytest.approx(filed.cost_usd)
     assert got.total("agentrunner.cost", **{AGENT: "scribe"}) == pytest.approx(noted.cost_usd)
-    # the titles' tokens are counted, to no agent: no run of one asked for them
-    (title,) = got.attributes(usage, gen_ai__request__model="test", gen_ai__token__type="input")
-    assert title == {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": "test",
-        "gen_ai.request.model": "test",
-        "gen_ai.token.type": "input",
-    }
+    # the titles' tokens count to the agent whose run opened the thread, as their cost rows do
+    titles = got.attributes(usage, gen_ai__request__model="test", gen_ai__token__type="input")
+    assert titles == ordered(
+        [
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "test",
+                "gen_ai.request.model": "test",
+                "gen_ai.token.type": "input",
+                "gen_ai.agent.id": agent_id,
+            }
+            for agent_id in ("clerk", "scribe")
+        ]
+    )
 
     # tool calls, by tool, agent and outcome
     assert got.attributes("gen_ai.execute_tool.duration") == ordered(
@@ -327,7 +339,13 @@ async def test_a_delegated_runs_work_counts_to_its_own_agent(
     delegated = {a: got.total("gen_ai.execute_tool.duration", **{AGENT: a}) for a in team}
     assert delegated == {"ceo": 1, "cto": 1, "engineer": 0}
     rows = await runner.store.costs.summary(since=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"))
-    by_agent = {r["agent_id"]: (r["input_tokens"], r["output_tokens"]) for r in rows}
+    by_agent = {
+        a: (
+            sum(r["input_tokens"] for r in rows if r["agent_id"] == a),
+            sum(r["output_tokens"] for r in rows if r["agent_id"] == a),
+        )
+        for a in team
+    }
     usage = "gen_ai.client.token.usage"
     counted = {
         a: (
@@ -337,7 +355,12 @@ async def test_a_delegated_runs_work_counts_to_its_own_agent(
         for a in team
     }
     assert counted == by_agent
-    assert counted["engineer"] == (7, 5)  # its own request only, not its callers'
+    own = {
+        (r["agent_id"], r["model"]): (r["input_tokens"], r["output_tokens"])
+        for r in rows
+        if r["model"] == "mockai:gpt-mock"
+    }
+    assert own[("engineer", "mockai:gpt-mock")] == (7, 5)  # its own request, not its callers'
 
 
 async def test_a_worker_counts_each_agents_queue_and_how_long_its_runs_waited(

@@ -161,6 +161,7 @@ async def test_a_run_with_a_tool_call(agent: Agent, open_runner: Any, mock: Mock
             ),
         ]
     )
+    await runner.effects.drain()
     assert writes.written == snapshot(
         [
             [
@@ -196,6 +197,7 @@ async def test_a_run_with_a_tool_call(agent: Agent, open_runner: Any, mock: Mock
                 "thread_manifest",
                 "run_finish completed",
             ],
+            ["cost_insert test:test"],  # the new thread's title, charged to the run
         ]
     )
 

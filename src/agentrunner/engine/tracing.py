@@ -281,14 +281,11 @@ class Tracing:
     @contextmanager
     def effect(self, name: str, thread_id: str) -> Iterator[Span]:
         """A post-run effect (a thread's title), started by the run, done after it: its model
-        request is no work of the run's agent (no cost row records it)."""
+        request is charged to the run's agent (a cost row with the run), so its tokens and cost
+        count to that agent here too (the run's scope, which the effect's task inherited)."""
         attributes = {THREAD_ID: thread_id, CONVERSATION: thread_id}
-        outside = _RUN.set(None)
-        try:
-            with self._span(f"post_run {name}", SpanKind.INTERNAL, attributes) as span:
-                yield span
-        finally:
-            _RUN.reset(outside)
+        with self._span(f"post_run {name}", SpanKind.INTERNAL, attributes) as span:
+            yield span
 
     # -- queued runs: queueing, a worker's claim, a caller's wait ------------------------------
 
