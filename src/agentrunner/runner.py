@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -235,6 +235,17 @@ class AgentRunner:
         self.runtime_files = runtime_files or RuntimeFiles.of(config, agents)
         self.handlers = handlers or MessageHandlers()  # taps on every run's events
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
+        # Delegations running in this process, by run id: each has a signal of its own (its
+        # caller's aborts it too), for a cancel asked of it alone (``abort_delegations``).
+        self.delegations: dict[str, AbortSignal] = {}
+
+    def abort_delegations(self, requested: Collection[str], reason: str) -> int:
+        """Abort the delegations running in this process whose ids are in ``requested`` (a
+        cancel asked of one of them, from any process); how many there were."""
+        found = [self.delegations[run_id] for run_id in requested if run_id in self.delegations]
+        for signal in found:
+            signal.abort(reason)
+        return len(found)
 
     async def close(self) -> None:
         await self.effects.drain(timeout_s=self.shutdown_grace_s)
@@ -547,6 +558,8 @@ class AgentRunner:
         ended."""
         overrides, abort, held = request.overrides, request.abort, run.lock
         agent_id, thread_id, callbacks = request.agent_id, request.thread_id, request.callbacks
+        if request.parent is not None and abort is not None:
+            self.delegations[run.run_id] = abort
         try:
             result = await self._execute(
                 run,
@@ -1005,6 +1018,10 @@ class AgentRunner:
         async def ask(target: str, message: str) -> str:
             thread_id = run.thread.id if run.thread else None
             parent = _Parent(run.run_id, thread_id, context.depth, grant, context.trust, run.cost)
+            # Its own signal: cancelling the delegation stops it alone (its caller is told and
+            # goes on); the caller's abort stops it too.
+            own = AbortSignal()
+            unlink = abort.on_abort(lambda: own.abort(abort.reason or "")) if abort else None
             try:
                 child = await self._run(
                     _Request(
@@ -1013,13 +1030,20 @@ class AgentRunner:
                         message,
                         child_callbacks(run.callbacks, target, context.depth + 1),
                         RunAgentOverrides(background=overrides.background),
-                        abort,
+                        own,
                         {},
                         parent,
                     )
                 )
             except AgentRunnerError as exc:
                 raise ToolRetry(f"{target} could not answer ({exc.code}): {exc.message}") from exc
+            finally:
+                if unlink is not None:
+                    unlink()
+                for run_id in [k for k, signal in self.delegations.items() if signal is own]:
+                    del self.delegations[run_id]
+            if own.aborted and not (abort and abort.aborted):
+                raise ToolRetry(f"{target}'s run was cancelled ({own.reason}): it did not answer")
             return child.text
 
         return ask

@@ -237,6 +237,9 @@ class Worker:
                     entry = self._inflight.get(run_id)
                     if entry is not None:
                         entry[1].abort("cancelled on request")
+                if self.runner.delegations:  # theirs, asked of a delegation alone
+                    requested = await self.store.mailbox.cancel_requested()
+                    self.runner.abort_delegations(requested, "cancelled on request")
             except Exception:
                 log.exception("checking for cancellations failed; retrying")
 

@@ -409,3 +409,51 @@ def test_a_thread_shows_its_summary(agent: Agent, server: Any, mock: MockProvide
     assert summary["requests"] == 1 and summary["run_id"].startswith("run_")
     listed = httpx2.get(f"{srv.url}/threads", headers=AUTH).json()["data"]
     assert [(t["id"], t["summary_through"]) for t in listed] == [("t-1", 2)]
+
+
+def test_cancelling_a_delegated_run_stops_it_and_its_caller_goes_on(
+    agent: Agent, server: Any, mock: MockProvider
+) -> None:
+    """A delegation is a run of its own: cancelling it (not its caller) stops it at once, and
+    the caller is told, as a tool's error, and answers. Cancelling another delegation of
+    another run leaves this one alone."""
+    agent("ceo", "name: CEO\nmodel: mockai:gpt-mock")
+    agent("cto", "name: CTO\nreports_to: ceo\nmodel: mockant:claude-mock")
+    mock.queue(
+        Reply(tool_calls=[("delegate", {"agent": "cto", "task": "Estimate the migration"})]),
+        Reply(text="The CTO was stopped; I will estimate it myself."),
+        model="gpt-mock",
+    )
+    mock.queue(Reply(text="Three weeks.", delay_s=60), model="claude-mock")  # still thinking
+    server = server()
+    started = httpx2.post(
+        f"{server.url}/threads/board/runs",
+        headers=AUTH,
+        json={"agent_id": "ceo", "message": "How long will the migration take?"},
+    ).json()
+
+    deadline = time.monotonic() + 20
+    child: dict[str, Any] = {"status": None}
+    while child["status"] != "running":  # the CTO's run, on its thread under the CEO's
+        assert time.monotonic() < deadline, "the delegation never started"
+        time.sleep(0.1)
+        said = httpx2.get(f"{server.url}/threads/board.cto/messages", headers=AUTH).json()
+        ids = [m["run_id"] for m in said.get("data", []) if m.get("run_id")]
+        if ids:
+            child = httpx2.get(f"{server.url}/runs/{ids[0]}", headers=AUTH).json()
+    assert (
+        httpx2.post(f"{server.url}/runs/{child['id']}/cancel", headers=AUTH).json()["cancel"]
+        == "requested"
+    )
+    deadline = time.monotonic() + 20
+    while (parent := httpx2.get(f"{server.url}/runs/{started['run_id']}", headers=AUTH).json())[
+        "status"
+    ] == "running":
+        assert time.monotonic() < deadline, "the caller did not go on"
+        time.sleep(0.05)
+    child = httpx2.get(f"{server.url}/runs/{child['id']}", headers=AUTH).json()
+    assert child["status"] == "cancelled"
+    assert parent["status"] == "completed"
+    assert parent["usage"]["requests"] == 2  # it asked, then answered without the CTO
+    last = mock.requests[-1].body["messages"][-1]
+    assert last["role"] == "tool" and "cancelled" in last["content"]

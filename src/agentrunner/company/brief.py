@@ -340,7 +340,7 @@ async def _run_here(
         ]
     )
     abort = abort or AbortSignal()
-    watcher = asyncio.ensure_future(_watch_kill(store, run_id, me, abort))
+    watcher = asyncio.ensure_future(_watch_kill(runner, run_id, me, abort))
     try:
         result = await runner.run_agent(
             root.id, current.thread_id, message, callbacks, None, abort, run_id=run_id
@@ -366,14 +366,18 @@ async def _run_here(
     return run_id, result
 
 
-async def _watch_kill(store: Store, run_id: str, me: str, abort: AbortSignal) -> None:
+async def _watch_kill(runner: AgentRunner, run_id: str, me: str, abort: AbortSignal) -> None:
     """``agentrunner kill`` of this job from another process: abort the run (and its
-    delegations, which share the signal)."""
+    delegations, which its abort reaches); a cancel asked of one delegation stops it alone."""
+    store = runner.store
     while True:
         await asyncio.sleep(_KILL_POLL_S)
         try:
             if run_id in await store.mailbox.cancel_requested(me):
                 abort.abort("killed (agentrunner kill)")
                 return
+            if runner.delegations:
+                requested = await store.mailbox.cancel_requested()
+                runner.abort_delegations(requested, "cancelled on request")
         except Exception:
             log.warning("checking whether job %s was killed failed; retrying", run_id)

@@ -198,8 +198,12 @@ class Mailbox(Repository):
             return "requested"
         return "not_cancellable"
 
-    async def cancel_requested(self, worker_id: str) -> list[str]:
-        rows = await self.db.fetch_all(self.sql["runs_to_cancel"], {"worker_id": worker_id})
+    async def cancel_requested(self, worker_id: str | None = None) -> list[str]:
+        """The running runs someone asked to cancel: ``worker_id``'s, or (None) all of them."""
+        if worker_id is None:
+            rows = await self.db.fetch_all(self.sql["runs_cancel_requested"], {})
+        else:
+            rows = await self.db.fetch_all(self.sql["runs_to_cancel"], {"worker_id": worker_id})
         return [r["id"] for r in rows]
 
     async def queued(self, agent_id: str, limit: int) -> int:

@@ -520,6 +520,11 @@ UPDATE runs SET cancel_requested = TRUE WHERE id = :id AND status = 'running';
 -- name: runs_to_cancel
 SELECT id FROM runs WHERE worker_id = :worker_id AND status = 'running' AND cancel_requested;
 
+-- name: runs_cancel_requested
+-- Every running run someone asked to cancel: a process with delegations running looks for
+-- its own among them (a delegation has no worker of its own).
+SELECT id FROM runs WHERE status = 'running' AND cancel_requested;
+
 -- name: thread_runs_after
 SELECT id, status FROM runs WHERE thread_id = :thread_id AND id >= :after ORDER BY id LIMIT :limit;
 
