@@ -185,15 +185,17 @@ def _read_until_closed(sock: socket.socket) -> bytes:
 
 
 @contextlib.contextmanager
-def _serving(project: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def _serving(
+    project: Path, output: Any = subprocess.DEVNULL
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """``agentrunner serve`` as people start it (uvicorn with agentrunner's protocol), up."""
     port = _free_port()
     serve = subprocess.Popen(
         [sys.executable, "-m", "agentrunner", "serve", "--port", str(port)],
         cwd=project,
         env={k: v for k, v in os.environ.items() if k != "AGENTRUNNER_API_TOKEN"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
     )
     try:
         deadline = time.monotonic() + 30
@@ -256,3 +258,32 @@ def test_a_stalled_body_is_closed_and_does_not_hold_a_shutdown(agent: Agent, pro
         time.sleep(0.5)
         serve.send_signal(signal.SIGTERM)  # a client that never finishes cannot keep it up
         assert serve.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal
+
+
+def test_ctrl_c_with_live_streams_open_ends_them_quietly(
+    agent: Agent, project: Path, tmp_path: Path
+) -> None:
+    """A browser following a channel (the API's stream and the dashboard's) while the server
+    is stopped: each stream is ended as a response should be, and nothing is printed as if
+    the server had failed."""
+    agent("helper")
+    (project / "agentrunner.toml").write_text(
+        (project / "agentrunner.toml").read_text() + '\n[channels.general]\nmembers = ["helper"]\n'
+    )
+    log = (tmp_path / "serve.log").open("wb")
+    with _serving(project, log) as (serve, port):
+        streams = []
+        for path in ("/channels/general/events", "/ui/channels/general/stream"):
+            reader = socket.create_connection(("127.0.0.1", port))
+            reader.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            reader.settimeout(15)
+            assert reader.recv(4096).startswith(b"HTTP/1.1 200")
+            streams.append(reader)
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(timeout=30) in (0, 130, -signal.SIGINT)
+        for reader in streams:
+            reader.close()
+    log.close()
+    printed = (tmp_path / "serve.log").read_text()
+    assert "ASGI callable returned without completing response" not in printed, printed
+    assert "ERROR" not in printed, printed

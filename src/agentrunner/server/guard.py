@@ -12,10 +12,13 @@ body as it arrives, which ``BaseHTTPMiddleware`` cannot):
   before anything is read.
 * **Crashes.** An unexpected exception is logged and answered 500 here, rather than re-raised to
   the server, which would then drop the client's kept-alive connection.
+* **Streams cut off.** A response the app started and left unfinished (an event stream ended by
+  the server's shutdown) is finished here, rather than reported by the server as a failure.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 from collections.abc import Collection
@@ -135,7 +138,7 @@ class Guard:
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         received = 0
-        too_large = started = False
+        too_large = started = finished = False
 
         async def counted() -> Message:
             nonlocal received, too_large
@@ -148,7 +151,7 @@ class Guard:
             return message
 
         async def answer(message: Message) -> None:
-            nonlocal started
+            nonlocal started, finished
             if too_large:  # whatever the app made of a cut-off body, the answer is 413
                 if message["type"] == "http.response.start" and not started:
                     started = True
@@ -156,10 +159,17 @@ class Guard:
                 return
             if message["type"] == "http.response.start":
                 started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                finished = True
             await send(message)
 
         try:
             await self.app(scope, counted, answer)
+            if started and not finished:
+                # An event stream the server's shutdown cut off (sse-starlette returns without
+                # its last message): ended as a response should be, not reported as a failure.
+                with contextlib.suppress(Exception):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
         except _BodyTooLarge:
             if not started:
                 started = True
