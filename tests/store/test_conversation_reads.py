@@ -104,7 +104,8 @@ async def test_a_channels_pages_replies_and_reply_counts(store: Store) -> None:
     assert [m.id for m in last_two] == whole[-2:]
     before = await store.channels.replies_before("ch_1", said[28].id, last_two[0].id, 2)
     assert [m.id for m in before] == whole[1:3]
-    assert [m.id for m in await store.channels.replies_before("ch_1", said[28].id, None, 9)] == whole
+    every = await store.channels.replies_before("ch_1", said[28].id, None, 9)
+    assert [m.id for m in every] == whole
     assert await store.channels.replies_before("ch_1", said[28].id, whole[0], 9) == []
     assert await store.channels.replies_before("ch_2", said[28].id, None, 9) == []
 
