@@ -157,8 +157,21 @@ def test_a_background_job_is_stopped_from_its_page(
     expect(page.locator("#job-status")).to_have_text("running")
     expect(page.locator("main")).to_contain_text("Plan the offsite")
     shoot(page, "job")
+    # it asks first: said no, nothing is done; said yes, the job stops
+    asked: list[str] = []
+
+    def answer(dialog: Any, accept: bool) -> None:
+        asked.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda dialog: answer(dialog, False))
+    page.locator("#stop-job").get_by_role("button", name="Stop job").click()
+    expect(page.locator("#job-status")).to_have_text("running")
+    assert asked and asked[0].startswith("Stop this job?")
+    page.once("dialog", lambda dialog: answer(dialog, True))
     page.locator("#stop-job").get_by_role("button", name="Stop job").click()
     expect(page.locator("#job-status")).to_have_text("cancelled")
+    assert len(asked) == 2
     expect(page.locator("#stop-job")).to_have_count(0)
 
     def stopped() -> bool:
@@ -188,15 +201,39 @@ def test_the_costs_page_charts_what_cost_says(
     expect(page.locator("#cost-table")).to_contain_text("$0.0900")
     expect(page.locator("#cost-table")).to_contain_text("$0.0081")
 
-    # The bars are drawn to scale: the CEO's spend is eleven times the CTO's.
-    def bar(name: str) -> float:
-        box = page.locator(f'#cost-chart li[data-kind=agent][data-name="{name}"] .bar-fill')
-        found = box.first.bounding_box()
+    # Each agent's bar is drawn against the per-agent limit ($1): the whole track is the limit,
+    # marked by a line at its end; the CEO's $0.09 fills 9 % of it, the CTO's $0.0081 under 1 %.
+    def box(selector: str) -> dict[str, float]:
+        found = page.locator(selector).first.bounding_box()
         assert found is not None
-        return float(found["width"])
+        return dict(found)
 
-    assert bar("ceo") > 100
-    assert 9 < bar("ceo") / bar("cto") < 13
+    def row(kind: str, name: str) -> str:
+        return f'#cost-chart li[data-kind={kind}][data-name="{name}"]'
+
+    for name, share in (("ceo", 0.09), ("cto", 0.0081)):
+        track, fill = (
+            box(row("agent", name) + " .bar-track"),
+            box(row("agent", name) + " .bar-fill"),
+        )
+        assert abs(fill["width"] / track["width"] - max(share, 0.006)) < 0.01
+        limit = box(row("agent", name) + " .bar-limit")
+        assert abs(limit["x"] + limit["width"] - (track["x"] + track["width"])) <= 1
+        expect(page.locator(row("agent", name) + " .bar-value")).to_contain_text(
+            "of the $1 daily limit"
+        )
+    # a model has no limit: its bar is its share of the day's spend, and no line is drawn
+    model = row("model", "mockai:gpt-mock")
+    expect(page.locator(model + " .bar-limit")).to_have_count(0)
+    expect(page.locator(model + " .bar-value")).to_contain_text("% of the day's spend")
+    # every row's track is as long as every other's, whatever its label says
+    widths = {
+        round(box_["width"])
+        for box_ in page.locator("#cost-chart .bar-track").evaluate_all(
+            "els => els.map(e => e.getBoundingClientRect().toJSON())"
+        )
+    }
+    assert len(widths) == 1, widths
     accessible(page)
     shoot(page, "costs", full_page=True)
 
@@ -205,6 +242,11 @@ def test_the_costs_page_charts_what_cost_says(
     assert answer is not None
     assert answer.status == 422
     expect(page.get_by_role("alert")).to_contain_text("validation")
+    expect(page.get_by_role("link", name="Costs", exact=True)).to_have_attribute(
+        "aria-current", "page"
+    )
+    page.locator("#problem-back").click()
+    expect(page.locator("#cost-chart")).to_be_visible()
 
 
 def test_every_page_reads_and_posts_with_javascript_off(

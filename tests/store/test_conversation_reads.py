@@ -97,8 +97,20 @@ async def test_a_channels_pages_replies_and_reply_counts(store: Store) -> None:
     assert await store.channels.replies("ch_1", said[27].id) == []
     assert await store.channels.replies("ch_2", said[28].id) == []  # another channel's root
 
+    # from the newest end, a page at a time, oldest first in each page
+    more = [await _said(store, "ch_1", "you", f"r{n}", root=said[28].id) for n in range(3)]
+    whole = [first_reply.id, second_reply.id, *(m.id for m in more)]
+    last_two = await store.channels.replies_before("ch_1", said[28].id, None, 2)
+    assert [m.id for m in last_two] == whole[-2:]
+    before = await store.channels.replies_before("ch_1", said[28].id, last_two[0].id, 2)
+    assert [m.id for m in before] == whole[1:3]
+    every = await store.channels.replies_before("ch_1", said[28].id, None, 9)
+    assert [m.id for m in every] == whole
+    assert await store.channels.replies_before("ch_1", said[28].id, whole[0], 9) == []
+    assert await store.channels.replies_before("ch_2", said[28].id, None, 9) == []
+
     assert await store.channels.reply_counts("ch_1", newest[0].id, newest[-1].id) == {
-        said[28].id: 2
+        said[28].id: 5
     }
     assert await store.channels.reply_counts("ch_1", older[0].id, older[-1].id) == {}
     assert await store.channels.reply_counts("ch_2", elsewhere.id, elsewhere.id) == {
@@ -136,6 +148,14 @@ async def test_the_page_reads_walk_their_index_not_the_table(store: Store) -> No
         "channel_thread_replies": (
             {"channel_id": "c", "root": "m_1", "after": "", "limit": 50},
             "channel_messages USING INDEX channel_messages_thread (thread_root_id=? AND id>?)",
+        ),
+        "channel_thread_replies_newest": (
+            {"channel_id": "c", "root": "m_1", "limit": 50},
+            "channel_messages USING INDEX channel_messages_thread (thread_root_id=?)",
+        ),
+        "channel_thread_replies_before": (
+            {"channel_id": "c", "root": "m_1", "before": "m_9", "limit": 50},
+            "channel_messages USING INDEX channel_messages_thread (thread_root_id=? AND id<?)",
         ),
         "channel_reply_counts": (
             {"channel_id": "c", "first": "m_1", "last": "m_2"},

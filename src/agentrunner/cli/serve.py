@@ -52,8 +52,8 @@ async def _serve(
     try:
         sock = _listen(host, port)
         err.print(
-            f"[green]agentrunner[/] on http://{host}:{port} (docs at /docs)"
-            + (" · token required" if token else "")
+            f"[green]agentrunner[/] on http://{host}:{port}: the dashboard at that address, "
+            "the API beside it (docs at /docs)" + (" · token required" if token else "")
         )
         app = create_app(token=token, worker=worker, cors_origins=cors, workspace=workspace)
         config = uvicorn_config(app, log_level="warning", access_log=False)

@@ -173,6 +173,19 @@ class Channels(Repository):
         )
         return [ChannelMessage(**r) for r in rows]
 
+    async def replies_before(
+        self, channel_id: str, root_id: str, before: str | None, limit: int
+    ) -> list[ChannelMessage]:
+        """The ``limit`` replies in ``root_id``'s thread before ``before`` (None: the newest),
+        oldest first: a long thread read from its newest end."""
+        params = {"channel_id": channel_id, "root": root_id, "limit": limit}
+        if before is None:
+            query = "channel_thread_replies_newest"
+        else:
+            query, params = "channel_thread_replies_before", {**params, "before": before}
+        rows = await self.db.fetch_all(self.sql[query], params)
+        return [ChannelMessage(**r) for r in reversed(rows)]
+
     async def reply_counts(self, channel_id: str, first: str, last: str) -> dict[str, int]:
         """How many replies each message with an id from ``first`` to ``last`` has (those
         with none left out): the threads begun on a page of messages."""

@@ -576,3 +576,50 @@ def test_behind_a_token_the_pages_the_form_and_the_stream_want_the_session(
         assert stream.status_code == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
         assert next(stream.iter_lines()) == "event: working"
+
+
+def test_a_long_message_thread_opens_on_its_newest_replies_and_a_reply_shows_at_once(
+    office: Path, server: Any, browser: Any
+) -> None:
+    srv = server(token=None, worker=False)
+    client = browser(srv)
+    root = _post_api(srv, "/channels/general/messages", text="The plan", sender="you")
+    root_id = root["message"]["id"]
+    said = [
+        _post_api(srv, "/channels/general/messages", text=f"r{n}", sender="you", thread=root_id)
+        for n in range(55)
+    ]
+    ids = [s["message"]["id"] for s in said]
+    path = f"/ui/channels/general/thread/{root_id}"
+    newest = client.get(path).text
+    assert _ids(newest) == ids[5:]  # the newest 50, oldest first, the box after them
+    assert _link(newest, "newer") is None and 'id="composer"' in newest
+    older = client.get(_link(newest, "older") or "").text
+    assert _ids(older) == ids[:5] and _link(older, "older") is None
+    assert _link(older, "newest") == path and 'id="composer"' not in older
+    forward = client.get(f"{path}?after={ids[1]}").text
+    assert _ids(forward) == ids[2:52] and _link(forward, "newer") == f"{path}?after={ids[51]}"
+
+    # with htmx, a reply is answered with the thread's newest replies, the reply among them
+    csrf = _csrf(client, path)
+    for text in ("First answer", "Second answer"):
+        posted = client.post(
+            "/ui/channels/general/messages",
+            data={"csrf": csrf, "text": text, "thread": root_id},
+            headers={"hx-request": "true"},
+        )
+        assert posted.status_code == 200
+        assert posted.text.lstrip().startswith('<section class="panel"')
+        assert 'id="thread-live"' in posted.text and "<html" not in posted.text
+        assert _texts(posted.text)[-1] == text  # shown at once, last
+        assert re.search(r'name="text"[^>]*></textarea>', posted.text)  # the box emptied
+    assert _texts(client.get(path).text)[-2:] == ["First answer", "Second answer"]
+    # a refused reply: the form alone, with its error, put where the form is
+    refused = client.post(
+        "/ui/channels/general/messages",
+        data={"csrf": csrf, "text": "  ", "thread": root_id},
+        headers={"hx-request": "true"},
+    )
+    assert refused.status_code == 422
+    assert refused.headers["hx-retarget"] == "#composer"
+    assert refused.text.lstrip().startswith('<form id="composer"')

@@ -137,13 +137,21 @@ def test_the_figures_are_the_cost_commands_per_agent_and_model_over_two_windows(
         assert set(agents) == {"ceo", "cto", "cmo"}
         assert sum(agents.values()) == total == sum(models.values())
 
-        # the chart: one part per day of the window, newest first, each bar saying its amount
+        # the chart: one part per day of the window, newest first (a run of days with nothing
+        # spent as one part), each bar saying its amount
         chart = page.by_id("cost-chart")
         parts = chart.all("section", cls="chart-day")
-        assert [part.attrs["data-day"] for part in parts][:: max(1, days - 1)] == (
-            [cli["until"], cli["since"]] if days > 1 else [cli["until"]]
-        )
-        assert len(parts) == days
+        assert parts[0].attrs["data-day"] == cli["until"]
+        assert parts[-1].attrs.get("data-first", parts[-1].attrs["data-day"]) == cli["since"]
+
+        def covers(part: Node) -> int:
+            first = datetime.strptime(
+                part.attrs.get("data-first", part.attrs["data-day"]), "%Y-%m-%d"
+            )
+            return (datetime.strptime(part.attrs["data-day"], "%Y-%m-%d") - first).days + 1
+
+        assert sum(covers(part) for part in parts) == days
+        assert len(parts) == (1 if days == 1 else 4)  # today, 2 days, the day of OLD_SPEND, 3 days
         for part in parts:
             bars = part.all("li", cls="bar-row")
             for bar in bars:
@@ -179,12 +187,12 @@ def test_the_figures_are_the_cost_commands_per_agent_and_model_over_two_windows(
     cmo = limits.one("li", data_agent="cmo")
     assert "state-exceeded" in cmo.classes and cmo.text().startswith("exceeded ")
     assert "state-ok" in limits.one("li", data_agent="ceo").classes
-    assert "$0.0600 of $0.0500 (120%)" in cmo.text()
+    assert "$0.0600 of $0.05 (120%)" in cmo.text()
     [over] = today.by_id("cost-chart").all("li", data_kind="agent", data_name="cmo")
     assert "over" in over.classes
-    assert over.one(cls="bar-value").text() == "$0.0600: over the $0.0500 daily limit (120%)"
+    assert over.one(cls="bar-value").text() == "$0.0600: over the $0.05 daily limit (120%)"
     [ceo] = today.by_id("cost-chart").all("li", data_kind="agent", data_name="ceo")
-    assert "over" not in ceo.classes and "of the $0.0500 daily limit" in ceo.text()
+    assert "over" not in ceo.classes and "of the $0.05 daily limit" in ceo.text()
 
 
 def test_a_bad_days_value_is_a_page_that_says_what_is_allowed(cost_browser: Browser) -> None:

@@ -40,7 +40,7 @@ CSRF_COOKIE = "ar_csrf"
 CSRF_FIELD = "csrf"
 # Paths the session cookie opens (and that answer a browser with a login page, not a 401).
 _PREFIXES = ("/ui/",)
-_EXACT = frozenset({"/", "/ui", "/login", "/logout"})
+_EXACT = frozenset({"/", "/ui", "/login", "/logout", "/favicon.ico"})
 
 
 def is_dashboard_path(path: str) -> bool:
@@ -48,8 +48,8 @@ def is_dashboard_path(path: str) -> bool:
 
 
 def is_open_path(path: str) -> bool:
-    """Reachable before logging in: the login form and what it is styled with."""
-    return path == "/login" or path.startswith("/ui/static/")
+    """Reachable before logging in: the login form and what it is styled with (its icon too)."""
+    return path in ("/login", "/favicon.ico") or path.startswith("/ui/static/")
 
 
 def session_value(token: str) -> str:

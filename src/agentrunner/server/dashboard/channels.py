@@ -81,9 +81,14 @@ async def conversation(
 
 @router.get("/ui/channels/{name}/thread/{message_id}")
 async def message_thread(
-    request: Request, name: str, message_id: str, after: str | None = None
+    request: Request,
+    name: str,
+    message_id: str,
+    before: str | None = None,
+    after: str | None = None,
 ) -> Response:
-    """A message and its replies (a page of them at a time, oldest first)."""
+    """A message and its replies: the newest page of them, or the page ``before`` or ``after``
+    a reply."""
     ws: Workspace = request.app.state.workspace
     channel = await ws.channels.channel(name)
     read = ws.runner.store.channels
@@ -95,26 +100,51 @@ async def message_thread(
             hint="Open the conversation and follow a message's replies from there.",
             details={"not_found": "message"},
         )
-    cursor = "" if after is None else _cursor(after, "after")
-    replies = await read.replies(channel.id, root.id, cursor, PAGE + 1)
+    if before is not None and after is not None:
+        raise invalid("before", "and after cannot both be given", "Page one way at a time.")
+    context = await _thread(ws, channel, root, before, after)
+    return page(request, "channel_thread.html", context)
+
+
+async def _thread(
+    ws: Workspace,
+    channel: Channel,
+    root: ChannelMessage,
+    before: str | None = None,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """What a thread's page shows: a page of replies from its newest end (or before or after
+    a reply), as a conversation's page does."""
+    read = ws.runner.store.channels
+    if after is not None:
+        rows = await read.replies(channel.id, root.id, _cursor(after, "after"), PAGE + 1)
+        newer, rows = len(rows) > PAGE, rows[:PAGE]
+        older = True
+    else:
+        cursor = None if before is None else _cursor(before, "before")
+        rows = await read.replies_before(channel.id, root.id, cursor, PAGE + 1)
+        older, rows = len(rows) > PAGE, rows[-PAGE:]
+        newer = before is not None
     members = await read.members(channel.id)
-    context = {
+    return {
         "active": "channels",
         "channel": channel,
         "path": _path(channel.name),
         "root": root,
-        "messages": replies[:PAGE],
-        "newer": replies[PAGE - 1].id if len(replies) > PAGE else None,
+        "messages": rows,
+        "older": rows[0].id if older and rows else None,
+        "newer": rows[-1].id if newer and rows else None,
+        "live": not newer,
         "composer": _composer(ws, channel, members, thread=root.id),
     }
-    return page(request, "channel_thread.html", context)
 
 
 @router.post("/ui/channels/{name}/messages")
 async def post_message(request: Request, name: str) -> Response:
     """Post as a person; without JavaScript, 303 back to the conversation (or the thread),
     which shows the message; with htmx, a fresh form (the page's stream brings the message,
-    once). Bad input: an error page, or with htmx the form again with the error in it."""
+    once), or in a thread the thread's newest replies with it. Bad input: an error page, or
+    with htmx the form again with the error in it."""
     form = await checked_form(request)
     ws: Workspace = request.app.state.workspace
     channel = await ws.channels.channel(name)
@@ -139,11 +169,20 @@ async def post_message(request: Request, name: str) -> Response:
         composer.error = exc
         response = page(request, "_composer.html", {"composer": composer}, status=status_for(exc))
         response.headers["x-composer-error"] = str(exc.code)
+        # in a thread the form's answer is the thread's part: an error goes in the form only
+        response.headers["hx-retarget"] = "#composer"
+        response.headers["hx-reswap"] = "outerHTML"
         return response
+    root = posted.message.thread_root_id  # a reply to a reply is in its root's thread
+    if is_htmx(request) and root is not None:
+        found = await ws.runner.store.channels.message(channel.id, root)
+        if found is not None:
+            context = await _thread(ws, channel, found)
+            context["composer"].sender = composer.sender
+            return page(request, "_channel_thread.html", context)
     if is_htmx(request):
         composer.text = ""
         return page(request, "_composer.html", {"composer": composer})
-    root = posted.message.thread_root_id  # a reply to a reply is in its root's thread
     target = _path(channel.name) + (f"/thread/{quote(root, safe='')}" if root else "")
     return RedirectResponse(target, status_code=303)
 

@@ -28,15 +28,17 @@ _MIN_WIDTH = 0.6  # a bar of a spend above nothing stays visible
 
 @dataclass(frozen=True, slots=True)
 class Bar:
-    """One bar: its width and its limit's mark in percent of the chart's scale, and what it
-    says in words (so that neither color nor length is needed to read it)."""
+    """One bar: how much of its track it fills, in percent, and what it says in words (so that
+    neither color nor length is needed to read it). A bar with a limit is drawn against it —
+    the whole track is the limit, and past it the bar is full and marked over; one without
+    (a model's) against the day's spend."""
 
     kind: str  # "day", "agent" or "model"
     name: str
     micros: int
     width: float
-    limit_at: float | None = None  # where the limit's mark is drawn; None: beyond the scale
     limit: int | None = None
+    day_micros: int = 0  # the day's spend, what a bar without a limit is a share of
     unknown: int = 0  # requests of unknown price (not counted)
 
     @property
@@ -49,18 +51,24 @@ class Bar:
         if self.unknown:
             said += f" + {self.unknown} request{'s' if self.unknown != 1 else ''} of unknown price"
         if self.limit is None:
-            return said
+            share = self.micros * 100 / self.day_micros if self.day_micros else 0.0
+            return f"{said} ({share:.0f}% of the day's spend)"
         percent = self.micros * 100 / self.limit if self.limit else 100.0
+        limit = money(self.limit, trim=True)
         if self.over:
-            return f"{said}: over the {money(self.limit)} daily limit ({percent:.0f}%)"
-        return f"{said} ({percent:.0f}% of the {money(self.limit)} daily limit)"
+            return f"{said}: over the {limit} daily limit ({percent:.0f}%)"
+        return f"{said} ({percent:.0f}% of the {limit} daily limit)"
 
 
 @dataclass(slots=True)
 class DayChart:
+    """A day's part of the chart; ``first``: the oldest of a run of days with nothing spent
+    that this part stands for (None: one day)."""
+
     day: str
     total: Spend
     bars: list[Bar] = field(default_factory=list)
+    first: str | None = None
 
 
 @router.get("/ui/costs")
@@ -68,7 +76,10 @@ async def costs(request: Request, days: str = str(DEFAULT_DAYS)) -> Response:
     try:
         count = check_days(_whole(days), "days")
     except AgentRunnerError as exc:
-        return problem(request, 422, str(exc.code), exc.message, exc.hint)
+        back = (f"/ui/costs?days={DEFAULT_DAYS}", f"Back to the last {DEFAULT_DAYS} days' costs")
+        return problem(
+            request, 422, str(exc.code), exc.message, exc.hint, active="costs", back=back
+        )
     return page(request, "costs.html", {"active": "costs", **await _report(request, count)})
 
 
@@ -109,33 +120,34 @@ def _whole(text: str) -> int | str:
 def chart(
     report: SpendReport, *, agent_limit: int | None, global_limit: int | None
 ) -> list[DayChart]:
-    """Each day of the report, newest first (those with nothing spent too): the day's total
-    against the global daily limit, each agent's against the per-agent one, each model's."""
-    scale = max(
-        [spend.micros for spend in report.by_day.values()]
-        + [spend.micros for spend in report.by_day_agent.values()]
-        + [1]
-    )
+    """Each day of the report, newest first (a run of days with nothing spent as one part):
+    the day's total against the global daily limit, each agent's against the per-agent one,
+    each model's as its share of the day's spend."""
 
-    def bar(kind: str, name: str, spend: Spend, limit: int | None) -> Bar:
-        width = min(100.0, spend.micros * 100 / scale)
+    def bar(kind: str, name: str, spend: Spend, limit: int | None, day: int) -> Bar:
+        scale = limit if limit is not None else day
+        width = min(100.0, spend.micros * 100 / scale) if scale else (100.0 if limit == 0 else 0)
         if spend.micros and width < _MIN_WIDTH:
             width = _MIN_WIDTH
-        limit_at = None if limit is None or limit > scale else limit * 100 / scale
-        return Bar(kind, name, spend.micros, width, limit_at, limit, spend.unknown)
+        return Bar(kind, name, spend.micros, width, limit, day, spend.unknown)
 
-    days = []
+    days: list[DayChart] = []
     for day in _days(report.since, report.until):
         total = report.by_day.get(day, Spend())
+        if not total.requests:
+            if days and not days[-1].bars:  # the run of empty days goes on, back in time
+                days[-1].first = day
+            else:
+                days.append(DayChart(day, total))
+            continue
         drawn = DayChart(day, total)
-        if total.requests:
-            drawn.bars.append(bar("day", "all agents", total, global_limit))
-            for (when, agent_id), spend in sorted(report.by_day_agent.items()):
-                if when == day:
-                    drawn.bars.append(bar("agent", agent_id, spend, agent_limit))
-            for (when, model), spend in sorted(report.by_day_model.items()):
-                if when == day:
-                    drawn.bars.append(bar("model", model, spend, None))
+        drawn.bars.append(bar("day", "all agents", total, global_limit, total.micros))
+        for (when, agent_id), spend in sorted(report.by_day_agent.items()):
+            if when == day:
+                drawn.bars.append(bar("agent", agent_id, spend, agent_limit, total.micros))
+        for (when, model), spend in sorted(report.by_day_model.items()):
+            if when == day:
+                drawn.bars.append(bar("model", model, spend, None, total.micros))
         days.append(drawn)
     return days
 

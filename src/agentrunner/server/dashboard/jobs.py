@@ -98,6 +98,10 @@ async def _job(store: Store, run: RunRecord) -> dict[str, Any]:
         "job": Job(run, session_id),
         "lines": lines.lines,
         "cost": cost,
+        # the job's own figure is written as it ends; until then, what its steps have cost
+        "cost_micros": cost.micros
+        if run.status in TERMINAL
+        else max(cost.micros or 0, sum(cost.by_agent.values())),
         "finished": run.status in TERMINAL,
         "version": f"{run.status}.{len(lines.lines)}.{sum(len(line.text) for line in lines.lines)}",
     }

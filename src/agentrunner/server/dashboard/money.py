@@ -8,14 +8,17 @@ from __future__ import annotations
 __all__ = ["money"]
 
 
-def money(micros: int | None) -> str:
+def money(micros: int | None, *, trim: bool = False) -> str:
+    """``trim``: no needless zeros, for a figure people set, as a limit (``$20``, ``$0.5``)."""
     if micros is None:
         return "unknown"
     if micros == 0:
         return "$0"
     dollars = micros / 1e6
     if abs(micros) < 100:  # below $0.0001
-        return f"${dollars:.6f}"
-    if abs(dollars) < 100:
-        return f"${dollars:,.4f}"
-    return f"${dollars:,.2f}"
+        said = f"{dollars:.6f}"
+    elif abs(dollars) < 100:
+        said = f"{dollars:,.4f}"
+    else:
+        said = f"{dollars:,.2f}"
+    return "$" + (said.rstrip("0").rstrip(".") if trim else said)

@@ -112,6 +112,50 @@ class RunView:
         return self.run.completed_at - self.run.started_at
 
     @property
+    def cost_so_far(self) -> tuple[int, bool]:
+        """What its steps have cost so far (micro-dollars) and whether every price was known:
+        a run's own figure is written when it ends."""
+        micros, known = 0, True
+        for step in self.steps:
+            if step.record is not None and step.record.cost_micros is not None:
+                micros += step.record.cost_micros
+                continue
+            for attempt in step.attempts:
+                if attempt.cost_micros is None:
+                    known = known and attempt.outcome == "started"
+                else:
+                    micros += attempt.cost_micros
+        return micros, known
+
+    @property
+    def tokens_so_far(self) -> dict[str, int]:
+        """Its steps' tokens so far, in and out (those of attempts where a step has no row)."""
+        tokens = {"input_tokens": 0, "output_tokens": 0}
+        for step in self.steps:
+            usage = step.record.token_usage if step.record is not None else None
+            if usage:
+                for key in tokens:
+                    tokens[key] += int(usage.get(key, 0))
+            else:
+                for attempt in step.attempts:
+                    tokens["input_tokens"] += attempt.input_tokens
+                    tokens["output_tokens"] += attempt.output_tokens
+        return tokens
+
+    @property
+    def cancelled_said(self) -> str:
+        """Why it was cancelled, in a sentence that says "cancelled" once (its message is
+        often ``cancelled: cancelled on request``)."""
+        reason = (self.run.error_message or "").strip()
+        while reason.lower().startswith("cancelled:"):
+            reason = reason[len("cancelled:") :].strip()
+        if not reason:
+            return "Cancelled."
+        if reason.lower().startswith("cancelled "):
+            return "Cancelled " + reason[len("cancelled ") :] + "."
+        return f"Cancelled: {reason}."
+
+    @property
     def orphans(self) -> list[RunRecord]:
         """Child runs no tool call of the timeline claims."""
         claimed = {c.id for s in self.steps for t in s.tool_calls for c in t.children}

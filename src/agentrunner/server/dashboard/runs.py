@@ -4,6 +4,8 @@ form to cancel it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
@@ -11,7 +13,7 @@ from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.server.dashboard.forms import checked_form
 from agentrunner.server.dashboard.money import money
-from agentrunner.server.dashboard.run_view import load_run_view, unchanged
+from agentrunner.server.dashboard.run_view import RunView, load_run_view, unchanged
 from agentrunner.server.dashboard.templating import page
 from agentrunner.server.fields import Id
 from agentrunner.store.records import RunRecord
@@ -33,20 +35,14 @@ CANCEL_OUTCOMES = {
 @router.get("/ui/runs/{run_id}")
 async def run_page(request: Request, run_id: Id, cancel: str | None = None) -> Response:
     view = await load_run_view(_store(request), await _run(request, run_id))
-    return page(
-        request,
-        "run.html",
-        {
-            "active": "",
-            "view": view,
-            "money": money,
-            "cancel_said": CANCEL_OUTCOMES.get(cancel or ""),
-        },
-    )
+    context = {"active": "", "view": view, "money": money, **_cancel_said(view, cancel)}
+    return page(request, "run.html", context)
 
 
 @router.get("/ui/runs/{run_id}/live")
-async def run_live(request: Request, run_id: Id, version: str = "") -> Response:
+async def run_live(
+    request: Request, run_id: Id, version: str = "", cancel: str | None = None
+) -> Response:
     """The part of the page that changes while the run goes on; 204 (htmx leaves the page as
     it is) when nothing has since ``version``."""
     store = _store(request)
@@ -54,7 +50,7 @@ async def run_live(request: Request, run_id: Id, version: str = "") -> Response:
     if version and await unchanged(store, run, version):
         return Response(status_code=204)
     view = await load_run_view(store, run)
-    return page(request, "_run.html", {"view": view, "money": money})
+    return page(request, "_run.html", {"view": view, "money": money, **_cancel_said(view, cancel)})
 
 
 @router.post("/ui/runs/{run_id}/cancel")
@@ -63,6 +59,15 @@ async def cancel_run(request: Request, run_id: Id) -> Response:
     await _run(request, run_id)
     outcome = await _store(request).mailbox.cancel(run_id)
     return RedirectResponse(f"/ui/runs/{run_id}?cancel={outcome}", status_code=303)
+
+
+def _cancel_said(view: RunView, cancel: str | None) -> dict[str, Any]:
+    """What the page says of a cancel it was sent back with (``cancel`` in its address, which
+    its refreshes keep): "requested" only while the run goes on — once it ends, its status
+    says the rest."""
+    if cancel == "requested" and view.finished:
+        cancel = None
+    return {"cancel": cancel or "", "cancel_said": CANCEL_OUTCOMES.get(cancel or "")}
 
 
 def _store(request: Request) -> Store:

@@ -1,7 +1,7 @@
-"""``/ui/static/NAME``: the dashboard's few static files (its stylesheet, htmx and its SSE
-extension), read once as the server starts and answered from memory with an ``ETag``. Starlette's
-``StaticFiles`` was not used: it stats the file and, on its first answer, reads the system's
-MIME tables, on the event loop, for each request."""
+"""``/ui/static/NAME``: the dashboard's few static files (its stylesheet, script, icon, htmx and
+its SSE extension), read once as the server starts and answered from memory with an ``ETag``
+(the icon at ``/favicon.ico`` too). Starlette's ``StaticFiles`` was not used: it stats the file
+and, on its first answer, reads the system's MIME tables, on the event loop, for each request."""
 
 from __future__ import annotations
 
@@ -32,6 +32,13 @@ def load_static() -> None:
             body = path.read_bytes()
             etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
             _FILES[path.name] = (body, _TYPES[path.suffix], etag)
+
+
+@router.get("/favicon.ico")
+async def favicon(request: Request) -> Response:
+    """What a browser asks every site for: the dashboard's icon (an SVG, which browsers take
+    whatever the name says), not a 404 in its console."""
+    return await static_file("icon.svg", request)
 
 
 @router.get("/ui/static/{name}")

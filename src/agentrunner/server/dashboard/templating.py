@@ -9,33 +9,36 @@ from functools import cache
 from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from agentrunner.server.dashboard.auth import CSRF_COOKIE, CSRF_FIELD, csrf_token, set_cookie
+from agentrunner.server.dashboard.money import money
 
 __all__ = ["environment", "fragment", "load_templates", "page", "problem"]
 
 
-def usd(micros: int | float | None) -> str:
-    if micros is None:
-        return "—"
-    dollars = micros / 1e6
-    if dollars == 0:
-        return "$0"
-    if abs(dollars) < 0.01:
-        return f"${dollars:.4f}"
-    return f"${dollars:,.2f}"
-
-
 def clock(ts: float | None) -> str:
-    """A time as people read it on the page: today's as ``14:02:07``, older ones with the date
-    (UTC, as the API's times and the cost days are)."""
+    """A time as the page says it without script: today's as ``14:02:07 UTC``, older ones with
+    the date (UTC, as the API's times and the cost days are). With script, app.js writes each
+    ``<time>`` in the browser's own time zone."""
     if ts is None:
         return "—"
     if time.strftime("%Y-%m-%d", time.gmtime(ts)) == time.strftime("%Y-%m-%d", time.gmtime()):
-        return time.strftime("%H:%M:%S", time.gmtime(ts))
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts))
+        return time.strftime("%H:%M:%S UTC", time.gmtime(ts))
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts))
+
+
+def code_spans(text: str | None) -> Markup:
+    """A hint or message with its `backticked` spans as ``<code>``, the rest escaped."""
+    parts = str(text or "").split("`")
+    if len(parts) % 2 == 0:  # an unmatched backtick: the text as it is
+        return escape(text or "")
+    return Markup("").join(
+        Markup("<code>{}</code>").format(part) if n % 2 else escape(part)
+        for n, part in enumerate(parts)
+    )
 
 
 def iso(ts: float | None) -> str:
@@ -82,7 +85,15 @@ def environment() -> jinja2.Environment:
         auto_reload=False,
         cache_size=-1,
     )
-    env.filters.update(usd=usd, clock=clock, iso=iso, duration=duration, count=count, pretty=pretty)
+    env.filters.update(
+        money=money,
+        code_spans=code_spans,
+        clock=clock,
+        iso=iso,
+        duration=duration,
+        count=count,
+        pretty=pretty,
+    )
     return env
 
 
@@ -119,14 +130,24 @@ def page(
 
 
 def problem(
-    request: Request, status: int, code: str, message: str, hint: str | None = None
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    hint: str | None = None,
+    *,
+    active: str = "",
+    back: tuple[str, str] = ("/", "Back to the team"),
 ) -> HTMLResponse:
-    """An error as a page: what the JSON API would say (code, message, hint), for a person."""
+    """An error as a page: what the JSON API would say (code, message, hint), for a person;
+    ``active``: the tab it belongs to, ``back``: where to go from it (address, words)."""
     titles = {401: "Not logged in", 403: "Refused", 404: "Not found", 422: "Not valid"}
     context = {
         "title": titles.get(status, "Something went wrong"),
         "code": code,
         "message": message,
         "hint": hint,
+        "active": active,
+        "back": back,
     }
     return page(request, "problem.html", context, status=status)

@@ -489,6 +489,19 @@ SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_
 FROM channel_messages WHERE thread_root_id = :root AND channel_id = :channel_id AND id > :after
 ORDER BY id LIMIT :limit;
 
+-- name: channel_thread_replies_newest
+-- A message's thread from its newest end: its newest replies, newest first (sqlite.sql names
+-- the index to SQLite).
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages WHERE thread_root_id = :root AND channel_id = :channel_id
+ORDER BY id DESC LIMIT :limit;
+
+-- name: channel_thread_replies_before
+-- The replies of a thread before :before, newest first.
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages WHERE thread_root_id = :root AND channel_id = :channel_id AND id < :before
+ORDER BY id DESC LIMIT :limit;
+
 -- name: channel_reply_counts
 -- How many replies each message from :first to :last has: the roots of a page of messages,
 -- a range of channel_messages_thread.

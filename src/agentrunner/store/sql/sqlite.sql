@@ -9,6 +9,20 @@ FROM channel_messages INDEXED BY channel_messages_thread
 WHERE thread_root_id = :root AND channel_id = :channel_id AND id > :after
 ORDER BY id LIMIT :limit;
 
+-- name: channel_thread_replies_newest
+-- As channel_thread_replies: the thread's index, not the channel's messages.
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages INDEXED BY channel_messages_thread
+WHERE thread_root_id = :root AND channel_id = :channel_id
+ORDER BY id DESC LIMIT :limit;
+
+-- name: channel_thread_replies_before
+-- As channel_thread_replies.
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+FROM channel_messages INDEXED BY channel_messages_thread
+WHERE thread_root_id = :root AND channel_id = :channel_id AND id < :before
+ORDER BY id DESC LIMIT :limit;
+
 -- name: channel_reply_counts
 -- As channel_thread_replies: the replies to a page's messages, not the channel's messages.
 SELECT thread_root_id AS root, COUNT(*) AS replies
