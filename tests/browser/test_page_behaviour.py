@@ -175,4 +175,5 @@ def test_a_lost_server_is_said_and_a_post_kept(
     expect(page.locator("#composer-unsent")).to_have_count(0)
     expect(notice).to_be_hidden()
     # serve's banner says where the dashboard is
-    assert "the dashboard at that address" in served.log.read_text()
+    banner = f"agentrunner dashboard on {served.url}/ · API docs at /docs"
+    assert banner in served.log.read_text()

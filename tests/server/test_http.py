@@ -240,7 +240,7 @@ def test_serve_on_a_busy_port_is_one_error_line(agent: Agent, project: Path) -> 
     assert done.returncode == 1
     assert done.stderr.startswith(f"error: address_in_use: port {port} on 127.0.0.1")
     assert "hint:" in done.stderr and "Traceback" not in done.stderr
-    assert "agentrunner on http" not in done.stderr  # it never claimed to be serving
+    assert "dashboard on http" not in done.stderr  # it never claimed to be serving
 
 
 def test_serve_outside_a_project_is_one_error_line(tmp_path: Path) -> None:

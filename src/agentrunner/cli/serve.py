@@ -51,9 +51,10 @@ async def _serve(
     workspace = await open_workspace()
     try:
         sock = _listen(host, port)
-        err.print(
-            f"[green]agentrunner[/] on http://{host}:{port}: the dashboard at that address, "
-            "the API beside it (docs at /docs)" + (" · token required" if token else "")
+        err.print(  # one line whatever the width: a log or a narrow terminal reads it whole
+            f"[green]agentrunner[/] dashboard on http://{host}:{port}/ · API docs at /docs"
+            + (" · token required" if token else ""),
+            soft_wrap=True,
         )
         app = create_app(token=token, worker=worker, cors_origins=cors, workspace=workspace)
         config = uvicorn_config(app, log_level="warning", access_log=False)
