@@ -123,9 +123,10 @@ def test_times_are_shown_in_the_browsers_own_zone(
             assert (stamp.get_attribute("title") or "").endswith("UTC")  # the server's, on hover
             shown[zone] = stamp.inner_text()
             # one that arrives live is written in the zone too
-            tab.get_by_role("textbox", name="Message").fill("Later")
+            said = f"Later, in {zone}"  # its own text: the other zone's post is on the page too
+            tab.get_by_role("textbox", name="Message").fill(said)
             tab.get_by_role("button", name="Send").click()
-            later = tab.locator("#messages li.message").filter(has_text="Later").locator("time")
+            later = tab.locator("#messages li.message").filter(has_text=said).locator("time")
             expect(later).to_have_attribute("data-local", "")
             later_iso = later.get_attribute("datetime")
             assert later_iso is not None
