@@ -193,16 +193,18 @@ class HttpModelClient:
     async def _fold(self, response: httpx2.Response, fold: ResponseFold) -> ModelResponse:
         wire = self._wire
         decoder = SSEDecoder()
-        # Event streams are UTF-8 whatever the headers say (the SSE spec), and naming it spares
-        # httpx2 parsing Content-Type through the email package on every response.
-        response.encoding = "utf-8"
-        async for line in response.aiter_lines():
-            event = decoder.feed(line)
-            if event is not None:
-                wire.fold_event(event[0], event[1], fold)
-        tail = decoder.flush()
-        if tail is not None:
-            wire.fold_event(tail[0], tail[1], fold)
+        # The body as it came off the network, unless it is compressed (or was read already):
+        # httpx2's decoding layer is a generator step per chunk with nothing to do on it.
+        chunks = (
+            response.aiter_bytes()
+            if response.is_stream_consumed or "content-encoding" in response.headers
+            else response.aiter_raw()
+        )
+        async for chunk in chunks:
+            for event, data in decoder.feed(chunk):
+                wire.fold_event(event, data, fold)
+        for event, data in decoder.flush():
+            wire.fold_event(event, data, fold)
         if not fold.complete:
             raise ProviderError(
                 FailureKind.CONNECTION,
