@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, assert_never
 
+import orjson
+
 from agentrunner.engine.failures import FailureKind, ProviderError, stream_error
 from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
@@ -159,7 +161,7 @@ class OpenAIWire:
         if data == "[DONE]":
             fold.end()
             return
-        chunk = json.loads(data)
+        chunk = orjson.loads(data)  # a stream's events are many: the faster parser
         if "error" in chunk:
             raise stream_error(self.provider, chunk)
         if not fold.model:
