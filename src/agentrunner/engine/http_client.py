@@ -24,6 +24,7 @@ import orjson
 from agentrunner.engine.failures import FailureKind, ProviderError, http_error, parse_retry_after
 from agentrunner.engine.fold import DeltaSink, ResponseFold
 from agentrunner.engine.http_pool import provider_transport
+from agentrunner.engine.json_text import json_bytes
 from agentrunner.engine.messages import ModelRequest, ModelResponse
 from agentrunner.engine.secrets import REDACTED, spellings
 from agentrunner.engine.sse import SSEDecoder
@@ -108,7 +109,7 @@ class HttpModelClient:
         try:
             path = self._wire.path(request)
             body = self._wire.build(request)
-            content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+            content = json_bytes(body)
             built = True
             fold = ResponseFold(self.provider, on_delta)
             if not request.stream:

@@ -12,7 +12,6 @@ pay is a request that starts as the last one did, which the turn and the runner 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, assert_never
@@ -21,6 +20,7 @@ import orjson
 
 from agentrunner.engine.failures import FailureKind, ProviderError, stream_error
 from agentrunner.engine.fold import ResponseFold
+from agentrunner.engine.json_text import json_text
 from agentrunner.engine.messages import (
     AssistantMessage,
     FinishReason,
@@ -201,7 +201,7 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
                     "name": call.name,
                     "arguments": call.raw_arguments
                     if call.raw_arguments is not None
-                    else json.dumps(call.arguments, separators=(",", ":"), ensure_ascii=False),
+                    else json_text(call.arguments),
                 },
             }
             for call in message.tool_calls
