@@ -8,6 +8,7 @@ import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import httpcore2
 import httpx2
 import pytest
 
@@ -128,3 +129,80 @@ async def test_provider_requests_go_through_the_environment_proxy(
         answer = await ask_once("http://provider.invalid")
     assert answer == "through the proxy"
     assert request_lines == [b"POST http://provider.invalid/v1/chat/completions HTTP/1.1"]
+
+
+class Recorded(httpcore2.AsyncNetworkStream):
+    """A connection that records each write and answers every request with ``ok``, and what
+    had been written when each answer was read."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.sent_when_read: list[bytes] = []
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self.sent_when_read.append(b"".join(self.writes))
+        return b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.writes.append(buffer)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def requests_over(
+    stream: Recorded, *bodies: bytes | list[bytes] | None
+) -> list[httpcore2.Response]:
+    """One request per body (a list: streamed in those chunks) on a connection over ``stream``
+    through this module's stream."""
+    origin = httpcore2.Origin(b"http", b"provider.invalid", 80)
+    connection = httpcore2.AsyncHTTP11Connection(origin, http_pool._Stream(stream))
+
+    async def chunks(parts: list[bytes]) -> AsyncIterator[bytes]:
+        for part in parts:
+            yield part
+
+    responses = []
+    for body in bodies:
+        content = chunks(body) if isinstance(body, list) else body
+        method = "GET" if body is None else "POST"
+        responses.append(
+            await connection.request(method, "http://provider.invalid/v1", content=content)
+        )
+    return responses
+
+
+def head(method: bytes, length: int | None = None) -> bytes:
+    framing = b"Transfer-Encoding: chunked" if length is None else b"Content-Length: %d" % length
+    return (
+        method + b" /v1 HTTP/1.1\r\nHost: provider.invalid\r\n" + framing + b"\r\n\r\n"
+        if length != 0 or method == b"POST"
+        else method + b" /v1 HTTP/1.1\r\nHost: provider.invalid\r\n\r\n"
+    )
+
+
+@pytest.mark.parametrize("body", [b'{"model":"m"}', b'{"model":"other","stream":true}'])
+async def test_a_request_goes_out_in_one_write(body: bytes) -> None:
+    """Its head and body together: one send, one segment, one wake-up of the server."""
+    stream = Recorded()
+    [response] = await requests_over(stream, body)
+    assert response.status == 200 and response.content == b"ok"
+    assert stream.writes == [head(b"POST", len(body)) + body]
+
+
+async def test_every_request_of_every_shape_is_written_whole_and_in_order() -> None:
+    """A request without a body, a streamed one, and one whose body looks like a request head
+    itself: every byte is written, in order, none held back past its request."""
+    stream = Recorded()
+    lookalike = b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n"
+    responses = await requests_over(stream, None, [b"ab", b"cd"], lookalike, b"{}")
+    assert [r.content for r in responses] == [b"ok"] * 4
+    requests = [
+        head(b"GET", 0),
+        head(b"POST") + b"2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n",
+        head(b"POST", len(lookalike)) + lookalike,
+        head(b"POST", 2) + b"{}",
+    ]
+    # Each request whole on the wire before its answer is read.
+    assert stream.sent_when_read == [b"".join(requests[: n + 1]) for n in range(4)]
+    assert b"" not in stream.writes

@@ -67,19 +67,32 @@ class _Backend(httpcore2.AsyncNetworkBackend):
 
 
 class _Stream(httpcore2.AsyncNetworkStream):
-    """An anyio stream that remembers its socket (it never changes, TLS or not)."""
+    """An anyio stream that remembers its socket (it never changes, TLS or not), and sends a
+    request's head with the first write after it.
 
-    __slots__ = ("_inner", "_socket")
+    httpcore2 writes a request as its head, its body, then the body's end (``b""`` when the
+    head gave its length): two sends on the socket, two TCP segments (two TLS records) and two
+    wake-ups of the server for one request. Held back until the next write — which every
+    request makes: its end — the head goes out with the body in one send."""
+
+    __slots__ = ("_head", "_inner", "_socket")
 
     def __init__(self, inner: httpcore2.AsyncNetworkStream) -> None:
         self._inner = inner
         self._socket: socket.socket | None = inner.get_extra_info("socket")
+        self._head = b""
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         return await self._inner.read(max_bytes, timeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._inner.write(buffer, timeout)
+        if self._head:
+            buffer, self._head = self._head + buffer, b""
+        elif _is_request_head(buffer):
+            self._head = buffer
+            return
+        if buffer:
+            await self._inner.write(buffer, timeout)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -96,6 +109,14 @@ class _Stream(httpcore2.AsyncNetworkStream):
         if info == "is_readable":
             return _readable(self._socket)
         return self._inner.get_extra_info(info)
+
+
+def _is_request_head(buffer: bytes) -> bool:
+    """Whether ``buffer`` is an HTTP/1.1 request's head (as h11 writes it: whole, at once)."""
+    if not buffer.endswith(b"\r\n\r\n"):
+        return False
+    end = buffer.find(b"\r\n")
+    return buffer.endswith(b" HTTP/1.1", 0, end)
 
 
 def _readable(sock: socket.socket | None) -> bool:
