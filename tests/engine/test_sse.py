@@ -55,6 +55,31 @@ def test_a_stream_byte_by_byte_decodes_alike() -> None:
     assert decode(*(STREAM[i : i + 1] for i in range(len(STREAM)))) == EVENTS
 
 
+LF_STREAM = b'data: {"a": 1}\n\nevent: named\ndata: x\n\ndata: one\ndata: two\n\ndata: [DONE]\n\n'
+LF_EVENTS: Events = [(None, '{"a": 1}'), ("named", "x"), (None, "one\ntwo"), (None, "[DONE]")]
+
+
+def test_a_stream_of_lf_lines_cut_anywhere_decodes_alike() -> None:
+    assert decode(LF_STREAM) == LF_EVENTS
+    for cut in range(1, len(LF_STREAM)):
+        assert decode(LF_STREAM[:cut], LF_STREAM[cut:]) == LF_EVENTS, cut
+
+
+@pytest.mark.parametrize(
+    ("before", "events"),
+    [
+        (b"data: a", [(None, "adata: x")]),  # the chunk ends a line begun before it
+        (b"event: e\n", [("e", "x")]),  # its event was named in the chunk before
+        (b"data: a\n", [(None, "a\nx")]),  # its event began in the chunk before
+        (b"data: a\n\n", [(None, "a"), (None, "x")]),
+    ],
+)
+def test_a_chunk_of_one_data_line_belongs_to_what_came_before(
+    before: bytes, events: Events
+) -> None:
+    assert decode(before, b"data: x\n\n") == events
+
+
 def test_events_come_out_with_the_chunk_that_completes_them() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"data: one\n\ndata: tw") == [(None, "one")]

@@ -35,6 +35,15 @@ class SSEDecoder:
         if b"\r" in chunk:
             self._cr = chunk[-1:] == b"\r"
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        elif (
+            chunk.startswith(b"data: ")
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk.endswith(b"\n\n")
+            and not self._rest
+            and not self._data
+        ):  # most of a stream: one event of one data line, in a chunk of its own
+            event, self._event = self._event, None
+            return [(event, chunk[6:-2].decode("utf-8", "replace"))]
         if self._rest:
             chunk = self._rest + chunk
         lines = chunk.split(b"\n")
