@@ -120,6 +120,25 @@ async def test_a_compressed_event_stream_is_read(
     assert text == "".join(pieces)
 
 
+async def test_each_request_goes_to_its_path_under_the_base_url() -> None:
+    """The path each wire names joined to the provider's base URL (its own path kept, a
+    trailing slash or none), the query kept: for each request, the same one after the first."""
+    async with one_reply_server("application/json", chat_completion("hi")) as (url, lines):
+        providers = {
+            "az": ProviderConfig("az", "openai", f"{url}/base", api_version="2024-10-21"),
+            "p": ProviderConfig("p", "openai", f"{url}/v1/"),
+        }
+        engine = Engine(ModelRegistry(providers))
+        try:
+            for ref in ("az:one", "az:two", "az:one", "p:m", "p:m"):
+                await engine.run(model=ref, message="hi", stream=False)
+        finally:
+            await engine.aclose()
+    azure = b"POST /base/openai/deployments/%s/chat/completions?api-version=2024-10-21 HTTP/1.1"
+    plain = b"POST /v1/chat/completions HTTP/1.1"
+    assert lines == [azure % b"one", azure % b"two", azure % b"one", plain, plain]
+
+
 @pytest.fixture
 def private_ca(monkeypatch: pytest.MonkeyPatch) -> trustme.CA:
     """A certificate authority of the test's own, which this machine does not trust."""

@@ -83,6 +83,7 @@ class HttpModelClient:
         self.provider = wire.provider
         self._wire = wire
         self._secret_forms = spellings(secret)
+        self._urls: dict[str, httpx2.URL] = {}
         try:
             self._client = httpx2.AsyncClient(
                 base_url=base_url.rstrip("/"),
@@ -107,19 +108,19 @@ class HttpModelClient:
     async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
         built = False
         try:
-            path = self._wire.path(request)
+            url = self._url(self._wire.path(request))
             body = self._wire.build(request)
             content = json_bytes(body)
             built = True
             fold = ResponseFold(self.provider, on_delta)
             if not request.stream:
-                response = await self._client.post(path, content=content)
+                response = await self._client.post(url, content=content)
                 if response.status_code >= 400:
                     raise self._http_error(response)
                 # JSON is UTF-8 (RFC 8259): orjson reads it without httpx2's encoding guess.
                 self._wire.fold_body(orjson.loads(response.content), fold)
                 return fold.result()
-            async with self._client.stream("POST", path, content=content) as response:
+            async with self._client.stream("POST", url, content=content) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise self._http_error(response)
@@ -127,6 +128,16 @@ class HttpModelClient:
         except Exception as exc:
             error = self._leaving(self._failure(request, exc, built), exc)
         raise error  # out of the handler, so an exception that echoed the key is not its context
+
+    def _url(self, path: str) -> httpx2.URL:
+        """``path`` under the provider's base URL, as httpx2 joins them, parsed once: a URL
+        given whole is not parsed and joined again for each request."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._client.build_request("POST", path).url
+            if len(self._urls) < 256:  # one path a wire, or one a model on Azure
+                self._urls[path] = url
+        return url
 
     def _failure(self, request: ModelRequest, exc: Exception, built: bool) -> AgentRunnerError:
         """``exc`` classified, its text scrubbed."""
