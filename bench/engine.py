@@ -8,7 +8,13 @@ worker process so its peak RSS is its own. Reports turns/s, CPU ms per turn (the
 latency p50/p95 and peak RSS, plus import times. Targets (issue 3): engine >= 0.6 × floor
 turns/s; peak RSS < 80 MB at concurrency 64; `import agentrunner` < 0.25 s. Issue 30: the
 Responses wire within 10 % of Chat Completions' turns/s (>= 0.9 ×, same stream and
-concurrency).
+concurrency). Issue 29: the streaming engine >= 0.9 × the floor's turns/s at concurrency 1 and
+64 (the floor does not stream: it reads each answer whole), printed with the unstreamed
+engine's ratio and each one's CPU per turn as a ratio to the floor's.
+
+A ratio to the floor is the median over rounds of each round's ratio (the floor and the loop
+run minutes apart at most, so a machine shared with other work slows both alike), not the
+ratio of the medians.
 
     python bench/engine.py [--turns 400] [--rounds 3]
 """
@@ -151,6 +157,21 @@ async def drive(
     }
 
 
+def per_round_ratios(runs: dict[str, list[dict[str, Any]]], name: str) -> dict[str, float]:
+    """``name``'s turns/s and CPU per turn as ratios to the floor's at its concurrency: each
+    round's ratio, the median over rounds."""
+    floor = runs[f"floor c={name.rsplit('c=', 1)[1]}"]
+    pairs = list(zip(runs[name], floor, strict=True))
+    return {
+        "turns_per_s_x_floor": statistics.median(
+            r["turns_per_s"] / f["turns_per_s"] for r, f in pairs
+        ),
+        "cpu_x_floor": statistics.median(
+            r["cpu_ms_per_turn"] / f["cpu_ms_per_turn"] for r, f in pairs
+        ),
+    }
+
+
 def import_time(module: str) -> float:
     code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
     samples = [
@@ -247,17 +268,18 @@ def main() -> None:
         | {"peak_rss_mb": max(r["peak_rss_mb"] for r in rs)}
         for name, rs in runs.items()
     }
+    ratios = {name: per_round_ratios(runs, name) for name in runs}
     rows = []
     for name, s in summary.items():
-        floor = summary[f"floor c={name.rsplit('c=', 1)[1]}"]["turns_per_s"]
         chat = summary.get(name.replace("responses", "engine"), s)["turns_per_s"]
         rows.append(
             [
                 name,
                 s["turns_per_s"],
-                s["turns_per_s"] / floor,
+                ratios[name]["turns_per_s_x_floor"],
                 s["turns_per_s"] / chat if name.startswith("responses") else "",
                 s["cpu_ms_per_turn"],
+                ratios[name]["cpu_x_floor"],
                 s["p50_ms"],
                 s["p95_ms"],
                 s["peak_rss_mb"],
@@ -272,11 +294,24 @@ def main() -> None:
             "× floor",
             "× chat",
             "CPU ms/turn",
+            "CPU × floor",
             "p50 ms",
             "p95 ms",
             "peak RSS MB",
         ],
         rows,
+    )
+    print_table(
+        "Issue 29: the engine's turns/s as a ratio to the floor's (target: streaming >= 0.9)",
+        ["loop", "c=1", "c=64", "CPU × floor c=1", "CPU × floor c=64"],
+        [
+            [
+                loop,
+                *(ratios[f"{loop} c={c}"]["turns_per_s_x_floor"] for c in (1, 64)),
+                *(ratios[f"{loop} c={c}"]["cpu_x_floor"] for c in (1, 64)),
+            ]
+            for loop in ("engine stream", "engine")
+        ],
     )
     imports = {m: import_time(m) for m in ("agentrunner", "agentrunner.engine")}
     print_table(
@@ -286,6 +321,7 @@ def main() -> None:
     )
     targets = {
         "engine_vs_floor_min": 0.6,
+        "engine_stream_vs_floor_min": 0.9,
         "responses_vs_chat_min": 0.9,
         "peak_rss_mb_c64_max": 80,
         "import_agentrunner_s_max": 0.25,
@@ -296,6 +332,7 @@ def main() -> None:
             "turns": args.turns,
             "rounds": args.rounds,
             "results": summary,
+            "ratios_to_floor": ratios,
             "runs": runs,
             "imports_s": imports,
             "targets": targets,

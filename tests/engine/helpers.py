@@ -7,7 +7,7 @@ import contextlib
 import json
 import re
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from agentrunner.agents.spec import RetryPolicy
@@ -106,11 +106,15 @@ def turn(
 
 @contextlib.asynccontextmanager
 async def one_reply_server(
-    content_type: str, body: bytes, tls: ssl.SSLContext | None = None
+    content_type: str,
+    body: bytes,
+    tls: ssl.SSLContext | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> AsyncIterator[tuple[str, list[bytes]]]:
     """An HTTP/1.1 server on 127.0.0.1 that answers every request with ``body``, written by
-    hand (headers as given, nothing httpx2 would normalise), over TLS with ``tls``; yields its
-    base URL and the request lines it has read, one per request."""
+    hand (headers as given, nothing httpx2 would normalise; ``headers`` besides), over TLS
+    with ``tls``; yields its base URL and the request lines it has read, one per request."""
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     request_lines: list[bytes] = []
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -119,7 +123,7 @@ async def one_reply_server(
         length = re.search(rb"(?i)content-length: *(\d+)", head)
         await reader.readexactly(int(length.group(1)) if length else 0)
         writer.write(
-            f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n".encode()
+            f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n{extra}".encode()
             + f"Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )

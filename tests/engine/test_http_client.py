@@ -3,8 +3,11 @@ wrong."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import ssl
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,88 @@ async def test_an_event_stream_is_utf8_whatever_its_content_type_says() -> None:
             await engine.aclose()
     assert result.text == "Grüße, naïve café"
     assert "".join(tokens) == "Grüße, naïve café"
+
+
+def _event(delta: dict[str, str], finish: str | None = None) -> str:
+    chunk = {"model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+
+def _stream_of(*pieces: str) -> str:
+    """A Chat Completions stream saying ``pieces``, one event each, LF line endings."""
+    return (
+        _event({"role": "assistant", "content": ""})
+        + "".join(_event({"content": piece}) for piece in pieces)
+        + _event({}, "stop")
+        + "data: [DONE]\n\n"
+    )
+
+
+async def _streamed(body: bytes, headers: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    """``body`` served over real HTTP as an event stream: the answer, and its tokens."""
+    async with one_reply_server("text/event-stream", body, headers=headers) as (url, _):
+        engine = Engine(ModelRegistry({"p": ProviderConfig("p", "openai", f"{url}/v1")}))
+        tokens: list[str] = []
+        try:
+            result = await engine.run(
+                model="p:m",
+                message="hi",
+                emit=lambda kind, data: (
+                    tokens.append(data["token"]) if kind == "agent.token" else None
+                ),
+            )
+        finally:
+            await engine.aclose()
+    return result.text, tokens
+
+
+@pytest.mark.parametrize("pieces", [("line\u2028sep", "ara\u2029ted"), ("next\x85line", "!")])
+async def test_a_token_holding_a_unicode_line_break_arrives_whole(pieces: tuple[str, ...]) -> None:
+    """SSE lines end at CR or LF only: U+2028, U+2029 and NEL are text (JSON need not escape
+    them), not the ends of lines that cut an event's JSON in two."""
+    text, tokens = await _streamed(_stream_of(*pieces).encode())
+    assert tokens == list(pieces)
+    assert text == "".join(pieces)
+
+
+@pytest.mark.parametrize("ending", ["\r\n", "\r"])
+async def test_an_event_stream_may_end_its_lines_with_cr(ending: str) -> None:
+    pieces = ("Bonjour", ", Paris") if ending == "\r" else ("Hello", ", world")
+    text, tokens = await _streamed(_stream_of(*pieces).replace("\n", ending).encode())
+    assert tokens == list(pieces)
+    assert text == "".join(pieces)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"), [("gzip", gzip.compress), ("deflate", zlib.compress)]
+)
+async def test_a_compressed_event_stream_is_read(
+    encoding: str, compress: Callable[[bytes], bytes]
+) -> None:
+    pieces = (f"Packed with {encoding}", ", still streamed")
+    body = compress(_stream_of(*pieces).encode())
+    text, tokens = await _streamed(body, {"Content-Encoding": encoding})
+    assert tokens == list(pieces)
+    assert text == "".join(pieces)
+
+
+async def test_each_request_goes_to_its_path_under_the_base_url() -> None:
+    """The path each wire names joined to the provider's base URL (its own path kept, a
+    trailing slash or none), the query kept: for each request, the same one after the first."""
+    async with one_reply_server("application/json", chat_completion("hi")) as (url, lines):
+        providers = {
+            "az": ProviderConfig("az", "openai", f"{url}/base", api_version="2024-10-21"),
+            "p": ProviderConfig("p", "openai", f"{url}/v1/"),
+        }
+        engine = Engine(ModelRegistry(providers))
+        try:
+            for ref in ("az:one", "az:two", "az:one", "p:m", "p:m"):
+                await engine.run(model=ref, message="hi", stream=False)
+        finally:
+            await engine.aclose()
+    azure = b"POST /base/openai/deployments/%s/chat/completions?api-version=2024-10-21 HTTP/1.1"
+    plain = b"POST /v1/chat/completions HTTP/1.1"
+    assert lines == [azure % b"one", azure % b"two", azure % b"one", plain, plain]
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ import orjson
 from agentrunner.engine.failures import FailureKind, ProviderError, http_error, parse_retry_after
 from agentrunner.engine.fold import DeltaSink, ResponseFold
 from agentrunner.engine.http_pool import provider_transport
+from agentrunner.engine.json_text import json_bytes
 from agentrunner.engine.messages import ModelRequest, ModelResponse
 from agentrunner.engine.secrets import REDACTED, spellings
 from agentrunner.engine.sse import SSEDecoder
@@ -82,6 +83,7 @@ class HttpModelClient:
         self.provider = wire.provider
         self._wire = wire
         self._secret_forms = spellings(secret)
+        self._urls: dict[str, httpx2.URL] = {}
         try:
             self._client = httpx2.AsyncClient(
                 base_url=base_url.rstrip("/"),
@@ -106,19 +108,19 @@ class HttpModelClient:
     async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
         built = False
         try:
-            path = self._wire.path(request)
+            url = self._url(self._wire.path(request))
             body = self._wire.build(request)
-            content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+            content = json_bytes(body)
             built = True
             fold = ResponseFold(self.provider, on_delta)
             if not request.stream:
-                response = await self._client.post(path, content=content)
+                response = await self._client.post(url, content=content)
                 if response.status_code >= 400:
                     raise self._http_error(response)
                 # JSON is UTF-8 (RFC 8259): orjson reads it without httpx2's encoding guess.
                 self._wire.fold_body(orjson.loads(response.content), fold)
                 return fold.result()
-            async with self._client.stream("POST", path, content=content) as response:
+            async with self._client.stream("POST", url, content=content) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise self._http_error(response)
@@ -126,6 +128,16 @@ class HttpModelClient:
         except Exception as exc:
             error = self._leaving(self._failure(request, exc, built), exc)
         raise error  # out of the handler, so an exception that echoed the key is not its context
+
+    def _url(self, path: str) -> httpx2.URL:
+        """``path`` under the provider's base URL, as httpx2 joins them, parsed once: a URL
+        given whole is not parsed and joined again for each request."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._client.build_request("POST", path).url
+            if len(self._urls) < 256:  # one path a wire, or one a model on Azure
+                self._urls[path] = url
+        return url
 
     def _failure(self, request: ModelRequest, exc: Exception, built: bool) -> AgentRunnerError:
         """``exc`` classified, its text scrubbed."""
@@ -193,16 +205,18 @@ class HttpModelClient:
     async def _fold(self, response: httpx2.Response, fold: ResponseFold) -> ModelResponse:
         wire = self._wire
         decoder = SSEDecoder()
-        # Event streams are UTF-8 whatever the headers say (the SSE spec), and naming it spares
-        # httpx2 parsing Content-Type through the email package on every response.
-        response.encoding = "utf-8"
-        async for line in response.aiter_lines():
-            event = decoder.feed(line)
-            if event is not None:
-                wire.fold_event(event[0], event[1], fold)
-        tail = decoder.flush()
-        if tail is not None:
-            wire.fold_event(tail[0], tail[1], fold)
+        # The body as it came off the network, unless it is compressed (or was read already):
+        # httpx2's decoding layer is a generator step per chunk with nothing to do on it.
+        chunks = (
+            response.aiter_bytes()
+            if response.is_stream_consumed or "content-encoding" in response.headers
+            else response.aiter_raw()
+        )
+        async for chunk in chunks:
+            for event, data in decoder.feed(chunk):
+                wire.fold_event(event, data, fold)
+        for event, data in decoder.flush():
+            wire.fold_event(event, data, fold)
         if not fold.complete:
             raise ProviderError(
                 FailureKind.CONNECTION,

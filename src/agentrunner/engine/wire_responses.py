@@ -28,7 +28,6 @@ with its usage, ``response.failed`` and ``error`` fail it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, assert_never
@@ -37,6 +36,7 @@ import orjson
 
 from agentrunner.engine.failures import stream_error
 from agentrunner.engine.fold import ResponseFold
+from agentrunner.engine.json_text import json_text
 from agentrunner.engine.messages import (
     AssistantMessage,
     ModelRequest,
@@ -180,7 +180,7 @@ class ResponsesWire:
                 "name": call.name,
                 "arguments": call.raw_arguments
                 if call.raw_arguments is not None
-                else json.dumps(call.arguments, separators=(",", ":"), ensure_ascii=False),
+                else json_text(call.arguments),
             }
             if own and call.item_id:
                 item["id"] = call.item_id
