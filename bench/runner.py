@@ -1,24 +1,27 @@
 """The price of durability: a durable turn (AgentRunner.run_agent on SQLite: thread lock, run
-rows, steps, run messages, events, costs, messages) against an engine-only turn, in the same
+rows, steps, run messages, events, costs, messages) against an engine-only turn and against the
+bare loop (bench/engine.py's floor: a hand-written httpx2 loop doing the same turn), in the same
 process, interleaved. One turn = 2 model requests + 1 tool call against the mock provider at
-0 ms in its own process. The durable turn also with telemetry on (issue 26), interleaved with
-the others: its spans made and sent over OTLP/HTTP, in batches, to a local receiver in a
-process of its own (it answers as a collector does and keeps nothing), the last batch of each
-round sent within that round's CPU time. Also: turn time on a 100,000-message thread against a
-3,000-message one (both past the model's context window, so both send the window's worth of
-history: what differs is only how much the store holds), on a 10-message thread, and on a
-thread with 20,000 earlier runs; and the daily-budget check (what a run with
-`per_agent_daily_usd` / `global_daily_usd` set reads first) after 100,000 priced requests
-today. A thread past the window is compacted on its first run (docs/engine.md, "History"):
-once, before the samples, not measured.
+0 ms in its own process. The durable turn also with telemetry on (issue 26), with the daily
+budgets set ([budgets] per_agent_daily_usd and global_daily_usd, priced model: each request
+holds its worst case first), and with both, interleaved with the others: its spans made and
+sent over OTLP/HTTP, in batches, to a local receiver in a process of its own (it answers as a
+collector does and keeps nothing), the last batch of each round sent within that round's CPU
+time. Also: turn time on a 100,000-message thread against a 3,000-message one (both past the
+model's context window, so both send the window's worth of history: what differs is only how
+much the store holds), on a 10-message thread, and on a thread with 20,000 earlier runs; and
+the daily-budget check (what a run with `per_agent_daily_usd` / `global_daily_usd` set reads
+first) after 100,000 priced requests today. A thread past the window is compacted on its first
+run (docs/engine.md, "History"): once, before the samples, not measured.
 
 Targets (issue 4): durable / engine-only time per turn <= 1.3; the 100k-message thread within
 20% of the 3,000-message one, and a thread with many runs within 20% of a 10-message one.
 Issue 26: telemetry off costs nothing measurable (the durable turn is where it was); on, what
-it adds is reported.
+it adds is reported. Issue 29: durable CPU per turn <= 1.6x the floor's, at c=1 and c=64;
+telemetry on with the daily budgets set adds under 10% to a durable turn.
 
-    python bench/runner.py [--turns 300] [--rounds 3] [--big 100000] [--runs 20000]
-                           [--costs 100000]
+    python bench/runner.py [--turns 300] [--rounds 3] [--concurrency 16,64] [--big 100000]
+                           [--runs 20000] [--costs 100000]
 """
 
 from __future__ import annotations
@@ -35,20 +38,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import percentile, print_table, write_results
-from engine import TOOL_SCHEMA, mock_provider, weather
+from engine import TOOL_SCHEMA, floor_factory, mock_provider, weather
 
 CONFIG = """\
 [defaults]
 model = "bench:gpt-bench"
 
 [prices."bench:gpt-bench"]
-input_per_mtok = 0.0
-output_per_mtok = 0.0
+input_per_mtok = {input_price}
+output_per_mtok = {output_price}
 
 [providers.bench]
 kind = "openai"
 base_url = "{url}"
 """
+# The daily budgets, high enough never to refuse a request: what is measured is their holds.
+BUDGETS = "[budgets]\nper_agent_daily_usd = 1000.0\nglobal_daily_usd = 1000.0\n"
 AGENT = "---\nname: Bench\ntools: [get_weather]\n---\nYou are a weather assistant.\n"
 SYSTEM = "You are a weather assistant."
 QUESTION = "What's the weather in Paris?"
@@ -87,11 +92,18 @@ def bench_tool() -> Any:
     return Tool("get_weather", "Weather.", TOOL_SCHEMA, fn)
 
 
-async def open_bench_runner(root: Path, url: str, extra: str = "") -> Any:
+def config(url: str, *, priced: bool = False) -> str:
+    """The bench project's config; ``priced``: the model has prices (daily budgets need them
+    to hold anything), else it is free."""
+    prices = ("1.0", "4.0") if priced else ("0.0", "0.0")
+    return CONFIG.format(url=url, input_price=prices[0], output_price=prices[1])
+
+
+async def open_bench_runner(root: Path, url: str, extra: str = "", *, priced: bool = False) -> Any:
     from agentrunner import open_runner
 
     (root / "agents").mkdir(parents=True)
-    (root / "agentrunner.toml").write_text(CONFIG.format(url=url) + extra)
+    (root / "agentrunner.toml").write_text(config(url, priced=priced) + extra)
     (root / "agents" / "bench.md").write_text(AGENT)
     runner = await open_runner(root)
     runner.capabilities.register("bench", lambda ctx: [bench_tool()], ["get_weather"])
@@ -211,7 +223,7 @@ def bench_engine(url: str) -> Any:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "agentrunner.toml"
-        path.write_text(CONFIG.format(url=url))
+        path.write_text(config(url))
         return Engine.from_config(load_config(Path(tmp), env={"AGENTRUNNER_CONFIG": str(path)}))
 
 
@@ -222,18 +234,22 @@ async def engine_only_turn(engine: Any, tool: Any) -> None:
 async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, Any]:
     engine = bench_engine(url)
     tool = bench_tool()
+    floor, close_floor = floor_factory(url)
+
+    async def floor_turn(n: int) -> None:
+        await floor()
 
     async def engine_turn(n: int) -> None:
         await engine_only_turn(engine, tool)
 
+    telemetry = f'[telemetry]\nenabled = true\nendpoint = "{receiver}"\n'
     with tempfile.TemporaryDirectory() as tmp:
         runner = await open_bench_runner(Path(tmp) / "off", url)
-        traced = await open_bench_runner(
-            Path(tmp) / "on",
-            url,
-            extra=f'[telemetry]\nenabled = true\nendpoint = "{receiver}"\n',
-        )
-        assert runner.engine.tracing is None and traced.engine.tracing is not None
+        traced = await open_bench_runner(Path(tmp) / "on", url, extra=telemetry)
+        budgeted = await open_bench_runner(Path(tmp) / "budgets", url, BUDGETS, priced=True)
+        both = await open_bench_runner(Path(tmp) / "both", url, telemetry + BUDGETS, priced=True)
+        assert runner.engine.tracing is None and budgeted.engine.tracing is None
+        assert traced.engine.tracing is not None and both.engine.tracing is not None
         from opentelemetry import trace
 
         flush = getattr(trace.get_tracer_provider(), "force_flush", None)
@@ -246,40 +262,59 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
             await runner.store.threads.set_title(thread_id, "bench")  # no title effect
             return thread_id
 
-        count = 2 * args.turns * args.rounds + 50
+        levels = (1, *args.concurrency)
+        count = len(levels) * args.turns * args.rounds + 50
         threads = [await fresh_thread(runner) for _ in range(count)]
-        traced_threads = [await fresh_thread(traced) for _ in range(args.turns * args.rounds + 50)]
+        at_c1 = {
+            "durable otel": traced,
+            "durable budgets": budgeted,
+            "durable otel+budgets": both,
+        }
+        c1_threads = {
+            name: [await fresh_thread(r) for _ in range(args.turns * args.rounds + 50)]
+            for name, r in at_c1.items()
+        }
 
         async def durable_turn(n: int) -> None:
             await runner.run_agent("bench", threads.pop(), QUESTION)
 
-        async def traced_turn(n: int) -> None:
-            await traced.run_agent("bench", traced_threads.pop(), QUESTION)
+        def c1_turn(name: str) -> Any:
+            other, left = at_c1[name], c1_threads[name]
 
+            async def turn(n: int) -> None:
+                await other.run_agent("bench", left.pop(), QUESTION)
+
+            return turn
+
+        c1_turns = {name: c1_turn(name) for name in at_c1}
         for _ in range(20):  # warm up every path
+            await floor_turn(0)
             await engine_turn(0)
             await durable_turn(0)
-            await traced_turn(0)
+            for turn in c1_turns.values():
+                await turn(0)
         assert flush(), "the receiver did not take the spans"
+        traced_turns = {c1_turns["durable otel"], c1_turns["durable otel+budgets"]}
         samples: dict[str, list[float]] = {}
         walls: dict[str, float] = {}
         cpu: dict[str, float] = {}
         for _ in range(args.rounds):
-            for c in (1, args.concurrency):
-                turns = [("engine", engine_turn), ("durable", durable_turn)]
+            for c in levels:
+                turns = [("floor", floor_turn), ("engine", engine_turn), ("durable", durable_turn)]
                 if c == 1:
-                    turns.append(("durable otel", traced_turn))
+                    turns += list(c1_turns.items())
                 for name, turn in turns:
                     key = f"{name} c={c}"
                     c0 = time.process_time()
                     got, wall = await timed(turn, args.turns, c)
-                    if turn is traced_turn:
+                    if turn in traced_turns:
                         # the round's last batch, sent in its time, not in the next round's
                         assert flush(), "the receiver did not take the spans"
                     cpu[key] = cpu.get(key, 0.0) + time.process_time() - c0
                     samples.setdefault(key, []).extend(got)
                     walls[key] = walls.get(key, 0.0) + wall
-        await traced.close()
+        for other in at_c1.values():
+            await other.close()
 
         await fill_thread(runner, "big", args.big)
         await fill_thread(runner, "full", FULL)
@@ -298,6 +333,7 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
         budget = await budget_checks(runner, "bench", 200)
         await runner.close()
     await engine.aclose()
+    await close_floor()
     total = args.turns * args.rounds
     results: dict[str, Any] = {
         key: stats(got)
@@ -326,7 +362,12 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=20_000)
     parser.add_argument("--costs", type=int, default=100_000)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--concurrency",
+        type=lambda text: [int(c) for c in text.split(",")],
+        default=[16, 64],
+        help="the concurrencies measured besides 1, comma-separated",
+    )
     args = parser.parse_args()
     receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
     try:
@@ -337,17 +378,29 @@ def main() -> None:
     finally:
         receiver.terminate()
         receiver.wait(timeout=10)
-    c = args.concurrency
+    levels = (1, *args.concurrency)
     latency = results["durable c=1"]["median_ms"] / results["engine c=1"]["median_ms"]
-    throughput = results[f"engine c={c}"]["turns_per_s"] / results[f"durable c={c}"]["turns_per_s"]
+    throughput = {
+        c: results[f"engine c={c}"]["turns_per_s"] / results[f"durable c={c}"]["turns_per_s"]
+        for c in args.concurrency
+    }
+    over_floor = {
+        name: {
+            c: results[f"{name} c={c}"]["cpu_ms_per_turn"]
+            / results[f"floor c={c}"]["cpu_ms_per_turn"]
+            for c in levels
+        }
+        for name in ("durable", "engine")
+    }
     size_ratio = results[f"thread_{args.big}"]["median_ms"] / results[f"thread_{FULL}"]["median_ms"]
     window_ratio = results[f"thread_{FULL}"]["median_ms"] / results["thread_10"]["median_ms"]
     runs_ratio = (
         results[f"thread_{args.runs}_runs"]["median_ms"] / results["thread_10"]["median_ms"]
     )
     print_table(
-        "Turn = 2 requests + 1 tool call, mock at 0 ms, streaming; "
-        f"{args.rounds} interleaved rounds of {args.turns}",
+        "Turn = 2 requests + 1 tool call, mock at 0 ms, streaming (the floor: bench/engine.py's "
+        f"hand-written httpx2 loop, not streaming); {args.rounds} interleaved rounds of "
+        f"{args.turns}",
         ["turn", "turns/s", "median ms", "p95 ms", "CPU ms/turn"],
         [
             [
@@ -365,7 +418,18 @@ def main() -> None:
         ["ratio", "value", "target"],
         [
             ["durable / engine-only, time per turn at c=1", latency, "<= 1.3"],
-            [f"engine-only / durable, turns/s at c={c}", throughput, "<= 1.3"],
+            *[
+                [f"engine-only / durable, turns/s at c={c}", throughput[c], "<= 1.3"]
+                for c in args.concurrency
+            ],
+            *[
+                [f"durable / floor, CPU per turn at c={c}", over_floor["durable"][c], "<= 1.6"]
+                for c in levels
+            ],
+            *[
+                [f"engine-only / floor, CPU per turn at c={c}", over_floor["engine"][c], "—"]
+                for c in levels
+            ],
             [
                 f"{args.big:,}-message / {FULL:,}-message thread, time per turn",
                 size_ratio,
@@ -379,50 +443,56 @@ def main() -> None:
     # is what durability itself costs a turn.
     extra = {
         "time_c1": results["durable c=1"]["median_ms"] - results["engine c=1"]["median_ms"],
-        "cpu_c1": results["durable c=1"]["cpu_ms_per_turn"]
-        - results["engine c=1"]["cpu_ms_per_turn"],
-        f"cpu_c{c}": results[f"durable c={c}"]["cpu_ms_per_turn"]
-        - results[f"engine c={c}"]["cpu_ms_per_turn"],
+        **{
+            f"cpu_c{c}": results[f"durable c={c}"]["cpu_ms_per_turn"]
+            - results[f"engine c={c}"]["cpu_ms_per_turn"]
+            for c in levels
+        },
     }
     print_table(
         "Durable minus engine-only, per turn",
         ["measure", "us"],
         [
             ["time at c=1 (medians)", extra["time_c1"] * 1000],
-            ["CPU at c=1", extra["cpu_c1"] * 1000],
-            [f"CPU at c={c}", extra[f"cpu_c{c}"] * 1000],
+            *[[f"CPU at c={c}", extra[f"cpu_c{c}"] * 1000] for c in levels],
         ],
     )
-    off, on = results["durable c=1"], results["durable otel c=1"]
-    telemetry = {
-        "time_c1": on["median_ms"] - off["median_ms"],
-        "cpu_c1": on["cpu_ms_per_turn"] - off["cpu_ms_per_turn"],
-    }
-    telemetry_ratio = {
-        "time_c1": on["median_ms"] / off["median_ms"],
-        "cpu_c1": on["cpu_ms_per_turn"] / off["cpu_ms_per_turn"],
-    }
+    off = results["durable c=1"]
+    added: dict[str, dict[str, float]] = {}
+    rows = []
+    for name in ("otel", "budgets", "otel+budgets"):
+        on = results[f"durable {name} c=1"]
+        added[name] = {
+            "time_us": (on["median_ms"] - off["median_ms"]) * 1000,
+            "time_ratio": on["median_ms"] / off["median_ms"],
+            "cpu_us": (on["cpu_ms_per_turn"] - off["cpu_ms_per_turn"]) * 1000,
+            "cpu_ratio": on["cpu_ms_per_turn"] / off["cpu_ms_per_turn"],
+        }
+        target = "<= 1.10" if name == "otel+budgets" else "—"
+        rows += [
+            [f"{name}: time (medians)", added[name]["time_us"], added[name]["time_ratio"], ""],
+            [f"{name}: CPU", added[name]["cpu_us"], added[name]["cpu_ratio"], target],
+        ]
     print_table(
-        "Telemetry on (OTLP/HTTP to a local receiver) minus off, durable turn at c=1",
-        ["measure", "us", "on / off"],
-        [
-            ["time (medians)", telemetry["time_c1"] * 1000, telemetry_ratio["time_c1"]],
-            ["CPU", telemetry["cpu_c1"] * 1000, telemetry_ratio["cpu_c1"]],
-        ],
+        "Telemetry on (OTLP/HTTP to a local receiver) and daily budgets set, minus both off, "
+        "durable turn at c=1",
+        ["measure", "us", "on / off", "target"],
+        rows,
     )
-    ratio = {"latency_c1": latency, f"throughput_c{c}": throughput}
     write_results(
         "runner",
         {
             "turns": args.turns,
             "rounds": args.rounds,
             "results": results,
-            "durable_over_engine": ratio,
+            "durable_over_engine": {"latency_c1": latency}
+            | {f"throughput_c{c}": v for c, v in throughput.items()},
+            "durable_over_floor_cpu": {f"c{c}": v for c, v in over_floor["durable"].items()},
+            "engine_over_floor_cpu": {f"c{c}": v for c, v in over_floor["engine"].items()},
             "durable_minus_engine_us": {k: v * 1000 for k, v in extra.items()},
             "big_over_full_thread": size_ratio,
             "full_over_small_thread": window_ratio,
-            "telemetry_on_minus_off_us": {k: v * 1000 for k, v in telemetry.items()},
-            "telemetry_on_over_off": telemetry_ratio,
+            "on_minus_off": added,
             "many_runs_over_small_thread": runs_ratio,
         },
     )
