@@ -4,25 +4,16 @@ server has closed them, through the pool's socket check (engine/http_pool)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import socket
-import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-import h11
 import httpcore2
 import httpx2
 import pytest
-import trustme
 
-from agentrunner.config import ProviderConfig
-from agentrunner.engine import Engine, ModelRegistry, TurnError, http_pool
-from agentrunner.errors import ErrorCode
-from tests.engine.helpers import FAST, ask_once, chat_completion, one_reply_server
+from agentrunner.engine import http_pool
+from tests.engine.helpers import ask_once, chat_completion, one_reply_server
 
 
 @dataclass
@@ -140,258 +131,78 @@ async def test_provider_requests_go_through_the_environment_proxy(
     assert request_lines == [b"POST http://provider.invalid/v1/chat/completions HTTP/1.1"]
 
 
-class Recorded:
-    """A transport that records each write it is given, and passes everything on."""
+class Recorded(httpcore2.AsyncNetworkStream):
+    """A connection that records each write and answers every request with ``ok``, and what
+    had been written when each answer was read."""
 
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self.transport = transport
+    def __init__(self) -> None:
         self.writes: list[bytes] = []
+        self.sent_when_read: list[bytes] = []
 
-    def write(self, data: bytes) -> None:
-        self.writes.append(data)
-        self.transport.write(data)
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self.sent_when_read.append(b"".join(self.writes))
+        return b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.transport, name)
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.writes.append(buffer)
 
-
-@contextlib.asynccontextmanager
-async def recording_server() -> AsyncIterator[tuple[int, list[bytes]]]:
-    """HTTP/1.1 on 127.0.0.1 (h11's) answering ``ok`` to each request once it has come whole;
-    yields its port and each request's bytes as they came."""
-    received: list[bytes] = []
-    handlers: list[asyncio.Task[None]] = []
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handlers.append(asyncio.current_task())  # type: ignore[arg-type]
-        connection, raw = h11.Connection(h11.SERVER), b""
-        while True:
-            event = connection.next_event()
-            if event is h11.NEED_DATA:
-                data = await reader.read(65536)
-                raw += data
-                connection.receive_data(data)
-            elif isinstance(event, h11.EndOfMessage):
-                received.append(raw)
-                raw = b""
-                writer.write(
-                    connection.send(
-                        h11.Response(status_code=200, headers=[("Content-Length", "2")])
-                    )
-                    + connection.send(h11.Data(data=b"ok"))
-                    + connection.send(h11.EndOfMessage())
-                )
-                await writer.drain()
-                connection.start_next_cycle()
-            elif isinstance(event, h11.ConnectionClosed):
-                break
-        writer.close()
-        await writer.wait_closed()
-
-    listener = await asyncio.start_server(handle, "127.0.0.1", 0)
-    try:
-        yield listener.sockets[0].getsockname()[1], received
-    finally:
-        listener.close()
-        async with asyncio.timeout(5):  # each ends as its client closes the connection
-            await asyncio.gather(*handlers)
+    async def aclose(self) -> None:
+        return None
 
 
-async def requests_to(
-    port: int, *bodies: bytes | list[bytes] | None
-) -> tuple[list[httpcore2.Response], Recorded]:
-    """One request per body (a list: streamed in those chunks; None: a GET) on one connection
-    of this module's; the responses, and the connection's transport's writes."""
-    stream = await http_pool._Backend().connect_tcp("127.0.0.1", port)
-    assert isinstance(stream, http_pool._Stream)
-    recorded = stream._transport = Recorded(stream._transport)  # type: ignore[assignment]
-    origin = httpcore2.Origin(b"http", b"127.0.0.1", port)
-    connection = httpcore2.AsyncHTTP11Connection(origin, stream)
+async def requests_over(
+    stream: Recorded, *bodies: bytes | list[bytes] | None
+) -> list[httpcore2.Response]:
+    """One request per body (a list: streamed in those chunks) on a connection over ``stream``
+    through this module's stream."""
+    origin = httpcore2.Origin(b"http", b"provider.invalid", 80)
+    connection = httpcore2.AsyncHTTP11Connection(origin, http_pool._Stream(stream))
 
     async def chunks(parts: list[bytes]) -> AsyncIterator[bytes]:
         for part in parts:
             yield part
 
     responses = []
-    async with asyncio.timeout(10):  # a request held back would wait for its answer forever
-        for body in bodies:
-            content = chunks(body) if isinstance(body, list) else body
-            method = "GET" if body is None else "POST"
-            url = f"http://127.0.0.1:{port}/v1"
-            responses.append(await connection.request(method, url, content=content))
-    await connection.aclose()
-    return responses, recorded
+    for body in bodies:
+        content = chunks(body) if isinstance(body, list) else body
+        method = "GET" if body is None else "POST"
+        responses.append(
+            await connection.request(method, "http://provider.invalid/v1", content=content)
+        )
+    return responses
 
 
-def head(port: int, method: bytes, framing: bytes = b"") -> bytes:
-    return b"%s /v1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s\r\n" % (method, port, framing)
+def head(method: bytes, length: int | None = None) -> bytes:
+    framing = b"Transfer-Encoding: chunked" if length is None else b"Content-Length: %d" % length
+    return (
+        method + b" /v1 HTTP/1.1\r\nHost: provider.invalid\r\n" + framing + b"\r\n\r\n"
+        if length != 0 or method == b"POST"
+        else method + b" /v1 HTTP/1.1\r\nHost: provider.invalid\r\n\r\n"
+    )
 
 
 @pytest.mark.parametrize("body", [b'{"model":"m"}', b'{"model":"other","stream":true}'])
 async def test_a_request_goes_out_in_one_write(body: bytes) -> None:
     """Its head and body together: one send, one segment, one wake-up of the server."""
-    async with recording_server() as (port, received):
-        [response], recorded = await requests_to(port, body)
+    stream = Recorded()
+    [response] = await requests_over(stream, body)
     assert response.status == 200 and response.content == b"ok"
-    request = head(port, b"POST", b"Content-Length: %d\r\n" % len(body)) + body
-    assert recorded.writes == [request]
-    assert received == [request]
+    assert stream.writes == [head(b"POST", len(body)) + body]
 
 
 async def test_every_request_of_every_shape_is_written_whole_and_in_order() -> None:
     """A request without a body, a streamed one, and one whose body looks like a request head
-    itself: every byte is written, in order, none held back past its request (the server
-    answers each only once it has come whole)."""
+    itself: every byte is written, in order, none held back past its request."""
+    stream = Recorded()
     lookalike = b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n"
-    async with recording_server() as (port, received):
-        responses, recorded = await requests_to(port, None, [b"ab", b"cd"], lookalike, b"{}")
+    responses = await requests_over(stream, None, [b"ab", b"cd"], lookalike, b"{}")
     assert [r.content for r in responses] == [b"ok"] * 4
-    assert received == [
-        head(port, b"GET"),
-        head(port, b"POST", b"Transfer-Encoding: chunked\r\n") + b"2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n",
-        head(port, b"POST", b"Content-Length: %d\r\n" % len(lookalike)) + lookalike,
-        head(port, b"POST", b"Content-Length: 2\r\n") + b"{}",
+    requests = [
+        head(b"GET", 0),
+        head(b"POST") + b"2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n",
+        head(b"POST", len(lookalike)) + lookalike,
+        head(b"POST", 2) + b"{}",
     ]
-    assert b"".join(recorded.writes) == b"".join(received)
-    assert b"" not in recorded.writes
-
-
-# -- the network backend's own paths: failures, timeouts, big transfers, TLS -------------------
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])  # nothing listens there once it is closed
-
-
-@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "unstreamed"])
-async def test_a_refused_connection_is_a_connection_failure(stream: bool) -> None:
-    url = f"http://127.0.0.1:{closed_port()}/v1"
-    engine = Engine(ModelRegistry({"p": ProviderConfig("p", "openai", url)}))
-    try:
-        with pytest.raises(TurnError) as caught:
-            await engine.run(model="p:m", message="hi", stream=stream, retry=FAST)
-    finally:
-        await engine.aclose()
-    assert (caught.value.code, caught.value.retryable) == (ErrorCode.PROVIDER_UNAVAILABLE, True)
-    assert "connection failed: ConnectError" in caught.value.message
-    assert "refused" in caught.value.message.lower()
-
-
-async def test_a_connection_that_never_opens_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def never(*args: Any, **kwargs: Any) -> Any:
-        await asyncio.Event().wait()
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "create_connection", never)
-    with pytest.raises(httpcore2.ConnectTimeout):
-        await http_pool._Backend().connect_tcp("127.0.0.1", closed_port(), timeout=0.05)
-
-
-@pytest.mark.parametrize("size", [3 << 20, (5 << 20) + 7])
-async def test_an_answer_larger_than_the_read_ahead_arrives_whole(size: int) -> None:
-    """Past a megabyte unread the socket is not read until the answer is: all of it comes."""
-    text = ("0123456789abcdef" * (size // 16 + 1))[:size]
-    async with one_reply_server("application/json", chat_completion(text)) as (url, _):
-        assert await ask_once(url) == text
-
-
-class Paused(asyncio.Transport):
-    """A transport that says when reading stops and starts again."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[str] = []
-
-    def pause_reading(self) -> None:
-        self.calls.append("pause")
-
-    def resume_reading(self) -> None:
-        self.calls.append("resume")
-
-
-@pytest.mark.parametrize("piece", [256 << 10, 700 << 10])
-async def test_reading_stops_while_a_megabyte_waits_unread(piece: int) -> None:
-    transport, protocol = Paused(), http_pool._Protocol()
-    protocol.connection_made(transport)
-    stream = http_pool._Stream(transport, protocol)
-    sent = [bytes([n]) * piece for n in range(8)]
-    for data in sent:
-        protocol.data_received(data)
-    assert transport.calls == ["pause"]  # once past a megabyte unread
-    transport.calls.clear()
-    read = b""
-    while len(read) < piece * len(sent):
-        read += await stream.read(65536)
-        if not transport.calls:
-            assert protocol.unread > 1 << 19  # read again once no more than half is left
-    assert read == b"".join(sent)
-    assert transport.calls == ["resume"]
-
-
-@pytest.mark.parametrize("size", [16 << 20, (24 << 20) + 3])
-async def test_a_request_larger_than_the_socket_takes_goes_out_whole(size: int) -> None:
-    """The transport's buffer fills; the write waits for room, then the request is whole."""
-    body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
-    async with recording_server() as (port, received):
-        [response], recorded = await requests_to(port, body)
-    assert response.content == b"ok"
-    assert received == [head(port, b"POST", b"Content-Length: %d\r\n" % size) + body]
-    assert len(recorded.writes) == 1
-
-
-async def test_a_request_the_server_never_reads_times_out() -> None:
-    """A write waits for room in the transport's buffer at most its timeout."""
-    accepted: list[asyncio.StreamWriter] = []
-
-    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        accepted.append(writer)  # never reads
-
-    listener = await asyncio.start_server(hold, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
-    stream = await http_pool._Backend().connect_tcp("127.0.0.1", port)
-    connection = httpcore2.AsyncHTTP11Connection(
-        httpcore2.Origin(b"http", b"127.0.0.1", port), stream
-    )
-    try:
-        with pytest.raises(httpcore2.WriteTimeout):
-            await connection.request(
-                "POST",
-                f"http://127.0.0.1:{port}/v1",
-                content=b"x" * (256 << 20),
-                extensions={"timeout": {"write": 0.2}},
-            )
-    finally:
-        await connection.aclose()
-        for writer in accepted:
-            writer.close()
-        listener.close()
-
-
-async def test_a_stream_over_tls_reads_and_writes_as_over_plain_http(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    ca = trustme.CA()
-    bundle = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(bundle))
-    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(tls)
-    big = "é" * (2 << 20)  # past the read ahead, in characters of two bytes
-    events = [{"content": "over "}, {"content": "TLS "}, {"content": big}]
-    stream = "".join(
-        "data: "
-        + json.dumps({"model": "m", "choices": [{"index": 0, "delta": d}]}, ensure_ascii=False)
-        + "\n\n"
-        for d in events
-    )
-    stream += 'data: {"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
-    async with one_reply_server("text/event-stream", stream.encode(), tls) as (url, lines):
-        engine = Engine(ModelRegistry({"p": ProviderConfig("p", "openai", f"{url}/v1")}))
-        try:
-            # A question past what the transport's buffer holds: the write waits for room.
-            result = await engine.run(model="p:m", message="?" * (8 << 20), retry=FAST)
-        finally:
-            await engine.aclose()
-    assert result.text == "over TLS " + big
-    assert lines == [b"POST /v1/chat/completions HTTP/1.1"]
+    # Each request whole on the wire before its answer is read.
+    assert stream.sent_when_read == [b"".join(requests[: n + 1]) for n in range(4)]
+    assert b"" not in stream.writes
