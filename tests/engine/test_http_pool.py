@@ -7,6 +7,7 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpcore2
 import httpx2
@@ -206,3 +207,22 @@ async def test_every_request_of_every_shape_is_written_whole_and_in_order() -> N
     # Each request whole on the wire before its answer is read.
     assert stream.sent_when_read == [b"".join(requests[: n + 1]) for n in range(4)]
     assert b"" not in stream.writes
+
+
+def test_requests_go_out_on_uvloop_too(mock_server: Any) -> None:
+    """uvicorn runs `agentrunner serve`, and the worker inside it, on uvloop's event loop: the
+    providers' transport must work there as on asyncio's (a connection option only asyncio's
+    loop takes once failed every model request the server's worker made)."""
+    import uvloop
+
+    async def ask() -> int:
+        transport = http_pool.provider_transport(httpx2.Limits(max_keepalive_connections=4))
+        async with httpx2.AsyncClient(transport=transport, timeout=30) as client:
+            first = await client.post(
+                mock_server.openai_url + "/chat/completions",
+                headers={"authorization": "Bearer k"},
+                json={"model": "gpt-mock", "messages": [{"role": "user", "content": "hi"}]},
+            )
+            return first.status_code
+
+    assert uvloop.run(ask()) == 200
