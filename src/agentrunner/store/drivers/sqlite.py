@@ -31,6 +31,25 @@ __all__ = ["SQLiteDriver"]
 _SOCKET_DIR_MAX = 72  # a socket's own name ("<pid>-<id>.sock") needs the rest of 107 bytes
 
 
+def _null(value: None) -> None:
+    return None
+
+
+def _bind_none_and_bool_directly() -> None:
+    """Adapters for ``None`` and ``bool`` that give sqlite3 what it binds without them (NULL,
+    the integer). sqlite3 binds only exact ints, floats and strings directly; any other value
+    is looked up as an adapter, then as ``PrepareProtocol.__adapt__``, a miss that formats an
+    ``AttributeError`` each time (Python 3.11): ~0.5 us a parameter, some 30 of a durable
+    turn's parameters. Adapters are process-wide: one already registered is left alone."""
+    if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:
+        sqlite3.register_adapter(type(None), _null)
+    if (bool, sqlite3.PrepareProtocol) not in sqlite3.adapters:
+        sqlite3.register_adapter(bool, int)
+
+
+_bind_none_and_bool_directly()
+
+
 class SQLiteDriver:
     dialect = "sqlite"
 
