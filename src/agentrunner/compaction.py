@@ -224,12 +224,14 @@ class Compactor:
         window = min(models.context_window(entry.model) for entry in shape.chain.entries)
         cap = shape.max_output_tokens or min(DEFAULT_OUTPUT_CAP, window // 4)
         lowered = None if shape.max_output_tokens or cap >= DEFAULT_OUTPUT_CAP else cap
+        thread = recent.thread
+        if not recent.messages and not thread.summary_through:
+            return Fitted([], lowered)  # a new thread: nothing to send, nothing to compact
         room = window - cap - _fixed_tokens(shape) - window // MARGIN_SHARE
         # at most history_tokens: a long thread's requests stay as cheap as a shorter one's
         limit = shape.history_tokens or self.history_tokens
         budget = min(room, limit)
         bound: Bound = ("history_tokens", budget) if limit < room else ("context_window", budget)
-        thread = recent.thread
         summary = await self.store.threads.summary(thread.id) if thread.summary_through else None
         pairs = list(enumerate(recent.messages, recent.first_seq))
         if not _reaches(pairs, thread):  # a long thread: read on while the window has room
