@@ -639,7 +639,7 @@ class AgentRunner:
             emit=run.log.emit,
             depth=parent.depth + 1 if parent else 0,
             max_depth=self.max_depth,
-            team=[a for a in self.agents if a.id != agent.id and a.enabled],
+            team=self.agents.others(agent.id),
             reports=[a for a in self.agents.direct_reports(agent.id) if a.enabled],
         )
         tools = self.capabilities.resolve(context, grant)  # 6. capabilities → tools

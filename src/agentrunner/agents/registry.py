@@ -205,6 +205,11 @@ class AgentRegistry:
         self._refresh()
         return list(self._agents)
 
+    def others(self, agent_id: str) -> list[AgentSpec]:
+        """The enabled agents but ``agent_id``, as last read: for a run, which read its own
+        agent (and so the folder) a moment before."""
+        return [a for a in self._agents.values() if a.id != agent_id and a.enabled]
+
     # -- org chart ------------------------------------------------------------------------
 
     def direct_reports(self, agent_id: str) -> list[AgentSpec]:
