@@ -99,6 +99,9 @@ class CapabilityRegistry:
         # Tool names in every grant, named in no file: what granting them depends on, said
         # to a file that names one ("{agent}" stands for its id).
         self._implicit: dict[str, str] = {}
+        # Each agent's grant, with the spec it was worked out for (a spec is immutable; an
+        # edited file is a new one): a run asks for its agent's every time.
+        self._grants: dict[str, tuple[AgentSpec, frozenset[str]]] = {}
 
     def register(
         self,
@@ -125,6 +128,7 @@ class CapabilityRegistry:
                 )
         self._resolvers[name] = resolver
         self._provides.update(dict.fromkeys(tool_names, name))
+        self._grants.clear()
         if implicit is not None:
             self._implicit.update(dict.fromkeys(tool_names, implicit))
 
@@ -135,13 +139,18 @@ class CapabilityRegistry:
 
     def grant(self, agent: AgentSpec) -> frozenset[str]:
         """Every tool name the agent may use. Raises the first of ``problems(agent)``."""
+        known = self._grants.get(agent.id)
+        if known is not None and known[0] is agent:
+            return known[1]
         problems = self.problems(agent)
         if problems:
             raise problems[0]
         names = set(agent.tools) | set(self._implicit)
         for capability in agent.capabilities:
             names.update(t for t, c in self._provides.items() if c == capability)
-        return frozenset(names)
+        grant = frozenset(names)
+        self._grants[agent.id] = (agent, grant)
+        return grant
 
     def problems(self, agent: AgentSpec) -> list[AgentRunnerError]:
         """Every capability and tool the agent names that no capability provides, as
