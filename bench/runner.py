@@ -7,12 +7,15 @@ budgets set ([budgets] per_agent_daily_usd and global_daily_usd, priced model: e
 holds its worst case first), and with both, interleaved with the others: its spans made and
 sent over OTLP/HTTP, in batches, to a local receiver in a process of its own (it answers as a
 collector does and keeps nothing), the last batch of each round sent within that round's CPU
-time. Also: turn time on a 100,000-message thread against a 3,000-message one (both past the
-model's context window, so both send the window's worth of history: what differs is only how
-much the store holds), on a 10-message thread, and on a thread with 20,000 earlier runs; and
-the daily-budget check (what a run with `per_agent_daily_usd` / `global_daily_usd` set reads
-first) after 100,000 priced requests today. A thread past the window is compacted on its first
-run (docs/engine.md, "History"): once, before the samples, not measured.
+time. Each configuration (at each concurrency) has a client, engine or runner of its own, and
+is charged its own work only: the garbage of the one before is collected first, and a durable
+one's WAL is copied back (as its checkpointer thread would just after) within its CPU time.
+Also: turn time on a 100,000-message thread against a 3,000-message one (both past the model's
+context window, so both send the window's worth of history: what differs is only how much the
+store holds), on a 10-message thread, and on a thread with 20,000 earlier runs; and the
+daily-budget check (what a run with `per_agent_daily_usd` / `global_daily_usd` set reads first)
+after 100,000 priced requests today. A thread past the window is compacted on its first run
+(docs/engine.md, "History"): once, before the samples, not measured.
 
 Targets (issue 4): durable / engine-only time per turn <= 1.3; the 100k-message thread within
 20% of the 3,000-message one, and a thread with many runs within 20% of a 10-message one.
@@ -28,6 +31,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -214,6 +220,14 @@ async def budget_checks(runner: Any, agent_id: str, count: int) -> list[float]:
     return samples
 
 
+def checkpoint(runner: Any) -> None:
+    """Copy the runner's WAL back into its database now (a passive checkpoint, as its
+    checkpointer thread makes every 0.1 s), so that the next configuration measured does not
+    pay for this one's writes."""
+    with contextlib.closing(sqlite3.connect(runner.store.driver.path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
 def bench_engine(url: str) -> Any:
     """The engine-only side: an engine of its own, made from the runner's config text, so both
     sides resolve, call and price the model alike (pricing is the engine's work, not the
@@ -232,24 +246,32 @@ async def engine_only_turn(engine: Any, tool: Any) -> None:
 
 
 async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, Any]:
-    engine = bench_engine(url)
+    """Every configuration measured with a client, engine or runner of its own, one per
+    concurrency: a pool left with 64 idle connections by the turns at c=64 has each of them
+    checked before every request at c=1 (on httpx2's own transport, the floor's, ~10 us each)."""
     tool = bench_tool()
-    floor, close_floor = floor_factory(url)
-
-    async def floor_turn(n: int) -> None:
-        await floor()
-
-    async def engine_turn(n: int) -> None:
-        await engine_only_turn(engine, tool)
-
+    levels = (1, *args.concurrency)
+    closers = []
+    turns: dict[str, Any] = {}  # "name c=N": the turn of that configuration
+    for c in levels:
+        floor, close_floor = floor_factory(url)
+        engine = bench_engine(url)
+        closers += [close_floor, engine.aclose]
+        turns[f"floor c={c}"] = lambda n, floor=floor: floor()
+        turns[f"engine c={c}"] = lambda n, engine=engine: engine_only_turn(engine, tool)
     telemetry = f'[telemetry]\nenabled = true\nendpoint = "{receiver}"\n'
     with tempfile.TemporaryDirectory() as tmp:
-        runner = await open_bench_runner(Path(tmp) / "off", url)
-        traced = await open_bench_runner(Path(tmp) / "on", url, extra=telemetry)
-        budgeted = await open_bench_runner(Path(tmp) / "budgets", url, BUDGETS, priced=True)
-        both = await open_bench_runner(Path(tmp) / "both", url, telemetry + BUDGETS, priced=True)
-        assert runner.engine.tracing is None and budgeted.engine.tracing is None
-        assert traced.engine.tracing is not None and both.engine.tracing is not None
+        root = Path(tmp)
+        runners = {f"durable c={c}": await open_bench_runner(root / f"off{c}", url) for c in levels}
+        runners["durable otel c=1"] = await open_bench_runner(root / "on", url, telemetry)
+        runners["durable budgets c=1"] = await open_bench_runner(
+            root / "budgets", url, BUDGETS, priced=True
+        )
+        runners["durable otel+budgets c=1"] = await open_bench_runner(
+            root / "both", url, telemetry + BUDGETS, priced=True
+        )
+        traced = {key for key, r in runners.items() if r.engine.tracing is not None}
+        assert traced == {"durable otel c=1", "durable otel+budgets c=1"}
         from opentelemetry import trace
 
         flush = getattr(trace.get_tracer_provider(), "force_flush", None)
@@ -262,58 +284,41 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
             await runner.store.threads.set_title(thread_id, "bench")  # no title effect
             return thread_id
 
-        levels = (1, *args.concurrency)
-        count = len(levels) * args.turns * args.rounds + 50
-        threads = [await fresh_thread(runner) for _ in range(count)]
-        at_c1 = {
-            "durable otel": traced,
-            "durable budgets": budgeted,
-            "durable otel+budgets": both,
-        }
-        c1_threads = {
-            name: [await fresh_thread(r) for _ in range(args.turns * args.rounds + 50)]
-            for name, r in at_c1.items()
-        }
-
-        async def durable_turn(n: int) -> None:
-            await runner.run_agent("bench", threads.pop(), QUESTION)
-
-        def c1_turn(name: str) -> Any:
-            other, left = at_c1[name], c1_threads[name]
-
+        def durable(runner: Any, threads: list[str]) -> Any:
             async def turn(n: int) -> None:
-                await other.run_agent("bench", left.pop(), QUESTION)
+                await runner.run_agent("bench", threads.pop(), QUESTION)
 
             return turn
 
-        c1_turns = {name: c1_turn(name) for name in at_c1}
-        for _ in range(20):  # warm up every path
-            await floor_turn(0)
-            await engine_turn(0)
-            await durable_turn(0)
-            for turn in c1_turns.values():
-                await turn(0)
+        for key, runner in runners.items():
+            count = args.turns * args.rounds + max(20, concurrency(key))
+            turns[key] = durable(runner, [await fresh_thread(runner) for _ in range(count)])
+        for key, turn in turns.items():  # warm up every path, its pool at its concurrency
+            await timed(turn, max(20, concurrency(key)), concurrency(key))
         assert flush(), "the receiver did not take the spans"
-        traced_turns = {c1_turns["durable otel"], c1_turns["durable otel+budgets"]}
+        for runner in runners.values():  # the setup's writes copied back before any is measured
+            checkpoint(runner)
         samples: dict[str, list[float]] = {}
         walls: dict[str, float] = {}
         cpu: dict[str, float] = {}
         for _ in range(args.rounds):
             for c in levels:
-                turns = [("floor", floor_turn), ("engine", engine_turn), ("durable", durable_turn)]
-                if c == 1:
-                    turns += list(c1_turns.items())
-                for name, turn in turns:
-                    key = f"{name} c={c}"
+                for key in [k for k in turns if k.endswith(f" c={c}")]:
+                    gc.collect()  # not the garbage of the configuration before
                     c0 = time.process_time()
-                    got, wall = await timed(turn, args.turns, c)
-                    if turn in traced_turns:
+                    got, wall = await timed(turns[key], args.turns, c)
+                    if key in traced:
                         # the round's last batch, sent in its time, not in the next round's
                         assert flush(), "the receiver did not take the spans"
+                    if key in runners:
+                        # what the store's checkpointer would copy back after the run ends,
+                        # copied in its time: not charged to the configuration after
+                        checkpoint(runners[key])
                     cpu[key] = cpu.get(key, 0.0) + time.process_time() - c0
                     samples.setdefault(key, []).extend(got)
                     walls[key] = walls.get(key, 0.0) + wall
-        for other in at_c1.values():
+        runner = runners.pop("durable c=1")
+        for other in runners.values():
             await other.close()
 
         await fill_thread(runner, "big", args.big)
@@ -332,8 +337,8 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
         await fill_costs(runner, "bench", args.costs)
         budget = await budget_checks(runner, "bench", 200)
         await runner.close()
-    await engine.aclose()
-    await close_floor()
+    for close in closers:
+        await close()
     total = args.turns * args.rounds
     results: dict[str, Any] = {
         key: stats(got)
@@ -346,6 +351,11 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
     results[f"thread_{args.runs}_runs"] = stats(size_samples["busy"])
     results[f"budget_check_{args.costs}_requests"] = stats(budget)
     return results
+
+
+def concurrency(key: str) -> int:
+    """The concurrency of a configuration named "... c=N"."""
+    return int(key.rsplit("=", 1)[1])
 
 
 def stats(samples: list[float]) -> dict[str, float]:

@@ -85,14 +85,16 @@ class RunLog:
                 if self.forward is not None:
                     self.forward(kind, data)
                 return
-        self._end_stream()
+        if self._stream is not None:
+            self._end_stream()
         self.seq += 1
         now = time.time()
         row = {
             "run_id": self.run_id,
             "seq": self.seq,
             "type": kind,
-            "payload": to_json(data),
+            # a delta's row gets its payload once its stream ends, its text joined: one encoding
+            "payload": None if text_key is not None else to_json(data),
             "now": now,
         }
         self._pending.append(("event_insert", self._event_sql, row))
@@ -106,11 +108,15 @@ class RunLog:
             self._schedule()
 
     def _end_stream(self) -> None:
-        """Write the joined text into the open delta row; later deltas start a new row."""
+        """Write the open delta row's payload, its text joined; later deltas start a new row.
+        Every way rows leave ``_pending`` ends the stream first (``_take_pending``)."""
         stream, self._stream = self._stream, None
-        if stream is not None and len(stream.parts) > 1:
-            joined = {**stream.data, stream.text_key: "".join(stream.parts)}
-            stream.row["payload"] = to_json(joined)
+        if stream is not None:
+            parts = stream.parts
+            data = (
+                stream.data if len(parts) == 1 else {**stream.data, stream.text_key: "".join(parts)}
+            )
+            stream.row["payload"] = to_json(data)
 
     def message(self, message_type: str, content: str) -> None:
         """A run message that is not an engine event (the system prompt, the user message)."""
