@@ -28,6 +28,17 @@ class SSEDecoder:
         self._cr = False  # the last chunk ended with CR: a LF opening the next is its CRLF
 
     def feed(self, chunk: bytes) -> list[Event]:
+        if (
+            chunk[:6] == b"data: "
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1:] == b"\n"
+            and b"\r" not in chunk
+            and not self._rest
+            and not self._data
+            and not self._cr
+        ):  # most of a stream: a chunk that is one event of one data line, and its blank line
+            event, self._event = self._event, None
+            return [(event, chunk[6:-2].decode("utf-8", "replace"))]
         if self._cr:
             self._cr = False
             if chunk[:1] == b"\n":
@@ -54,14 +65,11 @@ class SSEDecoder:
         return events
 
     def _whole(self, chunk: bytes) -> Event | None:
-        """The event ``chunk`` is, if it is one data line, named or not, and its blank line:
-        most of a stream, a chunk each, read without splitting it into lines."""
-        end = len(chunk) - 2
-        if chunk.startswith(b"data: ") and chunk.find(b"\n") == end:
-            event, self._event = self._event, None
-            return event, chunk[6:end].decode("utf-8", "replace")
+        """The event ``chunk`` is, if it is a named event of one data line and its blank line
+        (the Responses API's and Anthropic's streams, a chunk an event)."""
         if chunk.startswith(b"event: "):
             line = chunk.find(b"\n")
+            end = len(chunk) - 2
             if chunk.startswith(b"data: ", line + 1) and chunk.find(b"\n", line + 1) == end:
                 self._event = None
                 name = chunk[7:line].decode("utf-8", "replace")
