@@ -80,6 +80,26 @@ def test_a_chunk_of_one_data_line_belongs_to_what_came_before(
     assert decode(before, b"data: x\n\n") == events
 
 
+@pytest.mark.parametrize(
+    ("chunk", "events"),
+    [
+        (b"event: e\ndata: x\n\n", [("e", "x")]),
+        (b"event: \ndata: x\n\n", [("", "x")]),
+        (b"event: e\ndata:x\n\n", [("e", "x")]),
+        (b"event: e\ndata: x\ndata: y\n\n", [("e", "x\ny")]),
+        (b"event: e\nid: 7\n\n", []),
+        (b"event: e\ndata: x\n\ndata: y\n\n", [("e", "x"), (None, "y")]),
+        (b"data: x\nevent: e\n\n", [("e", "x")]),
+        (b"data: a\rb\n\n", [(None, "a")]),  # a CR ends the line: "b" is a field of its own
+        (b"event: e\rdata: x\n\n", [("e", "x")]),
+        (b"event: e\ndata: a\rb\n\n", [("e", "a")]),
+    ],
+)
+def test_a_chunk_of_whole_events_decodes_as_line_by_line(chunk: bytes, events: Events) -> None:
+    assert decode(chunk) == events
+    assert decode(*(chunk[i : i + 1] for i in range(len(chunk)))) == events
+
+
 def test_events_come_out_with_the_chunk_that_completes_them() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"data: one\n\ndata: tw") == [(None, "one")]

@@ -28,6 +28,17 @@ class SSEDecoder:
         self._cr = False  # the last chunk ended with CR: a LF opening the next is its CRLF
 
     def feed(self, chunk: bytes) -> list[Event]:
+        if (
+            chunk[:6] == b"data: "
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1:] == b"\n"
+            and b"\r" not in chunk
+            and not self._rest
+            and not self._data
+            and not self._cr
+        ):  # most of a stream: a chunk that is one event of one data line, and its blank line
+            event, self._event = self._event, None
+            return [(event, chunk[6:-2].decode("utf-8", "replace"))]
         if self._cr:
             self._cr = False
             if chunk[:1] == b"\n":
@@ -35,15 +46,10 @@ class SSEDecoder:
         if b"\r" in chunk:
             self._cr = chunk[-1:] == b"\r"
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        elif (
-            chunk.startswith(b"data: ")
-            and chunk.find(b"\n") == len(chunk) - 2
-            and chunk.endswith(b"\n\n")
-            and not self._rest
-            and not self._data
-        ):  # most of a stream: one event of one data line, in a chunk of its own
-            event, self._event = self._event, None
-            return [(event, chunk[6:-2].decode("utf-8", "replace"))]
+        elif chunk.endswith(b"\n\n") and not self._rest and not self._data:
+            whole = self._whole(chunk)
+            if whole is not None:
+                return [whole]
         if self._rest:
             chunk = self._rest + chunk
         lines = chunk.split(b"\n")
@@ -57,6 +63,18 @@ class SSEDecoder:
             else:
                 self._event = None
         return events
+
+    def _whole(self, chunk: bytes) -> Event | None:
+        """The event ``chunk`` is, if it is a named event of one data line and its blank line
+        (the Responses API's and Anthropic's streams, a chunk an event)."""
+        if chunk.startswith(b"event: "):
+            line = chunk.find(b"\n")
+            end = len(chunk) - 2
+            if chunk.startswith(b"data: ", line + 1) and chunk.find(b"\n", line + 1) == end:
+                self._event = None
+                name = chunk[7:line].decode("utf-8", "replace")
+                return name, chunk[line + 7 : end].decode("utf-8", "replace")
+        return None
 
     def flush(self) -> list[Event]:
         """What a stream that just ends leaves: its last line, and an event without its

@@ -420,7 +420,8 @@ class _TurnRun:
         match delta:
             case TextDelta():
                 self.partial.append(delta.text)
-                self.emit("agent.token", {"token": delta.text, "model": self.current})
+                if self.turn.emit is not None:  # no event built for a token nobody takes
+                    self.emit("agent.token", {"token": delta.text, "model": self.current})
             case ThinkingDelta():
                 self.emit("agent.thinking", {"text": delta.text, "model": self.current})
             case _:
