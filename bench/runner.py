@@ -4,7 +4,10 @@ process, interleaved. One turn = 2 model requests + 1 tool call against the mock
 0 ms in its own process. The durable turn also with telemetry on (issue 26), interleaved with
 the others: its spans made and sent over OTLP/HTTP, in batches, to a local receiver in a
 process of its own (it answers as a collector does and keeps nothing), the last batch of each
-round sent within that round's CPU time. Also: turn time on a 100,000-message thread against a
+round sent within that round's CPU time. The durable turn also while another process tails the
+store (issue 29: a dashboard or an event stream open, so the run's log commits its events
+within milliseconds rather than with its durable points): what that costs the run's process.
+Also: turn time on a 100,000-message thread against a
 3,000-message one (both past the model's context window, so both send the window's worth of
 history: what differs is only how much the store holds), on a 10-message thread, and on a
 thread with 20,000 earlier runs; and the daily-budget check (what a run with
@@ -70,6 +73,21 @@ class Handler(BaseHTTPRequestHandler):
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()
+"""
+
+
+# Another process tailing a store (an open event stream, as far as the run's process can tell).
+LISTENER = """\
+import asyncio, sys
+from agentrunner.store import open_store
+
+async def main(url):
+    store = await open_store(url)
+    async with store.changes.watch("bench:nobody"):
+        print("listening", flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main(sys.argv[1]))
 """
 
 
@@ -233,6 +251,18 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
             url,
             extra=f'[telemetry]\nenabled = true\nendpoint = "{receiver}"\n',
         )
+        live = await open_bench_runner(Path(tmp) / "live", url)
+        listener = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                LISTENER,
+                f"sqlite:///{Path(tmp) / 'live' / '.agentrunner' / 'agentrunner.db'}",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert listener.stdout is not None and listener.stdout.readline().strip() == "listening"
         assert runner.engine.tracing is None and traced.engine.tracing is not None
         from opentelemetry import trace
 
@@ -249,6 +279,7 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
         count = 2 * args.turns * args.rounds + 50
         threads = [await fresh_thread(runner) for _ in range(count)]
         traced_threads = [await fresh_thread(traced) for _ in range(args.turns * args.rounds + 50)]
+        live_threads = [await fresh_thread(live) for _ in range(count)]
 
         async def durable_turn(n: int) -> None:
             await runner.run_agent("bench", threads.pop(), QUESTION)
@@ -256,17 +287,27 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
         async def traced_turn(n: int) -> None:
             await traced.run_agent("bench", traced_threads.pop(), QUESTION)
 
+        async def live_turn(n: int) -> None:
+            await live.run_agent("bench", live_threads.pop(), QUESTION)
+
         for _ in range(20):  # warm up every path
             await engine_turn(0)
             await durable_turn(0)
             await traced_turn(0)
+            await live_turn(0)
+        await asyncio.sleep(2.5)  # the listener's socket seen for sure (store/wake: _Listing)
+        assert live.store.changes.listened() and not runner.store.changes.listened()
         assert flush(), "the receiver did not take the spans"
         samples: dict[str, list[float]] = {}
         walls: dict[str, float] = {}
         cpu: dict[str, float] = {}
         for _ in range(args.rounds):
             for c in (1, args.concurrency):
-                turns = [("engine", engine_turn), ("durable", durable_turn)]
+                turns = [
+                    ("engine", engine_turn),
+                    ("durable", durable_turn),
+                    ("durable read live", live_turn),
+                ]
                 if c == 1:
                     turns.append(("durable otel", traced_turn))
                 for name, turn in turns:
@@ -280,6 +321,9 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
                     samples.setdefault(key, []).extend(got)
                     walls[key] = walls.get(key, 0.0) + wall
         await traced.close()
+        await live.close()
+        listener.terminate()
+        listener.wait(timeout=10)
 
         await fill_thread(runner, "big", args.big)
         await fill_thread(runner, "full", FULL)

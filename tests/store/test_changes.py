@@ -189,3 +189,77 @@ async def test_with_someone_listening_a_run_commits_its_first_event_at_once(
         log.emit("agent.message", {"text": "Hello", "model": "x:m"})  # right after: batched
         assert await asyncio.wait_for(watch.wait(), DEADLINE_S)
         assert [e.type for e in await store.events.list("r1", after=2)] == ["agent.message"]
+
+
+# A job in a process of its own: its root run starts a delegation, whose events (naming the
+# root: RunLog's ``changed``) come while the root waits; then the root ends.
+JOB = """
+import asyncio, sys
+from agentrunner.store import RunLog, open_store
+
+async def main(url):
+    store = await open_store(url)
+    try:
+        root = RunLog(store, "root", "ceo")
+        root.emit("step.started", {"step": 1, "model": "x:m"})
+        await root.flush()
+        await asyncio.to_thread(sys.stdin.readline)  # the follower has seen the root's
+        child = RunLog(store, "child", "cto", changed=["run:root"])
+        child.write([store.runs.insert_op(run_id="child", agent_id="cto", thread_id=None,
+                                          status="running", parent_run_id="root", depth=1)])
+        child.emit("agent.token", {"token": "from the child", "model": "x:m"})
+        await child.flush_with([store.runs.finish_op("child", status="completed",
+                                                     stop_reason="end_turn")])
+        await asyncio.to_thread(sys.stdin.readline)  # the follower has seen the child's
+        root.emit("agent.message", {"text": "done", "model": "x:m"})
+        await root.flush_with([store.runs.finish_op("root", status="completed",
+                                                    stop_reason="end_turn")])
+    finally:
+        await store.close()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def test_a_job_followed_in_another_process_is_woken_by_it_and_its_delegations(
+    store: Store, store_url: str
+) -> None:
+    from agentrunner.company.jobs import replay
+
+    await store.batch(
+        [store.runs.insert_op(run_id="root", agent_id="ceo", thread_id=None, status="running")]
+    )
+    seen: list[tuple[str, object]] = []
+    following = asyncio.ensure_future(
+        replay(store, "root", lambda kind, data: seen.append((kind, data)), follow=True)
+    )
+    job = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", JOB, store_url, stdin=asyncio.subprocess.PIPE
+    )
+    assert job.stdin is not None
+    # Each commit of the job, the delegation's too, wakes the follower: the job goes on once
+    # the follower has shown it.
+    await _seen(seen, 1, following)
+    await _go_on(job.stdin)
+    await _seen(seen, 2, following)
+    assert [kind for kind, _ in seen] == ["step.started", "agent.token"]
+    assert isinstance(seen[1][1], dict) and seen[1][1]["token"] == "from the child"
+    await _go_on(job.stdin)
+    assert await asyncio.wait_for(job.wait(), DEADLINE_S) == 0
+    ended = await asyncio.wait_for(following, DEADLINE_S)  # woken by the root's end
+    assert ended.status == "completed"
+    assert [kind for kind, _ in seen] == ["step.started", "agent.token", "agent.message"]
+
+
+async def _seen(
+    seen: list[tuple[str, object]], count: int, following: asyncio.Future[object]
+) -> None:
+    deadline = asyncio.get_running_loop().time() + DEADLINE_S
+    while len(seen) < count:
+        assert asyncio.get_running_loop().time() < deadline and not following.done()
+        await asyncio.sleep(0.01)
+
+
+async def _go_on(stdin: asyncio.StreamWriter) -> None:
+    stdin.write(b"go on\n")
+    await stdin.drain()
