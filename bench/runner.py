@@ -7,9 +7,12 @@ budgets set ([budgets] per_agent_daily_usd and global_daily_usd, priced model: e
 holds its worst case first), and with both, interleaved with the others: its spans made and
 sent over OTLP/HTTP, in batches, to a local receiver in a process of its own (it answers as a
 collector does and keeps nothing), the last batch of each round sent within that round's CPU
-time. Each configuration (at each concurrency) has a client, engine or runner of its own, and
-is charged its own work only: the garbage of the one before is collected first, and a durable
-one's WAL is copied back (as its checkpointer thread would just after) within its CPU time.
+time. The durable turn also while another process tails the store (a dashboard or an event
+stream open, so the run's log commits its events within milliseconds rather than with its
+durable points): what that costs the run's process. Each configuration (at each
+concurrency) has a client, engine or runner of its own, and is charged its own work only: the
+garbage of the one before is collected first, and a durable one's WAL is copied back (as its
+checkpointer thread would just after) within its CPU time.
 Also: turn time on a 100,000-message thread against a 3,000-message one (both past the model's
 context window, so both send the window's worth of history: what differs is only how much the
 store holds), on a 10-message thread, and on a thread with 20,000 earlier runs; and the
@@ -245,6 +248,21 @@ async def engine_only_turn(engine: Any, tool: Any) -> None:
     await engine.run(model="bench:gpt-bench", system=SYSTEM, message=QUESTION, tools=[tool])
 
 
+# Another process tailing a store (an open event stream, as far as the run's process can tell).
+LISTENER = """\
+import asyncio, sys
+from agentrunner.store import open_store
+
+async def main(url):
+    store = await open_store(url)
+    async with store.changes.watch("bench:nobody"):
+        print("listening", flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
 async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, Any]:
     """Every configuration measured with a client, engine or runner of its own, one per
     concurrency: a pool left with 64 idle connections by the turns at c=64 has each of them
@@ -270,6 +288,17 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
         runners["durable otel+budgets c=1"] = await open_bench_runner(
             root / "both", url, telemetry + BUDGETS, priced=True
         )
+        listeners = []
+        for c in levels:
+            runners[f"durable read live c={c}"] = await open_bench_runner(root / f"live{c}", url)
+            db = root / f"live{c}" / ".agentrunner" / "agentrunner.db"
+            listener = subprocess.Popen(
+                [sys.executable, "-c", LISTENER, f"sqlite:///{db}"],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            listeners.append(listener)
+            assert listener.stdout is not None and listener.stdout.readline().strip() == "listening"
         traced = {key for key, r in runners.items() if r.engine.tracing is not None}
         assert traced == {"durable otel c=1", "durable otel+budgets c=1"}
         from opentelemetry import trace
@@ -296,6 +325,9 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
         for key, turn in turns.items():  # warm up every path, its pool at its concurrency
             await timed(turn, max(20, concurrency(key)), concurrency(key))
         assert flush(), "the receiver did not take the spans"
+        await asyncio.sleep(2.5)  # the listeners' sockets seen for sure (store/wake: _Listing)
+        live = {key for key, r in runners.items() if r.store.changes.listened()}
+        assert live == {f"durable read live c={c}" for c in levels}, live
         for runner in runners.values():  # the setup's writes copied back before any is measured
             checkpoint(runner)
         samples: dict[str, list[float]] = {}
@@ -320,6 +352,9 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
         runner = runners.pop("durable c=1")
         for other in runners.values():
             await other.close()
+        for listener in listeners:
+            listener.terminate()
+            listener.wait(timeout=10)
 
         await fill_thread(runner, "big", args.big)
         await fill_thread(runner, "full", FULL)
@@ -400,7 +435,7 @@ def main() -> None:
             / results[f"floor c={c}"]["cpu_ms_per_turn"]
             for c in levels
         }
-        for name in ("durable", "engine")
+        for name in ("durable", "durable read live", "engine")
     }
     size_ratio = results[f"thread_{args.big}"]["median_ms"] / results[f"thread_{FULL}"]["median_ms"]
     window_ratio = results[f"thread_{FULL}"]["median_ms"] / results["thread_10"]["median_ms"]
@@ -434,6 +469,14 @@ def main() -> None:
             ],
             *[
                 [f"durable / floor, CPU per turn at c={c}", over_floor["durable"][c], "<= 1.6"]
+                for c in levels
+            ],
+            *[
+                [
+                    f"durable read live / floor, CPU per turn at c={c}",
+                    over_floor["durable read live"][c],
+                    "—",
+                ]
                 for c in levels
             ],
             *[
@@ -498,6 +541,9 @@ def main() -> None:
             "durable_over_engine": {"latency_c1": latency}
             | {f"throughput_c{c}": v for c, v in throughput.items()},
             "durable_over_floor_cpu": {f"c{c}": v for c, v in over_floor["durable"].items()},
+            "durable_read_live_over_floor_cpu": {
+                f"c{c}": v for c, v in over_floor["durable read live"].items()
+            },
             "engine_over_floor_cpu": {f"c{c}": v for c, v in over_floor["engine"].items()},
             "durable_minus_engine_us": {k: v * 1000 for k, v in extra.items()},
             "big_over_full_thread": size_ratio,

@@ -187,7 +187,12 @@ from agentrunner.agents.registry import AgentRegistry  # noqa: E402
 from agentrunner.engine.http_pool import provider_transport  # noqa: E402
 from agentrunner.store.drivers import SQLiteDriver  # noqa: E402
 from agentrunner.store.drivers.sqlite_wal import Checkpointer  # noqa: E402
-from agentrunner.store.wake import SocketListener  # noqa: E402
+from agentrunner.store.wake import (  # noqa: E402
+    ChangeSocket,
+    SocketListener,
+    listened,
+    notify_changes,
+)
 from agentrunner.tasks.cache import FileCache  # noqa: E402
 
 Where = Callable[..., object] | tuple[str, str]  # a function, or (a file's ending, a name)
@@ -235,6 +240,20 @@ MAY_BLOCK = (
         ("os.mkdir", "os.stat", "os.unlink"),
         "a SQLite worker makes its wake-up socket's folder and binds the socket when it starts "
         "listening, and removes the socket when it stops: once per worker, not per request",
+    ),
+    MayBlock(
+        (ChangeSocket.__init__, ChangeSocket.close),
+        ("os.mkdir", "os.stat", "os.unlink"),
+        "a process tailing a SQLite store binds its socket for changes when its first reader "
+        "starts and removes it a while after its last: once per process, not per read",
+    ),
+    MayBlock(
+        (notify_changes, listened),
+        ("os.stat",),
+        "a SQLite commit that wrote events, and a run's log choosing when to commit, look "
+        "whether anyone listens for changes with one stat of their folder (~1 us, metadata the "
+        "kernel has cached: less than a hop to a thread would cost); reading the folder and "
+        "sending are done on a thread",
     ),
     MayBlock(
         (FileCache.read,),

@@ -12,11 +12,13 @@ event.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentrunner.events import ACTIVITY, CostUpdated, EventData, EventSink, typed
 from agentrunner.ids import new_id
+from agentrunner.store.changes import channel_key
 from agentrunner.store.records import to_json
 from agentrunner.store.run_log import RunLog
 from agentrunner.store.store import Store
@@ -44,8 +46,9 @@ class RunRows:
         agent_id: str,
         forward: EventSink | None = None,
         channel: ChannelRun | None = None,
+        changed: Sequence[str] = (),
     ) -> None:
-        self.log = RunLog(store, run_id, agent_id, forward, derive=self.derive)
+        self.log = RunLog(store, run_id, agent_id, forward, derive=self.derive, changed=changed)
         self._store = store
         self._channel = channel
         self._usage: dict[str, int] = {}  # the step in progress': summed over its attempts
@@ -90,7 +93,8 @@ class RunRows:
                 self._store.channels.activity_op(
                     channel.channel_id, new_id("a_"), self.log.run_id, kind, payload, now
                 )
-            ]
+            ],
+            changed=channel_key(channel.channel_id),
         )
 
     def _charge(self, cost: CostUpdated, now: float) -> None:

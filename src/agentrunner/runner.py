@@ -61,6 +61,7 @@ from agentrunner.log_format import in_run
 from agentrunner.prompt import PromptBuilder, PromptContext, agent_notes, notes_message
 from agentrunner.run_rows import ChannelRun, RunRows
 from agentrunner.sessions import agent_thread, check_owner, find_thread, session_thread
+from agentrunner.store.changes import run_key, thread_key
 from agentrunner.store.repositories import ops
 
 if TYPE_CHECKING:
@@ -506,6 +507,7 @@ class AgentRunner:
                     self.handlers.sink(run_id, agent_id, thread_id),
                 ),
                 overrides.channel,
+                changed=_changed(thread_id, parent),
             ),
             callbacks,
             last_seq + 1,
@@ -1056,3 +1058,14 @@ def _as_error(exc: BaseException) -> AgentRunnerError:
     if isinstance(exc, asyncio.CancelledError):
         return AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
     return AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
+def _changed(thread_id: str | None, parent: _Parent | None) -> tuple[str, ...]:
+    """Whose readers a run's events wake besides its own (``store/changes``): those of its
+    thread's events, and its parent's (a job followed with its delegations)."""
+    keys = []
+    if thread_id is not None:
+        keys.append(thread_key(thread_id))
+    if parent is not None:
+        keys.append(run_key(parent.run_id))
+    return tuple(keys)

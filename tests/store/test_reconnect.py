@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from agentrunner.store import Store
+from agentrunner.store import RunLog, Store, changes
+from agentrunner.store.changes import run_key
 from agentrunner.store.drivers import DatabaseUnavailable, PostgresDriver, is_unavailable
 from agentrunner.store.mailbox import NewRun
 
@@ -43,6 +44,28 @@ async def test_reads_writes_and_listening_go_on_after_a_restart(
         assert await listener.wait(10)
     finally:
         await listener.close()
+
+
+@postgres_only
+async def test_readers_are_woken_after_a_restart(
+    store: Store, restart_postgres: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listener for changes listens again once the server is back, and wakes every reader
+    then (what was committed meanwhile went unheard); from then on a commit's NOTIFY wakes its
+    readers. The fallback timer is an hour: neither wake-up is its."""
+    monkeypatch.setattr(changes, "FALLBACK_S", 3600.0)
+    await store.threads.open("t", "ceo")
+    await store.batch(
+        [store.runs.insert_op(run_id="r1", agent_id="ceo", thread_id="t", status="running")]
+    )
+    async with store.changes.watch(run_key("r1")) as watch:
+        await asyncio.to_thread(restart_postgres)
+        assert await asyncio.wait_for(watch.wait(), 60)  # listening again: every reader woken
+        log = RunLog(store, "r1", "ceo")
+        log.emit("step.started", {"step": 1, "model": "x:m"})
+        await log.flush()
+        assert await asyncio.wait_for(watch.wait(), 60)
+        assert [e.type for e in await store.events.list("r1")] == ["step.started"]
 
 
 @postgres_only

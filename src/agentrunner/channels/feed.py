@@ -4,11 +4,14 @@ channel's stream works whichever process runs the runs.
 
 Messages (``m_…``) and activity (``a_…``) are keyed by time-ordered ids; a position in the feed
 is the id of the last item read, and reading on gives both from after that moment. A row is
-committed a little after its id is made — a run's events wait up to 20 ms to be written with
-others, and another process's commit may come later still — so each read looks back
+committed a little after its id is made — a run's events wait a few milliseconds to be written
+with others, and another process's commit may come later still — so each read looks back
 ``LOOKBACK_S`` before the position and leaves out what it already gave: a row committed late
 is given late, not lost. Resuming from a position (an SSE ``Last-Event-ID``) gives what came
-after it.
+after it. A follower reads again when a commit says the channel changed (``store/changes``),
+``SETTLE_S`` later — two runs ending at once commit on connections of their own, in either
+order, and a read between the two would give the earlier row late — or after the fallback
+timer.
 """
 
 from __future__ import annotations
@@ -17,15 +20,16 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
+from agentrunner.store.changes import channel_key
 from agentrunner.store.channels import ChannelActivityRow, ChannelMessage
 
 if TYPE_CHECKING:
     from agentrunner.store.store import Store
 
-__all__ = ["LOOKBACK_S", "POLL_S", "ChannelFeed", "FeedItem"]
+__all__ = ["LOOKBACK_S", "SETTLE_S", "ChannelFeed", "FeedItem"]
 
 LOOKBACK_S = 2.0
-POLL_S = 0.2  # how long a follower waits after a read that found nothing
+SETTLE_S = 0.02  # how long a woken follower lets the commits of the same moment land
 FeedItem = ChannelMessage | ChannelActivityRow
 _PREFIXES = ("m_", "a_")
 
@@ -65,15 +69,16 @@ class ChannelFeed:
         self._given = {i: m for i, m in self._given.items() if m >= horizon}
         return read
 
-    async def follow(self, poll_s: float = POLL_S) -> AsyncIterator[tuple[str, FeedItem]]:
+    async def follow(self) -> AsyncIterator[tuple[str, FeedItem]]:
         """Every item from here on as it comes, with the position after it; never ends (what a
         live stream of the channel sends, in whichever form)."""
-        while True:
-            read = await self.read()
-            for entry in read:
-                yield entry
-            if not read:
-                await asyncio.sleep(poll_s)
+        async with self.store.changes.watch(channel_key(self.channel_id)) as watch:
+            while True:
+                read = await self.read()
+                for entry in read:
+                    yield entry
+                if not read and await watch.wait():
+                    await asyncio.sleep(SETTLE_S)
 
     async def _page(
         self,

@@ -238,7 +238,7 @@ class ChannelService:
             self.store,
             runs,
             result={"message_id": message.id, "run_ids": run_ids},
-            with_ops=[self.store.channels.message_op(message)],
+            with_ops=self.store.channels.message_ops(message),
             max_queue=self.max_queue if depth == 0 else None,
             idempotency=idempotency,
             trace_context=trace_context,
@@ -331,7 +331,7 @@ class ChannelService:
             run_id,
             time.time(),
         )
-        await self.store.batch([self.store.channels.message_op(notice)])
+        await self.store.batch(self.store.channels.message_ops(notice))
 
     def _tools(
         self, channel: Channel, trigger: ChannelMessage, agent_id: str, spoke: list[str]

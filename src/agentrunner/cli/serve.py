@@ -67,7 +67,10 @@ def _listen(host: str, port: int) -> socket.socket:
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not left 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
+    # sockets that say so, and accepted ones take it from this one. Left on, an SSE event
+    # written after another waited for the client's delayed ACK, up to 40 ms.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

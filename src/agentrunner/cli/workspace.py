@@ -26,6 +26,9 @@ channels_app = typer.Typer(
     help="Channels: rooms with people and agents as members.", no_args_is_help=True
 )
 T = TypeVar("T")
+# How often `post`/`dm` look whether runs are still queued or running anywhere (a commit in the
+# channel, Ctrl-C or the in-process worker's end wakes them sooner).
+_FOLLOW_S = 0.1
 
 
 def _with_workspace(work: Callable[[Workspace], Awaitable[T]]) -> T:
@@ -323,35 +326,49 @@ async def _settle(ws: Workspace, channel: Channel, posted: Posted, follow: bool)
 async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker | None) -> bool:
     from agentrunner.channels.feed import ChannelFeed
     from agentrunner.cli.activity import ActivityDisplay
+    from agentrunner.store.changes import channel_key
     from agentrunner.store.channels import ChannelMessage
 
     store = ws.runner.store
-    if serving is not None:
-        served = asyncio.ensure_future(serving.run(until_idle=True))
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, interrupted.set)
     feed = ChannelFeed(store, channel.id, after)
     activity = ActivityDisplay()
-    try:
-        while True:
-            if interrupted.is_set() and serving is not None:
-                serving.cancel("Ctrl-C")
-            done = serving is None and (interrupted.is_set() or not await _busy(ws))
-            if serving is not None and served.done():
-                served.result()
-                done = True
-            for _, item in await feed.read(100):
-                if isinstance(item, ChannelMessage):
-                    _print_message(item, channel)
-                else:
-                    activity.show(item.type, item.payload)
-            if done:
-                break
-            await asyncio.sleep(0.1)
-    finally:
-        activity.close()
-        loop.remove_signal_handler(signal.SIGINT)
+    # Woken by a commit in the channel (store/changes), Ctrl-C or the in-process worker's end;
+    # the timer for runs elsewhere that keep the mailboxes busy.
+    async with store.changes.watch(channel_key(channel.id)) as watch:
+        if serving is not None:
+            served = asyncio.ensure_future(serving.run(until_idle=True))
+            served.add_done_callback(lambda _: watch.wake())
+
+        def stop() -> None:
+            interrupted.set()
+            watch.wake()
+
+        loop.add_signal_handler(signal.SIGINT, stop)
+        idle = False  # nothing was queued or running at the last look
+        try:
+            while True:
+                if interrupted.is_set() and serving is not None:
+                    serving.cancel("Ctrl-C")
+                # Idle twice in a row, a wake-up or _FOLLOW_S apart: a reply is posted just
+                # after its run ends (woken by that end, the first look can come between).
+                was_idle, idle = idle, serving is None and not await _busy(ws)
+                done = serving is None and (interrupted.is_set() or (idle and was_idle))
+                if serving is not None and served.done():
+                    served.result()
+                    done = True
+                for _, item in await feed.read(100):
+                    if isinstance(item, ChannelMessage):
+                        _print_message(item, channel)
+                    else:
+                        activity.show(item.type, item.payload)
+                if done:
+                    break
+                await watch.wait(_FOLLOW_S)
+        finally:
+            activity.close()
+            loop.remove_signal_handler(signal.SIGINT)
     if interrupted.is_set() and serving is None:
         err.print("[yellow]stopped following[/] [dim]· a worker is still serving the replies[/]")
     elif interrupted.is_set():

@@ -332,43 +332,50 @@ async def replay(
     sink: Callable[[str, Any], None],
     *,
     follow: bool = False,
-    poll_s: float = 0.2,
 ) -> RunRecord:
     """Pass the job's events, and its delegations' (marked as theirs, as a live caller gets
-    them), to ``sink`` in the order they happened; with ``follow``, as they come, until the job
-    ends. Returns the job's run as it was when its last event had been passed on."""
+    them), to ``sink`` in the order they happened; with ``follow``, as they come (read again
+    when a commit says one of its runs changed: ``store/changes``), until the job ends. Returns
+    the job's run as it was when its last event had been passed on."""
+    from agentrunner.store.changes import Watch, run_key
+
     runs: dict[str, tuple[str, int]] = {}
     seen: dict[str, int] = {}
-    while True:
-        root = await store.runs.get(job_id)
-        if root is None:
-            raise AgentRunnerError(ErrorCode.NOT_FOUND, f"no job '{job_id}'")
-        done = root.status in _SETTLED  # read first: the events read after it are all there
-        if not runs:
-            runs[root.id] = (root.agent_id, 0)
-            seen[root.id] = 0
-        for child in await _descendants(store, root.id):
-            if child.id not in runs:
-                runs[child.id] = (child.agent_id, child.depth)
-                seen[child.id] = 0
-        batch: list[tuple[float, int, str, dict[str, Any], str, int]] = []
-        for run_id, (agent_id, depth) in runs.items():
-            while True:
-                events = await store.events.list(run_id, after=seen[run_id], limit=500)
-                for event in events:
-                    batch.append(
-                        (event.created_at, event.seq, event.type, event.payload, agent_id, depth)
+    async with contextlib.AsyncExitStack() as stack:
+        watch: Watch | None = None
+        if follow:
+            watch = await stack.enter_async_context(store.changes.watch(run_key(job_id)))
+        while True:
+            root = await store.runs.get(job_id)
+            if root is None:
+                raise AgentRunnerError(ErrorCode.NOT_FOUND, f"no job '{job_id}'")
+            done = root.status in _SETTLED  # read first: the events read after it are all there
+            if not runs:
+                runs[root.id] = (root.agent_id, 0)
+                seen[root.id] = 0
+            for child in await _descendants(store, root.id):
+                if child.id not in runs:
+                    runs[child.id] = (child.agent_id, child.depth)
+                    seen[child.id] = 0
+                    if watch is not None:  # its children's commits name it
+                        watch.add(run_key(child.id))
+            batch: list[tuple[float, int, str, dict[str, Any], str, int]] = []
+            for run_id, (agent_id, depth) in runs.items():
+                while True:
+                    events = await store.events.list(run_id, after=seen[run_id], limit=500)
+                    batch.extend(
+                        (e.created_at, e.seq, e.type, e.payload, agent_id, depth) for e in events
                     )
-                if events:
-                    seen[run_id] = events[-1].seq
-                if len(events) < 500:
-                    break
-        batch.sort(key=lambda item: (item[0], item[1]))
-        for _, _, kind, payload, agent_id, depth in batch:
-            sink(kind, from_child(payload, agent_id, depth) if depth else payload)  # type: ignore[arg-type]
-        if done or not follow:
-            return root
-        await asyncio.sleep(poll_s)
+                    if events:
+                        seen[run_id] = events[-1].seq
+                    if len(events) < 500:
+                        break
+            batch.sort(key=lambda item: (item[0], item[1]))
+            for _, _, kind, payload, agent_id, depth in batch:
+                sink(kind, from_child(payload, agent_id, depth) if depth else payload)  # type: ignore[arg-type]
+            if done or watch is None:
+                return root
+            await watch.wait()
 
 
 async def tree_cost(store: Store, run_id: str) -> TreeCost:

@@ -1,14 +1,15 @@
 """REST routes and server-sent event streams.
 
-Event streams tail the stored events, so a stream works whichever process runs the run. Each SSE
-event's ``id`` is its position: a run's sequence number (``/runs``), ``<run id>/<seq>``
-(``/threads``), or a message's or an activity event's id (``/channels``, ``channels.feed``);
-reconnecting with ``Last-Event-ID`` resumes exactly after it.
+Event streams tail the stored events, so a stream works whichever process runs the run: each
+reads what is new when a commit says it changed what it follows (``store/changes``), or after
+its fallback timer. Each SSE event's ``id`` is its position: a run's sequence number
+(``/runs``), ``<run id>/<seq>`` (``/threads``), or a message's or an activity event's id
+(``/channels``, ``channels.feed``); reconnecting with ``Last-Event-ID`` resumes exactly after
+it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -44,6 +45,7 @@ from agentrunner.server.responses import (
     event_stream,
     operation,
 )
+from agentrunner.store.changes import run_key, thread_key
 from agentrunner.store.channels import Channel, ChannelMessage
 from agentrunner.store.records import thread_message_dict
 
@@ -51,7 +53,6 @@ __all__ = ["router", "workspace"]
 
 router = APIRouter()
 T = TypeVar("T")
-POLL_S = 0.05
 MAX_INT = 2**62  # database integers are 64-bit
 TERMINAL = {"completed", "failed", "cancelled"}
 
@@ -331,21 +332,22 @@ async def costs(
 
 async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncIterator[dict[str, Any]]:
     store = ws.runner.store
-    while True:
-        events = await store.events.list(run_id, after=after, limit=500)
-        for event in events:
-            after = event.seq
-            yield {"id": str(event.seq), "event": event.type, "data": json.dumps(event.payload)}
-        if not events:
-            run = await store.runs.get(run_id)
-            finished = run is None or run.status in TERMINAL
-            # Events are written before the run's end, so once it has ended one more read
-            # catches anything committed in between.
-            if finished and not await store.events.list(run_id, after=after, limit=1):
-                end: RunEnd = {"run_id": run_id, "status": run.status if run else None}
-                yield {"event": "run.end", "data": json.dumps(end)}
-                return
-            await asyncio.sleep(POLL_S)
+    async with store.changes.watch(run_key(run_id)) as watch:
+        while True:
+            events = await store.events.list(run_id, after=after, limit=500)
+            for event in events:
+                after = event.seq
+                yield {"id": str(event.seq), "event": event.type, "data": json.dumps(event.payload)}
+            if not events:
+                run = await store.runs.get(run_id)
+                finished = run is None or run.status in TERMINAL
+                # Events are written before the run's end, so once it has ended one more read
+                # catches anything committed in between.
+                if finished and not await store.events.list(run_id, after=after, limit=1):
+                    end: RunEnd = {"run_id": run_id, "status": run.status if run else None}
+                    yield {"event": "run.end", "data": json.dumps(end)}
+                    return
+                await watch.wait()
 
 
 async def _tail_thread(
@@ -354,20 +356,21 @@ async def _tail_thread(
     store = ws.runner.store
     run_after, _, seq_text = position.partition("/")
     seq = int(seq_text) if seq_text.isdigit() else 0
-    while True:
-        progressed = False
-        for row in await store.runs.on_thread_from(thread_id, run_after):
-            start = seq if row["id"] == run_after else 0
-            for event in await store.events.list(row["id"], after=start, limit=1000):
-                progressed = True
-                run_after, seq = row["id"], event.seq
-                yield {
-                    "id": f"{row['id']}/{event.seq}",
-                    "event": event.type,
-                    "data": json.dumps({"run_id": row["id"], **event.payload}),
-                }
-        if not progressed:
-            await asyncio.sleep(POLL_S * 4)
+    async with store.changes.watch(thread_key(thread_id)) as watch:
+        while True:
+            progressed = False
+            for row in await store.runs.on_thread_from(thread_id, run_after):
+                start = seq if row["id"] == run_after else 0
+                for event in await store.events.list(row["id"], after=start, limit=1000):
+                    progressed = True
+                    run_after, seq = row["id"], event.seq
+                    yield {
+                        "id": f"{row['id']}/{event.seq}",
+                        "event": event.type,
+                        "data": json.dumps({"run_id": row["id"], **event.payload}),
+                    }
+            if not progressed:
+                await watch.wait()
 
 
 async def _tail_channel(

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agentrunner.store.changes import channel_key
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import from_json, to_json
 from agentrunner.store.repositories import Repository
@@ -121,6 +122,10 @@ class Channels(Repository):
     async def members(self, channel_id: str) -> list[tuple[str, str]]:
         rows = await self.db.fetch_all(self.sql["member_list"], {"channel_id": channel_id})
         return [(r["member"], r["member_kind"]) for r in rows]
+
+    def message_ops(self, message: ChannelMessage) -> list[Op]:
+        """The message's row, and word of it to the channel's readers (``store/changes``)."""
+        return [self.message_op(message), self.changed_op(channel_key(message.channel_id))]
 
     def message_op(self, message: ChannelMessage) -> Op:
         return self.op(

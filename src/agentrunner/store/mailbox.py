@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrunner.ids import new_id
+from agentrunner.store.changes import channel_key, run_key
 from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.records import from_json, to_json
 from agentrunner.store.repositories import Repository
@@ -141,15 +142,17 @@ class Mailbox(Repository):
                 f"worker {row['worker_id']} stopped renewing its lease; the run was not retried"
             )
             params = {"id": row["id"], "message": message, "now": now}
+            ended: list[Op] = []
+            keys = [run_key(row["id"])]  # its readers learn it ended (store/changes)
             if row["channel_id"]:  # its channel saw it start: it sees it end, once
                 ended = await self._ended_in_channel(row, message, now)
-                try:
-                    await self.db.batch([self.op("run_lease_fail", **params), *ended])
-                    changed = True
-                except GuardRefused:  # another upkeep failed it first
-                    changed = False
-            else:
-                changed = await self.db.execute(self.sql["run_lease_fail"], params) > 0
+                keys.append(channel_key(row["channel_id"]))
+            try:
+                fail = self.op("run_lease_fail", **params)
+                await self.db.batch([fail, *ended, self.changed_op(*keys)])
+                changed = True
+            except GuardRefused:  # another upkeep failed it first
+                changed = False
             if changed and row["thread_id"] and row["worker_id"]:
                 await self.db.execute(
                     self.sql["locks_drop_owner"],
@@ -193,6 +196,7 @@ class Mailbox(Repository):
         Returns ``cancelled``, ``requested`` or ``not_cancellable`` (already finished)."""
         now = time.time()
         if await self.db.execute(self.sql["run_cancel_queued"], {"id": run_id, "now": now}):
+            await self.db.batch([self.changed_op(run_key(run_id))])  # its readers: it ended
             return "cancelled"
         if await self.db.execute(self.sql["run_request_cancel"], {"id": run_id}):
             return "requested"

@@ -13,6 +13,7 @@ from typing import Any
 
 from agentrunner.engine.messages import Message, message_from_dict
 from agentrunner.ids import new_id
+from agentrunner.store.changes import payload
 from agentrunner.store.drivers import Driver, Op
 from agentrunner.store.records import (
     RUN_STATUSES,
@@ -77,6 +78,11 @@ class Repository:
 
     def op(self, query: str, /, **params: Any) -> Op:
         return query, self.sql[query], params
+
+    def changed_op(self, *keys: str) -> Op:
+        """The row that tells the processes tailing the store what its batch changed, when it
+        commits (``store/changes``): one per batch."""
+        return self.op("changes_notify", keys=payload(keys))
 
 
 async def _ids(db: Driver, sql: str, prefix: str, limit: int) -> list[str]:

@@ -8,20 +8,28 @@ begins, a cost is charged, a tool call is made) is its reader's to say (``run_ro
 Writes are ordered write-behind: rows are submitted without waiting (a few milliseconds of
 events at a time, so token bursts share one transaction) and ``flush()`` is awaited only at the
 points that must be durable before going on — before tools execute, and at the end of the run.
+How long rows wait depends on whether anyone tails the store (``store/changes``): nobody, up to
+``FLUSH_DELAY_S``, so a quick turn's rows ride with its durable points; someone (an event
+stream, the dashboard), the first event after ``LIVE_DELAY_S`` without a commit at once (the
+loop's next turn) and the rest at most ``LIVE_DELAY_S`` after the last commit, so an event
+reaches a reader in milliseconds while a token burst still shares transactions.
 A run's writes commit in the order they were made, so events commit in sequence order and a
 reader tailing the table never sees a gap that fills in later; a crash loses at most the last
-unwritten rows, never their order.
+unwritten rows, never their order. A transaction that writes events names what changed (the
+run, and ``changed``: its thread, its parent run; a channel whose rows it writes) for the
+processes tailing the store (``store/changes``): one row per transaction, not per event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentrunner.events import DELTA_TEXT, EventData, EventSink
 from agentrunner.ids import new_id
+from agentrunner.store.changes import payload, run_key
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import to_json
 from agentrunner.store.repositories import today
@@ -33,6 +41,9 @@ __all__ = ["Derive", "RunLog"]
 # (before tools run, the end) flush at once. Batching a few milliseconds of tokens into one
 # transaction is most of what makes a durable turn cheap.
 FLUSH_DELAY_S = 0.02
+# With someone tailing the store: at most one write-behind commit per run this often, the
+# first after a quiet moment at once.
+LIVE_DELAY_S = 0.005
 Derive = Callable[[str, EventData, float], None]
 """Called with each event but the deltas, and the time it was recorded, to add the rows it
 implies (through the log's row methods) to the same batch."""
@@ -46,6 +57,7 @@ class RunLog:
         agent_id: str,
         forward: EventSink | None = None,
         derive: Derive | None = None,
+        changed: Sequence[str] = (),
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -58,9 +70,17 @@ class RunLog:
         self._step_row: dict[str, Any] | None = None  # the step's insert, while still pending
         self._stream: _Stream | None = None  # the delta row still taking deltas
         self._flushing = asyncio.Lock()
-        self._scheduled = False
+        self._timer: asyncio.TimerHandle | asyncio.Handle | None = None  # the next write
         self._tail: asyncio.Future[None] | None = None
+        self._committed = float("-inf")  # when the last commit was asked for (the loop's time)
+        self._listened = store.changes.listened
+        self._told = 0  # the last event whose transaction said so (store/changes)
+        self._also: list[str] = []  # more keys the next transaction changes (a channel's)
         sql = store.sql
+        self._changed = (run_key(run_id), *changed)
+        self._changes_sql = sql["changes_notify"]
+        keys = {"keys": payload(self._changed)}
+        self._changed_op: Op = ("changes_notify", self._changes_sql, keys)
         self._event_sql = sql["event_insert"]
         self._run_message_sql = sql["run_message_insert"]
         self._step_insert_sql = sql["step_insert"]
@@ -104,7 +124,7 @@ class RunLog:
             self.derive(kind, data, now)
         if self.forward is not None:
             self.forward(kind, data)
-        if not self._scheduled:
+        if self._timer is None:
             self._schedule()
 
     def _end_stream(self) -> None:
@@ -122,11 +142,14 @@ class RunLog:
         """A run message that is not an engine event (the system prompt, the user message)."""
         self.run_message(message_type, content, time.time())
 
-    def write(self, rows: list[Op]) -> None:
+    def write(self, rows: list[Op], *, changed: str | None = None) -> None:
         """Write ``rows`` with the run's next batch of events: within ``FLUSH_DELAY_S``, or
-        sooner with the next durable point."""
+        sooner with the next durable point. ``changed``: the key of what they change for
+        readers besides the run (``store/changes``: a channel's feed)."""
         self._pending.extend(rows)
-        if not self._scheduled:
+        if changed is not None:
+            self._also.append(changed)
+        if self._timer is None:
             self._schedule()
 
     def submit(self, rows: list[Op]) -> None:
@@ -148,6 +171,7 @@ class RunLog:
         write of this run; return once it is committed."""
         async with self._flushing:
             ops = self._take_pending()
+            self._committed = asyncio.get_running_loop().time()
             previous, self._tail = self._tail, None
             if previous is not None:
                 await previous
@@ -159,12 +183,20 @@ class RunLog:
         await self.store.batch(rows)
 
     def _schedule(self) -> None:
-        self._scheduled = True
-        asyncio.get_running_loop().call_later(FLUSH_DELAY_S, self._kick)
+        loop = asyncio.get_running_loop()
+        if not self._listened():
+            self._timer = loop.call_later(FLUSH_DELAY_S, self._kick)
+            return
+        delay = self._committed + LIVE_DELAY_S - loop.time()
+        if delay > 0:
+            self._timer = loop.call_later(delay, self._kick)
+        else:
+            self._timer = loop.call_soon(self._kick)
 
     def _kick(self) -> None:
-        self._scheduled = False
+        self._timer = None
         if self._pending:
+            self._committed = asyncio.get_running_loop().time()
             self.submit(self._take_pending())
 
     def _take_pending(self) -> list[Op]:
@@ -173,6 +205,16 @@ class RunLog:
         self._end_stream()
         ops, self._pending = self._pending, []
         self._step_row = None
+        if self._timer is not None:  # what it was to write goes now: the next rows time anew
+            self._timer.cancel()
+            self._timer = None
+        if self.seq != self._told or self._also:  # readers of the run (or a channel) to wake
+            self._told = self.seq
+            if self._also:
+                keys, self._also = [*self._changed, *dict.fromkeys(self._also)], []
+                ops.append(("changes_notify", self._changes_sql, {"keys": payload(keys)}))
+            else:
+                ops.append(self._changed_op)
         return ops
 
     # -- rows beside the events --------------------------------------------------------------

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Sequence
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.store.changes import Changes
 from agentrunner.store.channels import Channels
 from agentrunner.store.company import Company
 from agentrunner.store.drivers import Driver, GuardRefused, Listener, Op, open_driver
@@ -55,6 +56,7 @@ class Store:
         self.task_cache = TaskCacheRows(driver, sql)
         self.idempotency = IdempotencyKeys(driver, sql)
         self.company = Company(driver, sql)
+        self.changes = Changes(driver)  # readers woken by commits, in whichever process
 
     @property
     def dialect(self) -> str:
@@ -105,6 +107,7 @@ class Store:
 
     async def close(self) -> None:
         self.locks.close()
+        await self.changes.close()
         await self.driver.close()
 
 

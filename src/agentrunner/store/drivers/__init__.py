@@ -8,7 +8,7 @@
   ``sqlite_statements`` groups a batch per statement and binds parameters by number;
   ``sqlite_wal`` checkpoints on a thread of its own and keeps the WAL from growing.
 - ``postgres`` (psycopg 3): a connection pool; ``postgres_reconnect`` outlives the server's
-  restarts; ``postgres_listener`` waits for NOTIFYs.
+  restarts; ``postgres_listener`` waits for NOTIFYs (queued runs, changes).
 """
 
 from __future__ import annotations
@@ -16,13 +16,22 @@ from __future__ import annotations
 import sqlite3
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.store.drivers.contract import Driver, Listener, Op, Params
+from agentrunner.store.drivers.contract import (
+    ChangeListener,
+    Deliver,
+    Driver,
+    Listener,
+    Op,
+    Params,
+)
 from agentrunner.store.drivers.errors import DatabaseUnavailable, GuardRefused, is_unavailable
 from agentrunner.store.drivers.postgres import PostgresDriver
 from agentrunner.store.drivers.sqlite import SQLiteDriver
 
 __all__ = [
+    "ChangeListener",
     "DatabaseUnavailable",
+    "Deliver",
     "Driver",
     "GuardRefused",
     "Listener",

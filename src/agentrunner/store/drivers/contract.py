@@ -11,12 +11,12 @@ statement, which rows others reference and so go first.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any, Protocol
 
 from agentrunner.store.sql import SqlSet
 
-__all__ = ["MIGRATIONS_TABLE", "Driver", "Listener", "Op", "Params"]
+__all__ = ["MIGRATIONS_TABLE", "ChangeListener", "Deliver", "Driver", "Listener", "Op", "Params"]
 
 Params = Mapping[str, Any]
 # (the name of its SQL block, that block's SQL in the driver's dialect, its parameters)
@@ -31,6 +31,14 @@ MIGRATIONS_TABLE = (
 class Listener(Protocol):
     async def wait(self, timeout: float) -> bool: ...
 
+    async def close(self) -> None: ...
+
+
+# Called on the loop with the keys of a commit's changes (store/changes), as they arrive.
+Deliver = Callable[[list[str]], None]
+
+
+class ChangeListener(Protocol):
     async def close(self) -> None: ...
 
 
@@ -58,5 +66,9 @@ class Driver(Protocol):
     async def listener(self, channel: str) -> Listener: ...
 
     def notify(self) -> None: ...
+
+    async def changes(self, deliver: Deliver) -> ChangeListener: ...
+
+    def listened(self) -> bool: ...
 
     async def close(self) -> None: ...

@@ -1,6 +1,7 @@
 """The PostgreSQL driver (psycopg 3 and its pool).
 
-Statements run on pooled connections in autocommit mode; a batch is one transaction. The
+Statements run on pooled connections in autocommit mode; a batch is one transaction, its
+statements sent in one pipeline (a settle's dozen rows: three round trips, not fourteen). The
 driver outlives its server's restarts (``postgres_reconnect``): an operation whose connection
 was lost before anything of it could have committed is run again on a new connection, with
 backoff, for up to ``reconnect_s``; then ``DatabaseUnavailable``.
@@ -9,20 +10,40 @@ backoff, for up to ``reconnect_s``; then ``DatabaseUnavailable``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence, Set
 from typing import Any, TypeVar, cast
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.store.drivers.contract import MIGRATIONS_TABLE, Listener, Op, Params
+from agentrunner.store.drivers.contract import (
+    MIGRATIONS_TABLE,
+    ChangeListener,
+    Deliver,
+    Listener,
+    Op,
+    Params,
+)
 from agentrunner.store.drivers.errors import GuardRefused
-from agentrunner.store.drivers.postgres_listener import PostgresListener
+from agentrunner.store.drivers.postgres_listener import (
+    CHANGES_LISTENER,
+    PostgresChanges,
+    PostgresListener,
+)
 from agentrunner.store.drivers.postgres_reconnect import in_transaction, reconnecting
 from agentrunner.store.sql import TABLE_EXISTS, SqlSet
 
 __all__ = ["PostgresDriver"]
 
 T = TypeVar("T")
+# How old the count of the processes listening for changes may be (PostgresDriver.listened).
+LISTENERS_TTL_S = 1.0
+# Every role sees every session in pg_stat_activity, with its application name (were that
+# hidden, writers would keep the 20 ms window: later, never wrong).
+_LISTENERS = (
+    "SELECT count(*) AS listeners FROM pg_stat_activity "
+    "WHERE application_name = %(name)s AND datname = current_database()"
+)
 
 
 class PostgresDriver:
@@ -44,6 +65,9 @@ class PostgresDriver:
         self.url = url
         self.reconnect_s = reconnect_s
         self.guarded: Set[str] = frozenset()
+        self._listeners = 0  # processes listening for changes, as last counted
+        self._counted_at = -LISTENERS_TTL_S
+        self._counting: asyncio.Future[None] | None = None
         self.pool = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -122,8 +146,14 @@ class PostgresDriver:
         guarded = self.guarded
 
         async def run(conn: Any) -> None:
-            for name, sql, params in ops:
-                cursor = await conn.execute(sql, params)
+            if len(ops) == 1:
+                name, sql, params = ops[0]
+                cursors = [await conn.execute(sql, params)]
+            else:  # sent together, answered together: one round trip, not one a statement
+                async with conn.pipeline() as pipeline:
+                    cursors = [await conn.execute(sql, params) for _, sql, params in ops]
+                    await pipeline.sync()
+            for (name, _, params), cursor in zip(ops, cursors, strict=True):
                 if name in guarded and cursor.rowcount == 0:
                     raise GuardRefused(name, params)
 
@@ -165,5 +195,34 @@ class PostgresDriver:
         await listener.connect()
         return listener
 
+    async def changes(self, deliver: Deliver) -> ChangeListener:
+        """LISTEN for the ``NOTIFY`` a commit's ``changes_notify`` row sends as it commits."""
+        listener = PostgresChanges(self.url, "agentrunner_changes", deliver)
+        await listener.start()
+        return listener
+
+    def listened(self) -> bool:
+        """Whether a process tails this database (a connection listens for changes), as
+        counted at most ``LISTENERS_TTL_S`` ago: a stale count is counted again in the
+        background, never waited for."""
+        if time.monotonic() - self._counted_at > LISTENERS_TTL_S and self._counting is None:
+            self._counting = asyncio.ensure_future(self._count_listeners())
+        return self._listeners > 0
+
+    async def _count_listeners(self) -> None:
+        try:
+            row = await self.fetch_one(_LISTENERS, {"name": CHANGES_LISTENER})
+            self._listeners = int(row["listeners"]) if row else 0
+        except Exception:  # the database away: what was counted stands
+            pass
+        finally:
+            self._counted_at = time.monotonic()
+            self._counting = None
+
     async def close(self) -> None:
+        counting, self._counting = self._counting, None
+        if counting is not None:
+            counting.cancel()
+            with contextlib.suppress(BaseException):
+                await counting
         await self.pool.close()

@@ -4,7 +4,9 @@ Statements run directly on the event loop's thread — an append costs tens of m
 less than a hop to a worker thread would — in WAL mode, with ``synchronous=NORMAL`` (durable
 across a process crash; a power loss may drop the last transactions) and a busy timeout for
 other processes' writes. Batches submitted during one turn of the loop share a transaction
-(group commit); checkpoints run on a thread of their own (``sqlite_wal``).
+(group commit); checkpoints run on a thread of their own (``sqlite_wal``). A batch's
+``changes_notify`` rows are not statements: once it commits, their keys are sent to the processes
+listening for changes (``store/wake``), from a thread.
 """
 
 from __future__ import annotations
@@ -15,20 +17,35 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Sequence, Set
+from collections.abc import Iterable, Sequence, Set
 from pathlib import Path
 from typing import Any
 
-from agentrunner.store.drivers.contract import MIGRATIONS_TABLE, Listener, Op, Params
+from agentrunner.store.drivers.contract import (
+    MIGRATIONS_TABLE,
+    ChangeListener,
+    Deliver,
+    Listener,
+    Op,
+    Params,
+)
 from agentrunner.store.drivers.errors import GuardRefused
 from agentrunner.store.drivers.sqlite_statements import bind, bind_many, grouped
 from agentrunner.store.drivers.sqlite_wal import WAL_KEEP_BYTES, Checkpointer
 from agentrunner.store.sql import TABLE_EXISTS, SqlSet
-from agentrunner.store.wake import SocketListener, notify_sockets
+from agentrunner.store.wake import (
+    SEPARATOR,
+    ChangeSocket,
+    SocketListener,
+    listened,
+    notify_changes,
+    notify_sockets,
+)
 
 __all__ = ["SQLiteDriver"]
 
 _SOCKET_DIR_MAX = 72  # a socket's own name ("<pid>-<id>.sock") needs the rest of 107 bytes
+CHANGES = "changes_notify"  # a batch's row naming what it changed, for listeners (store/changes)
 
 
 def _null(value: None) -> None:
@@ -80,6 +97,8 @@ class SQLiteDriver:
         ):
             self._conn.execute(f"PRAGMA {pragma}")
         self._waiting: list[tuple[Sequence[Op], asyncio.Future[None]]] = []
+        self._changes_dir: Path | None = None
+        self._deliver: Deliver | None = None  # an in-memory database's one listener
         self._checkpointer: Checkpointer | None = None
         if path != ":memory:":
             self._conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -135,7 +154,9 @@ class SQLiteDriver:
         if self._waiting:
             await self.submit(ops)
             return
-        self._transaction(ops)
+        changed = self._transaction(ops)
+        if changed:
+            self._publish(changed)
         self._after_commit()
 
     def submit(self, ops: Sequence[Op]) -> asyncio.Future[None]:
@@ -153,18 +174,22 @@ class SQLiteDriver:
         if not waiting:  # committed already, by close
             return
         try:
-            self._transaction([op for ops, _ in waiting for op in ops])
+            changed = self._transaction([op for ops, _ in waiting for op in ops])
         except Exception:
             for ops, future in waiting:
                 try:
-                    self._transaction(ops)
+                    changed = self._transaction(ops)
                 except Exception as exc:
                     _settle(future, exc)
                 else:
+                    if changed:
+                        self._publish(changed)
                     _settle(future, None)
             return
         for _, future in waiting:
             _settle(future, None)
+        if changed:
+            self._publish(changed)
         self._after_commit()
 
     def _after_commit(self) -> None:
@@ -172,14 +197,18 @@ class SQLiteDriver:
         if checkpointer is not None and checkpointer.restart_due:
             checkpointer.rewind(self._conn)
 
-    def _transaction(self, ops: Sequence[Op]) -> None:
+    def _transaction(self, ops: Sequence[Op]) -> list[str] | None:
+        """Commit ``ops``; the keys its ``changes_notify`` rows name, for after the commit."""
         cursor = self._cursor
         guarded = self.guarded
+        changed = None
         cursor.execute("BEGIN IMMEDIATE")
         try:
             # Each statement's rows go through one executemany (a burst of events is one call).
             for name, sql, rows in grouped(ops):
-                if name in guarded:  # row by row, so a refusal names its row
+                if name == CHANGES:
+                    changed = [key for row in rows for key in row["keys"].split(SEPARATOR)]
+                elif name in guarded:  # row by row, so a refusal names its row
                     for row in rows:
                         if cursor.execute(*bind(sql, row)).rowcount == 0:
                             raise GuardRefused(name, row)
@@ -191,6 +220,17 @@ class SQLiteDriver:
             cursor.execute("ROLLBACK")
             raise
         cursor.execute("COMMIT")
+        return changed
+
+    def _publish(self, keys: Iterable[str]) -> None:
+        """Tell the processes listening for changes (this one's own, in memory) what a commit
+        changed; nothing here waits for them."""
+        deliver = self._deliver
+        if self.path == ":memory:":
+            if deliver is not None:
+                asyncio.get_running_loop().call_soon(deliver, list(keys))
+            return
+        notify_changes(self.changes_dir, keys)
 
     async def migrate(self, sql: SqlSet) -> list[int]:
         conn = self._conn
@@ -227,16 +267,39 @@ class SQLiteDriver:
         """Wake this machine's idle workers (SQLite has no NOTIFY)."""
         notify_sockets(self.wake_dir)
 
+    async def changes(self, deliver: Deliver) -> ChangeListener:
+        """This process's socket for changes; an in-memory database delivers in-process."""
+        if self.path == ":memory:":
+            self._deliver = deliver
+            return _InMemory(self)
+        return ChangeSocket(self.changes_dir, deliver)
+
+    def listened(self) -> bool:
+        """Whether a process tails this database (it has a socket for changes): one ``stat``."""
+        if self.path == ":memory:":
+            return self._deliver is not None
+        return listened(self.changes_dir)
+
     @property
     def wake_dir(self) -> Path:
         """Where this database's workers listen: beside it, unless that path is too long for a
         Unix socket's address (108 bytes on Linux), then in the temporary directory under a
         name derived from the database's path — the same for every process that opens it."""
-        beside = Path(f"{self.path}.wake")
+        return self._socket_dir("wake")
+
+    @property
+    def changes_dir(self) -> Path:
+        """Where processes tailing this database listen for changes (as ``wake_dir``)."""
+        if self._changes_dir is None:
+            self._changes_dir = self._socket_dir("changes")
+        return self._changes_dir
+
+    def _socket_dir(self, kind: str) -> Path:
+        beside = Path(f"{self.path}.{kind}")
         if len(os.fsencode(beside.absolute())) <= _SOCKET_DIR_MAX:
             return beside
         digest = hashlib.sha256(os.fsencode(Path(self.path).absolute())).hexdigest()[:20]
-        return Path(tempfile.gettempdir()) / f"agentrunner-wake-{digest}"
+        return Path(tempfile.gettempdir()) / f"agentrunner-{kind}-{digest}"
 
     async def close(self) -> None:
         """Commit what was submitted (a batch the database refuses is failed), then close. What
@@ -259,3 +322,13 @@ def _settle(future: asyncio.Future[None], exc: Exception | None) -> None:
         future.set_result(None)
     else:
         future.set_exception(exc)
+
+
+class _InMemory:
+    """An in-memory database's listener: its commits deliver to it directly."""
+
+    def __init__(self, driver: SQLiteDriver) -> None:
+        self._driver = driver
+
+    async def close(self) -> None:
+        self._driver._deliver = None

@@ -51,3 +51,8 @@ SELECT id FROM runs WHERE starts_with(id, :prefix) ORDER BY id LIMIT :limit;
 -- a row lock would not serialise them. Taken in the hold's own transaction (released at its
 -- end), before the statement whose snapshot must include every earlier hold.
 SELECT pg_advisory_xact_lock(727274002);
+
+-- name: changes_notify
+-- What a commit changed (store/changes), for the processes tailing the store: sent when it
+-- commits, one per transaction whatever the number of rows.
+SELECT pg_notify('agentrunner_changes', :keys);

@@ -208,6 +208,12 @@ FROM run_messages WHERE run_id = :run_id ORDER BY id;
 INSERT INTO events (run_id, seq, type, payload, created_at)
 VALUES (:run_id, :seq, :type, :payload{json}, :now);
 
+-- name: changes_notify
+-- A row of a batch naming what it changed (store/changes): its keys, one per line. Not run on
+-- SQLite: the driver sends them to the listening processes once the batch commits.
+-- PostgreSQL's block (postgres.sql) sends a NOTIFY with the transaction.
+SELECT :keys;
+
 -- name: event_list
 SELECT run_id, seq, type, payload, created_at FROM events
 WHERE run_id = :run_id AND seq > :after ORDER BY seq LIMIT :limit;
