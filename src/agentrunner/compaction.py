@@ -24,8 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import orjson
-
 from agentrunner.engine.budget import (
     DEFAULT_OUTPUT_CAP,
     estimate_input_tokens,
@@ -43,6 +41,7 @@ from agentrunner.engine.messages import (
 )
 from agentrunner.engine.turn import TurnLimits
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.json_text import json_text
 from agentrunner.store.records import ThreadSummary
 
 if TYPE_CHECKING:
@@ -487,7 +486,7 @@ def _line(seq: int, message: Message) -> str:
     assert isinstance(message, AssistantMessage)
     said = [f"#{seq} assistant: {message.text}"] if message.text else []
     for call in message.tool_calls:
-        arguments = orjson.dumps(call.arguments).decode()
+        arguments = json_text(call.arguments)
         said.append(f"#{seq} assistant called {call.name} {arguments}")
     return "\n".join(said) or f"#{seq} assistant: (nothing)"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,7 +62,10 @@ class IdempotencyKey:
                 f"must be 1 to {MAX_KEY_CHARS} printable ASCII characters",
                 "Use a UUID: a new one for each new request, the same one for its retries.",
             )
-        encoded = orjson.dumps(request, option=orjson.OPT_SORT_KEYS, default=str)
+        try:
+            encoded = orjson.dumps(request, option=orjson.OPT_SORT_KEYS, default=str)
+        except orjson.JSONEncodeError:  # an integer past 64 bits: the same request, same text
+            encoded = json.dumps(request, sort_keys=True, default=str).encode()
         return cls(scope, key, hashlib.sha256(encoded).hexdigest())
 
 

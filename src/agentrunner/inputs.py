@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.json_text import json_bytes
 
 __all__ = [
     "ID_PATTERN",
@@ -96,7 +97,7 @@ def input_problem(value: Mapping[str, Any], max_bytes: int | None = MAX_INPUT_BY
     import orjson
 
     try:
-        size = len(orjson.dumps(value, default=str))
+        size = len(json_bytes(value, default=str))
     except orjson.JSONEncodeError as exc:  # an integer past 64 bits, say
         return f"cannot be written as JSON: {exc}"
     if size > max_bytes:

@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, TextIO
 
-import orjson
+from agentrunner.json_text import json_text
 
 __all__ = ["LOG_FORMATS", "JsonFormatter", "RunContext", "current_run", "in_run", "use_format"]
 
@@ -79,7 +79,7 @@ class JsonFormatter(logging.Formatter):
                 line[key] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(line, default=str).decode()
+        return json_text(line, default=str)
 
 
 _installed: logging.Handler | None = None

@@ -20,6 +20,7 @@ from agentrunner.compose import runner_with_tasks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import EventData
+from agentrunner.json_text import json_bytes, loads_exact
 from agentrunner.runner import AgentRunner, RunAgentOverrides
 from agentrunner.tasks import TaskRunner
 
@@ -46,7 +47,7 @@ class StdioServer:
 
     def write(self, message: dict[str, Any]) -> None:
         # One event loop thread writes whole lines, so messages never interleave.
-        self._output.write(orjson.dumps(message, default=str) + b"\n")
+        self._output.write(json_bytes(message, default=str) + b"\n")
         self._output.flush()
 
     async def serve(self, reader: asyncio.StreamReader) -> None:
@@ -59,7 +60,7 @@ class StdioServer:
 
     def handle_line(self, line: bytes) -> None:
         try:
-            request = orjson.loads(line)
+            request = loads_exact(line)
         except orjson.JSONDecodeError as exc:
             self._error(None, _invalid(f"the line is not JSON ({exc})"))
             return

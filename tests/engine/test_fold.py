@@ -136,3 +136,25 @@ async def test_a_part_that_changes_kind_is_an_unreadable_response() -> None:
             "message": "anthropic sent text for part 0, which began as a tool call",
         }
     )
+
+
+@pytest.mark.parametrize("number", [2**64, -(10**25)])
+async def test_an_anthropic_tool_call_keeps_an_integer_past_64_bits_streamed_or_not(
+    number: int,
+) -> None:
+    """JSON takes any integer: the tool gets the one the model wrote, not a float near it."""
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "count", "input": {"n": number}}
+    body = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-mock",
+        "content": [tool_use],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 3, "output_tokens": 2},
+    }
+    unstreamed = await replay("anthropic", stream=False, body=body)
+    streamed = await replay("anthropic", stream=True, body=as_stream("anthropic", body))
+    for replayed in (unstreamed, streamed):
+        [call] = replayed.response.message.tool_calls
+        assert call.arguments == {"n": number} and isinstance(call.arguments["n"], int)

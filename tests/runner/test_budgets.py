@@ -9,6 +9,7 @@ and summed: the invariant is over every run, not one run's value.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -17,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from agentrunner import AgentRunner
+from agentrunner import AgentRunner, RunAgentOverrides
 from agentrunner.compose import open_runner as open_project_runner
+from agentrunner.engine import AssistantMessage, ToolResult
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from tests.runner.conftest import CONFIG, Agent
@@ -235,3 +237,43 @@ def test_processes_sharing_a_database_share_its_daily_budget(
 
     spent = asyncio.run(check())
     assert 0 < spent <= 400_000
+
+
+@pytest.mark.parametrize("number", [2**64, -(10**30) - 7])
+async def test_a_tool_call_with_an_integer_past_64_bits_is_run_priced_and_kept(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    mock_server: Any,
+    number: int,
+) -> None:
+    # JSON takes any integer; a model may send one past 64 bits (an id, a big sum). The request
+    # sized for its budget hold, the message stored and the history sent again all carry it.
+    from agentrunner.engine import tool
+
+    seen: list[int] = []
+
+    @tool
+    async def add_one(n: int) -> str:
+        """Adds one."""
+        seen.append(n)
+        return str(n + 1)
+
+    configure(project, mock_server, "per_run_usd = 1.0\nper_agent_daily_usd = 5.0")
+    agent("counter", "model: mockai:gpt-pricey")
+    mock.queue(Reply(tool_calls=[("add_one", f'{{"n": {number}}}')]), Reply(text="done"))
+    runner: AgentRunner = await open_runner()
+    done = await runner.run_agent(
+        "counter", "t", "add one", overrides=RunAgentOverrides(tools=(add_one,))
+    )
+    assert done.stop_reason == "end_turn" and seen == [number]
+    # The history sent with the second request carries the number as the model wrote it.
+    sent = mock.requests[-1].body["messages"]
+    said = next(m for m in sent if m.get("tool_calls"))["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(said) == {"n": number}
+    stored = [m for _, m, _, _ in await runner.store.messages.page("t")]
+    call = next(m for m in stored if isinstance(m, AssistantMessage) and m.tool_calls)
+    assert call.tool_calls[0].arguments == {"n": number}
+    assert next(m for m in stored if isinstance(m, ToolResult)).content == str(number + 1)
+    assert (await spend(runner))["counter"] > 0

@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-import orjson
-
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -30,6 +28,7 @@ from agentrunner.engine.messages import (
     Usage,
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.json_text import json_bytes
 
 if TYPE_CHECKING:
     from agentrunner.engine.models import ResolvedModel
@@ -303,10 +302,10 @@ def fixed_request_bytes(tools: Sequence[Any], output_schema: Mapping[str, Any] |
     """The bytes every request of a turn carries besides its messages: tool definitions and
     the output schema (measured once per turn)."""
     size = sum(
-        len(t.name) + len(t.description) + len(orjson.dumps(dict(t.parameters))) for t in tools
+        len(t.name) + len(t.description) + len(json_bytes(dict(t.parameters))) for t in tools
     )
     if output_schema is not None:
-        size += len(orjson.dumps(dict(output_schema)))
+        size += len(json_bytes(dict(output_schema)))
     return size
 
 
@@ -335,7 +334,7 @@ def _message_bytes(message: Message) -> int:
     if isinstance(message, AssistantMessage):
         size = _utf8_bytes(message.text)
         for call in message.tool_calls:
-            size += len(call.id) + len(call.name) + len(orjson.dumps(call.arguments))
+            size += len(call.id) + len(call.name) + len(json_bytes(call.arguments))
             size += _TOOL_CALL_FRAMING
         for thought in message.thinking:
             size += _utf8_bytes(thought.text) + len(thought.signature or "")

@@ -19,16 +19,15 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import httpx2
-import orjson
 
 from agentrunner.engine.failures import FailureKind, ProviderError, http_error, parse_retry_after
 from agentrunner.engine.fold import DeltaSink, ResponseFold
 from agentrunner.engine.http_pool import provider_transport
-from agentrunner.engine.json_text import json_bytes
 from agentrunner.engine.messages import ModelRequest, ModelResponse
 from agentrunner.engine.secrets import REDACTED, spellings
 from agentrunner.engine.sse import SSEDecoder
 from agentrunner.errors import AgentRunnerError
+from agentrunner.json_text import json_bytes, loads_exact
 
 __all__ = ["HttpModelClient", "ModelClient", "Wire"]
 
@@ -118,7 +117,7 @@ class HttpModelClient:
                 if response.status_code >= 400:
                     raise self._http_error(response)
                 # JSON is UTF-8 (RFC 8259): orjson reads it without httpx2's encoding guess.
-                self._wire.fold_body(orjson.loads(response.content), fold)
+                self._wire.fold_body(loads_exact(response.content), fold)
                 return fold.result()
             async with self._client.stream("POST", url, content=content) as response:
                 if response.status_code >= 400:

@@ -38,7 +38,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from opentelemetry import context, propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import NoOpMeter
@@ -58,6 +57,7 @@ from agentrunner.engine.messages import (
 from agentrunner.engine.metrics import Metrics
 from agentrunner.engine.tools import ToolDenied
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.json_text import json_text
 
 if TYPE_CHECKING:
     from agentrunner.engine.failures import ProviderError
@@ -476,9 +476,7 @@ class Tracing:
         }
         if self.capture_content:
             attributes[TOOL_ARGUMENTS] = self._scrub(
-                call.raw_arguments
-                if call.raw_arguments is not None
-                else orjson.dumps(call.arguments).decode()
+                call.raw_arguments if call.raw_arguments is not None else json_text(call.arguments)
             )
         scope = _RUN.get()
         agent = (scope.agent_id, scope.name) if scope else None
@@ -553,7 +551,7 @@ class Tracing:
         return measure if measure is not None and measure.span is span else None
 
     def _json(self, value: Sequence[Any]) -> str:
-        return self._scrub(orjson.dumps(value).decode())
+        return self._scrub(json_text(value))
 
     def _scrub(self, text: str) -> str:
         return self.secrets.scrub(text) if self.secrets else text

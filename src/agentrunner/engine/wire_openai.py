@@ -20,7 +20,6 @@ import orjson
 
 from agentrunner.engine.failures import FailureKind, ProviderError, stream_error
 from agentrunner.engine.fold import ResponseFold
-from agentrunner.engine.json_text import json_text
 from agentrunner.engine.messages import (
     AssistantMessage,
     FinishReason,
@@ -28,6 +27,7 @@ from agentrunner.engine.messages import (
     ToolResult,
     UserMessage,
 )
+from agentrunner.json_text import json_text
 
 __all__ = ["OpenAIWire", "is_strict_schema"]
 

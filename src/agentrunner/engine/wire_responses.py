@@ -36,7 +36,6 @@ import orjson
 
 from agentrunner.engine.failures import stream_error
 from agentrunner.engine.fold import ResponseFold
-from agentrunner.engine.json_text import json_text
 from agentrunner.engine.messages import (
     AssistantMessage,
     ModelRequest,
@@ -45,6 +44,7 @@ from agentrunner.engine.messages import (
     UserMessage,
 )
 from agentrunner.engine.wire_openai import is_strict_schema
+from agentrunner.json_text import json_text
 
 __all__ = ["ResponsesWire", "reasons"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
+from agentrunner.json_text import json_text, loads_exact
 
 if TYPE_CHECKING:
     from agentrunner.engine.messages import Message
@@ -29,14 +29,14 @@ __all__ = [
 def from_json(value: Any) -> Any:
     """JSON columns come back as text from SQLite and parsed from PostgreSQL."""
     if isinstance(value, str):
-        return orjson.loads(value)
+        return loads_exact(value)
     return value
 
 
 def to_json(value: Any) -> str | None:
     if value is None:
         return None
-    return orjson.dumps(value, default=str).decode()
+    return json_text(value, default=str)
 
 
 @dataclass(slots=True)

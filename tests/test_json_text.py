@@ -1,4 +1,4 @@
-"""JSON text for providers: the standard library's text, whatever the value."""
+"""JSON text: the standard library's text, whatever the value, read back exactly."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentrunner.engine.json_text import json_bytes, json_text
+from agentrunner.json_text import json_bytes, json_text, loads_exact
 
 
 def standard(value: Any) -> str:
@@ -33,3 +33,19 @@ def test_what_neither_can_write_fails_as_the_standard_library_does() -> None:
         json_bytes({"when": object()})
     with pytest.raises(TypeError):
         json_text({"when": object()})
+
+
+@pytest.mark.parametrize("number", [2**64, -(10**30) - 7, 9_223_372_036_854_775_807])
+def test_integers_of_any_size_read_back_exactly(number: int) -> None:
+    text = json_text({"n": number, "when": object()}, default=lambda _: "later")
+    assert loads_exact(text) == {"n": number, "when": "later"}
+    assert loads_exact(text.encode()) == {"n": number, "when": "later"}
+    assert isinstance(loads_exact(text)["n"], int)
+
+
+def test_text_without_long_numbers_reads_as_before() -> None:
+    assert loads_exact('{"a": 1.5, "b": "12345678901234567"}') == {
+        "a": 1.5,
+        "b": "12345678901234567",
+    }
+    assert loads_exact(b'[1, "a digit run of 19 in a string: 1234567890123456789"]')[0] == 1
