@@ -35,10 +35,10 @@ The engine emits them through the `emit(kind, data)` callback of a turn (`Engine
 `AgentRunner.run_agent` persists them in order with a per-run sequence number (the `events`
 table) and forwards each to the callbacks as it happens. Deltas are stored merged: the
 `agent.token` (or `agent.thinking`) deltas that follow each other before the run's next write —
-within 20 ms, or a durable point — are one row whose text is theirs joined, so a long answer is a
-few rows rather than hundreds. Callbacks (and so the CLI and the OpenAI-compatible endpoint)
-still get every delta; the HTTP event streams, which read the table, get the merged ones — join
-the texts either way.
+within 20 ms (5 ms while someone follows the store live), or a durable point — are one row whose
+text is theirs joined, so a long answer is a few rows rather than hundreds. Callbacks (and so
+the CLI and the OpenAI-compatible endpoint) still get every delta; the HTTP event streams, which
+read the table, get the merged ones — join the texts either way.
 
 Each type's data has a typed shape in Python, a `TypedDict` of `agentrunner.events` (at run
 time a plain `dict`); this page is generated from them. `typed(kind, data)` pairs a type with

@@ -33,6 +33,7 @@ from pathlib import Path
 
 __all__ = [
     "ALL",
+    "SEPARATOR",
     "ChangeSocket",
     "SocketListener",
     "listened",
