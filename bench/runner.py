@@ -420,6 +420,9 @@ def main() -> None:
         endpoint = f"http://127.0.0.1:{receiver.stdout.readline().strip()}"
         with mock_provider() as url:
             results = asyncio.run(run(args, url, endpoint))
+        from agentrunner.compose import send_telemetry
+
+        send_telemetry()  # the last metrics while the receiver answers, not at exit without it
     finally:
         receiver.terminate()
         receiver.wait(timeout=10)
