@@ -109,10 +109,41 @@ def test_the_environment_variable_chooses_json_too_and_text_is_as_before(
     ]  # no log line: INFO is not shown as text, as before
 
 
-@pytest.mark.parametrize("how", ["option", "environment"])
+@pytest.mark.parametrize(
+    "typed",
+    [
+        ("post", "team", "Remember the code", "--log-format", "json"),  # appended, as typed
+        ("post", "--log-format=json", "team", "Remember the code"),
+    ],
+)
+def test_the_log_format_may_follow_the_command(
+    team: Path, agent: Agent, mock: MockProvider, typed: tuple[str, ...]
+) -> None:
+    _decide(team, agent, mock)
+    done = _cli(team, *typed)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    runs = _runs(team)
+    assert {(line["agent"], line["run_id"]) for line in lines} == {
+        ("ann", runs["ann"]),
+        ("bob", runs["bob"]),
+    }
+    # after `--`, the option's own words are a message, not an option
+    mock.queue(Reply(text="a flag?"), model="ann-mock")
+    mock.queue(Reply(tool_calls=[("do_nothing", {})]), Reply(text=""), model="bob-mock")
+    said = _cli(team, "post", "team", "--", "--debug")
+    assert said.returncode == 0, said.stderr
+    assert "DEBUG" not in said.stderr and not said.stderr.lstrip().startswith("{")
+    shown = _cli(team, "channels", "show", "team")
+    assert "--debug" in shown.stdout and "a flag?" in shown.stdout
+
+
+@pytest.mark.parametrize("how", ["option", "option after the command", "environment"])
 def test_an_unknown_log_format_is_refused_naming_the_choices(tmp_path: Path, how: str) -> None:
     if how == "option":
         done = _cli(tmp_path, "--log-format", "yaml", "status")
+    elif how == "option after the command":
+        done = _cli(tmp_path, "status", "--log-format", "yaml")
     else:
         done = _cli(tmp_path, "status", AGENTRUNNER_LOG_FORMAT="yaml")
     assert done.returncode == 2

@@ -43,11 +43,34 @@ def _after_telemetry(status: int | str | None) -> int | str | None:
     return status if sent or status not in (0, None) else 130
 
 
+def _global_first(args: list[str]) -> list[str]:
+    """``--debug`` and ``--log-format`` wherever they were typed, moved before the command (as
+    ``agentrunner run ceo hi --debug``, appended to a command line, is typed), up to ``--``."""
+    ahead: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg == "--debug" or arg.startswith("--log-format="):
+            ahead.append(arg)
+        elif arg == "--log-format":
+            ahead += args[i : i + 2]
+            i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return ahead + rest
+
+
 def _main(args: list[str]) -> None:
     from agentrunner.cli import console
     from agentrunner.cli.app import app
     from agentrunner.errors import AgentRunnerError
 
+    args = _global_first(args)
     console.state.debug = "--debug" in args or os.environ.get("AGENTRUNNER_DEBUG") == "1"
     try:
         app(args=args, prog_name="agentrunner")
