@@ -2,7 +2,8 @@
 rows, steps, run messages, events, costs, messages) against an engine-only turn and against the
 bare loop (bench/engine.py's floor: a hand-written httpx2 loop doing the same turn), in the same
 process, interleaved. One turn = 2 model requests + 1 tool call against the mock provider at
-0 ms in its own process. The durable turn also with telemetry on (issue 26), with the daily
+0 ms in its own process. The durable turn also with telemetry on (issue 26), the same with the
+API's no-op tracer and meter (agentrunner's own part of telemetry's cost), with the daily
 budgets set ([budgets] per_agent_daily_usd and global_daily_usd, priced model: each request
 holds its worst case first), and with both, interleaved with the others: its spans made and
 sent over OTLP/HTTP, in batches, to a local receiver in a process of its own (it answers as a
@@ -231,6 +232,18 @@ def checkpoint(runner: Any) -> None:
         conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
+def no_op_tracing() -> Any:
+    """Telemetry on with the OpenTelemetry API's no-op tracer and meter: what agentrunner
+    itself does for its spans and metrics, without the SDK's making, recording and exporting."""
+    from opentelemetry.metrics import NoOpMeter
+    from opentelemetry.trace import NoOpTracer
+
+    from agentrunner.engine.metrics import Metrics
+    from agentrunner.engine.tracing import Tracing
+
+    return Tracing(NoOpTracer(), metrics=Metrics(NoOpMeter("bench")))
+
+
 def bench_engine(url: str) -> Any:
     """The engine-only side: an engine of its own, made from the runner's config text, so both
     sides resolve, call and price the model alike (pricing is the engine's work, not the
@@ -282,6 +295,10 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
         root = Path(tmp)
         runners = {f"durable c={c}": await open_bench_runner(root / f"off{c}", url) for c in levels}
         runners["durable otel c=1"] = await open_bench_runner(root / "on", url, telemetry)
+        # agentrunner's own part of telemetry's cost: its spans and measurements made, through
+        # the OpenTelemetry API, on a tracer and a meter that do nothing (the API's no-ops)
+        runners["durable otel no-op c=1"] = await open_bench_runner(root / "noop", url, telemetry)
+        runners["durable otel no-op c=1"].engine.tracing = no_op_tracing()
         runners["durable budgets c=1"] = await open_bench_runner(
             root / "budgets", url, BUDGETS, priced=True
         )
@@ -300,7 +317,7 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
             listeners.append(listener)
             assert listener.stdout is not None and listener.stdout.readline().strip() == "listening"
         traced = {key for key, r in runners.items() if r.engine.tracing is not None}
-        assert traced == {"durable otel c=1", "durable otel+budgets c=1"}
+        assert traced == {"durable otel c=1", "durable otel no-op c=1", "durable otel+budgets c=1"}
         from opentelemetry import trace
 
         flush = getattr(trace.get_tracer_provider(), "force_flush", None)
@@ -516,7 +533,7 @@ def main() -> None:
     off = results["durable c=1"]
     added: dict[str, dict[str, float]] = {}
     rows = []
-    for name in ("otel", "budgets", "otel+budgets"):
+    for name in ("otel", "otel no-op", "budgets", "otel+budgets"):
         on = results[f"durable {name} c=1"]
         added[name] = {
             "time_us": (on["median_ms"] - off["median_ms"]) * 1000,

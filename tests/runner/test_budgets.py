@@ -91,6 +91,14 @@ async def test_one_reply_cannot_overshoot_the_run_budget(
             "the daily budget of agent 'writer' of $0.0300",
             "next day",
         ),
+        # a daily budget with room for the whole reply: the run's own still lowers the cap
+        (
+            "per_run_usd = 0.05\nper_agent_daily_usd = 10.0",
+            "the per-run budget of $0.0500",
+            "max_budget_usd",
+        ),
+        # a daily budget alone, without room for the whole reply: it lowers the cap
+        ("per_agent_daily_usd = 0.03", "the daily budget of agent 'writer' of $0.0300", "next day"),
     ],
 )
 async def test_a_reply_cut_off_names_the_budget_that_cut_it(

@@ -32,7 +32,7 @@ from agentrunner.json_text import json_bytes
 
 if TYPE_CHECKING:
     from agentrunner.engine.models import ResolvedModel
-    from agentrunner.engine.pricing import PriceBook
+    from agentrunner.engine.pricing import PriceBook, Rates
 
 __all__ = [
     "DAILY_BUDGET_HINT",
@@ -186,7 +186,9 @@ class Reservation:
     lowered: bool  # the cap is lower than the agent's own: the budget set it
     input_tokens: int  # the estimate it was made with
     hold: object | None  # the external budget's part
-    budget: Allowance  # the tightest budget when it was made: the one that set the cap
+    # The tightest budget when it was made, the one that set the cap; None when the request's
+    # whole cap was held at once, no budget read (none lowered it).
+    budget: Allowance | None
 
 
 class BudgetGate:
@@ -225,6 +227,10 @@ class BudgetGate:
 
     async def _reserve(self, model: ResolvedModel, request: ModelRequest) -> Reservation | None:
         rates = self.prices.rates(model.provider.name, model.name)
+        if self.external is not None and rates is not None and not rates.free:
+            whole = await self._reserve_whole(model, request, rates)
+            if whole is not None:
+                return whole
         waited, pause = 0.0, 0.02
         while True:
             external = await self.external.allowance() if self.external is not None else None
@@ -267,6 +273,33 @@ class BudgetGate:
                 self.tracker.release(worst)  # another run took part of it meanwhile: look again
                 continue
             return Reservation(model.ref, worst, cap, cap < wanted, tokens, hold, allowance)
+
+    async def _reserve_whole(
+        self, model: ResolvedModel, request: ModelRequest, rates: Rates
+    ) -> Reservation | None:
+        """The request's worst case at its whole output cap, held if every budget has room
+        for it: the external budget's hold checks its limits itself, in the same transaction,
+        so what it has left need not be read first (one statement fewer a request, the
+        common case far from a limit). None when a budget would lower the cap, or is used
+        up: the caller reads what is left and decides (a lower cap, a wait, an error)."""
+        tokens = self.input_tokens(model.ref, request)
+        wanted = request.max_output_tokens or DEFAULT_OUTPUT_CAP
+        input_cost = rates.input_micros(tokens)
+        own = self.tracker.allowance()
+        if own is not None and rates.output_tokens_within(own.left - input_cost, tokens) < wanted:
+            return None
+        worst = input_cost + rates.output_micros(wanted, tokens)
+        assert self.external is not None
+        self.tracker.hold(worst)
+        try:
+            hold = await self.external.hold(worst)
+        except BaseException:
+            self.tracker.release(worst)
+            raise
+        if hold is None:
+            self.tracker.release(worst)
+            return None
+        return Reservation(model.ref, worst, wanted, False, tokens, hold, None)
 
     def tightest(self, external: Allowance | None = None) -> Allowance | None:
         """The budget with the least left: the run's (or a caller's), or ``external``."""
@@ -373,6 +406,7 @@ def budget_exceeded(allowance: Allowance, needed: int | None = None) -> AgentRun
 def budget_cut_off(held: Reservation) -> str:
     """Why a reply stopped at the output cap its budget set: the budget, its limit, its spend."""
     budget = held.budget
+    assert budget is not None, "a cap no budget lowered cuts nothing off"
     return (
         f"the reply was cut off at {held.cap} output tokens, all that "
         f"{budget.label} of {_usd(budget.limit)} had left room for ({_usd(budget.spent)} "

@@ -413,7 +413,7 @@ class _TurnRun:
             ErrorCode.BUDGET_EXCEEDED,
             budget_cut_off(held),
             "budget_exceeded",
-            hint=held.budget.hint,
+            hint=held.budget.hint if held.budget is not None else None,
         )
 
     def on_delta(self, delta: Delta) -> None:
