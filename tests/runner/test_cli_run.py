@@ -99,6 +99,34 @@ def test_runs_list_and_show_tell_the_story(
         assert fragment in out, fragment
 
 
+@pytest.mark.parametrize("answer", ["Two lines:\nsecond " + "word " * 40, "one " * 60])
+def test_run_show_keeps_a_long_or_multiline_message_under_its_label(
+    agent: Agent,
+    mock: MockProvider,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    answer: str,
+) -> None:
+    agent("helper")
+    mock.queue(Reply(text=answer))
+    run_id = json.loads(cli(capsys, "run", "helper", "say it", "--json")[1])["run_id"]
+    monkeypatch.setattr(console.out, "width", 80)
+    code, out, _ = cli(capsys, "runs", "show", run_id)
+    assert code == 0
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("  assistant: "))
+    said = [lines[first]]
+    for line in lines[first + 1 :]:
+        if not line.startswith(" " * len("  assistant: ")):
+            break
+        said.append(line)
+    # every line of the answer, wrapped or its own, is indented under the label: it all reads
+    # as the assistant's, and nothing of it is lost
+    assert len(said) >= 3 and all(len(line) <= 80 for line in said)
+    joined = " ".join(line[len("  assistant: ") :].strip() for line in said)
+    assert joined.split() == answer.split()
+
+
 def test_listings_as_json(
     agent: Agent,
     mock: MockProvider,

@@ -387,13 +387,16 @@ def runs_show(
     out.print("[bold]Messages[/]")
     for m in messages:
         if m.message_type == "tool_call_message":
-            out.print(
-                f"  [cyan]→ {escape(m.tool_name or '')}[/] "
-                f"[dim]{escape(m.content[:200])} ({escape(m.tool_call_id or '')})[/]"
+            _hanging(
+                f"  [cyan]→ {escape(m.tool_name or '')}[/]",
+                f"[dim]{escape(m.content[:200])} ({escape(m.tool_call_id or '')})[/]",
             )
         elif m.message_type == "tool_return_message":
             mark = "[red]✗[/]" if m.is_error else "[green]←[/]"
-            out.print(f"  {mark} [dim]{escape(m.tool_name or '')}: {escape(m.content[:200])}[/]")
+            _hanging(
+                f"  {mark} [dim]{escape(m.tool_name or '')}:[/]",
+                f"[dim]{escape(m.content[:200])}[/]",
+            )
         else:
             label = m.message_type.removesuffix("_message")
             text = (
@@ -401,7 +404,19 @@ def runs_show(
                 if label != "system"
                 else m.content[:160] + ("…" if len(m.content) > 160 else "")
             )
-            out.print(f"  [bold]{label}[/]: {escape(text)}")
+            _hanging(f"  [bold]{label}[/]:", escape(text))
+
+
+def _hanging(label: str, text: str) -> None:
+    """``label`` then ``text``, whose wrapped and later lines stay under its first: a long or
+    multi-line message reads as one, not as lines of the page's own."""
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(label, text)
+    out.print(grid)
 
 
 def _run_cache(run: RunRecord, steps: list[StepRecord]) -> CacheSpend:
