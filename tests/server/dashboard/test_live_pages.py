@@ -2,7 +2,8 @@
 run is queued, whose stream is open before a worker process is even started, gets the part
 again as that process commits — the fallback timer is an hour here, and every read has a 30 s
 deadline — ending with the finished part and ``end``; a finished run's page is not live; a
-stream the browser leaves gives its watch back. On both back ends (``store_url``)."""
+job whose process died is found so at the fallback timer; a stream the browser leaves gives its
+watch back. On both back ends (``store_url``)."""
 
 from __future__ import annotations
 
@@ -205,6 +206,42 @@ def test_a_job_page_follows_its_job_and_its_delegation_in_a_worker_process(
     wait_for("the stream to give its watches back", lambda: live.watching() == 0)
     done = live.browser.get(f"/ui/jobs/{job_id}")
     assert "sse-connect" not in done.by_id("job-follow").attrs
+
+
+def test_a_job_whose_process_died_is_said_failed_by_its_page(
+    agent: Agent,
+    live: Live,
+    project: Path,
+    store_url: str,
+    mock: MockProvider,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A dead process commits nothing: the job's stream, at its fallback timer (short here),
+    finds it gone, says so and ends."""
+    from agentrunner.company import jobs
+
+    agent("ceo", "name: Chief Executive")
+    mock.queue(Reply(text="Too late.", delay_s=60))
+
+    async def no_worker(config: Any, store: Any) -> None:
+        return None
+
+    monkeypatch.setattr(jobs, "ensure_worker", no_worker)
+    job_id = _brief(project, store_url, "Think forever")
+    live.start_worker()
+    running = f"/runs/{job_id}"
+    wait_for("the job to start", lambda: live.browser.json(running)["status"] == "running")
+    page = live.browser.get(f"/ui/jobs/{job_id}")
+    assert page.by_id("job-status").text() == "running"
+    worker, live.worker = live.worker, None
+    assert worker is not None
+    worker.kill()
+    worker.wait(timeout=30)  # reaped: its pid is gone
+    monkeypatch.setattr(changes, "FALLBACK_S", 0.05)
+    with live.stream(page.by_id("job-follow").attrs["sse-connect"]) as response:
+        [part] = _until_end(response)
+    assert part.by_id("job-status").text() == "failed"
+    assert "is gone" in part.by_id("job-error").text()
 
 
 def test_a_page_left_closes_its_stream_and_watch(agent: Agent, live: Live) -> None:

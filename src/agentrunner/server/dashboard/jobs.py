@@ -37,6 +37,10 @@ __all__ = ["router"]
 
 router = APIRouter()
 
+# While nothing wakes a job's stream, it reads the job's whole log again at every this many
+# fallback timers (``store/changes``), unless a job was found dead sooner.
+QUIET_LOOKS = 5
+
 # What a stop did (``Killed.outcome``), as the job's page then says it.
 STOP_OUTCOMES = {
     "cancelled": "Stopped: the job was cancelled before it started.",
@@ -80,11 +84,15 @@ async def job_stream(request: Request, job_id: Id, version: str = "") -> EventSo
     store = _store(request)
     job_id = (await find_job(store, job_id)).id  # an unknown job: 404, not a stream
     shown = version
+    quiet = 0  # fallback timers passed since the last wake-up
 
     async def look(watch: Watch, woken: bool, render: Renderer) -> Look:
-        nonlocal shown
-        if not woken:  # nothing committed for a while: its process may have died
-            await heal(store)
+        nonlocal shown, quiet
+        quiet = 0 if woken else quiet + 1
+        # nothing committed for a while: its process may have died. The whole log is read
+        # again only then, or every few timers (a lost wake-up), not every second
+        if not woken and not await heal(store) and quiet % QUIET_LOOKS:
+            return Look(None, False)
         for child in await descendants(store, job_id):  # watched before they are read
             watch.add(run_key(child.id))
         run = await store.runs.get(job_id)
