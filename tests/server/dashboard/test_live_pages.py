@@ -257,13 +257,15 @@ def test_a_page_left_closes_its_stream_and_watch(agent: Agent, live: Live) -> No
     csrf = live.browser.csrf
     stale = f"/ui/runs/{queued}/stream?version=running.7"
     with live.browser.client.stream("GET", stale, timeout=READ_S) as response:
-        name, data = next(_events(response, time.monotonic() + READ_S))
+        events = _events(response, time.monotonic() + READ_S)  # kept: closing it closes the
+        name, data = next(events)  # response, as a browser leaving would
         assert name == "run"
         part = parse(data)
         assert part.by_id("run-status").text() == "created"
         form = part.by_id("cancel-run")
         assert form.one("input", name="csrf").attrs["value"] == csrf
         assert live.watching() == 1
+        events.close()
     wait_for("the watch given back as the browser left", lambda: live.watching() == 0)
     # an unknown run or job: a 404 page, no stream
     for path in ("/ui/runs/run_nope/stream", "/ui/jobs/run_nope/stream"):
