@@ -1,6 +1,7 @@
 """What a person sees and does in the dashboard beyond its pages' contents: long conversations
 open at their newest, a thread's reply shows at once, times in the browser's own zone, a lost
-server said, forms that cannot be undone asking first, the costs chart against the limits."""
+server said, forms that cannot be undone asking first, the costs chart against the limits, a
+running run's page followed to its end by its stream."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from playwright.sync_api import expect
 
+from agentrunner.testing import MockProvider, Reply
 from tests.browser.conftest import Served, accessible
 
 LOBBY = '\n[channels.lobby]\nmembers = ["you"]\n'  # people only: no agent answers
@@ -178,3 +180,34 @@ def test_a_lost_server_is_said_and_a_post_kept(
     # serve's banner says where the dashboard is
     banner = f"agentrunner dashboard on {served.url}/ · API docs at /docs"
     assert banner in served.log.read_text()
+
+
+def test_a_running_runs_page_follows_it_to_its_end_and_lets_go(
+    serve: Callable[..., Served], page: Any, mock: MockProvider
+) -> None:
+    """Opened while the run waits on its model, the page shows its answer when it comes, from
+    the page's one stream (no polling), which the browser closes at its end and does not open
+    again; no notice is said."""
+    served = serve()
+    mock.queue(Reply(text="Postgres, for the team.", delay_s=8), model="gpt-mini")
+    request = urllib.request.Request(
+        served.url + "/threads/t-db/runs",
+        data=json.dumps({"agent_id": "cto", "message": "Pick a database"}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        run_id = json.load(answer)["run_id"]
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if f"/ui/runs/{run_id}/" in r.url else None)
+    page.goto(served.url + f"/ui/runs/{run_id}")
+    follow = page.locator("#run-follow")
+    expect(follow).to_have_attribute("sse-connect", re.compile(rf"^/ui/runs/{run_id}/stream\?"))
+    expect(page.locator("#cancel-run")).to_have_count(1)
+    expect(page.locator("#answer")).to_contain_text("Postgres, for the team.", timeout=30_000)
+    expect(page.locator("#run-status")).to_have_text("completed")
+    expect(page.locator("#cancel-run")).to_have_count(0)
+    expect(page.locator("#connection")).to_be_hidden()
+    accessible(page)
+    page.wait_for_timeout(4_000)  # longer than a browser waits to reconnect a closed stream
+    assert [url for url in asked if "/stream" in url] == [asked[0]] and len(asked) == 1, asked
+    expect(page.locator("#connection")).to_be_hidden()

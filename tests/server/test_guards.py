@@ -186,12 +186,12 @@ def _read_until_closed(sock: socket.socket) -> bytes:
 
 @contextlib.contextmanager
 def _serving(
-    project: Path, output: Any = subprocess.DEVNULL
+    project: Path, output: Any = subprocess.DEVNULL, *options: str
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """``agentrunner serve`` as people start it (uvicorn with agentrunner's protocol), up."""
     port = _free_port()
     serve = subprocess.Popen(
-        [sys.executable, "-m", "agentrunner", "serve", "--port", str(port)],
+        [sys.executable, "-m", "agentrunner", "serve", "--port", str(port), *options],
         cwd=project,
         env={k: v for k, v in os.environ.items() if k != "AGENTRUNNER_API_TOKEN"},
         stdout=output,
@@ -263,17 +263,27 @@ def test_a_stalled_body_is_closed_and_does_not_hold_a_shutdown(agent: Agent, pro
 def test_ctrl_c_with_live_streams_open_ends_them_quietly(
     agent: Agent, project: Path, tmp_path: Path
 ) -> None:
-    """A browser following a channel (the API's stream and the dashboard's) while the server
-    is stopped: each stream is ended as a response should be, and nothing is printed as if
-    the server had failed."""
+    """A browser following a channel (the API's stream and the dashboard's) and a run's and a
+    job's pages while the server is stopped: each stream is ended as a response should be, and
+    nothing is printed as if the server had failed."""
     agent("helper")
     (project / "agentrunner.toml").write_text(
         (project / "agentrunner.toml").read_text() + '\n[channels.general]\nmembers = ["helper"]\n'
     )
     log = (tmp_path / "serve.log").open("wb")
-    with _serving(project, log) as (serve, port):
+    with _serving(project, log, "--no-worker") as (serve, port):
+        queued = httpx2.post(  # no worker: it stays queued, its pages live
+            f"http://127.0.0.1:{port}/threads/t/runs",
+            json={"agent_id": "helper", "message": "Hello"},
+        )
+        run_id = queued.json()["run_id"]
         streams = []
-        for path in ("/channels/general/events", "/ui/channels/general/stream"):
+        for path in (
+            "/channels/general/events",
+            "/ui/channels/general/stream",
+            f"/ui/runs/{run_id}/stream",
+            f"/ui/jobs/{run_id}/stream",
+        ):
             reader = socket.create_connection(("127.0.0.1", port))
             reader.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
             reader.settimeout(15)

@@ -263,3 +263,25 @@ async def _seen(
 async def _go_on(stdin: asyncio.StreamWriter) -> None:
     stdin.write(b"go on\n")
     await stdin.drain()
+
+
+async def test_a_watch_cancelled_as_it_begins_leaves_nothing_behind(store: Store) -> None:
+    """A reader that leaves while the listener is still starting (a browser closing a page at
+    once, its stream cancelled) gives its watch back: none is left counted or woken."""
+
+    async def follow() -> None:
+        async with store.changes.watch(run_key("run_gone")):
+            await asyncio.sleep(3600)
+
+    left = asyncio.create_task(follow())
+    await asyncio.sleep(0)  # begun: counted, waiting for the listener to start
+    assert store.changes.watching == 1
+    left.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await left
+    assert store.changes.watching == 0
+    async with store.changes.watch(run_key("run_stays")) as watch:  # the next is served
+        assert store.changes.watching == 1
+        watch.wake()
+        assert await watch.wait(timeout=DEADLINE_S)
+    assert store.changes.watching == 0

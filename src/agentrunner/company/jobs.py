@@ -35,6 +35,7 @@ __all__ = [
     "Job",
     "Killed",
     "TreeCost",
+    "descendants",
     "ensure_worker",
     "find_job",
     "heal",
@@ -160,7 +161,7 @@ async def heal(store: Store) -> list[Healed]:
         if reason is None:
             continue
         reason += "; the job was marked failed when it was found so"
-        for child in await _descendants(store, row["id"]):
+        for child in await descendants(store, row["id"]):
             if child.status == "running":
                 await store.company.fail_gone(child.id, reason)
         if await store.company.fail_gone(row["id"], reason):
@@ -316,7 +317,8 @@ async def kill(store: Store, job_id: str) -> Killed:
     return Killed(run.id, outcome, after.status if after else "unknown")
 
 
-async def _descendants(store: Store, run_id: str) -> list[RunRecord]:
+async def descendants(store: Store, run_id: str) -> list[RunRecord]:
+    """Every run the job's run delegated to, and theirs, down the tree."""
     found: list[RunRecord] = []
     frontier = [run_id]
     while frontier:
@@ -353,7 +355,7 @@ async def replay(
             if not runs:
                 runs[root.id] = (root.agent_id, 0)
                 seen[root.id] = 0
-            for child in await _descendants(store, root.id):
+            for child in await descendants(store, root.id):
                 if child.id not in runs:
                     runs[child.id] = (child.agent_id, child.depth)
                     seen[child.id] = 0
@@ -385,7 +387,7 @@ async def tree_cost(store: Store, run_id: str) -> TreeCost:
     if root is None:
         return cost
     cost.micros, cost.known = root.cost_micros, root.cost_known
-    for run in [root, *await _descendants(store, run_id)]:
+    for run in [root, *await descendants(store, run_id)]:
         for step in await store.runs.steps(run.id):
             usage = step.token_usage or {}
             cost.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))

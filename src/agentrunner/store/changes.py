@@ -98,7 +98,11 @@ class Watch:
         self._woken.set()
 
     async def __aenter__(self) -> Watch:
-        await self._changes._listen()
+        try:
+            await self._changes._listen()
+        except BaseException:  # cancelled while the listener starts: a reader that left
+            self._changes._remove(self)
+            raise
         return self
 
     async def __aexit__(
@@ -121,6 +125,11 @@ class Changes:
         self._starting: asyncio.Future[None] | None = None
         self._linger: asyncio.TimerHandle | None = None
         self._closed = False
+
+    @property
+    def watching(self) -> int:
+        """The watches open in this process now: a reader that went away leaves none behind."""
+        return self._watching
 
     def listened(self) -> bool:
         """Whether any process (this one too) tails the store now, as last seen: never waits."""

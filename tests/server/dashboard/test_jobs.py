@@ -105,7 +105,7 @@ def test_the_jobs_list_and_each_jobs_log_with_its_delegation(
     assert lines[-1] == "Release v2 is done."
     assert page.one("h1").text() == "Release v2"
     assert not page.all("form", id="stop-job")  # it ended: nothing to stop
-    assert "hx-get" not in page.by_id("job-live").attrs
+    assert "sse-connect" not in page.by_id("job-follow").attrs
     cost = page.by_id("job-cost").text()
     assert "tokens" in cost and "ceo" in page.by_id("job-live").text()
     assert page.by_id("job-run").attrs["href"] == f"/ui/runs/{release}"
@@ -126,7 +126,8 @@ def test_stop_a_running_job_and_a_finished_one(
     assert (form.attrs["method"], form.attrs["action"]) == ("post", f"/ui/jobs/{slow}/stop")
     assert form.one("input", name="csrf").attrs["value"] == job_browser.csrf
     assert form.one("button").text() == "Stop job"
-    assert page.by_id("job-live").attrs["hx-get"].startswith(f"/ui/jobs/{slow}/live?version=")
+    connect = page.by_id("job-follow").attrs["sse-connect"]
+    assert connect.startswith(f"/ui/jobs/{slow}/stream?version=")
 
     refused = job_browser.post(f"/ui/jobs/{slow}/stop", csrf=False)
     assert refused.status_code == 403
@@ -153,9 +154,10 @@ def test_stop_a_running_job_and_a_finished_one(
     assert status(said) == "completed"  # never turned into a failed one
 
     version = said.by_id("job-live").attrs["data-version"]
-    assert job_browser.client.get(f"/ui/jobs/{quick}/live?version={version}").status_code == 204
-    fragment = job_browser.client.get(f"/ui/jobs/{quick}/live?version=running.0.0")
-    assert fragment.status_code == 200 and "<html" not in fragment.text
+    same = job_browser.client.get(f"/ui/jobs/{quick}/stream?version={version}")
+    assert same.status_code == 200 and same.text.split() == ["event:", "end", "data:", "ended"]
+    fragment = job_browser.client.get(f"/ui/jobs/{quick}/stream?version=running.0.0")
+    assert "event: job" in fragment.text and "<html" not in fragment.text
     assert 'id="job-status"' in fragment.text
 
 
@@ -164,6 +166,6 @@ def test_an_unknown_job_is_a_404_page(job_browser: Browser) -> None:
     assert "no job 'run_nope'" in page.text()
     assert job_browser.post("/ui/jobs/run_nope/stop").status_code == 404
     assert job_browser.post("/ui/jobs/run_nope/stop", csrf=False).status_code == 403
-    assert job_browser.client.get("/ui/jobs/run_nope/live").status_code == 404
+    assert job_browser.client.get("/ui/jobs/run_nope/stream").status_code == 404
     empty = job_browser.get("/ui/jobs")
     assert empty.by_id("jobs").text().startswith("No jobs yet")

@@ -84,11 +84,11 @@ def test_a_cancel_requested_banner_stays_while_the_run_goes_on(
     mock.queue(Reply(text="word " * 400, chunk_delay_s=0.05))
     slow = run(loopback, "helper", "t-slow", "Write at length")
     wait_for("the run to start", lambda: loopback.json(f"/runs/{slow}")["status"] == "running")
-    # the page a cancel sends back to, while it still runs: said, and kept by its refreshes
+    # the page a cancel sends back to, while it still runs: said, and kept by its stream
     page = loopback.get(f"/ui/runs/{slow}?cancel=requested")
     if loopback.json(f"/runs/{slow}")["status"] == "running":
         assert page.by_id("cancel-said").text().startswith("Cancel requested")
-        assert "cancel=requested" in page.by_id("run-live").attrs["hx-get"]
+        assert "cancel=requested" in page.by_id("run-follow").attrs["sse-connect"]
     plain = loopback.get(f"/ui/runs/{slow}")
     assert not plain.has_id("cancel-said")
 

@@ -92,10 +92,10 @@ def test_a_run_with_a_tool_call_and_a_failed_run_each_show_their_own(
     # what one shows, the other does not
     assert "provider_auth" not in page.by_id("run-live").text()
     assert "Launch plan" not in failed.by_id("run-live").text()
-    # neither is running: no cancel form, no refreshing
+    # neither is running: no cancel form, no stream
     for shown in (page, failed):
         assert not shown.has_id("cancel-run")
-        assert "hx-get" not in shown.by_id("run-live").attrs
+        assert "sse-connect" not in shown.by_id("run-follow").attrs
 
 
 def test_a_delegation_links_the_child_run_and_back(
@@ -140,8 +140,8 @@ def test_cancel_form_while_it_runs_then_none(
         f"/ui/runs/{slow}/cancel",
     )
     assert form.one("input", name="csrf").attrs["value"] == run_browser.csrf
-    live = page.by_id("run-live")
-    assert live.attrs["hx-get"].startswith(f"/ui/runs/{slow}/live?version=running.")
+    follow = page.by_id("run-follow")
+    assert follow.attrs["sse-connect"].startswith(f"/ui/runs/{slow}/stream?version=running.")
     assert page.by_id("run-status").text() == "running"
 
     # without the CSRF field, or with another browser's: refused, nothing done
@@ -160,13 +160,14 @@ def test_cancel_form_while_it_runs_then_none(
     assert not after.has_id("cancel-said")  # it ended: its status says the rest
     assert after.by_id("run-end").text().startswith("Cancelled")
     assert not after.has_id("cancel-run")
-    assert "hx-get" not in after.by_id("run-live").attrs
+    assert "sse-connect" not in after.by_id("run-follow").attrs
 
-    # the live part: nothing new since the version a page has is 204 (htmx keeps the page)
+    # the live part: a page of the version it has gets only the end; an older one the part
     version = after.by_id("run-live").attrs["data-version"]
-    assert run_browser.client.get(f"/ui/runs/{slow}/live?version={version}").status_code == 204
-    fresh = run_browser.client.get(f"/ui/runs/{slow}/live?version=running.1")
-    assert fresh.status_code == 200 and 'id="run-status"' in fresh.text
+    same = run_browser.client.get(f"/ui/runs/{slow}/stream?version={version}")
+    assert same.status_code == 200 and same.text.split() == ["event:", "end", "data:", "ended"]
+    fresh = run_browser.client.get(f"/ui/runs/{slow}/stream?version=running.1")
+    assert "event: run" in fresh.text and 'id="run-status"' in fresh.text
     assert "<html" not in fresh.text  # a fragment, not a page
 
     # a stale form, sent after the run ended: said plainly, not an error
@@ -182,7 +183,7 @@ def test_an_unknown_run_is_a_404_page(agent: Agent, run_browser: Browser) -> Non
     assert "no run 'run_nope'" in page.text()
     missing = run_browser.post("/ui/runs/run_nope/cancel")
     assert missing.status_code == 404 and "no run" in missing.text
-    assert run_browser.client.get("/ui/runs/run_nope/live").status_code == 404
+    assert run_browser.client.get("/ui/runs/run_nope/stream").status_code == 404
     # the CSRF check comes first: a form without it learns nothing about the run
     assert run_browser.post("/ui/runs/run_nope/cancel", csrf=False).status_code == 403
     bad = run_browser.client.get("/ui/runs/line%0Abreak")  # not an id: a page saying why

@@ -7,23 +7,39 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
+from sse_starlette.sse import EventSourceResponse
 from starlette.responses import RedirectResponse, Response
 
-from agentrunner.company.jobs import Job, find_job, heal, kill, list_jobs, replay, tree_cost
+from agentrunner.company.jobs import (
+    Job,
+    descendants,
+    find_job,
+    heal,
+    kill,
+    list_jobs,
+    replay,
+    tree_cost,
+)
 from agentrunner.company.session import active
 from agentrunner.compose import Workspace
 from agentrunner.server.dashboard.forms import checked_form
 from agentrunner.server.dashboard.job_log import LogLines
+from agentrunner.server.dashboard.live import Look, Renderer, live_stream
 from agentrunner.server.dashboard.money import money
 from agentrunner.server.dashboard.run_view import TERMINAL
 from agentrunner.server.dashboard.templating import page
 from agentrunner.server.fields import Id
+from agentrunner.store.changes import Watch, run_key
 from agentrunner.store.records import RunRecord
 from agentrunner.store.store import Store
 
 __all__ = ["router"]
 
 router = APIRouter()
+
+# While nothing wakes a job's stream, it reads the job's whole log again at every this many
+# fallback timers (``store/changes``), unless a job was found dead sooner.
+QUIET_LOOKS = 5
 
 # What a stop did (``Killed.outcome``), as the job's page then says it.
 STOP_OUTCOMES = {
@@ -59,18 +75,37 @@ async def job_page(request: Request, job_id: Id, stopped: str | None = None) -> 
     return page(request, "job.html", {"active": "jobs", "stop_said": said, **context})
 
 
-@router.get("/ui/jobs/{job_id}/live")
-async def job_live(request: Request, job_id: Id, version: str = "") -> Response:
-    """The part of the page that changes while the job goes on; 204 (htmx leaves the page as
-    it is) when nothing has since ``version``."""
+@router.get("/ui/jobs/{job_id}/stream")
+async def job_stream(request: Request, job_id: Id, version: str = "") -> EventSourceResponse:
+    """The part of the page that changes while the job goes on, as a ``job`` event whenever
+    what it shows differs from ``version`` (at once if it already does), until the job ends
+    (``end``): the events of its runs and their ends wake it, in whichever process they are
+    committed."""
     store = _store(request)
-    run = await find_job(store, job_id)
-    if run.status not in TERMINAL:
-        await heal(store)  # its process may have died while the page was open
-    context = await _job(store, run)
-    if version and version == context["version"]:
-        return Response(status_code=204)
-    return page(request, "_job.html", context)
+    job_id = (await find_job(store, job_id)).id  # an unknown job: 404, not a stream
+    shown = version
+    quiet = 0  # fallback timers passed since the last wake-up
+
+    async def look(watch: Watch, woken: bool, render: Renderer) -> Look:
+        nonlocal shown, quiet
+        quiet = 0 if woken else quiet + 1
+        # nothing committed for a while: its process may have died. The whole log is read
+        # again only then, or every few timers (a lost wake-up), not every second
+        if not woken and not await heal(store) and quiet % QUIET_LOOKS:
+            return Look(None, False)
+        for child in await descendants(store, job_id):  # watched before they are read
+            watch.add(run_key(child.id))
+        run = await store.runs.get(job_id)
+        if run is None:  # deleted meanwhile: nothing more to show
+            return Look(None, True)
+        context = await _job(store, run)
+        finished = bool(context["finished"])
+        if context["version"] == shown:
+            return Look(None, finished)
+        shown = context["version"]
+        return Look(render("_job.html", context), finished)
+
+    return live_stream(request, store, [run_key(job_id)], "job", look)
 
 
 @router.post("/ui/jobs/{job_id}/stop")

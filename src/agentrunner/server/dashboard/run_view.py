@@ -270,8 +270,9 @@ def version_of(run: RunRecord, last_seq: int) -> str:
 
 
 async def unchanged(store: Store, run: RunRecord, version: str) -> bool:
-    """Whether the page of ``version`` still shows ``run`` as it is: two small reads, not the
-    run's whole record, for a page that asks every second or two."""
+    """Whether the page of ``version`` still shows ``run`` as it is: one small read, not the
+    run's whole record, for a page's stream woken by every commit of the run and its
+    delegations'."""
     status, _, seq = version.rpartition(".")
     if status != run.status or not seq.isdigit():
         return False

@@ -1,21 +1,24 @@
 """``/ui/runs/{id}``: one run as a timeline — its steps and model attempts, its tool calls with
-their arguments and results, its delegations, its answer — refreshed while it runs, with a
-form to cancel it."""
+their arguments and results, its delegations, its answer — followed while it runs (``live``), with
+a form to cancel it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Request
+from sse_starlette.sse import EventSourceResponse
 from starlette.responses import RedirectResponse, Response
 
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.server.dashboard.forms import checked_form
+from agentrunner.server.dashboard.live import Look, Renderer, live_stream
 from agentrunner.server.dashboard.money import money
-from agentrunner.server.dashboard.run_view import RunView, load_run_view, unchanged
+from agentrunner.server.dashboard.run_view import TERMINAL, RunView, load_run_view, unchanged
 from agentrunner.server.dashboard.templating import page
 from agentrunner.server.fields import Id
+from agentrunner.store.changes import Watch, run_key
 from agentrunner.store.records import RunRecord
 from agentrunner.store.store import Store
 
@@ -39,18 +42,32 @@ async def run_page(request: Request, run_id: Id, cancel: str | None = None) -> R
     return page(request, "run.html", context)
 
 
-@router.get("/ui/runs/{run_id}/live")
-async def run_live(
+@router.get("/ui/runs/{run_id}/stream")
+async def run_stream(
     request: Request, run_id: Id, version: str = "", cancel: str | None = None
-) -> Response:
-    """The part of the page that changes while the run goes on; 204 (htmx leaves the page as
-    it is) when nothing has since ``version``."""
+) -> EventSourceResponse:
+    """The part of the page that changes while the run goes on, as a ``run`` event whenever
+    what it shows differs from ``version`` (at once if it already does), until the run ends
+    (``end``): its events and its end wake it, in whichever process they are committed."""
     store = _store(request)
-    run = await _run(request, run_id)
-    if version and await unchanged(store, run, version):
-        return Response(status_code=204)
-    view = await load_run_view(store, run)
-    return page(request, "_run.html", {"view": view, "money": money, **_cancel_said(view, cancel)})
+    await _run(request, run_id)  # an unknown run: 404, not a stream
+    shown = version
+
+    async def look(watch: Watch, woken: bool, render: Renderer) -> Look:
+        nonlocal shown
+        run = await store.runs.get(run_id)
+        if run is None:  # deleted meanwhile: nothing more to show
+            return Look(None, True)
+        if shown and await unchanged(store, run, shown):
+            return Look(None, run.status in TERMINAL)
+        view = await load_run_view(
+            store, run
+        )  # the run read first: a finished one's events are all there
+        shown = view.version
+        context = {"view": view, "money": money, **_cancel_said(view, cancel)}
+        return Look(render("_run.html", context), view.finished)
+
+    return live_stream(request, store, [run_key(run_id)], "run", look)
 
 
 @router.post("/ui/runs/{run_id}/cancel")

@@ -96,7 +96,6 @@ document.addEventListener("submit", function (event) {
   });
   document.addEventListener("htmx:sseError", function () { notice(LOST); });
   document.addEventListener("htmx:sseOpen", function () { notice(null); });
-  document.addEventListener("htmx:sseClose", function (event) {
-    if (event.detail && event.detail.type === "message") notice("This page is no longer live: reload it.");
-  });
+  // A run's or a job's stream closed by its own "end" (sse-close) is a page whose run ended, as
+  // its last part says: nothing is lost, nothing to say.
 })();
