@@ -75,7 +75,12 @@ def test_a_run_with_a_tool_call_and_a_failed_run_each_show_their_own(
     assert page.by_id("trace-id").text() == "none (telemetry was off)"
     steps = page.by_id("timeline").all("li", cls="step")
     assert len(steps) == 2 and all("failed" not in step.classes for step in steps)
-    assert "attempt 1: mockai:gpt-mock (provider mockai) — ok" in steps[0].text()
+    # each step's attempts counted from 1 (the events number them across the run's chain)
+    for step in steps:
+        assert "attempt 1: mockai:gpt-mock (provider mockai) — ok" in step.text()
+        assert "attempt 2" not in step.text()
+    # its figures apart: "… cache write 0 · $0.0001 · 3 ms", not "0· $0.0001· 3 ms"
+    assert "· $" in steps[0].text() and "0· " not in steps[0].text()
     tokens = page.by_id("run-tokens").text()  # two requests of 20 input tokens each
     assert tokens.startswith("input 40 · output ") and tokens.endswith(" · requests 2")
 
