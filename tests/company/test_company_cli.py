@@ -293,6 +293,33 @@ def test_kill_a_running_background_job(company: Company, mock: MockProvider) -> 
     assert company.json("journal") == []
 
 
+def test_jobs_says_what_a_running_job_has_spent_so_far(
+    company: Company, mock: MockProvider
+) -> None:
+    """A job's own figure is written as it ends; until then `jobs` shows what its finished
+    steps cost (it said $0.0000 for as long as a job ran)."""
+
+    def spend(job_id: str) -> float:
+        [line] = [line for line in company.ok("jobs").out.splitlines() if job_id in line]
+        return float(line.split("$")[1].split()[0])
+
+    seen = []
+    for tokens in (1_000, 5_000):  # one step paid for, the next waiting on the model
+        mock.queue(
+            Reply(tool_calls=[("no_such_tool", {})], input_tokens=tokens),
+            Reply(text="too late", delay_s=60),
+        )
+        job_id = company.ok("brief", "--background", f"Spend {tokens}").out.split()[-1]
+        company.wait_for("its first step to be paid", lambda j=job_id: spend(j) > 0)  # type: ignore[misc]
+        assert company.job(job_id)["status"] == "running"
+        seen.append((job_id, spend(job_id)))
+        company.ok("kill", job_id)
+    (first, cheap), (second, dear) = seen
+    assert 0 < cheap < dear  # five times the input tokens, a larger figure
+    # killed: the figures they settled, the request cut off paid for too (its input was sent)
+    assert spend(first) >= cheap and spend(second) >= dear
+
+
 def test_kill_of_a_completed_job_leaves_it_completed(company: Company, mock: MockProvider) -> None:
     mock.queue(Reply(text="Finished."))
     mock.queue(Reply(text="Summary."), model=JOURNAL)

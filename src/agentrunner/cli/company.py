@@ -310,13 +310,16 @@ def jobs(
     """The company's jobs, running and recent: state, age, spend. A job whose process is gone
     is marked failed here, with the reason."""
 
-    async def work(store: Store) -> tuple[list[Any], list[Any]]:
-        from agentrunner.company.jobs import heal, list_jobs
+    async def work(store: Store) -> tuple[list[Any], list[Any], dict[str, int]]:
+        from agentrunner.company.jobs import heal, list_jobs, spent_so_far
 
         healed = await heal(store)
-        return healed, await list_jobs(store, limit=limit)
+        listed = await list_jobs(store, limit=limit)
+        # a running job's figure is written as it ends: until then, its steps' costs so far
+        spent = {job.id: await spent_so_far(store, job.run) for job in listed}
+        return healed, listed, spent
 
-    healed, listed = _with_store(work)
+    healed, listed, spent = _with_store(work)
     for fixed in healed:
         err.print(
             f"[yellow]healed[/] job {escape(fixed.run_id)}: {escape(fixed.reason)}", soft_wrap=True
@@ -341,7 +344,7 @@ def jobs(
                 job.kind + (" (bg)" if job.background else ""),
                 f"[{_STATE_COLORS.get(job.run.status, 'white')}]{job.run.status}[/]",
                 _age(now - job.run.created_at),
-                f"${job.run.cost_micros / 1e6:.4f}",
+                f"${spent[job.id] / 1e6:.4f}",
                 escape(job.directive or "—"),
             ]
             for job in listed

@@ -44,6 +44,7 @@ __all__ = [
     "process_alive",
     "replay",
     "serve_background",
+    "spent_so_far",
     "tree_cost",
 ]
 
@@ -398,3 +399,13 @@ async def tree_cost(store: Store, run_id: str) -> TreeCost:
             cost.by_agent[run.agent_id] = cost.by_agent.get(run.agent_id, 0) + step.cost_micros
             cost.by_model[step.model_id] = cost.by_model.get(step.model_id, 0) + step.cost_micros
     return cost
+
+
+async def spent_so_far(store: Store, run: RunRecord, cost: TreeCost | None = None) -> int:
+    """What a job has cost in micro-dollars: its own figure once it has ended (written as it
+    ends); until then, what the finished steps of its runs have cost (``cost``, its tree's,
+    where the caller has read it already)."""
+    if run.status in _SETTLED:
+        return run.cost_micros
+    cost = cost or await tree_cost(store, run.id)
+    return max(cost.micros, sum(cost.by_agent.values()))

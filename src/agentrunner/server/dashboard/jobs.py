@@ -18,6 +18,7 @@ from agentrunner.company.jobs import (
     kill,
     list_jobs,
     replay,
+    spent_so_far,
     tree_cost,
 )
 from agentrunner.company.session import active
@@ -133,10 +134,7 @@ async def _job(store: Store, run: RunRecord) -> dict[str, Any]:
         "job": Job(run, session_id),
         "lines": lines.lines,
         "cost": cost,
-        # the job's own figure is written as it ends; until then, what its steps have cost
-        "cost_micros": cost.micros
-        if run.status in TERMINAL
-        else max(cost.micros or 0, sum(cost.by_agent.values())),
+        "cost_micros": await spent_so_far(store, run, cost),
         "finished": run.status in TERMINAL,
         "version": f"{run.status}.{len(lines.lines)}.{sum(len(line.text) for line in lines.lines)}",
     }
