@@ -20,8 +20,8 @@ from typing import Any
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 
-from agentrunner.server.dashboard.auth import CSRF_COOKIE, CSRF_FIELD, csrf_token, set_cookie
-from agentrunner.server.dashboard.templating import environment
+from agentrunner.server.dashboard.auth import csrf_token
+from agentrunner.server.dashboard.templating import for_browser, keep_csrf
 from agentrunner.store.changes import Watch
 from agentrunner.store.store import Store
 
@@ -49,11 +49,7 @@ class Renderer:
         self.csrf = csrf
 
     def __call__(self, name: str, context: dict[str, Any]) -> str:
-        template = environment().get_template(name)
-        text: str = template.render(
-            request=self.request, csrf=self.csrf, csrf_field=CSRF_FIELD, **context
-        )
-        return text
+        return for_browser(self.request, self.csrf, name, context)
 
 
 def live_stream(
@@ -85,6 +81,6 @@ def live_stream(
                 woken = await watch.wait()
 
     response = EventSourceResponse(events(), ping=PING_S)
-    if new:  # the page set it; a browser that lost it since gets it here, for the forms sent
-        set_cookie(response, CSRF_COOKIE, csrf, secure=request.url.scheme == "https")
+    # the page set it; a browser that lost it since gets it here, for the forms sent
+    keep_csrf(response, request, csrf, new)
     return response

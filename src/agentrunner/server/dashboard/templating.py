@@ -11,12 +11,20 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 
 from agentrunner.server.dashboard.auth import CSRF_COOKIE, CSRF_FIELD, csrf_token, set_cookie
 from agentrunner.server.dashboard.money import money
 
-__all__ = ["environment", "fragment", "load_templates", "page", "problem"]
+__all__ = [
+    "environment",
+    "for_browser",
+    "fragment",
+    "keep_csrf",
+    "load_templates",
+    "page",
+    "problem",
+]
 
 
 def clock(ts: float | None) -> str:
@@ -111,6 +119,18 @@ def fragment(name: str, context: dict[str, Any]) -> str:
     return text
 
 
+def for_browser(request: Request, csrf: str, name: str, context: dict[str, Any]) -> str:
+    """A template's text for the browser of ``request``: its forms carry ``csrf``, that
+    browser's CSRF value."""
+    return fragment(name, {"request": request, "csrf": csrf, "csrf_field": CSRF_FIELD, **context})
+
+
+def keep_csrf(response: Response, request: Request, token: str, new: bool) -> None:
+    """The CSRF cookie set on ``response`` when the browser had none yet (``new``)."""
+    if new:
+        set_cookie(response, CSRF_COOKIE, token, secure=request.url.scheme == "https")
+
+
 def page(
     request: Request, name: str, context: dict[str, Any], *, status: int = 200
 ) -> HTMLResponse:
@@ -118,14 +138,8 @@ def page(
     (the browser's CSRF value, for its forms), and the CSRF cookie set when the browser has
     none yet."""
     token, new = csrf_token(request)
-    text = (
-        environment()
-        .get_template(name)
-        .render(request=request, csrf=token, csrf_field=CSRF_FIELD, **context)
-    )
-    response = HTMLResponse(text, status_code=status)
-    if new:
-        set_cookie(response, CSRF_COOKIE, token, secure=request.url.scheme == "https")
+    response = HTMLResponse(for_browser(request, token, name, context), status_code=status)
+    keep_csrf(response, request, token, new)
     return response
 
 
