@@ -40,20 +40,8 @@ async def test_an_event_stream_is_utf8_whatever_its_content_type_says() -> None:
         + b"data: [DONE]\n\n"
     )
 
-    async with one_reply_server("text/event-stream; charset=iso-8859-1", stream) as (url, _):
-        engine = Engine(ModelRegistry({"p": ProviderConfig("p", "openai", f"{url}/v1")}))
-        tokens: list[str] = []
-        try:
-            result = await engine.run(
-                model="p:m",
-                message="hi",
-                emit=lambda kind, data: (
-                    tokens.append(data["token"]) if kind == "agent.token" else None
-                ),
-            )
-        finally:
-            await engine.aclose()
-    assert result.text == "Grüße, naïve café"
+    text, tokens = await _streamed(stream, content_type="text/event-stream; charset=iso-8859-1")
+    assert text == "Grüße, naïve café"
     assert "".join(tokens) == "Grüße, naïve café"
 
 
@@ -72,9 +60,14 @@ def _stream_of(*pieces: str) -> str:
     )
 
 
-async def _streamed(body: bytes, headers: dict[str, str] | None = None) -> tuple[str, list[str]]:
+async def _streamed(
+    body: bytes,
+    headers: dict[str, str] | None = None,
+    *,
+    content_type: str = "text/event-stream",
+) -> tuple[str, list[str]]:
     """``body`` served over real HTTP as an event stream: the answer, and its tokens."""
-    async with one_reply_server("text/event-stream", body, headers=headers) as (url, _):
+    async with one_reply_server(content_type, body, headers=headers) as (url, _):
         engine = Engine(ModelRegistry({"p": ProviderConfig("p", "openai", f"{url}/v1")}))
         tokens: list[str] = []
         try:
