@@ -34,8 +34,8 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, propagate, trace
@@ -521,6 +521,7 @@ class Tracing:
         return self.secrets.scrub(text) if self.secrets else text
 
 
+@dataclass(slots=True, eq=False)
 class _Current:
     """What ``start_as_current_span`` does for our spans, without its two generator-based
     context managers (``use_span`` within it): seven spans a turn each entered and left
@@ -528,59 +529,36 @@ class _Current:
     the span started, made current, its metrics recorded while it is current (an exemplar
     takes the span's trace), no longer current, ended."""
 
-    __slots__ = (
-        "_attributes",
-        "_begun",
-        "_ended",
-        "_entered",
-        "_kind",
-        "_measure",
-        "_measured",
-        "_name",
-        "_otherwise",
-        "_parent",
-        "_run",
-        "_run_entered",
-        "_span",
-        "_token",
-        "_tracing",
-    )
-
-    def __init__(
-        self,
-        tracing: Tracing,
-        name: str,
-        kind: SpanKind,
-        attributes: dict[str, Any],
-        otherwise: ErrorCode,
-        parent: Context | None,
-        measure: Callable[[float, _Measure], None] | None,
-        measured: Mapping[str, Any] | None,
-        run: _RunScope | None,
-    ) -> None:
-        self._tracing = tracing
-        self._name = name
-        self._kind = kind
-        self._attributes = attributes
-        self._otherwise = otherwise
-        self._parent = parent
-        self._measure = measure
-        self._measured = measured
-        self._run = run
+    tracing: Tracing
+    name: str
+    kind: SpanKind
+    attributes: dict[str, Any]
+    otherwise: ErrorCode
+    parent: Context | None
+    measure: Callable[[float, _Measure], None] | None
+    measured: Mapping[str, Any] | None
+    run: _RunScope | None
+    # set on entering
+    _span: Span = field(init=False)
+    _token: Token[Context] = field(init=False)
+    _ended: _Measure | None = field(init=False)
+    _entered: Token[_Measure | None] = field(init=False)
+    _run_entered: Token[_RunScope | None] = field(init=False)
+    _begun: float = field(init=False)
 
     def __enter__(self) -> Span:
-        if self._run is not None:
-            self._run_entered = _RUN.set(self._run)
-        span = self._span = self._tracing.tracer.start_span(
-            self._name,
-            context=self._parent,
-            kind=self._kind,
-            attributes=self._attributes,
+        if self.run is not None:
+            self._run_entered = _RUN.set(self.run)
+        span = self._span = self.tracing.tracer.start_span(
+            self.name,
+            context=self.parent,
+            kind=self.kind,
+            attributes=self.attributes,
             record_exception=False,
             set_status_on_exception=False,
         )
         self._token = context.attach(trace.set_span_in_context(span))
-        self._ended = None if self._measure is None else _Measure(span, dict(self._measured or {}))
+        self._ended = None if self.measure is None else _Measure(span, dict(self.measured or {}))
         self._entered = _MEASURE.set(self._ended)
         self._begun = time.perf_counter()
         return span
@@ -592,19 +570,19 @@ class _Current:
         try:
             try:
                 if exc is not None:  # its text may quote a key a tool read: cut out
-                    tracing = self._tracing
+                    tracing = self.tracing
                     text = str(exc) or type(exc).__name__
-                    tracing._fail(span, _code(exc, self._otherwise), tracing._scrub(text))
+                    tracing._fail(span, _code(exc, self.otherwise), tracing._scrub(text))
             finally:
                 _MEASURE.reset(self._entered)
-                if self._ended is not None and self._measure is not None:
-                    self._measure(time.perf_counter() - self._begun, self._ended)
+                if self._ended is not None and self.measure is not None:
+                    self.measure(time.perf_counter() - self._begun, self._ended)
         finally:
             try:
                 context.detach(self._token)
             finally:
                 span.end()
-                if self._run is not None:
+                if self.run is not None:
                     _RUN.reset(self._run_entered)
 
 
