@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from agentrunner.agents.spec import RetryPolicy
-from agentrunner.engine import TurnError, run_turn
+from agentrunner.engine import Engine, TurnError, run_turn
 from agentrunner.errors import ErrorCode
 from agentrunner.testing import Fault, MockProvider, MockProviderServer, Reply
 from tests.engine.helpers import registry, turn
@@ -107,3 +107,110 @@ async def test_a_cooling_provider_as_the_last_model_is_not_waited_for(
         ("mockai:gpt-mock", "error"),
         ("mockai:gpt-backup", "skipped"),
     ]
+
+
+# -- 503 and 529 with retry-after: honoured as a 429's is -------------------------------------
+
+
+def bare(ref: str) -> str:
+    return ref.partition(":")[2]
+
+
+UNAVAILABLE = [
+    (503, "mockai:gpt-mock", "mockant:claude-mock"),
+    (529, "mockant:claude-mock", "mockai:gpt-mock"),
+]
+
+
+@pytest.mark.parametrize(("status", "primary", "backup"), UNAVAILABLE)
+async def test_an_unavailable_provider_asking_past_max_delay_is_failed_over_at_once(
+    mock_server: MockProviderServer, mock: MockProvider, status: int, primary: str, backup: str
+) -> None:
+    mock.queue(Reply(fault=Fault.http(status, retry_after=86400)), model=bare(primary))
+    mock.queue(Reply(text="from the backup"), model=bare(backup))
+    reg = registry(mock_server)
+    waits: list[float] = []
+    t = turn(reg, primary, backup, tools=(), retry=POLICY)
+    t.chain.sleep = recording_sleep(waits)
+    result = await run_turn(t)
+    await reg.aclose()
+    assert (result.text, result.model) == ("from the backup", backup)
+    assert waits == []
+    assert [r.body["model"] for r in mock.requests] == [bare(primary), bare(backup)]
+    assert [(a.model, a.outcome, a.status) for a in result.attempts] == [
+        (primary, "error", status),
+        (backup, "ok", None),
+    ]
+
+
+@pytest.mark.parametrize("status", [503, 529])
+async def test_a_day_s_rest_asked_of_the_only_provider_fails_the_turn_at_once(
+    mock_server: MockProviderServer, mock: MockProvider, status: int
+) -> None:
+    """Both models on the provider that asked for a day's rest, with the default retry policy
+    (two tries each): one request in all, not four, and the turn fails at once with the wait
+    the provider asked for."""
+    mock.queue(Reply(fault=Fault.http(status, retry_after=86400)), model="gpt-mock")
+    mock.queue(Reply(text="must not be asked"), model="gpt-backup")
+    reg = registry(mock_server)
+    waits: list[float] = []
+    t = turn(reg, "mockai:gpt-mock", "mockai:gpt-backup", tools=(), retry=RetryPolicy())
+    t.chain.sleep = recording_sleep(waits)
+    with pytest.raises(TurnError) as info:
+        await run_turn(t)
+    await reg.aclose()
+    error = info.value
+    assert error.code is ErrorCode.PROVIDER_UNAVAILABLE
+    assert f"({status})" in error.message and "asked to wait 86400 s" in error.message
+    assert "retry.max_delay_s (20 s)" in error.message
+    assert error.hint is not None and "fallback" in error.hint
+    assert waits == []
+    assert [r.body["model"] for r in mock.requests] == ["gpt-mock"]
+    assert [(a.model, a.outcome, a.status) for a in error.result.attempts] == [
+        ("mockai:gpt-mock", "error", status),
+        ("mockai:gpt-backup", "skipped", None),
+    ]
+
+
+@pytest.mark.parametrize(("status", "asked"), [(503, 1.5), (529, 0.75)])
+async def test_an_unavailable_provider_s_shorter_wait_is_the_wait(
+    mock_server: MockProviderServer, mock: MockProvider, status: int, asked: float
+) -> None:
+    """Within the policy's max_delay_s the provider's wait is waited, not the backoff's (none
+    here): two different asked waits, two different waits."""
+    mock.queue(Reply(fault=Fault.http(status, retry_after=asked)), Reply(text="after the wait"))
+    reg = registry(mock_server)
+    waits: list[float] = []
+    t = turn(reg, "mockai:gpt-mock", tools=(), retry=POLICY)
+    t.chain.sleep = recording_sleep(waits)
+    result = await run_turn(t)
+    await reg.aclose()
+    assert result.text == "after the wait"
+    assert len(waits) == 1 and asked - 0.1 <= waits[0] <= asked
+    assert [(a.outcome, a.status) for a in result.attempts] == [("error", status), ("ok", None)]
+    assert len(mock.requests) == 2
+
+
+async def test_a_provider_s_asked_wait_holds_for_the_process_s_other_runs(
+    mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    """A run's 503 with an hour's retry-after: a later run of the same engine skips that
+    provider without asking it; another engine (another process) asks it."""
+    mock.queue(Reply(fault=Fault.http(503, retry_after=3600)), model="gpt-mock")
+    engine = Engine(registry(mock_server))
+    served = []
+    for _ in range(2):
+        mock.queue(Reply(text="from the backup"), model="claude-mock")
+        chain = engine.chain(["mockai:gpt-mock", "mockant:claude-mock"], POLICY)
+        result = await engine.run(chain=chain, message="hi")
+        served.append([(a.model, a.outcome) for a in result.attempts])
+    await engine.aclose()
+    assert served == [
+        [("mockai:gpt-mock", "error"), ("mockant:claude-mock", "ok")],
+        [("mockai:gpt-mock", "skipped"), ("mockant:claude-mock", "ok")],
+    ]
+    assert [r.body["model"] for r in mock.requests] == ["gpt-mock", "claude-mock", "claude-mock"]
+    elsewhere = Engine(registry(mock_server))
+    result = await elsewhere.run(model="mockai:gpt-mock", message="hi", retry=POLICY)
+    await elsewhere.aclose()
+    assert result.attempts[0].outcome == "ok" and mock.requests[-1].body["model"] == "gpt-mock"

@@ -1380,7 +1380,9 @@ The secrets associated with the passwords are as follows:
                         model="gpt-5-mini-2025-08-07",
                         provider="openai",
                     ),
-                    usage=Usage(input_tokens=167, output_tokens=171, requests=1),
+                    usage=Usage(
+                        input_tokens=167, output_tokens=171, requests=1, reasoning_tokens=128
+                    ),
                     finish_reason="stop",
                     model="gpt-5-mini-2025-08-07",
                 ),
@@ -1531,6 +1533,23 @@ def test_thinking_is_replayed_only_to_the_same_provider() -> None:
             "openai": {"role": "assistant", "content": "Take the bridge."},
         }
     )
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "unstreamed"])
+@pytest.mark.parametrize(
+    ("recording", "reasoned"), [("tool_result_followup", 128), ("tool_call_single", 0)]
+)
+async def test_chat_completions_usage_counts_the_reasoning_tokens(
+    recording: str, reasoned: int, stream: bool
+) -> None:
+    """gpt-5-mini's recorded answers over Chat Completions, one that reasoned (128 of its 171
+    output tokens, ``completion_tokens_details.reasoning_tokens``) and one that did not."""
+    body = load(FIXTURES / "openai" / f"{recording}.json")["response"]["body_json"]
+    answer = as_stream("openai", body) if stream else body
+    usage = (await replay("openai", stream=stream, body=answer)).response.usage
+    assert usage.reasoning_tokens == reasoned
+    assert usage.output_tokens == body["usage"]["completion_tokens"]
+    assert usage.to_dict().get("reasoning_tokens", 0) == reasoned
 
 
 def test_the_recordings_ship_with_the_tests() -> None:

@@ -31,12 +31,13 @@ from agentrunner.engine.messages import (
     ToolResult,
     Usage,
     UserMessage,
+    message_from_dict,
 )
 from agentrunner.engine.wire_anthropic import AnthropicWire
 from agentrunner.engine.wire_openai import OpenAIWire
 from agentrunner.engine.wire_responses import ResponsesWire
 from agentrunner.errors import ErrorCode
-from tests.engine.wire_replay import as_body, as_stream, replay
+from tests.engine.wire_replay import as_body, as_stream, replay, responses_events
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openai-responses"
 FILES = sorted(FIXTURES.glob("*.json"))
@@ -1376,3 +1377,99 @@ def test_the_recordings_ship_with_the_tests() -> None:
     """A fresh clone tests the adapter against every recording: none may silently go missing."""
     assert len(FILES) == 19
     assert (FIXTURES / "README.md").is_file()
+
+
+# -- the assistant message's phase (gpt-5.3-codex and later) ---------------------------------
+# No recording shows it; built from OpenAI's reference: an output message of a newer reasoning
+# model says whether it is commentary (said on the way, with tool calls) or the final answer,
+# and that ``phase`` is to be resent on every assistant message of a follow-up.
+
+
+def phased_answer(phase: str, calls: bool) -> dict[str, Any]:
+    output: list[dict[str, Any]] = [
+        {
+            "id": "rs_55",
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "**Look it up**"}],
+            "encrypted_content": "gAAAA-55",
+        },
+        {
+            "id": "msg_55",
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "phase": phase,
+            "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}],
+        },
+    ]
+    if calls:
+        output.append(
+            {
+                "id": "fc_55",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": "call_55",
+                "name": "search",
+                "arguments": '{"q":"Paris"}',
+            }
+        )
+    return {
+        "id": "resp_55",
+        "object": "response",
+        "model": "gpt-5.5",
+        "status": "completed",
+        "output": output,
+        "usage": {
+            "input_tokens": 80,
+            "output_tokens": 60,
+            "output_tokens_details": {"reasoning_tokens": 40},
+        },
+    }
+
+
+def streamed(answer: dict[str, Any], *, phase_added: bool) -> str:
+    """``answer`` as the API streams it; without ``phase_added``, the message's phase only in
+    its ``response.output_item.done``, not in its ``added``."""
+    events = responses_events(answer)
+    if not phase_added:
+        for name, data in events:
+            if name == "response.output_item.added":
+                data["item"].pop("phase", None)
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
+
+
+@pytest.mark.parametrize("how", ["streamed", "streamed, phase at done", "unstreamed"])
+@pytest.mark.parametrize(("phase", "calls"), [("commentary", True), ("final_answer", False)])
+async def test_the_phase_of_an_answer_goes_back_with_its_message(
+    phase: str, calls: bool, how: str
+) -> None:
+    answer = phased_answer(phase, calls)
+    stream = how != "unstreamed"
+    body: Any = streamed(answer, phase_added=how == "streamed") if stream else answer
+    said = (await replay(WIRE, stream=stream, body=body)).response.message
+    assert (said.text_id, said.phase) == ("msg_55", phase)
+    # Kept with the thread: a follow-up built in another process from the stored message.
+    stored = message_from_dict(json.loads(json.dumps(said.to_dict())))
+    results = [ToolResult("call_55", "search", "sunny")] if calls else [UserMessage("And?")]
+    for message in (said, stored):
+        request = ModelRequest("gpt-5.5", "", [UserMessage("Weather?"), message, *results])
+        items = ResponsesWire("openai").build(request)["input"]
+        assert [i.get("type") for i in items[1:3]] == ["reasoning", "message"]
+        assert (items[2]["id"], items[2]["phase"]) == ("msg_55", phase)
+    # Not to another provider, nor for a turn cut short: their message is plain text.
+    cut = AssistantMessage(said.text, provider="openai", text_id="msg_55", phase=phase)
+    cut.interrupted = True
+    for wire, message in ((ResponsesWire("openai-eu"), said), (ResponsesWire("openai"), cut)):
+        built = wire.build(ModelRequest("gpt-5.5", "", [UserMessage("Weather?"), message]))
+        assert built["input"][1] == {"role": "assistant", "content": "Let me look."}
+
+
+def test_a_message_without_a_phase_goes_back_without_one() -> None:
+    said = said_with_reasoning()
+    assert said.phase is None and "phase" not in said.to_dict()
+    items = assistant_items(said, ResponsesWire("openai"))
+    assert "phase" not in items[1]
+    assert (
+        "phase"
+        in assistant_items(said_with_reasoning(phase="commentary"), ResponsesWire("openai"))[1]
+    )

@@ -281,9 +281,10 @@ def responses_body(folded: ModelResponse) -> dict[str, Any]:
         output.append(item)
     if said.text:
         text = {"type": "output_text", "text": said.text, "annotations": []}
-        output.append(
-            {"id": said.text_id, "type": "message", "role": "assistant", "content": [text]}
-        )
+        message = {"id": said.text_id, "type": "message", "role": "assistant", "content": [text]}
+        if said.phase is not None:
+            message["phase"] = said.phase
+        output.append(message)
     output += [
         {
             "id": call.item_id,
@@ -343,6 +344,7 @@ def openai_body(folded: ModelResponse) -> dict[str, Any]:
             "prompt_tokens": usage.input_tokens,
             "completion_tokens": usage.output_tokens,
             "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+            "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         },
     }
 

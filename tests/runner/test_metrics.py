@@ -117,8 +117,9 @@ async def test_runs_requests_tools_and_tokens_are_counted_by_agent_model_and_out
         "capabilities: [notify]",
     )
     agent("scribe", "name: Scribe\nmodel: mockai:gpt-mock")
-    # clerk: its primary is down at each step (a 503), the fallback calls a tool, then answers
-    mock.queue(Reply(fault=Fault.http(503)), Reply(fault=Fault.http(503)), model="gpt-down")
+    # clerk: its primary is down (a 503), the fallback calls a tool, then answers (asked first
+    # at the second step: the primary failed)
+    mock.queue(Reply(fault=Fault.http(503)), model="gpt-down")
     mock.queue(
         Reply(tool_calls=[("notify_user", {"message": "filed"})], input_tokens=30, output_tokens=7),
         Reply(text="Filed.", input_tokens=45, output_tokens=3),
@@ -171,7 +172,7 @@ async def test_runs_requests_tools_and_tokens_are_counted_by_agent_model_and_out
         for a, p in got.select(requested)
     }
     assert requests == {
-        ("mockai", "gpt-down", "provider_unavailable"): 2,
+        ("mockai", "gpt-down", "provider_unavailable"): 1,
         ("mockant", "claude-mock", None): 2,
         ("mockai", "gpt-mock", None): 1,
         ("mockai", "gpt-mock", "provider_auth"): 1,

@@ -11,7 +11,7 @@ from agentrunner.agents.spec import RetryPolicy
 from agentrunner.config import Config
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.budget import ExternalBudget
-from agentrunner.engine.fallback import ChainEntry, FallbackChain
+from agentrunner.engine.fallback import ChainEntry, Cooldowns, FallbackChain
 from agentrunner.engine.messages import Message, UserMessage
 from agentrunner.engine.models import ModelRegistry
 from agentrunner.engine.tools import Tool
@@ -33,13 +33,16 @@ __all__ = ["Engine"]
 
 class Engine:
     """Runs turns. ``async with Engine() as engine`` closes every provider client on exit.
-    With ``tracing`` (telemetry on), its model requests and tool calls are spans and metrics."""
+    With ``tracing`` (telemetry on), its model requests and tool calls are spans and metrics.
+    Its chains share one ``Cooldowns``: a provider's asked wait, and a model that failed, hold
+    for every run of the process."""
 
     def __init__(
         self, models: ModelRegistry | None = None, *, tracing: Tracing | None = None
     ) -> None:
         self.models = models or ModelRegistry()
         self.tracing = tracing
+        self.cooldowns = Cooldowns()
 
     @classmethod
     def from_config(
@@ -74,7 +77,7 @@ class Engine:
         for ref in refs:
             resolved = self.models.resolve(ref)
             entries.append(ChainEntry(resolved, self.models.client(resolved), policy))
-        return FallbackChain(entries, tracing=self.tracing)
+        return FallbackChain(entries, cooldowns=self.cooldowns, tracing=self.tracing)
 
     async def run(
         self,

@@ -3,11 +3,17 @@ fallback model, one chain per execution, reused across the tool loop.
 
 * Only failures that may pass (rate limit, overload, 5xx, timeout, connection) are retried or
   failed over; any other failure ends the chain at once.
-* A rate limit with ``retry-after`` puts the provider in cooldown. The next attempt on it waits
-  for exactly that long — unless the wait is longer than the retry policy's ``max_delay_s``:
-  then the chain moves on at once and skips that provider while it cools down, and with no
-  model left it fails at once (``provider_rate_limit``, the asked wait in the message). No wait
-  is ever longer than ``max_delay_s``; the turn's deadline bounds them all together.
+* A provider's ``retry-after`` (on a 429, a 503, a 529, any failure that may pass) puts the
+  provider in cooldown. The next attempt on it waits for exactly that long — unless the wait is
+  longer than the retry policy's ``max_delay_s``: then the chain moves on at once and skips that
+  provider while it cools down, and with no model left it fails at once (the asked wait in the
+  message). No wait is ever longer than ``max_delay_s``; the turn's deadline bounds them all.
+* A model the chain left after a failure that may pass (its tries spent) is tried after the
+  others on the chain's later requests: for the rest of the run, and by every chain of the
+  process for ``FAILED_REST_S``. It is still tried when every other model has failed, and once
+  it answers it takes its place again.
+* ``Cooldowns`` holds both, the providers' asked waits and the models that failed: one per
+  process (the engine's), shared by every chain it builds; a chain built alone has its own.
 * Every attempt is recorded (model, outcome, error code, status, duration).
 """
 
@@ -29,9 +35,14 @@ from agentrunner.engine.models import ResolvedModel
 if TYPE_CHECKING:
     from agentrunner.engine.tracing import Tracing
 
-__all__ = ["Attempt", "ChainEntry", "FallbackChain"]
+__all__ = ["FAILED_REST_S", "Attempt", "ChainEntry", "Cooldowns", "FallbackChain"]
 
 Sleep = Callable[[float], Awaitable[None]]
+
+# Seconds a model that failed (its tries spent on failures that may pass) is tried after the
+# others by every chain of the process: long enough that a run started meanwhile does not pay
+# for its retries again, short enough that a provider back up is soon used again.
+FAILED_REST_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +70,63 @@ class Attempt:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A provider's request to wait: until when, and the failure that carried it."""
+
+    until: float
+    kind: FailureKind
+    status: int | None
+
+
+@dataclass(slots=True)
+class Cooldowns:
+    """What the chains of one process know of its providers, by the chains' clock: the waits
+    providers asked for (``retry-after``), by provider, and the models that failed lately, by
+    ``provider:model``, until when each holds."""
+
+    asked: dict[str, _Asked] = field(default_factory=dict)
+    failed: dict[str, float] = field(default_factory=dict)
+
+    def ask(self, provider: str, until: float, error: ProviderError) -> None:
+        self.asked[provider] = _Asked(until, error.kind, error.status)
+
+    def wait(self, provider: str, now: float) -> tuple[float, _Asked | None]:
+        """Seconds ``provider`` asked to be left alone from ``now``, and its request (none
+        when it asked for nothing, or for a wait that has passed)."""
+        asked = self.asked.get(provider)
+        if asked is None:
+            return 0.0, None
+        if asked.until <= now:
+            del self.asked[provider]
+            return 0.0, None
+        return asked.until - now, asked
+
+    def fail(self, ref: str, now: float) -> None:
+        self.failed[ref] = now + FAILED_REST_S
+
+    def recover(self, ref: str) -> None:
+        self.failed.pop(ref, None)
+
+    def resting(self, ref: str, now: float) -> bool:
+        """Whether ``ref`` failed within the last ``FAILED_REST_S``."""
+        until = self.failed.get(ref)
+        if until is None:
+            return False
+        if until <= now:
+            del self.failed[ref]
+            return False
+        return True
+
+
 @dataclass(slots=True)
 class FallbackChain:
     entries: Sequence[ChainEntry]
     sleep: Sleep = asyncio.sleep
     clock: Callable[[], float] = time.monotonic
     attempts: list[Attempt] = field(default_factory=list)
-    cooldown_until: dict[str, float] = field(default_factory=dict)
+    cooldowns: Cooldowns = field(default_factory=Cooldowns)  # the process's, from the engine
+    failed: set[str] = field(default_factory=set)  # models that failed in this run, by ref
     tracing: Tracing | None = None  # telemetry on: each attempt that is sent is a span
 
     async def request(
@@ -82,17 +143,18 @@ class FallbackChain:
         not fail over.
         """
         last: ProviderError | None = None
-        for index, entry in enumerate(self.entries):
-            has_next = index < len(self.entries) - 1
+        order = self._order()
+        for position, entry in enumerate(order):
+            has_next = position < len(order) - 1
             provider = entry.model.provider.name
             for tries in range(1, entry.retry.max + 1):
-                wait = self.cooldown_until.get(provider, 0.0) - self.clock()
-                if wait > 0:
+                wait, asked = self.cooldowns.wait(provider, self.clock())
+                if asked is not None:
                     if wait > entry.retry.max_delay_s:
                         self._record(entry, "skipped", 0.0, message=f"cooling down {wait:.1f}s")
                         if has_next:
                             break
-                        raise _too_long(entry, wait)
+                        raise _too_long(entry, wait, asked.kind, asked.status, None)
                     await self.sleep(wait)
                 request = await build(entry)
                 start = self.clock()
@@ -100,7 +162,8 @@ class FallbackChain:
                     if self.tracing is None:
                         response = await entry.client.request(request, on_delta)
                     else:
-                        response = await self._traced(entry, request, on_delta, index > 0, last)
+                        fallback = entry is not self.entries[0]
+                        response = await self._traced(entry, request, on_delta, fallback, last)
                 except ProviderError as exc:
                     last = exc
                     attempt = self._record(entry, "error", self.clock() - start, exc)
@@ -111,16 +174,41 @@ class FallbackChain:
                     if delay > entry.retry.max_delay_s:  # only a provider's retry-after can be
                         if has_next:
                             break
-                        raise _too_long(entry, delay, exc) from exc
-                    cooling = exc.kind is FailureKind.RATE_LIMIT and exc.retry_after is not None
-                    if tries < entry.retry.max and not cooling:
-                        await self.sleep(delay)  # a cooldown is waited for at the loop's top
+                        raise _too_long(entry, delay, exc.kind, exc.status, exc.request_id) from exc
+                    if tries == entry.retry.max:
+                        self._failed(entry)
+                    elif exc.retry_after is None:
+                        await self.sleep(delay)  # a provider's wait is waited at the loop's top
                     continue
                 attempt = self._record(entry, "ok", self.clock() - start)
                 on_attempt(attempt, entry, response)
+                if self.failed:
+                    self.failed.discard(entry.model.ref)
+                self.cooldowns.recover(entry.model.ref)
                 return response, entry
         assert last is not None, "a chain needs at least one entry"
         raise last
+
+    def _order(self) -> Sequence[ChainEntry]:
+        """The entries in the order to try them now: those that failed lately (in this run, or
+        in the process's last ``FAILED_REST_S``) after the others, each group as configured."""
+        if not self.failed and not self.cooldowns.failed:
+            return self.entries
+        now = self.clock()
+        resting = {
+            e.model.ref
+            for e in self.entries
+            if e.model.ref in self.failed or self.cooldowns.resting(e.model.ref, now)
+        }
+        if not resting:
+            return self.entries
+        return sorted(self.entries, key=lambda e: e.model.ref in resting)  # stable
+
+    def _failed(self, entry: ChainEntry) -> None:
+        """``entry`` spent its tries on failures that may pass: tried after the others, by
+        this chain from now on and by the process's for a while."""
+        self.failed.add(entry.model.ref)
+        self.cooldowns.fail(entry.model.ref, self.clock())
 
     async def _traced(
         self,
@@ -151,9 +239,11 @@ class FallbackChain:
             return response
 
     def _delay(self, entry: ChainEntry, tries: int, exc: ProviderError) -> float:
-        """Seconds before the next try of this entry, setting the provider's cooldown."""
-        if exc.kind is FailureKind.RATE_LIMIT and exc.retry_after is not None:
-            self.cooldown_until[entry.model.provider.name] = self.clock() + exc.retry_after
+        """Seconds before the next try of this entry: the provider's own wait where it asked
+        for one (a cooldown of the provider, whatever the failure), else the backoff's."""
+        if exc.retry_after is not None:
+            provider = entry.model.provider.name
+            self.cooldowns.ask(provider, self.clock() + exc.retry_after, exc)
             return exc.retry_after
         policy = entry.retry
         if policy.backoff == "none":
@@ -184,21 +274,28 @@ class FallbackChain:
         return attempt
 
 
-def _too_long(entry: ChainEntry, wait: float, cause: ProviderError | None = None) -> ProviderError:
-    """The rate limit of a provider that asks for a longer wait than the retry policy allows,
-    with no model left to fail over to: failing now beats holding the run (and, in a worker,
-    its agent's whole mailbox) for as long as the provider likes."""
+def _too_long(
+    entry: ChainEntry, wait: float, kind: FailureKind, status: int | None, request_id: str | None
+) -> ProviderError:
+    """A provider that asks for a longer wait than the retry policy allows (``kind`` and
+    ``status``: the failure it asked with), with no model left to fail over to: failing now
+    beats holding the run (and, in a worker, its agent's whole mailbox) for as long as the
+    provider likes."""
     provider = entry.model.provider.name
+    what = (
+        f"is rate-limiting {entry.model.ref}"
+        if kind is FailureKind.RATE_LIMIT
+        else f"cannot serve {entry.model.ref} now" + (f" ({status})" if status else "")
+    )
     error = ProviderError(
-        FailureKind.RATE_LIMIT,
-        f"{provider} is rate-limiting {entry.model.ref} and asked to wait "
-        f"{round(wait, 1):g} s, longer than retry.max_delay_s ({entry.retry.max_delay_s:g} s) "
-        "allows: not waiting",
+        kind,
+        f"{provider} {what} and asked to wait {round(wait, 1):g} s, longer than "
+        f"retry.max_delay_s ({entry.retry.max_delay_s:g} s) allows: not waiting",
         provider=provider,
         model=entry.model.name,
-        status=cause.status if cause is not None else None,
+        status=status,
         retry_after=wait,
-        request_id=cause.request_id if cause is not None else None,
+        request_id=request_id,
     )
     error.hint = (
         "Add a fallback model from another provider, raise retry.max_delay_s in the agent "

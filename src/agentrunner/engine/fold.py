@@ -91,6 +91,7 @@ class ResponseFold:
         "_input",
         "_output",
         "_parts",
+        "_phase",
         "_reasoning",
         "_sink",
         "_text_id",
@@ -113,6 +114,7 @@ class ResponseFold:
         self._uncached_input: int | None = None
         self._output = self._cache_read = self._cache_write = self._reasoning = 0
         self._text_id: str | None = None
+        self._phase: str | None = None
 
     # -- part events -----------------------------------------------------------------------
 
@@ -153,11 +155,13 @@ class ResponseFold:
         """The thinking part ``part_id`` is (part of) the provider's item ``item_id``."""
         self._get(part_id, _Thinking).item_id = item_id
 
-    def text_item(self, item_id: str) -> None:
+    def text_item(self, item_id: str, phase: str | None = None) -> None:
         """The text so far came in the provider's item ``item_id`` (the first one named is
-        kept: a response has one text)."""
+        kept: a response has one text), which says it is ``phase`` where it says so."""
         if self._text_id is None:
             self._text_id = item_id
+        if phase and item_id == self._text_id:
+            self._phase = phase
 
     def tool_call(
         self,
@@ -248,7 +252,7 @@ class ResponseFold:
             "".join(text), calls, thinking, self.model or None, self.provider
         )
         if self._text_id is not None and text and not refusal:
-            message.text_id = self._text_id
+            message.text_id, message.phase = self._text_id, self._phase
         return ModelResponse(message, self._usage(), finish, self.model)
 
     def _get(self, part_id: PartId, kind: type[_P]) -> _P:

@@ -146,7 +146,8 @@ class AssistantMessage:
 
     ``text_id``: the provider's id of the output item that carried the text (the Responses
     API's ``msg_…``), replayed to that provider with it: a reasoning item sent back must be
-    followed by the item it came with, known by its id."""
+    followed by the item it came with, known by its id. ``phase``: what that item said the
+    text is (the Responses API's ``commentary`` or ``final_answer``), sent back with it."""
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -155,6 +156,7 @@ class AssistantMessage:
     provider: str | None = None
     interrupted: bool = False
     text_id: str | None = None
+    phase: str | None = None
     role: Literal["assistant"] = "assistant"
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,6 +173,8 @@ class AssistantMessage:
             out["interrupted"] = True
         if self.text_id is not None:
             out["text_id"] = self.text_id
+        if self.phase is not None:
+            out["phase"] = self.phase
         return out
 
 
@@ -228,6 +232,7 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
             provider=data.get("provider"),
             interrupted=bool(data.get("interrupted")),
             text_id=data.get("text_id"),
+            phase=data.get("phase"),
         )
     if role == "tool":
         return ToolResult(

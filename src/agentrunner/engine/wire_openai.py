@@ -243,11 +243,14 @@ def _fold_choice(
 
 
 def _fold_usage(raw: Mapping[str, Any] | None, fold: ResponseFold) -> None:
+    """``prompt_tokens`` include the cached ones; ``completion_tokens`` the reasoning ones."""
     if not raw:
         return
-    details = raw.get("prompt_tokens_details") or {}
+    cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens")
+    reasoning = (raw.get("completion_tokens_details") or {}).get("reasoning_tokens")
     fold.usage(
         input_tokens=raw.get("prompt_tokens") or 0,
         output_tokens=raw.get("completion_tokens") or 0,
-        cache_read_tokens=details.get("cached_tokens") or 0,
+        cache_read_tokens=cached or 0,
+        reasoning_tokens=reasoning or 0,
     )

@@ -9,7 +9,8 @@ signature) and sent back unchanged, to the same provider only, on the next reque
 loop and of the thread. The API wants a reasoning item followed by the item it came with (the
 message or function call, known by its id): the ids of those items are kept too
 (``AssistantMessage.text_id``, ``ToolCall.item_id``), and a reasoning item whose follower
-cannot be named is not sent back.
+cannot be named is not sent back. So is what a newer model says its message is, ``phase``
+(``commentary`` or ``final_answer``), which the API asks to have resent with it.
 
 ``previous_response_id`` is not used: it needs ``store: true``, and bills the whole
 conversation as input just the same (cached or not, as a resent one is).
@@ -156,25 +157,27 @@ class ResponsesWire:
         no longer what came, so its reasoning would precede another message)."""
         own = message.provider == self.provider and not message.interrupted
         text, calls = message.text, message.tool_calls
+        item: dict[str, Any]
         if own and message.thinking:
             follower = message.text_id if text else (calls[0].item_id if calls else None)
             if follower:  # the API refuses a reasoning item without the item it came with
                 items += _reasoning_items(message.thinking, self.provider)
         if text:
             if own and message.text_id:
-                items.append(
-                    {
-                        "type": "message",
-                        "role": "assistant",
-                        "id": message.text_id,
-                        "status": "completed",
-                        "content": [{"type": "output_text", "text": text, "annotations": []}],
-                    }
-                )
+                item = {
+                    "type": "message",
+                    "role": "assistant",
+                    "id": message.text_id,
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+                if message.phase:
+                    item["phase"] = message.phase
+                items.append(item)
             else:
                 items.append({"role": "assistant", "content": text})
         for call in calls:
-            item: dict[str, Any] = {
+            item = {
                 "type": "function_call",
                 "call_id": call.id,
                 "name": call.name,
@@ -192,7 +195,7 @@ class ResponsesWire:
             kind = item.get("type")
             item_id = item.get("id") or ""
             if kind == "message":
-                fold.text_item(item_id)
+                fold.text_item(item_id, item.get("phase"))
                 for part in item.get("content") or ():
                     if part.get("type") == "output_text":
                         fold.text(item_id, part.get("text") or "")
@@ -245,12 +248,15 @@ class ResponsesWire:
                 item_id=item_id,
             )
         elif kind == "message":
-            fold.text_item(item.get("id") or "")
+            fold.text_item(item.get("id") or "", item.get("phase"))
 
     def _done(self, payload: Mapping[str, Any], fold: ResponseFold) -> None:
         item = payload.get("item") or {}
-        if item.get("type") == "reasoning":  # its encrypted content is complete only now
+        kind = item.get("type")
+        if kind == "reasoning":  # its encrypted content is complete only now
             _reasoning_done(item, fold)
+        elif kind == "message":  # whole now: its phase, if the item added left it out
+            fold.text_item(item.get("id") or "", item.get("phase"))
 
     def _refusal(self, payload: Mapping[str, Any], fold: ResponseFold) -> None:
         fold.refusal((payload["item_id"], "refusal"), payload.get("delta") or "")

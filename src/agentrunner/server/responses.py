@@ -155,6 +155,11 @@ class AssistantMessage(BaseModel):
     text_id: str | None = Field(
         default=None, description="the provider's id of the item that carried the text"
     )
+    phase: str | None = Field(
+        default=None,
+        description="what that item said the text is (`commentary` or `final_answer`: "
+        "OpenAI's Responses API)",
+    )
     run_id: str | None
     created_at: float
 
