@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -203,6 +204,30 @@ def test_sse_resume_with_last_event_id_across_processes(
         api.stop()
 
 
+def test_serve_on_port_0_says_the_port_it_was_given(agent: Agent, project: Path) -> None:
+    """``--port 0`` (any free port) said ``http://127.0.0.1:0/``, an address nobody can open."""
+    import re
+
+    agent("helper")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "serve", "--port", "0"],
+        cwd=project,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        said = server.stderr.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", said)
+        assert found and found.group(1) != "0", said
+        assert httpx2.get(f"http://127.0.0.1:{found.group(1)}/health").status_code == 200
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+        if server.stderr is not None:
+            server.stderr.close()
+
+
 def test_serve_refuses_public_bind_without_token(project: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "AGENTRUNNER_API_TOKEN"}
     done = subprocess.run(
@@ -241,6 +266,48 @@ def test_serve_on_a_busy_port_is_one_error_line(agent: Agent, project: Path) -> 
     assert done.stderr.startswith(f"error: address_in_use: port {port} on 127.0.0.1")
     assert "hint:" in done.stderr and "Traceback" not in done.stderr
     assert "dashboard on http" not in done.stderr  # it never claimed to be serving
+
+
+def test_a_busy_ports_hint_names_a_port_that_is_free(agent: Agent, project: Path) -> None:
+    """The hint said ``--port N+1`` whatever was there (issue 39): with N+1 busy too, it named
+    a port that was just as busy."""
+    import re
+    import socket
+
+    agent("helper")
+    for busy_after in (0, 2):  # the port alone busy; the port and the two after it
+        with contextlib.ExitStack() as stack:
+            first = stack.enter_context(socket.socket())
+            first.bind(("127.0.0.1", 0))
+            first.listen()
+            port = first.getsockname()[1]
+            busy = {port}
+            for n in range(1, busy_after + 1):
+                more = stack.enter_context(socket.socket())
+                try:
+                    more.bind(("127.0.0.1", port + n))
+                except OSError:  # taken already: busy all the same
+                    pass
+                else:
+                    more.listen()
+                busy.add(port + n)
+            done = _serve(project, "--port", str(port))
+            assert done.returncode == 1 and f"port {port} on 127.0.0.1" in done.stderr
+            found = re.search(r"--port (\d+)", done.stderr)
+            assert found, done.stderr
+            named = int(found.group(1))
+            assert named not in busy
+            with socket.socket() as check:  # free: it can be bound (while the others are held)
+                check.bind(("127.0.0.1", named))
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1"])
+def test_a_port_out_of_range_is_a_validation_error(tmp_path: Path, port: str) -> None:
+    """It was ``internal: OverflowError`` (issue 39); said before anything else is read."""
+    done = _serve(tmp_path, "--port", port)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"error: validation: --port {port} is not a port")
+    assert "0 to 65535" in done.stderr and "internal" not in done.stderr
 
 
 def test_serve_outside_a_project_is_one_error_line(tmp_path: Path) -> None:

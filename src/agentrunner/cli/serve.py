@@ -13,6 +13,9 @@ from agentrunner.cli.console import err
 
 __all__ = ["mcp", "serve", "stdio"]
 
+_PORTS = 65535  # the highest port
+_NEARBY = 20  # ports after a busy one tried for the hint
+
 
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
@@ -28,6 +31,12 @@ def serve(
 
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
+    if not 0 <= port <= _PORTS:
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"--port {port} is not a port",
+            hint=f"A port is a number from 0 to {_PORTS} (0: any free one); the default is 8765.",
+        )
     token = _token(os.environ.get("AGENTRUNNER_API_TOKEN") or None)
     if token is None and not _loopback(host):
         raise AgentRunnerError(
@@ -51,6 +60,7 @@ async def _serve(
     workspace = await open_workspace()
     try:
         sock = _listen(host, port)
+        port = sock.getsockname()[1]  # the one the system gave, for --port 0
         err.print(  # one line whatever the width: a log or a narrow terminal reads it whole
             f"[green]agentrunner[/] dashboard on http://{host}:{port}/ · API docs at /docs"
             + (" · token required" if token else ""),
@@ -66,7 +76,7 @@ async def _serve(
 def _listen(host: str, port: int) -> socket.socket:
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    family = _family(host)
     # IPPROTO_TCP named, not left 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
     # sockets that say so, and accepted ones take it from this one. Left on, an SSE event
     # written after another waited for the client's delayed ACK, up to 40 ms.
@@ -80,7 +90,8 @@ def _listen(host: str, port: int) -> socket.socket:
             raise AgentRunnerError(
                 ErrorCode.ADDRESS_IN_USE,
                 f"port {port} on {host} is already in use",
-                hint=f"Stop what is listening there, or pick another port: --port {port + 1}.",
+                hint="Stop what is listening there, or pick another port: "
+                f"--port {_free_port_after(host, port)} is free.",
             ) from None
         raise AgentRunnerError(
             ErrorCode.RUNNER_IO,
@@ -90,6 +101,25 @@ def _listen(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.setblocking(False)
     return sock
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _free_port_after(host: str, port: int) -> int:
+    """A port on ``host`` that nothing listens on now: the first of the next few that can be
+    bound as ``_listen`` binds, else one the system picks."""
+    for candidate in [*range(port + 1, min(port + _NEARBY, _PORTS) + 1), 0]:
+        with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, candidate))
+            except OSError:
+                continue
+            free: int = probe.getsockname()[1]
+            return free
+    return 0  # nothing could be bound at all: let the system pick as it starts
 
 
 def _token(raw: str | None) -> str | None:
