@@ -329,6 +329,50 @@ def test_a_blank_or_spaced_token_is_refused(
     assert token.strip() == "" or token not in done.stderr  # the value is never repeated
 
 
+@pytest.mark.parametrize("token", ["q7Z", "k" * 31])
+def test_a_short_token_is_refused_beyond_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    """``serve --host 0.0.0.0`` started with a three-character token (issue 39)."""
+    monkeypatch.setenv("AGENTRUNNER_API_TOKEN", token)
+    done = _serve(tmp_path, "--host", "0.0.0.0", "--port", "0")
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"error: validation: AGENTRUNNER_API_TOKEN is {len(token)} characters long"
+    )
+    assert "at least 32" in done.stderr and "agentrunner token" in done.stderr
+    assert token not in done.stderr  # the value is never repeated
+
+
+def test_agentrunner_token_prints_a_new_token_that_serve_takes_beyond_loopback(
+    agent: Agent, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+    import socket
+
+    tokens = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrunner", "token"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        tokens.append(done.stdout.strip())
+        assert done.stdout == tokens[-1] + "\n"  # the token alone: $(agentrunner token)
+    assert tokens[0] != tokens[1]
+    assert all(len(t) >= 32 and re.fullmatch(r"[A-Za-z0-9_-]+", t) for t in tokens)
+    agent("helper")
+    monkeypatch.setenv("AGENTRUNNER_API_TOKEN", tokens[0])
+    with socket.socket() as busy:  # taken: serve gets as far as binding, then stops
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        done = _serve(project, "--host", "0.0.0.0", "--port", str(busy.getsockname()[1]))
+    assert done.stderr.startswith("error: address_in_use: "), done.stderr  # the token passed
+
+
 def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: MockProvider) -> None:
     agent("helper")
     srv = server(cors_origins=["https://app.example"])

@@ -9,12 +9,15 @@ import socket
 
 import typer
 
-from agentrunner.cli.console import err
+from agentrunner.cli.console import err, out
 
-__all__ = ["mcp", "serve", "stdio"]
+__all__ = ["mcp", "new_token", "serve", "stdio"]
 
 _PORTS = 65535  # the highest port
 _NEARBY = 20  # ports after a busy one tried for the hint
+# Beyond loopback the token is all that keeps a stranger out: shorter than this, it is refused.
+# `agentrunner token` makes one of 43 (256 random bits, URL-safe).
+_TOKEN_MIN = 32
 
 
 def serve(
@@ -22,10 +25,17 @@ def serve(
     port: int = typer.Option(8765, "--port", help="Port to bind."),
     no_worker: bool = typer.Option(False, "--no-worker", help="Do not serve mailboxes here."),
     cors: list[str] = typer.Option([], "--cors", help="An allowed CORS origin (repeat)."),
+    trusted_proxy: list[str] = typer.Option(
+        [],
+        "--trusted-proxy",
+        help="The address (or network) of a reverse proxy in front, whose X-Forwarded-For and "
+        "X-Forwarded-Proto name the client and its scheme (repeat).",
+    ),
 ) -> None:
     """Serve the HTTP API (REST, live event streams, OpenAI-compatible chat).
 
-    Beyond loopback a bearer token is required: set AGENTRUNNER_API_TOKEN.
+    Beyond loopback a bearer token of at least 32 characters is required: export
+    AGENTRUNNER_API_TOKEN=$(agentrunner token).
     """
     import asyncio
 
@@ -37,19 +47,35 @@ def serve(
             f"--port {port} is not a port",
             hint=f"A port is a number from 0 to {_PORTS} (0: any free one); the default is 8765.",
         )
-    token = _token(os.environ.get("AGENTRUNNER_API_TOKEN") or None)
+    token = _token(os.environ.get("AGENTRUNNER_API_TOKEN") or None, public=not _loopback(host))
     if token is None and not _loopback(host):
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
             f"refusing to serve on {host} without a bearer token",
-            hint="export AGENTRUNNER_API_TOKEN=… (clients send Authorization: Bearer …), "
-            "or bind 127.0.0.1.",
+            hint="export AGENTRUNNER_API_TOKEN=$(agentrunner token) (clients send "
+            "Authorization: Bearer …), or bind 127.0.0.1.",
         )
-    asyncio.run(_serve(host, port, token, not no_worker, cors or None))
+    proxies = [_network(proxy) for proxy in trusted_proxy]
+    asyncio.run(_serve(host, port, token, not no_worker, cors or None, proxies))
+
+
+def new_token() -> None:
+    """Print a new random token for AGENTRUNNER_API_TOKEN (256 bits, URL-safe).
+
+    export AGENTRUNNER_API_TOKEN=$(agentrunner token)
+    """
+    import secrets
+
+    out.print(secrets.token_urlsafe(32), markup=False, soft_wrap=True)
 
 
 async def _serve(
-    host: str, port: int, token: str | None, worker: bool, cors: list[str] | None
+    host: str,
+    port: int,
+    token: str | None,
+    worker: bool,
+    cors: list[str] | None,
+    trusted_proxies: list[str],
 ) -> None:
     """Open the project and the port first, so a problem with either is one error line before
     anything claims to be serving; then hand both to uvicorn."""
@@ -67,7 +93,9 @@ async def _serve(
             soft_wrap=True,
         )
         app = create_app(token=token, worker=worker, cors_origins=cors, workspace=workspace)
-        config = uvicorn_config(app, log_level="warning", access_log=False)
+        config = uvicorn_config(
+            app, log_level="warning", access_log=False, trusted_proxies=trusted_proxies
+        )
         await serve(config, [sock])
     finally:
         await workspace.close()
@@ -122,9 +150,25 @@ def _free_port_after(host: str, port: int) -> int:
     return 0  # nothing could be bound at all: let the system pick as it starts
 
 
-def _token(raw: str | None) -> str | None:
+def _network(given: str) -> str:
+    """A ``--trusted-proxy``: an address or a network, as uvicorn takes it."""
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    try:
+        return str(ipaddress.ip_network(given.strip(), strict=False))
+    except ValueError:
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"--trusted-proxy {given!r} is not an address or a network",
+            hint="Name the proxy's address as the server sees it, e.g. --trusted-proxy "
+            "127.0.0.1 for a proxy on this machine, or a network such as 10.0.0.0/8.",
+        ) from None
+
+
+def _token(raw: str | None, *, public: bool) -> str | None:
     """The bearer token clients must send; refused (never repeated) when it is blank or holds
-    what a header value cannot: a token of spaces let ``Authorization: Bearer  `` in."""
+    what a header value cannot (a token of spaces let ``Authorization: Bearer  `` in), or,
+    ``public`` (beyond loopback), when it is short enough to guess."""
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
     if raw is None:
@@ -137,7 +181,14 @@ def _token(raw: str | None) -> str | None:
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
             f"AGENTRUNNER_API_TOKEN {what}",
-            hint="Set a long random one: export AGENTRUNNER_API_TOKEN=$(openssl rand -hex 32)",
+            hint="Set a long random one: export AGENTRUNNER_API_TOKEN=$(agentrunner token)",
+        )
+    if public and len(raw) < _TOKEN_MIN:
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"AGENTRUNNER_API_TOKEN is {len(raw)} characters long: beyond loopback it must be "
+            f"at least {_TOKEN_MIN}",
+            hint="Set a long random one: export AGENTRUNNER_API_TOKEN=$(agentrunner token)",
         )
     return raw
 
