@@ -234,12 +234,14 @@ _INFO: dict[ErrorCode, CodeInfo] = {
     ),
     _E.UNAUTHORIZED: CodeInfo(
         False,
-        "The HTTP API refused the request: the bearer token is missing or wrong (401), or, "
-        "on a server with no token, the `Host` header names neither loopback nor a name in "
-        "`[server] allowed_hosts` (403) — as a web page reaching the server through DNS "
-        "rebinding would.",
-        "Send `Authorization: Bearer <token>`; for a server without a token, call it as "
-        "`localhost`/`127.0.0.1`/`[::1]` or add its name to `[server] allowed_hosts`.",
+        "The HTTP API refused the request: the bearer token is missing or wrong (401); too "
+        "many wrong tokens came from the client's address, so it is refused for a while "
+        "(429, with `Retry-After`); or, on a server with no token, the `Host` header names "
+        "neither loopback nor a name in `[server] allowed_hosts` (403) — as a web page "
+        "reaching the server through DNS rebinding would.",
+        "Send `Authorization: Bearer <token>` (after a 429, once `Retry-After` has passed); "
+        "for a server without a token, call it as `localhost`/`127.0.0.1`/`[::1]` or add its "
+        "name to `[server] allowed_hosts`.",
         _E.VALIDATION,
     ),
     _E.QUEUE_FULL: CodeInfo(

@@ -30,7 +30,7 @@ import pytest
 from agentrunner.testing import MockProviderServer
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "dashboard-test-token-1f6c2a"
+TOKEN = "dashboard-test-token-1f6c2a-7d04e9b35c81"  # 32 or more: beyond loopback
 
 # What Chromium needs here: no sandbox as root, and none of the background connections a closed
 # network refuses (they fill its log and slow its start).
@@ -201,14 +201,27 @@ def serve(tmp_path: Path, mock_server: MockProviderServer) -> Iterator[Callable[
         log.close()
 
 
+def refusals(tab: Any) -> list[str]:
+    """What the pages' Content-Security-Policy refuses in ``tab`` from now on (as Chromium says
+    it on the console): each test's pages must need nothing it refuses."""
+    said: list[str] = []
+    tab.on(
+        "console",
+        lambda m: said.append(m.text) if "Content Security Policy" in m.text else None,
+    )
+    return said
+
+
 @pytest.fixture
 def page(chromium: Any) -> Iterator[Any]:
     """A fresh browser context (no cookies) and a page in it, at a laptop's size."""
     context = chromium.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(20_000)
     tab = context.new_page()
+    refused = refusals(tab)
     yield tab
     context.close()
+    assert refused == [], "\n".join(refused)
 
 
 @pytest.fixture
@@ -223,8 +236,10 @@ def phone(chromium: Any) -> Iterator[Any]:
     )
     context.set_default_timeout(20_000)
     tab = context.new_page()
+    refused = refusals(tab)
     yield tab
     context.close()
+    assert refused == [], "\n".join(refused)
 
 
 def accessible(tab: Any) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
+from agentrunner.ids import short_id
 from agentrunner.testing import MockProvider, Reply
 from tests.browser.conftest import Served, accessible, fits
 
@@ -100,7 +101,7 @@ def test_a_runs_page_shows_its_tool_call_with_arguments_and_result(
     run_id = json.loads(done.stdout)["run_id"]
 
     page.goto(served.url + "/")
-    page.locator("#agent-cfo a", has_text=run_id[-8:]).click()
+    page.locator("#agent-cfo a", has_text=short_id(run_id)).click()
     expect(page).to_have_url(served.url + f"/ui/runs/{run_id}")
     expect(page.locator("#run-status")).to_have_text("completed")
     call = page.locator('#timeline .tool-call[data-tool="note_create"]')

@@ -17,7 +17,8 @@ __all__ = ["ServerThread", "agent", "open_runner", "project", "server"]
 class ServerThread:
     """The HTTP API under uvicorn in a background thread, on a free loopback port."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, config: Any = None) -> None:
+        """``config``: a ``uvicorn.Config`` of ``app`` to serve it with (else uvicorn's own)."""
         import uvicorn
 
         sock = socket.socket()
@@ -25,7 +26,7 @@ class ServerThread:
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = uvicorn.Server(
-            uvicorn.Config(app, log_level="critical", timeout_graceful_shutdown=2)
+            config or uvicorn.Config(app, log_level="critical", timeout_graceful_shutdown=2)
         )
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, daemon=True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -203,6 +204,30 @@ def test_sse_resume_with_last_event_id_across_processes(
         api.stop()
 
 
+def test_serve_on_port_0_says_the_port_it_was_given(agent: Agent, project: Path) -> None:
+    """``--port 0`` (any free port) said ``http://127.0.0.1:0/``, an address nobody can open."""
+    import re
+
+    agent("helper")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "serve", "--port", "0"],
+        cwd=project,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        said = server.stderr.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", said)
+        assert found and found.group(1) != "0", said
+        assert httpx2.get(f"http://127.0.0.1:{found.group(1)}/health").status_code == 200
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+        if server.stderr is not None:
+            server.stderr.close()
+
+
 def test_serve_refuses_public_bind_without_token(project: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "AGENTRUNNER_API_TOKEN"}
     done = subprocess.run(
@@ -243,6 +268,48 @@ def test_serve_on_a_busy_port_is_one_error_line(agent: Agent, project: Path) -> 
     assert "dashboard on http" not in done.stderr  # it never claimed to be serving
 
 
+def test_a_busy_ports_hint_names_a_port_that_is_free(agent: Agent, project: Path) -> None:
+    """The hint said ``--port N+1`` whatever was there (issue 39): with N+1 busy too, it named
+    a port that was just as busy."""
+    import re
+    import socket
+
+    agent("helper")
+    for busy_after in (0, 2):  # the port alone busy; the port and the two after it
+        with contextlib.ExitStack() as stack:
+            first = stack.enter_context(socket.socket())
+            first.bind(("127.0.0.1", 0))
+            first.listen()
+            port = first.getsockname()[1]
+            busy = {port}
+            for n in range(1, busy_after + 1):
+                more = stack.enter_context(socket.socket())
+                try:
+                    more.bind(("127.0.0.1", port + n))
+                except OSError:  # taken already: busy all the same
+                    pass
+                else:
+                    more.listen()
+                busy.add(port + n)
+            done = _serve(project, "--port", str(port))
+            assert done.returncode == 1 and f"port {port} on 127.0.0.1" in done.stderr
+            found = re.search(r"--port (\d+)", done.stderr)
+            assert found, done.stderr
+            named = int(found.group(1))
+            assert named not in busy
+            with socket.socket() as check:  # free: it can be bound (while the others are held)
+                check.bind(("127.0.0.1", named))
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1"])
+def test_a_port_out_of_range_is_a_validation_error(tmp_path: Path, port: str) -> None:
+    """It was ``internal: OverflowError`` (issue 39); said before anything else is read."""
+    done = _serve(tmp_path, "--port", port)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"error: validation: --port {port} is not a port")
+    assert "0 to 65535" in done.stderr and "internal" not in done.stderr
+
+
 def test_serve_outside_a_project_is_one_error_line(tmp_path: Path) -> None:
     done = _serve(tmp_path, "--port", "0")
     assert done.returncode == 1 and "not in an agentrunner project" in done.stderr
@@ -260,6 +327,50 @@ def test_a_blank_or_spaced_token_is_refused(
     done = _serve(project, "--host", "0.0.0.0", "--port", "0")
     assert done.returncode == 1 and "AGENTRUNNER_API_TOKEN" in done.stderr
     assert token.strip() == "" or token not in done.stderr  # the value is never repeated
+
+
+@pytest.mark.parametrize("token", ["q7Z", "k" * 31])
+def test_a_short_token_is_refused_beyond_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    """``serve --host 0.0.0.0`` started with a three-character token (issue 39)."""
+    monkeypatch.setenv("AGENTRUNNER_API_TOKEN", token)
+    done = _serve(tmp_path, "--host", "0.0.0.0", "--port", "0")
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"error: validation: AGENTRUNNER_API_TOKEN is {len(token)} characters long"
+    )
+    assert "at least 32" in done.stderr and "agentrunner token" in done.stderr
+    assert token not in done.stderr  # the value is never repeated
+
+
+def test_agentrunner_token_prints_a_new_token_that_serve_takes_beyond_loopback(
+    agent: Agent, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+    import socket
+
+    tokens = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrunner", "token"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        tokens.append(done.stdout.strip())
+        assert done.stdout == tokens[-1] + "\n"  # the token alone: $(agentrunner token)
+    assert tokens[0] != tokens[1]
+    assert all(len(t) >= 32 and re.fullmatch(r"[A-Za-z0-9_-]+", t) for t in tokens)
+    agent("helper")
+    monkeypatch.setenv("AGENTRUNNER_API_TOKEN", tokens[0])
+    with socket.socket() as busy:  # taken: serve gets as far as binding, then stops
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        done = _serve(project, "--host", "0.0.0.0", "--port", str(busy.getsockname()[1]))
+    assert done.stderr.startswith("error: address_in_use: "), done.stderr  # the token passed
 
 
 def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: MockProvider) -> None:

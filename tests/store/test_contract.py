@@ -61,6 +61,27 @@ async def test_ids_starting_with_a_prefix(store: Store) -> None:
     assert await store.runs.ids_starting("run_2", 5) == ["run_2"]
 
 
+async def test_ids_ending_with_a_suffix(store: Store) -> None:
+    """What pages show of a run id is its end: ends are literal too, results limited."""
+    await store.threads.open("t", "ceo")
+    await store.batch(
+        [
+            store.runs.insert_op(run_id=run_id, agent_id="ceo", thread_id="t", status="running")
+            for run_id in ("run_1a2b3c", "run_2a2b3c", "run_3%_b3c", "run_9zz", "é_b3c")
+        ]
+    )
+    ending = store.runs.ids_ending
+    assert await ending("a2b3c", 5) == ["run_1a2b3c", "run_2a2b3c"]
+    assert await ending("1a2b3c", 5) == ["run_1a2b3c"]
+    assert await ending("%_b3c", 5) == ["run_3%_b3c"]
+    assert await ending("_b3c", 5) == ["run_3%_b3c", "é_b3c"]
+    assert len(await ending("b3c", 2)) == 2
+    assert await ending("9zz", 5) == ["run_9zz"]
+    assert await ending("run_9zz", 5) == ["run_9zz"]  # the whole id is its own end
+    assert await ending("xrun_9zz", 5) == []  # longer than any id
+    assert await ending("zz9", 5) == []
+
+
 async def test_listing_an_agents_threads_finds_them_beyond_the_recent_ones(store: Store) -> None:
     """A listing by agent looks among the most recently updated threads first; an agent whose
     threads are all older than those still gets its newest, in order, page by page."""

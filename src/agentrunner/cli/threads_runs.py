@@ -59,8 +59,9 @@ async def _find(
     get: Callable[[str], Awaitable[T | None]],
     starting: Callable[[str, int], Awaitable[list[str]]],
 ) -> T:
-    """The ``kind`` (run, thread) with id ``given``, or else the one whose id begins with it:
-    ids are long, and a unique beginning is enough, as with git's short hashes."""
+    """The ``kind`` (a thread) with id ``given``, or else the one whose id begins with it:
+    ids are long, and a unique beginning is enough, as with git's short hashes. (Runs:
+    ``run_ids.find_run``, which takes the end pages show too.)"""
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
     found = await get(given)
@@ -308,13 +309,17 @@ def runs_list(
 
 @runs_app.command("show")
 def runs_show(
-    run_id: str = typer.Argument(..., help="The run id, or its beginning."),
+    run_id: str = typer.Argument(
+        ..., help="The run id, its beginning, or its end as the dashboard shows it."
+    ),
     as_json: bool = _JSON,
 ) -> None:
     """One run: status, steps with their attempts and costs, messages and tool calls."""
 
     async def load(store: Store) -> Any:
-        run = await _find("run", run_id, store.runs.get, store.runs.ids_starting)
+        from agentrunner.run_ids import find_run
+
+        run = await find_run(store, run_id)
         return run, await store.runs.steps(run.id), await store.runs.messages(run.id)
 
     run, steps, messages = _with_store(load)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import from_child
+from agentrunner.run_ids import find_run
 
 if TYPE_CHECKING:
     from agentrunner.compose import Workspace
@@ -273,8 +274,8 @@ async def list_jobs(store: Store, *, limit: int = 20) -> list[Job]:
 
 
 async def find_job(store: Store, job_id: str | None) -> RunRecord:
-    """The job ``job_id`` (a run id, or the only one beginning so); the newest job for None.
-    ``not_found`` otherwise."""
+    """The job ``job_id`` (a run id, its beginning or its end: ``run_ids.find_run``); the
+    newest job for None. ``not_found`` otherwise."""
     if job_id is None:
         jobs = await store.company.jobs(limit=1)
         if not jobs:
@@ -284,17 +285,9 @@ async def find_job(store: Store, job_id: str | None) -> RunRecord:
                 hint='Brief the company: agentrunner brief "…" (--background for a job).',
             )
         return jobs[0][0]
-    run = await store.runs.get(job_id)
-    if run is None:
-        starting = await store.runs.ids_starting(job_id, 2)
-        run = await store.runs.get(starting[0]) if len(starting) == 1 else None
-    if run is None:
-        raise AgentRunnerError(
-            ErrorCode.NOT_FOUND,
-            f"no job '{job_id}'",
-            hint="`agentrunner jobs` lists the jobs, running and recent.",
-        )
-    return run
+    return await find_run(
+        store, job_id, kind="job", hint="`agentrunner jobs` lists the jobs, running and recent."
+    )
 
 
 async def kill(store: Store, job_id: str) -> Killed:

@@ -21,6 +21,7 @@ from agentrunner._version import __version__
 from agentrunner.server.errors import ERROR_RESPONSES, install_handlers
 from agentrunner.server.guard import Guard
 from agentrunner.server.responses import Health
+from agentrunner.server.throttle import LoginThrottle, ThrottlePolicy
 
 if TYPE_CHECKING:
     from agentrunner.compose import Workspace
@@ -51,10 +52,12 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     allowed_hosts: Sequence[str] = (),
     workspace: Workspace | None = None,
+    login_policy: ThrottlePolicy | None = None,
 ) -> FastAPI:
     """The app for the project at (or above) ``start``. With ``token``, every request needs
-    ``Authorization: Bearer <token>``; without, only loopback names and ``allowed_hosts`` (and
-    the project's ``[server] allowed_hosts``) are accepted as ``Host``. ``worker`` serves
+    ``Authorization: Bearer <token>``, and wrong ones are slowed, then refused, per client as
+    ``login_policy`` says (``throttle``); without, only loopback names and ``allowed_hosts``
+    (and the project's ``[server] allowed_hosts``) are accepted as ``Host``. ``worker`` serves
     mailboxes in this process. An open ``workspace`` is used as it is (its opener closes it);
     otherwise the app opens and closes the project's own."""
     hosts = {name.lower() for name in allowed_hosts}
@@ -98,7 +101,16 @@ def create_app(
     async def health() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
 
-    app.add_middleware(Guard, token=token, allowed_hosts=hosts, max_body_bytes=max_body_bytes)
+    # One count of wrong tokens for the API and the login form: they guess the same secret.
+    throttle = LoginThrottle(token, login_policy) if token is not None else None
+    app.state.login_throttle = throttle
+    app.add_middleware(
+        Guard,
+        token=token,
+        allowed_hosts=hosts,
+        max_body_bytes=max_body_bytes,
+        throttle=throttle,
+    )
     if cors_origins:
         # Added last, so outermost: preflights are answered before the token check, and error
         # responses carry CORS headers too.

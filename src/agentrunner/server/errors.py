@@ -70,7 +70,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         409: "cancelled; the agent is disabled (enabled: false in its file)",
         413: "request body too large",
         422: "bad input: the request does not match the schema, or a field breaks its rules",
-        429: "the agent's queue is full (Retry-After says when to try again)",
+        429: "the agent's queue is full; too many wrong tokens from this client (Retry-After "
+        "says when to try again)",
         500: "internal error",
         502: "the model provider rejected the credentials",
         503: "the model provider is rate limiting or unavailable, or the database is",

@@ -4,9 +4,12 @@ body as it arrives, which ``BaseHTTPMiddleware`` cannot):
 * **Host.** A server without a token answers only requests whose ``Host`` is loopback
   (``localhost``, ``127.0.0.1``, ``[::1]``, any port) or a name in ``[server] allowed_hosts``:
   a web page that rebinds its own name to 127.0.0.1 sends its own name, and is refused (403).
-* **Token.** With a token, every request but ``/health`` needs ``Authorization: Bearer`` (401);
-  the dashboard's pages take its session cookie instead (``dashboard.auth``), and send a browser
-  that has none to ``/login``.
+* **Token.** With a token, every request but ``/health`` needs ``Authorization: Bearer`` (401;
+  the scheme in any case, RFC 7235); the dashboard's pages take its session cookie instead
+  (``dashboard.auth``), and send a browser that has none to ``/login``. Wrong tokens are
+  counted per client with the login form's (``throttle``): slowed, then refused (429).
+* **Headers.** Every response says ``X-Content-Type-Options: nosniff``; the dashboard's add
+  its Content-Security-Policy and the rest of ``dashboard.auth.PAGE_HEADERS``.
 * **Body size.** Bytes are counted as they arrive, chunked bodies included, and the request is
   answered 413 as soon as the limit is passed; a declared ``Content-Length`` past it is refused
   before anything is read.
@@ -19,7 +22,6 @@ body as it arrives, which ``BaseHTTPMiddleware`` cannot):
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 from collections.abc import Collection
 from typing import Any
@@ -28,22 +30,48 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentrunner.server.dashboard.auth import (
+    PAGE_HEADERS,
     is_dashboard_path,
     is_open_path,
     session_valid,
     session_value,
 )
 from agentrunner.server.errors import error_response
+from agentrunner.server.throttle import LoginThrottle, Refused
 
-__all__ = ["LOOPBACK_HOSTS", "Guard", "host_name"]
+__all__ = ["LOOPBACK_HOSTS", "Guard", "bearer", "host_name"]
 
 log = logging.getLogger("agentrunner.server")
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
+_EVERY = [(b"x-content-type-options", b"nosniff")]
+_PAGES = _EVERY + [(name.encode(), value.encode()) for name, value in PAGE_HEADERS.items()]
+
+
 class _BodyTooLarge(Exception):
     pass
+
+
+def bearer(authorization: str | None) -> str | None:
+    """The token an ``Authorization`` header carries, when its scheme is Bearer (in any case:
+    RFC 7235); None for none or another scheme."""
+    if authorization is None:
+        return None
+    scheme, _, credentials = authorization.partition(" ")
+    return credentials.lstrip(" ") if scheme.lower() == "bearer" else None
+
+
+def _headed(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """``send``, with ``extra`` headers added to the response's start."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *extra]}
+        await send(message)
+
+    return sending
 
 
 def _to_login(scope: Scope) -> Any:
@@ -79,9 +107,13 @@ class Guard:
         token: str | None,
         allowed_hosts: Collection[str],
         max_body_bytes: int,
+        throttle: LoginThrottle | None = None,
     ) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode() if token is not None else None
+        # shared with the login form: both guess the same token
+        if throttle is None and token is not None:
+            throttle = LoginThrottle(token)
+        self.throttle = throttle
         self.session = session_value(token) if token is not None else ""
         self.allowed_hosts = allowed_hosts  # shared: the app adds the project's names on start
         self.max_body_bytes = max_body_bytes
@@ -91,14 +123,15 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        refusal = self._refusal(scope, headers)
+        send = _headed(send, _PAGES if is_dashboard_path(scope["path"]) else _EVERY)
+        refusal = await self._refusal(scope, headers)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
         await self._guarded(scope, receive, send)
 
-    def _refusal(self, scope: Scope, headers: Headers) -> Any:
-        if self.expected is None:
+    async def _refusal(self, scope: Scope, headers: Headers) -> Any:
+        if self.throttle is None:
             host = headers.get("host", "")
             if host_name(host) not in LOOPBACK_HOSTS | set(self.allowed_hosts):
                 return error_response(
@@ -111,21 +144,41 @@ class Guard:
                     "rebinding): call it by one of those, add the name to [server] "
                     "allowed_hosts in agentrunner.toml, or set a token.",
                 )
-        elif scope["path"] != "/health" and not hmac.compare_digest(
-            headers.get("authorization", "").encode(), self.expected
-        ):
-            if not is_dashboard_path(scope["path"]):
-                return error_response(
-                    401,
-                    "unauthorized",
-                    "missing or wrong bearer token",
-                    "Send Authorization: Bearer <token>, the server's AGENTRUNNER_API_TOKEN.",
-                )
-            if not is_open_path(scope["path"]) and not session_valid(headers, self.session):
-                return _to_login(scope)
+        elif scope["path"] != "/health":
+            refusal = await self._unauthorized(scope, headers, self.throttle)
+            if refusal is not None:
+                return refusal
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_body_bytes:
             return self._too_large()
+        return None
+
+    async def _unauthorized(self, scope: Scope, headers: Headers, throttle: LoginThrottle) -> Any:
+        """None for the right bearer token, or a dashboard page's session; else the answer."""
+        given = bearer(headers.get("authorization"))
+        if given is not None:
+            peer = scope.get("client")
+            try:
+                if await throttle.check(peer[0] if peer else None, given):
+                    return None
+            except Refused as refused:
+                return error_response(
+                    429,
+                    "unauthorized",
+                    str(refused),
+                    f"Try again in {refused.retry_after} s, with the server's "
+                    "AGENTRUNNER_API_TOKEN.",
+                    headers={"retry-after": str(refused.retry_after)},
+                )
+        if not is_dashboard_path(scope["path"]):
+            return error_response(
+                401,
+                "unauthorized",
+                "missing or wrong bearer token",
+                "Send Authorization: Bearer <token>, the server's AGENTRUNNER_API_TOKEN.",
+            )
+        if not is_open_path(scope["path"]) and not session_valid(headers, self.session):
+            return _to_login(scope)
         return None
 
     def _too_large(self) -> Any:

@@ -17,6 +17,7 @@ runs at once, and connections get ``SHUTDOWN_GRACE_S`` to finish before they are
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -97,11 +98,18 @@ def header_deadline_protocol() -> type[asyncio.Protocol]:
     return type("HeaderDeadlineProtocol", (_HeaderDeadline, base), {})
 
 
-def uvicorn_config(app: Any, **options: Any) -> Any:
-    """The ``uvicorn.Config`` to serve ``app`` with (``options`` as uvicorn takes them)."""
+def uvicorn_config(app: Any, *, trusted_proxies: Sequence[str] = (), **options: Any) -> Any:
+    """The ``uvicorn.Config`` to serve ``app`` with (``options`` as uvicorn takes them). A
+    request's client is the address it came from: ``X-Forwarded-For`` (and ``-Proto``) are
+    believed only from ``trusted_proxies`` (addresses or networks) — uvicorn's own default
+    believes them from 127.0.0.1, where any local process, or a proxy that passes on what its
+    clients send, could name any client it liked to the login throttle."""
     import uvicorn
 
     options.setdefault("timeout_graceful_shutdown", SHUTDOWN_GRACE_S)
+    options.setdefault("proxy_headers", bool(trusted_proxies))
+    if trusted_proxies:
+        options.setdefault("forwarded_allow_ips", list(trusted_proxies))
     return uvicorn.Config(app, http=header_deadline_protocol(), **options)
 
 

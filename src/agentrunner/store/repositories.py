@@ -85,8 +85,8 @@ class Repository:
         return self.op("changes_notify", keys=payload(keys))
 
 
-async def _ids(db: Driver, sql: str, prefix: str, limit: int) -> list[str]:
-    rows = await db.fetch_all(sql, {"prefix": prefix, "limit": limit})
+async def _ids(db: Driver, sql: str, **params: str | int) -> list[str]:
+    rows = await db.fetch_all(sql, params)
     return [str(row["id"]) for row in rows]
 
 
@@ -97,7 +97,7 @@ class Threads(Repository):
 
     async def ids_starting(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` thread ids that begin with ``prefix``, in order."""
-        return await _ids(self.db, self.sql["thread_ids_starting"], prefix, limit)
+        return await _ids(self.db, self.sql["thread_ids_starting"], prefix=prefix, limit=limit)
 
     def create_op(self, thread_id: str, agent_id: str, parent_thread_id: str | None = None) -> Op:
         return self.op(
@@ -263,7 +263,11 @@ class Runs(Repository):
 
     async def ids_starting(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` run ids that begin with ``prefix``, in order."""
-        return await _ids(self.db, self.sql["run_ids_starting"], prefix, limit)
+        return await _ids(self.db, self.sql["run_ids_starting"], prefix=prefix, limit=limit)
+
+    async def ids_ending(self, suffix: str, limit: int) -> list[str]:
+        """Up to ``limit`` run ids that end with ``suffix``, in order (a scan of the runs)."""
+        return await _ids(self.db, self.sql["run_ids_ending"], suffix=suffix, limit=limit)
 
     async def on_thread_from(
         self, thread_id: str, first_run_id: str, limit: int = 100

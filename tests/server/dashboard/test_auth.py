@@ -160,3 +160,63 @@ def test_errors_on_pages_are_pages_and_the_apis_stay_json(agent: Agent, server: 
         assert api.status_code == 404
         assert api.json()["error"]["code"] == "not_found"
         assert client.get(srv.url + "/agents/nobody").json()["error"]["code"] == "agent_not_found"
+
+
+def _says_what_a_page_may_do(answer: httpx2.Response) -> None:
+    policy = answer.headers.get("content-security-policy", "")
+    directives = {d.split()[0]: d.split()[1:] for d in policy.split("; ") if d}
+    assert directives.get("script-src") == ["'self'"], (answer.url, policy)
+    assert directives.get("frame-ancestors") == ["'none'"]
+    assert directives.get("object-src") == ["'none'"]
+    assert "'unsafe-inline'" not in directives.get("style-src", [])
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["referrer-policy"] == "same-origin"  # forms keep their Origin
+    assert answer.headers["x-frame-options"] == "DENY"
+
+
+@pytest.mark.parametrize("token", ["secret-token", None])
+def test_pages_say_what_a_browser_may_do_with_them(
+    agent: Agent, server: Any, token: str | None
+) -> None:
+    """Issue 39: no page said it (a Content-Security-Policy, nosniff, a referrer policy)."""
+    agent("ceo", "name: CEO")
+    srv = server(token=token)
+    with httpx2.Client(follow_redirects=False, timeout=30) as client:
+        first = client.get(srv.url + "/")  # the team, or (with a token) sent to log in
+        assert first.status_code == (303 if token else 200)
+        for answer in (
+            first,
+            client.get(srv.url + "/login"),  # the form, or (loopback) sent on
+            client.get(srv.url + "/ui/static/app.js"),
+            client.get(srv.url + "/ui/no-such-page"),
+            client.post(srv.url + "/logout", data={}),  # refused: no CSRF field
+        ):
+            _says_what_a_page_may_do(answer)
+        # The JSON API is not a page: never sniffed, nothing more. /docs (Swagger UI) runs an
+        # inline script from a CDN's files: no policy of the pages there.
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        for path in ("/agents", "/docs", "/openapi.json"):
+            answer = client.get(srv.url + path, headers=headers)
+            assert answer.status_code == 200, path
+            assert answer.headers["x-content-type-options"] == "nosniff"
+            assert "content-security-policy" not in answer.headers
+        refused = client.get(srv.url + "/agents", headers={"authorization": "Bearer x"})
+        assert refused.headers["x-content-type-options"] == "nosniff"
+
+
+def test_no_template_runs_inline_script() -> None:
+    """What the pages' policy (script-src 'self') would refuse: an inline <script>, an on…=
+    handler, a javascript: address, a <style> element. Script lives in static/*.js."""
+    import re
+    from pathlib import Path
+
+    from agentrunner.server import dashboard
+
+    templates = sorted((Path(dashboard.__file__).parent / "templates").glob("*.html"))
+    assert len(templates) > 15
+    for template in templates:
+        text = re.sub(r"\{#.*?#\}", "", template.read_text(), flags=re.S)  # not comments
+        for tag in re.findall(r"<script\b[^>]*>", text):
+            assert re.search(r'\ssrc="/ui/static/[\w.-]+\.js"', tag), (template.name, tag)
+        assert not re.search(r"\son[a-z]+\s*=", text), template.name
+        assert "javascript:" not in text.lower() and "<style" not in text, template.name

@@ -242,3 +242,37 @@ async def test_the_app_is_made_on_a_running_loop_without_blocking_it(project: Pa
 
     app = create_app(project, worker=False)  # blockbuster fails the test on a blocking call
     assert app.state.dashboard_login is False
+
+
+def test_the_run_ids_pages_show_are_what_the_cli_takes(
+    agent: Agent, run_browser: Browser, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A person copies a run's id as a page shows it into ``agentrunner runs show`` (issue 39):
+    the pages showed the id's last 8 characters, which the CLI, matching beginnings, refused."""
+    import json
+
+    from tests.runner.test_cli_run import cli
+
+    agent("helper")
+    mock.queue(Reply(text="One."), Reply(text="Two."))
+    runs = [run(run_browser, "helper", "t-ids", message) for message in ("one", "two")]
+    assert [settled(run_browser, run_id) for run_id in runs] == ["completed", "completed"]
+
+    page = run_browser.get("/ui/threads/t-ids")
+    listed = {
+        a.attrs["href"].removeprefix("/ui/runs/"): a.text()
+        for a in page.by_id("thread-runs").all("a")
+    }
+    by_message = {
+        a.attrs["href"].removeprefix("/ui/runs/"): a.text().removeprefix("run ")
+        for a in page.all("a", cls="run-link")
+    }
+    assert set(listed) == set(by_message) == set(runs)
+    assert listed == by_message  # one short form, wherever a page shows it
+    assert listed[runs[0]] != listed[runs[1]]
+    for run_id in runs:
+        shown = listed[run_id]
+        assert run_browser.get(f"/ui/runs/{run_id}").one("title").text().startswith(f"Run {shown} ")
+        code, out, err = cli(capsys, "runs", "show", shown, "--json")
+        assert code == 0, err
+        assert json.loads(out)["run"]["id"] == run_id

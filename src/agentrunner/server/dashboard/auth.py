@@ -8,6 +8,12 @@
   first page a browser is given; a POST whose field and cookie differ, or whose ``Origin`` is
   another site's, is refused before it does anything. Loopback servers check it too: any web
   page a person visits could otherwise post to ``127.0.0.1``.
+* **What a browser is told** (``PAGE_HEADERS``, on every answer under the dashboard's paths):
+  scripts only from this site's files (no inline script, no ``eval``), styles from its
+  stylesheet (plus ``style`` attributes: the cost bars' widths and the job log's indents, numbers
+  the server writes, so the bars need no script), never framed (clickjacking), never sniffed as
+  another type, and the address of a page sent only to this site (``same-origin``: with
+  ``no-referrer`` a browser sends ``Origin: null`` on forms, which the CSRF check refuses).
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 __all__ = [
+    "CONTENT_SECURITY_POLICY",
     "CSRF_COOKIE",
     "CSRF_FIELD",
+    "PAGE_HEADERS",
     "SESSION_COOKIE",
     "csrf_token",
     "csrf_valid",
@@ -38,6 +46,24 @@ __all__ = [
 SESSION_COOKIE = "ar_session"
 CSRF_COOKIE = "ar_csrf"
 CSRF_FIELD = "csrf"
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "style-src-attr 'unsafe-inline'",
+        "img-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+PAGE_HEADERS = {
+    "content-security-policy": CONTENT_SECURITY_POLICY,
+    "x-frame-options": "DENY",  # frame-ancestors, for browsers that predate it
+    "referrer-policy": "same-origin",
+}
 # Paths the session cookie opens (and that answer a browser with a login page, not a 401).
 _PREFIXES = ("/ui/",)
 _EXACT = frozenset({"/", "/ui", "/login", "/logout", "/favicon.ico"})

@@ -1,8 +1,7 @@
-"""``/login`` and ``/logout``: a person's session on a server that a token guards."""
+"""``/login`` and ``/logout``: a person's session on a server that a token guards. A wrong
+token counts against the browser's address as a wrong bearer token does (``throttle``)."""
 
 from __future__ import annotations
-
-import hmac
 
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
@@ -15,6 +14,7 @@ from agentrunner.server.dashboard.auth import (
 )
 from agentrunner.server.dashboard.forms import checked_form
 from agentrunner.server.dashboard.templating import page
+from agentrunner.server.throttle import LoginThrottle, Refused
 
 __all__ = ["router"]
 
@@ -25,7 +25,9 @@ router = APIRouter()
 async def login_form(request: Request, next: str = "/") -> Response:
     if not request.app.state.dashboard_login:  # nothing to log in to on loopback
         return RedirectResponse(safe_next(next), status_code=303)
-    return page(request, "login.html", {"next": safe_next(next), "failed": False})
+    return page(
+        request, "login.html", {"next": safe_next(next), "failed": False, "retry_after": None}
+    )
 
 
 @router.post("/login")
@@ -33,11 +35,20 @@ async def login(request: Request) -> Response:
     form = await checked_form(request)
     target = safe_next(str(form.get("next") or "/"))
     token: str | None = request.app.state.token
+    throttle: LoginThrottle | None = request.app.state.login_throttle
     given = str(form.get("token") or "")
-    if token is None:
+    if token is None or throttle is None:
         return RedirectResponse(target, status_code=303)
-    if not hmac.compare_digest(given.encode(), token.encode()):
-        return page(request, "login.html", {"next": target, "failed": True}, status=401)
+    try:
+        right = await throttle.check(request.client.host if request.client else None, given)
+    except Refused as refused:
+        context = {"next": target, "failed": False, "retry_after": refused.retry_after}
+        answer = page(request, "login.html", context, status=429)
+        answer.headers["retry-after"] = str(refused.retry_after)
+        return answer
+    if not right:
+        context = {"next": target, "failed": True, "retry_after": None}
+        return page(request, "login.html", context, status=401)
     response = RedirectResponse(target, status_code=303)
     set_cookie(response, SESSION_COOKIE, session_value(token), secure=request.url.scheme == "https")
     return response

@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from agentrunner.ids import short_id
 from agentrunner.server.dashboard.auth import CSRF_COOKIE, CSRF_FIELD, csrf_token, set_cookie
 from agentrunner.server.dashboard.money import money
 
@@ -101,6 +102,7 @@ def environment() -> jinja2.Environment:
         duration=duration,
         count=count,
         pretty=pretty,
+        short_id=short_id,
     )
     return env
 

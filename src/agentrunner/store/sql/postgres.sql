@@ -46,6 +46,9 @@ SELECT id FROM threads WHERE starts_with(id, :prefix) ORDER BY id LIMIT :limit;
 -- name: run_ids_starting
 SELECT id FROM runs WHERE starts_with(id, :prefix) ORDER BY id LIMIT :limit;
 
+-- name: run_ids_ending
+SELECT id FROM runs WHERE right(id, char_length(:suffix::text)) = :suffix ORDER BY id LIMIT :limit;
+
 -- name: budget_lock
 -- One hold at a time across every process: each checks sums over rows that others insert, so
 -- a row lock would not serialise them. Taken in the hold's own transaction (released at its

@@ -144,6 +144,11 @@ FROM runs WHERE id = :id;
 SELECT id FROM runs WHERE id >= :prefix AND id < :prefix || char(1114111)
 ORDER BY id LIMIT :limit;
 
+-- name: run_ids_ending
+-- The ids that end with :suffix, for the short ids pages show (ids.short_id): a scan, made
+-- only when no id is or begins with what was typed.
+SELECT id FROM runs WHERE substr(id, -length(:suffix)) = :suffix ORDER BY id LIMIT :limit;
+
 -- name: run_list_thread
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,

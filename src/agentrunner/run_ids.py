@@ -1,0 +1,48 @@
+"""A run as people give its id: whole, its beginning (as with git's short hashes), or its end
+as the dashboard shows it (``ids.short_id``). The one lookup for runs and jobs (a job is a
+run), whichever interface the id was typed or copied into."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.store.records import RunRecord
+    from agentrunner.store.store import Store
+
+__all__ = ["find_run"]
+
+_SHOWN = 5  # candidates named when more than one run matches
+
+
+async def find_run(
+    store: Store, given: str, *, kind: str = "run", hint: str = "See `agentrunner runs list`."
+) -> RunRecord:
+    """The run ``given`` names: the one with that id, else the only one whose id begins or
+    ends with it. ``not_found`` (with ``hint``) when none does, ``validation`` naming the
+    candidates when several do; ``kind`` is the word for it in both (``job``)."""
+    run = await store.runs.get(given)
+    if run is not None or not given:
+        return _found(run, given, kind, hint)
+    ids = await store.runs.ids_starting(given, _SHOWN + 1)
+    for more in await store.runs.ids_ending(given, _SHOWN + 1):
+        if more not in ids:
+            ids.append(more)
+    if len(ids) > 1:
+        listed = ", ".join(sorted(ids)[:_SHOWN]) + (", …" if len(ids) > _SHOWN else "")
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"'{given}' could be more than one {kind}: {listed}",
+            hint="Give more of the id.",
+        )
+    return _found(await store.runs.get(ids[0]) if ids else None, given, kind, hint)
+
+
+def _found(run: RunRecord | None, given: str, kind: str, hint: str) -> RunRecord:
+    if run is None:
+        raise AgentRunnerError(
+            ErrorCode.NOT_FOUND, f"no {kind} '{given}'", hint=hint, details={"not_found": kind}
+        )
+    return run
