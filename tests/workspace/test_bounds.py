@@ -51,7 +51,9 @@ async def test_a_full_queue_refuses_runs_and_posts_and_writes_nothing(bounded: W
     # bob alone has room; an agent's reply inside a run is bounded by the chain depth instead.
     quiet = await ws.channels.create("quiet", members=["bob", "you"])
     assert len((await ws.channels.post(quiet, "you", "hi bob")).run_ids) == 1
-    reply = await ws.channels.post(general, "bob", "a reply", depth=1)
+    reply = await ws.channels._speak(
+        general, "bob", "a reply", run_id="run_bob", thread_root=None, depth=1
+    )
     assert reply.run_ids and (await store.mailbox.depths())["ann"]["created"] == 3
 
 
