@@ -460,6 +460,7 @@ async def test_a_queued_run_keeps_the_trace_its_worker_made(
     agent("clerk")
     workspace = await open_workspace(project)
     try:
+        await workspace.runner.store.threads.open("desk", "clerk")
         queued = await workspace.runs.queue("clerk", "desk", "hi")
         before = await workspace.runner.store.runs.get(queued.run_id)
         assert before is not None and before.trace_id is None  # not run yet: no trace
@@ -711,6 +712,7 @@ async def test_an_enqueue_refused_or_repeated_says_so(
     workspace = await open_workspace(project)
     try:
         key = IdempotencyKey.of("POST /threads/desk/runs", "k1", {"message": "hi"})
+        await workspace.runner.store.threads.open("desk", "clerk")
         first = await workspace.runs.queue("clerk", "desk", "hi", idempotency=key)
         again = await workspace.runs.queue("clerk", "desk", "hi", idempotency=key)
         ops = await workspace.channels.channel("ops")

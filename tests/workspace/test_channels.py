@@ -87,6 +87,7 @@ async def test_a_post_and_a_queued_run_wake_the_workers_from_off_the_loop(
     it). Workers wake for a post and for a run queued on a thread alike."""
     store = workspace.runner.store
     channel = await workspace.channels.create("general", members=["ann", "you"])
+    await store.threads.open("t-bob", "bob")
     for queue in (
         lambda: workspace.channels.post(channel, "you", "hello"),
         lambda: workspace.runs.queue("bob", "t-bob", "hi"),

@@ -175,14 +175,24 @@ async def thread_messages(
 
 
 @router.post(
-    "/threads/{thread_id}/runs", status_code=202, **operation("start_run", RunQueued, tag="runs")
+    "/threads/{thread_id}/runs",
+    status_code=202,
+    **operation(
+        "start_run",
+        RunQueued,
+        tag="runs",
+        errors={
+            404: "`agent_not_found`; `thread_not_found`: no such thread (`POST /threads` opens "
+            "one), or it is another agent's"
+        },
+    ),
 )
 async def start_run(
     thread_id: Id, body: RunCreate, retry: Retry = Depends(), ws: Workspace = Depends(workspace)
 ) -> dict[str, Any]:
-    """Queue a run of ``agent_id`` on the thread (a new id opens a thread of the agent); a
-    worker starts it. Follow it on ``/runs/{run_id}/events``. 429 when the agent's queue is
-    full."""
+    """Queue a run of ``agent_id`` on its thread, which must exist (404 ``thread_not_found``
+    otherwise: ``POST /threads`` opens one); a worker starts it. Follow it on
+    ``/runs/{run_id}/events``. 429 when the agent's queue is full."""
     queued = await ws.runs.queue(
         body.agent_id,
         thread_id,
