@@ -124,15 +124,20 @@ class ChannelService:
     def person(self, sender: str | None) -> str:
         """Who posts from outside a run: ``sender``, else the project's person (``[defaults]
         person``). ``validation`` naming ``sender`` for a name that is no name, and for the id
-        of one of the project's agents: an agent's messages come only from its runs, so no
-        interface may post as one (its reports would take the words for their manager's)."""
+        of one of the project's agents, in any case (``CEO`` reads as ``ceo`` in a transcript):
+        an agent's messages come only from its runs, so no interface may post as one (its
+        reports would take the words for their manager's)."""
         name = self.runner.config.person if sender is None else sender
         check_id(name, "sender")
-        if name in self.runner.agents:
+        folded = name.casefold()
+        agent = next((a for a in self.runner.agents.ids() if a.casefold() == folded), None)
+        if agent is not None:
             whose = " ([defaults] person in agentrunner.toml)" if sender is None else ""
             raise invalid(
                 "sender",
-                f"'{name}'{whose} is the id of an agent: a person cannot post as one",
+                f"'{name}'{whose} is the id of an agent"
+                + ("" if agent == name else f" ('{agent}')")
+                + ": a person cannot post as one",
                 "Post under your own name; an agent speaks only from its runs "
                 "(send_message, or its answer).",
             )
