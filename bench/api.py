@@ -158,6 +158,7 @@ async def _delivery(url: str, runs: int, db_url: str) -> list[float]:
     delays: list[float] = []
     try:
         async with httpx2.AsyncClient(base_url=url, headers=AUTH, timeout=60) as client:
+            await client.post("/threads", json={"agent_id": "talker", "id": "bench"})
             for n in range(runs):
                 started = await client.post(
                     "/threads/bench/runs", json={"agent_id": "talker", "message": f"go {n}"}

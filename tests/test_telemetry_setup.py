@@ -51,6 +51,7 @@ async def main() -> None:
     workspace = await open_workspace()
     try:
         result = await workspace.runner.run_agent("clerk", "desk", "hello there")
+        await workspace.runner.store.threads.open("queued", "clerk")
         await workspace.runs.queue("clerk", "queued", "and again")
         served = await workspace.worker().run(until_idle=True)
     finally:

@@ -16,6 +16,7 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.idempotency import IdempotencyKey, commit_once, first_result
 from agentrunner.ids import new_id
 from agentrunner.inputs import check_id, check_input, check_text
+from agentrunner.sessions import agent_thread
 from agentrunner.store.mailbox import NewRun
 
 if TYPE_CHECKING:
@@ -92,12 +93,13 @@ class RunQueue:
         model_settings: Mapping[str, Any] | None = None,
         idempotency: IdempotencyKey | None = None,
     ) -> QueuedRun:
-        """Queue a run of ``agent_id`` on ``thread_id`` (a new id opens a thread of the agent,
-        in the run's transaction; an existing thread must be its own) and wake the workers.
-        Raises ``validation`` for a bad id, message or input, ``thread_not_found`` for another
-        agent's thread, ``queue_full`` past the bound; a repeat of ``idempotency`` returns the
-        first run. ``model_settings`` are checked now (``validation`` naming a bad one) and kept
-        with the run. With telemetry on, an ``enqueue`` span whose trace the run keeps."""
+        """Queue a run of ``agent_id`` on its thread ``thread_id`` and wake the workers.
+        Raises ``validation`` for a bad id, message or input, ``thread_not_found`` for an
+        unknown id (opening a thread is its own request: ``store.threads.open``, ``POST
+        /threads``) or another agent's thread, ``queue_full`` past the bound; a repeat of
+        ``idempotency`` returns the first run. ``model_settings`` are checked now
+        (``validation`` naming a bad one) and kept with the run. With telemetry on, an
+        ``enqueue`` span whose trace the run keeps."""
         tracing = self.runner.engine.tracing
         if tracing is None:
             return await self._queue(
@@ -135,17 +137,12 @@ class RunQueue:
         if first is not None:
             return QueuedRun(first["run_id"], first["thread_id"], repeated=True)
         self.runner.agents.runnable(agent_id)  # agent_disabled: nothing queued
-        if await store.threads.get(thread_id) is None:
-            opens = [store.threads.create_op(thread_id, agent_id)]
-        else:
-            await self.runner.agent_thread(agent_id, thread_id)  # the agent's own, or refused
-            opens = []
+        await agent_thread(store, agent_id, thread_id, prefix=False)  # the agent's own, or 404
         run = NewRun(new_id("run_"), agent_id, thread_id, request)
         first = await queue_runs(
             store,
             [run],
             result={"run_id": run.id, "thread_id": thread_id},
-            with_ops=opens,
             max_queue=self.max_queue,
             idempotency=idempotency,
             trace_context=trace_context,

@@ -58,7 +58,13 @@ from agentrunner.events import AgentWorking
 from agentrunner.ids import new_id
 from agentrunner.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, check_text
 from agentrunner.log_format import in_run
-from agentrunner.prompt import PromptBuilder, PromptContext, agent_notes, notes_message
+from agentrunner.prompt import (
+    PromptBuilder,
+    PromptContext,
+    agent_notes,
+    caller_context_message,
+    notes_message,
+)
 from agentrunner.run_rows import ChannelRun, RunRows
 from agentrunner.sessions import agent_thread, check_owner, find_thread, session_thread
 from agentrunner.store.changes import run_key, thread_key
@@ -93,6 +99,9 @@ class RunAgentOverrides:
     does); with ``stream=False`` the model's answers arrive whole (nobody watches tokens).
     ``model_settings`` (a ``ModelSettings`` or a mapping, checked here: ``validation`` naming
     a bad setting) win over the agent file's and ``[defaults]``', setting by setting.
+    ``context`` is what the caller sends for this run besides its message (an OpenAI client's
+    system message): untrusted, it goes in the user position before the transcript, marked as
+    the caller's, and is kept in the run's record, not in the thread (DESIGN decision 1).
     """
 
     model: str | None = None
@@ -105,6 +114,7 @@ class RunAgentOverrides:
     tools: tuple[Tool, ...] = ()
     stream: bool = True
     model_settings: ModelSettings | Mapping[str, Any] | None = None
+    context: str | None = None
 
     def __post_init__(self) -> None:
         if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid
@@ -114,6 +124,8 @@ class RunAgentOverrides:
                 hint="Name the model too (--model with --fallback); the agent's own chain "
                 "is in its file's fallback:.",
             )
+        if self.context is not None:  # it is stored with the run: what could not be, refused
+            check_text(self.context, "context", max_chars=None)
         if self.model_settings is not None:  # pydantic only for runs that set some
             from agentrunner.model_settings import model_settings
 
@@ -731,8 +743,9 @@ class AgentRunner:
     async def _prompt(
         self, run: _Run, overrides: RunAgentOverrides, input: dict[str, Any]
     ) -> tuple[str, str | None]:
-        """The system prompt (5: the seeded memory only) and the agent's own notes: what it
-        wrote into its memory is untrusted, so they go in the user position."""
+        """The system prompt (5: the seeded memory only) and the user-position context: the
+        caller's for this run and the agent's own notes (what it wrote into its memory is
+        untrusted, as the caller's is)."""
         agent = run.agent
         system = await self.prompt.build(
             PromptContext(
@@ -745,7 +758,11 @@ class AgentRunner:
             ),
             memory=agent.memory,
         )
-        return system, notes_message(await self._notes(agent))
+        notes = notes_message(await self._notes(agent))
+        caller = caller_context_message(overrides.context)
+        if caller is None:
+            return system, notes
+        return system, caller if notes is None else f"{caller}\n\n{notes}"
 
     async def _settle_failure(
         self, run: _Run, exc: AgentRunnerError, partial: TurnResult | None

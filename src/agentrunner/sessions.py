@@ -28,25 +28,29 @@ async def session_thread(store: Store, agent_id: str, *, new: bool = False) -> s
     return thread_id
 
 
-async def agent_thread(store: Store, agent_id: str, thread_id: str) -> str:
-    """The id of ``agent_id``'s existing thread ``thread_id`` — or the one whose id begins
-    with it, if only one does; ``thread_not_found``, with the agent's recent threads as a
-    hint, for an unknown id or another agent's thread."""
+async def agent_thread(store: Store, agent_id: str, thread_id: str, *, prefix: bool = True) -> str:
+    """The id of ``agent_id``'s existing thread ``thread_id`` — or, with ``prefix`` (a
+    person typing), the one whose id begins with it, if only one does; ``thread_not_found``,
+    with the agent's recent threads as a hint, for an unknown id or another agent's thread.
+    A thread is opened by its own request, never by naming an id that is not there."""
     thread = await store.threads.get(thread_id)
-    if thread is None:
+    if thread is None and prefix:
         starting = await store.threads.ids_starting(thread_id, 2)
         if len(starting) == 1:
             thread = await store.threads.get(starting[0])
     if thread is not None and thread.agent_id == agent_id:
         return thread.id
     recent = [t.id for t in await store.threads.list(agent_id=agent_id, limit=5)]
-    hint = (
-        f"Threads of '{agent_id}', newest first: {', '.join(recent)}."
-        if recent
-        else f"'{agent_id}' has no threads yet; leave out the thread to start its session."
-    )
+    if recent:
+        hint = f"Threads of '{agent_id}', newest first: {', '.join(recent)}."
+    elif prefix:
+        hint = f"'{agent_id}' has no threads yet; leave out the thread to start its session."
+    else:
+        hint = f"'{agent_id}' has no threads yet."
     if thread is None:
         message = f"no thread '{thread_id}' of agent '{agent_id}'"
+        if not prefix:
+            hint += " Open one first: POST /threads with its agent_id (and an id to choose it)."
     else:
         message = f"thread '{thread.id}' belongs to agent '{thread.agent_id}', not '{agent_id}'"
         hint += f" {_SEVERAL}"

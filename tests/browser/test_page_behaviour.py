@@ -190,6 +190,12 @@ def test_a_running_runs_page_follows_it_to_its_end_and_lets_go(
     again; no notice is said."""
     served = serve()
     mock.queue(Reply(text="Postgres, for the team.", delay_s=8), model="gpt-mini")
+    opened = urllib.request.Request(
+        served.url + "/threads",
+        data=json.dumps({"agent_id": "cto", "id": "t-db"}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    urllib.request.urlopen(opened, timeout=30).close()
     request = urllib.request.Request(
         served.url + "/threads/t-db/runs",
         data=json.dumps({"agent_id": "cto", "message": "Pick a database"}).encode(),

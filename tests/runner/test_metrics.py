@@ -374,6 +374,7 @@ async def test_a_worker_counts_each_agents_queue_and_how_long_its_runs_waited(
     workspace = await open_workspace(project)
     try:
         for agent_id, thread in (("clerk", "a"), ("clerk", "b"), ("scribe", "c")):
+            await workspace.runner.store.threads.open(thread, agent_id)
             await workspace.runs.queue(agent_id, thread, "hi")
         serving = asyncio.ensure_future(workspace.worker(concurrency=1).run(until_idle=True))
         while not mock.requests:  # the first run's request is in flight

@@ -462,6 +462,7 @@ async def test_a_queued_run_keeps_the_trace_its_worker_made(
     agent("clerk")
     workspace = await open_workspace(project)
     try:
+        await workspace.runner.store.threads.open("desk", "clerk")
         queued = await workspace.runs.queue("clerk", "desk", "hi")
         before = await workspace.runner.store.runs.get(queued.run_id)
         assert before is not None and before.trace_id is None  # not run yet: no trace
@@ -713,6 +714,7 @@ async def test_an_enqueue_refused_or_repeated_says_so(
     workspace = await open_workspace(project)
     try:
         key = IdempotencyKey.of("POST /threads/desk/runs", "k1", {"message": "hi"})
+        await workspace.runner.store.threads.open("desk", "clerk")
         first = await workspace.runs.queue("clerk", "desk", "hi", idempotency=key)
         again = await workspace.runs.queue("clerk", "desk", "hi", idempotency=key)
         ops = await workspace.channels.channel("ops")
@@ -767,6 +769,17 @@ CALLER_SPAN = "00f067aa0ba902b7"
 THREAD_CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 
 
+async def _open_thread(thread_id: str, agent_id: str) -> None:
+    """Open a thread in the project's store, making no span."""
+    from agentrunner.store import open_store
+
+    store = await open_store(os.environ["AGENTRUNNER_DATABASE_URL"])
+    try:
+        await store.threads.open(thread_id, agent_id)
+    finally:
+        await store.close()
+
+
 def test_a_post_served_by_a_worker_in_another_process_is_one_trace(
     agent: Agent, mock: MockProvider, project: Path, spans: InMemorySpanExporter
 ) -> None:
@@ -787,6 +800,7 @@ def test_a_post_served_by_a_worker_in_another_process_is_one_trace(
             Reply(text="Soup."),
             Reply(text="Filed."),  # the run on a thread
         )
+        asyncio.run(_open_thread("desk", "ceo"))  # the run on a thread needs its thread
         api = ServerThread(create_app(project, token="secret-token", worker=False))
         worker = start_worker(project)
         try:

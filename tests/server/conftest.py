@@ -11,7 +11,24 @@ import pytest
 
 from tests.runner.conftest import agent, open_runner, project
 
-__all__ = ["ServerThread", "agent", "open_runner", "project", "server"]
+__all__ = ["ServerThread", "agent", "open_runner", "open_thread", "project", "server"]
+
+TOKEN = {"authorization": "Bearer secret-token"}
+
+
+def open_thread(
+    url: str, agent_id: str, thread_id: str, headers: dict[str, str] | None = None
+) -> None:
+    """Open ``agent_id``'s thread ``thread_id`` through the API, as a client does before it
+    starts runs there (``POST /threads/{id}/runs`` does not open one)."""
+    import httpx2
+
+    made = httpx2.post(
+        f"{url}/threads",
+        headers=TOKEN if headers is None else headers,
+        json={"agent_id": agent_id, "id": thread_id},
+    )
+    assert made.status_code == 201, made.text
 
 
 class ServerThread:

@@ -143,6 +143,8 @@ def test_good_input_of_the_same_shapes_is_accepted(agent: Agent, server: Any) ->
     _lobby()
     srv = server(worker=False)
     ok = [
+        ("/threads", {"agent_id": "helper", "id": "Ünïcode-thread.1@x:y"}),
+        ("/threads", {"agent_id": "helper", "id": "t"}),
         ("/threads/Ünïcode-thread.1@x:y/runs", {"agent_id": "helper", "message": "tab\tand\nnew"}),
         ("/threads/t/runs", {"agent_id": "helper", "message": "hi", "input": _nested(20)}),
         ("/channels/lobby/messages", {"text": "hi\n", "sender": "Ada Lovelace"}),

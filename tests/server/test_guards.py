@@ -272,6 +272,10 @@ def test_ctrl_c_with_live_streams_open_ends_them_quietly(
     )
     log = (tmp_path / "serve.log").open("wb")
     with _serving(project, log, "--no-worker") as (serve, port):
+        opened = httpx2.post(
+            f"http://127.0.0.1:{port}/threads", json={"agent_id": "helper", "id": "t"}
+        )
+        assert opened.status_code == 201, opened.text
         queued = httpx2.post(  # no worker: it stays queued, its pages live
             f"http://127.0.0.1:{port}/threads/t/runs",
             json={"agent_id": "helper", "message": "Hello"},

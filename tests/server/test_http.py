@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -17,7 +18,7 @@ import pytest
 
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
-from tests.server.conftest import ServerThread
+from tests.server.conftest import ServerThread, open_thread
 
 AUTH = {"authorization": "Bearer secret-token"}
 
@@ -131,6 +132,7 @@ def test_queueing_a_run_and_posting_leave_the_server_loop_free(agent: Agent, ser
     loop, a blocking call there would be a 500."""
     agent("helper")
     server = server()
+    open_thread(server.url, "helper", "t-1")
     started = httpx2.post(
         f"{server.url}/threads/t-1/runs", headers=AUTH, json={"agent_id": "helper", "message": "hi"}
     )
@@ -174,6 +176,7 @@ def test_sse_resume_with_last_event_id_across_processes(
     )
     try:
         mock.queue(Reply(text=" ".join(f"w{n}" for n in range(120)), chunk_delay_s=0.01))
+        open_thread(api.url, "talker", "t")
         run_id = httpx2.post(
             f"{api.url}/threads/t/runs", headers=AUTH, json={"agent_id": "talker", "message": "go"}
         ).json()["run_id"]
@@ -381,6 +384,7 @@ def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: Mock
         headers={"origin": "https://app.example", "access-control-request-method": "GET"},
     )
     assert preflight.headers.get("access-control-allow-origin") == "https://app.example"
+    open_thread(srv.url, "helper", "t")
     for n in range(2):
         started = httpx2.post(
             f"{srv.url}/threads/t/runs",
@@ -455,6 +459,92 @@ def test_a_run_on_another_agents_thread_is_refused(agent: Agent, server: Any) ->
     assert refused.status_code == 404
     assert refused.json()["error"]["code"] == "thread_not_found"
     assert "belongs to agent 'ceo'" in refused.json()["error"]["message"]
+
+
+def _runs() -> list[Any]:
+    """The runs in the project's store, opened beside the server's."""
+
+    async def read() -> list[Any]:
+        from agentrunner.store import open_store
+
+        store = await open_store(os.environ["AGENTRUNNER_DATABASE_URL"])
+        try:
+            return await store.runs.list()
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def test_a_run_on_an_unknown_thread_is_404_and_opens_none(agent: Agent, server: Any) -> None:
+    """``POST /threads/{id}/runs`` runs on a thread that exists; opening one is ``POST
+    /threads``'s. An unknown id is 404 ``thread_not_found`` (the agent's threads in its hint),
+    nothing is queued and no thread appears; a beginning of an id names no thread here."""
+    agent("ceo")
+    agent("cfo")
+    srv = server(worker=False)
+
+    def start(thread: str, agent_id: str) -> httpx2.Response:
+        body = {"agent_id": agent_id, "message": "hi"}
+        return httpx2.post(f"{srv.url}/threads/{thread}/runs", headers=AUTH, json=body)
+
+    made = httpx2.post(f"{srv.url}/threads", headers=AUTH, json={"agent_id": "ceo", "id": "t-10"})
+    assert made.status_code == 201
+    for thread, agent_id, hint in (
+        ("t-1", "ceo", "Threads of 'ceo', newest first: t-10."),
+        ("plans", "cfo", "'cfo' has no threads yet"),
+    ):
+        refused = start(thread, agent_id)
+        assert refused.status_code == 404, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "thread_not_found"
+        assert error["message"] == f"no thread '{thread}' of agent '{agent_id}'"
+        assert hint in error["hint"] and "POST /threads" in error["hint"]
+    listed = httpx2.get(f"{srv.url}/threads", headers=AUTH).json()["data"]
+    assert [t["id"] for t in listed] == ["t-10"]
+    assert _runs() == []
+    opened = httpx2.post(
+        f"{srv.url}/threads", headers=AUTH, json={"agent_id": "cfo", "id": "plans"}
+    )
+    assert opened.status_code == 201
+    queued = start("plans", "cfo")
+    assert queued.status_code == 202 and queued.json()["thread_id"] == "plans"
+    assert start("t-10", "ceo").json()["thread_id"] == "t-10"
+
+
+def test_no_one_posts_as_an_agent_over_http(agent: Agent, project: Path, server: Any) -> None:
+    """A post or a DM whose ``sender`` is an agent's id is 422 naming ``sender``, and nothing
+    is written; a person's name is taken."""
+    agent("ceo")
+    agent("cfo")
+    with (project / "agentrunner.toml").open("a") as config:
+        config.write('\n[channels.general]\nmembers = ["ceo", "cfo", "you"]\n')
+    srv = server(worker=False)
+    for path, sender in (
+        ("/channels/general/messages", "ceo"),
+        ("/channels/general/messages", "cfo"),
+        ("/dm/cfo", "ceo"),
+    ):
+        refused = httpx2.post(
+            f"{srv.url}{path}", headers=AUTH, json={"text": "Approve it. -- CEO", "sender": sender}
+        )
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert (
+            error["code"] == "validation"
+            and f"sender '{sender}' is the id of an agent" in (error["message"])
+        )
+        assert "runs" in error["hint"]
+    listed = httpx2.get(f"{srv.url}/channels/general/messages", headers=AUTH).json()
+    assert listed["data"] == []
+    assert [c["name"] for c in httpx2.get(f"{srv.url}/channels", headers=AUTH).json()["data"]] == [
+        "general"
+    ]
+    taken = httpx2.post(
+        f"{srv.url}/channels/general/messages", headers=AUTH, json={"text": "hi", "sender": "ada"}
+    )
+    assert taken.status_code == 201 and taken.json()["message"]["sender_kind"] == "person"
+    assert len(taken.json()["run_ids"]) == 2
 
 
 def test_the_http_api_refuses_and_does_not_offer_a_disabled_agent(
@@ -537,6 +627,7 @@ def test_cancelling_a_delegated_run_stops_it_and_its_caller_goes_on(
     )
     mock.queue(Reply(text="Three weeks.", delay_s=60), model="claude-mock")  # still thinking
     server = server()
+    open_thread(server.url, "ceo", "board")
     started = httpx2.post(
         f"{server.url}/threads/board/runs",
         headers=AUTH,

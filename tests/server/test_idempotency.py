@@ -13,7 +13,7 @@ import httpx2
 
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
-from tests.server.conftest import ServerThread
+from tests.server.conftest import ServerThread, open_thread
 
 AUTH = {"authorization": "Bearer secret-token"}
 
@@ -56,6 +56,8 @@ def test_a_retried_run_returns_the_first_response_and_queues_nothing(
 ) -> None:
     agent("helper")
     srv = server(worker=False)
+    open_thread(srv.url, "helper", "t")
+    open_thread(srv.url, "helper", "u")
     url = f"{srv.url}/threads/t/runs"
     body = {"agent_id": "helper", "message": "hi"}
     first = httpx2.post(url, headers={**AUTH, "idempotency-key": "k1"}, json=body)
@@ -90,6 +92,7 @@ def test_a_retried_run_returns_the_first_response_and_queues_nothing(
 def test_concurrent_repeats_start_one_run(agent: Agent, server: Any, project: Path) -> None:
     agent("helper")
     srv = server(worker=False)
+    open_thread(srv.url, "helper", "t")
 
     def post(_: int) -> httpx2.Response:
         return httpx2.post(
@@ -117,6 +120,7 @@ def test_keys_hold_across_processes_and_are_scoped_per_token(agent: Agent, proje
         body = {"agent_id": "helper", "message": "hi"}
         a = {"authorization": "Bearer token-a", "idempotency-key": "k"}
         b = {"authorization": "Bearer token-b", "idempotency-key": "k"}
+        open_thread(first.url, "helper", "t", {"authorization": "Bearer token-a"})
         made = httpx2.post(f"{first.url}/threads/t/runs", headers=a, json=body).json()
         repeated = httpx2.post(f"{second.url}/threads/t/runs", headers=a, json=body).json()
         another = httpx2.post(f"{other.url}/threads/t/runs", headers=b, json=body).json()
@@ -191,6 +195,8 @@ def test_a_full_queue_answers_429_with_retry_after(
         config.write("\n[workers]\nmax_queue = 2\n")
     _lobby(project, "helper", "ada")
     srv = server(worker=False)
+    open_thread(srv.url, "helper", "t")
+    open_thread(srv.url, "other", "o")
     body = {"agent_id": "helper", "message": "hi"}
     kept = {**AUTH, "idempotency-key": "kept"}
     assert httpx2.post(f"{srv.url}/threads/t/runs", headers=kept, json=body).status_code == 202

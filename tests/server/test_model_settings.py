@@ -10,6 +10,7 @@ import httpx2
 
 from agentrunner.testing import MockProvider
 from tests.runner.conftest import Agent
+from tests.server.conftest import open_thread
 
 AUTH = {"authorization": "Bearer secret-token"}
 
@@ -19,6 +20,7 @@ def test_the_http_api_queues_a_run_with_its_settings(
 ) -> None:
     agent("helper")
     api = server()
+    open_thread(api.url, "helper", "t-1")
     refused = httpx2.post(
         f"{api.url}/threads/t-1/runs",
         headers=AUTH,

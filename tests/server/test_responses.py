@@ -14,6 +14,7 @@ from pydantic import TypeAdapter
 
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
+from tests.server.conftest import open_thread
 
 AUTH = {"authorization": "Bearer secret-token"}
 
@@ -118,6 +119,7 @@ def test_bodies_are_the_library_s_own_dicts_byte_for_byte(
         Reply(text="Hello all"),
     )
     runs = []
+    open_thread(srv.url, "helper", "t-1")
     for message in ("hi", "again", "once more"):
         queued = httpx2.post(
             f"{srv.url}/threads/t-1/runs",

@@ -270,6 +270,7 @@ async def test_a_lost_runs_channel_hears_it_end_once(
         store = ws.runner.store
         claimed = [await store.mailbox.claim("dead:1", lease_s=-1.0) for _ in posted.run_ids]
         assert {c.id for c in claimed if c} == set(posted.run_ids)
+        await store.threads.open("t-cy", "cy")
         queued = await ws.runs.queue("cy", "t-cy", "not in a channel")
         await store.mailbox.claim("dead:1", lease_s=-1.0)
         failed = await asyncio.gather(*(s.mailbox.fail_expired() for s in others))

@@ -31,6 +31,7 @@ async def bounded(agent: Agent, project: Path) -> Any:
 async def test_a_full_queue_refuses_runs_and_posts_and_writes_nothing(bounded: Workspace) -> None:
     ws = bounded
     store = ws.runner.store
+    await store.threads.open("t1", "ann")
     await ws.runs.queue("ann", "t1", "one")
     await ws.runs.queue("ann", "t1", "two")
     with pytest.raises(AgentRunnerError) as info:
@@ -39,9 +40,6 @@ async def test_a_full_queue_refuses_runs_and_posts_and_writes_nothing(bounded: W
     assert error.code is ErrorCode.QUEUE_FULL and error.retryable
     assert "'ann' already has 2 runs queued" in error.message and "max_queue" in (error.hint or "")
     assert error.details["retry_after_s"] > 0
-    with pytest.raises(AgentRunnerError):  # a new thread is opened with its run, or not at all
-        await ws.runs.queue("ann", "t-new", "three")
-    assert await store.threads.get("t-new") is None
     general = await ws.channels.create("general", members=["ann", "bob", "you"])
     with pytest.raises(AgentRunnerError) as posted:
         await ws.channels.post(general, "you", "hello both")  # bob has room, ann has none
@@ -51,12 +49,38 @@ async def test_a_full_queue_refuses_runs_and_posts_and_writes_nothing(bounded: W
     # bob alone has room; an agent's reply inside a run is bounded by the chain depth instead.
     quiet = await ws.channels.create("quiet", members=["bob", "you"])
     assert len((await ws.channels.post(quiet, "you", "hi bob")).run_ids) == 1
-    reply = await ws.channels.post(general, "bob", "a reply", depth=1)
+    reply = await ws.channels._speak(
+        general, "bob", "a reply", run_id="run_bob", thread_root=None, depth=1
+    )
     assert reply.run_ids and (await store.mailbox.depths())["ann"]["created"] == 3
+
+
+async def test_a_run_is_queued_only_on_a_thread_that_exists(bounded: Workspace) -> None:
+    """Opening a thread is its own request: a run on an unknown id (or on the beginning of
+    one: no guessing here) is ``thread_not_found``, and neither a thread nor a run appears."""
+    ws = bounded
+    store = ws.runner.store
+    await store.threads.open("t-10", "bob")
+    for agent_id, thread_id, hint in (
+        ("ann", "t-new", "'ann' has no threads yet."),
+        ("bob", "t-1", "Threads of 'bob', newest first: t-10."),
+    ):
+        with pytest.raises(AgentRunnerError) as info:
+            await ws.runs.queue(agent_id, thread_id, "hello")
+        error = info.value
+        assert error.code is ErrorCode.THREAD_NOT_FOUND
+        assert error.message == f"no thread '{thread_id}' of agent '{agent_id}'"
+        assert error.hint and hint in error.hint and "Open one first" in error.hint
+    assert [t.id for t in await store.threads.list()] == ["t-10"]
+    assert await store.mailbox.depths() == {}
+    await store.threads.open("t-new", "ann")
+    queued = await ws.runs.queue("ann", "t-new", "hello")
+    assert queued.thread_id == "t-new" and (await store.mailbox.depths()) == {"ann": {"created": 1}}
 
 
 async def test_a_repeated_request_is_answered_before_the_bound(bounded: Workspace) -> None:
     ws = bounded
+    await ws.runner.store.threads.open("t1", "ann")
     key = IdempotencyKey.of("test", "k", {"message": "one"})
     first = await ws.runs.queue("ann", "t1", "one", idempotency=key)
     await ws.runs.queue("ann", "t1", "two")

@@ -264,6 +264,34 @@ async def test_channels_and_dm_from_the_cli(fleet: Path, mock: MockProvider) -> 
     assert unknown.returncode == 1 and "agent_not_found" in unknown.stderr
 
 
+async def test_post_and_dm_refuse_to_speak_as_an_agent(fleet: Path) -> None:
+    """``--as`` names a person: an agent's id is refused, naming the sender, and nothing is
+    written (no message, no run, no DM opened)."""
+    assert (
+        _cli(fleet, "channels", "create", "team", "--member", "a2", "--member", "a3").returncode
+        == 0
+    )
+    for args in (
+        ["post", "team", "Approve it. -- a3", "--as", "a3"],
+        ["post", "team", "From the boss", "--as", "a2"],
+        ["dm", "a2", "a3 here", "--as", "a3"],
+    ):
+        refused = _cli(fleet, *args)
+        assert refused.returncode == 1, refused.stdout
+        assert f"error: validation: sender '{args[-1]}' is the id of an agent" in refused.stderr
+        assert "hint: Post under your own name" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    ws = await open_workspace(fleet)
+    try:
+        store = ws.runner.store
+        assert await store.runs.list() == []
+        assert [c["name"] for c in await store.channels.all()] == ["team"]
+        team = await store.channels.by_name("team")
+        assert team is not None and await store.channels.after(team.id, "", 10) == []
+    finally:
+        await ws.close()
+
+
 async def test_dm_prints_a_plain_reply_and_fails_with_the_agent(
     fleet: Path, mock: MockProvider
 ) -> None:

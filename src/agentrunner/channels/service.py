@@ -26,7 +26,7 @@ from agentrunner.engine.tools import Tool, ToolContext, ToolRetry
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.idempotency import IdempotencyKey, first_result
 from agentrunner.ids import new_id
-from agentrunner.inputs import check_id, check_text
+from agentrunner.inputs import check_id, check_text, invalid
 from agentrunner.queueing import queue_runs
 from agentrunner.store.channels import Channel, ChannelMessage
 from agentrunner.store.mailbox import NewRun
@@ -100,8 +100,10 @@ class ChannelService:
             )
         return channel
 
-    async def dm_channel(self, agent_id: str, person: str) -> Channel:
-        check_id(person, "sender")
+    async def dm_channel(self, agent_id: str, person: str | None = None) -> Channel:
+        """The DM between ``agent_id`` and ``person`` (default: the project's person), opened
+        if new. ``validation`` for a person's name that is not one (``person``)."""
+        person = self.person(person)
         self.runner.agents.runnable(agent_id)  # a disabled agent is no one to write to
         a, b = sorted((agent_id, person))
         return await self._ensure(
@@ -118,6 +120,28 @@ class ChannelService:
 
     def _kind_of(self, member: str) -> str:
         return "agent" if member in self.runner.agents else "person"
+
+    def person(self, sender: str | None) -> str:
+        """Who posts from outside a run: ``sender``, else the project's person (``[defaults]
+        person``). ``validation`` naming ``sender`` for a name that is no name, and for the id
+        of one of the project's agents, in any case (``CEO`` reads as ``ceo`` in a transcript):
+        an agent's messages come only from its runs, so no interface may post as one (its
+        reports would take the words for their manager's)."""
+        name = self.runner.config.person if sender is None else sender
+        check_id(name, "sender")
+        folded = name.casefold()
+        agent = next((a for a in self.runner.agents.ids() if a.casefold() == folded), None)
+        if agent is not None:
+            whose = " ([defaults] person in agentrunner.toml)" if sender is None else ""
+            raise invalid(
+                "sender",
+                f"'{name}'{whose} is the id of an agent"
+                + ("" if agent == name else f" ('{agent}')")
+                + ": a person cannot post as one",
+                "Post under your own name; an agent speaks only from its runs "
+                "(send_message, or its answer).",
+            )
+        return name
 
     # -- posting ------------------------------------------------------------------------------
 
@@ -136,20 +160,50 @@ class ChannelService:
     async def post(
         self,
         channel: Channel,
-        sender: str,
+        sender: str | None,
         text: str,
         *,
         thread_root: str | None = None,
-        depth: int = 0,
-        run_id: str | None = None,
         idempotency: IdempotencyKey | None = None,
     ) -> Posted:
-        """Post ``text`` and queue a run for every agent that should hear it, in one
-        transaction (nothing half-written); wakes idle workers. ``validation`` for a bad
-        sender, text or reply id; ``queue_full`` when a post from outside a run would queue a
-        run past an agent's bound (agents' replies are bounded by the chain depth instead); a
-        repeat of ``idempotency`` returns the first post. With telemetry on, the post is an
-        ``enqueue`` span whose trace its runs keep (an agent's reply: under its tool call)."""
+        """A person's post: ``text`` from ``sender`` (``None``: the project's person), and a
+        run queued for every agent that should hear it, in one transaction (nothing
+        half-written); wakes idle workers. ``validation`` for a bad text or reply id, and for
+        a sender that is no person's name (``person``: an agent's id included); ``queue_full``
+        when it would queue a run past an agent's bound; a repeat of ``idempotency`` returns
+        the first post. With telemetry on, the post is an ``enqueue`` span whose trace its
+        runs keep."""
+        return await self._send(
+            channel, self.person(sender), text, thread_root, 0, None, idempotency
+        )
+
+    async def _speak(
+        self,
+        channel: Channel,
+        agent_id: str,
+        text: str,
+        *,
+        run_id: str,
+        thread_root: str | None,
+        depth: int,
+    ) -> Posted:
+        """An agent's message, from its run ``run_id`` (its ``send_message``, or its plain
+        answer delivered for it): the only way an agent's words enter a channel. Bounded by
+        the chain depth rather than the agents' queues; with telemetry on, its ``enqueue`` span
+        is under the tool call."""
+        return await self._send(channel, agent_id, text, thread_root, depth, run_id, None)
+
+    async def _send(
+        self,
+        channel: Channel,
+        sender: str,
+        text: str,
+        thread_root: str | None,
+        depth: int,
+        run_id: str | None,
+        idempotency: IdempotencyKey | None,
+    ) -> Posted:
+        """The post, a person's or an agent's, inside its ``enqueue`` span (telemetry on)."""
         tracing = self.runner.engine.tracing
         if tracing is None:
             posted, _ = await self._post(
@@ -276,7 +330,7 @@ class ChannelService:
             )
         earlier = await self.store.channels.before(channel.id, trigger.id, TRANSCRIPT)
         spoke: list[str] = []
-        tools = self._tools(channel, trigger, claimed.agent_id, spoke)
+        tools = self._tools(channel, trigger, claimed.agent_id, claimed.id, spoke)
         agent_id = claimed.agent_id
         try:
             result = await self.runner.run_agent(
@@ -304,13 +358,13 @@ class ChannelService:
         if result.stop_reason == "cancelled":
             await self._notice(channel, trigger, agent_id, claimed.id, "stopped before replying")
         elif not spoke and result.text.strip():  # it answered without the tool: deliver it
-            await self.post(
+            await self._speak(
                 channel,
                 agent_id,
                 result.text.strip(),
+                run_id=claimed.id,
                 thread_root=trigger.thread_root_id,
                 depth=trigger.depth + 1,
-                run_id=claimed.id,
             )
         elif not spoke:
             await self.store.runs.set_stop_reason(claimed.id, "no_tool_call")
@@ -334,7 +388,12 @@ class ChannelService:
         await self.store.batch(self.store.channels.message_ops(notice))
 
     def _tools(
-        self, channel: Channel, trigger: ChannelMessage, agent_id: str, spoke: list[str]
+        self,
+        channel: Channel,
+        trigger: ChannelMessage,
+        agent_id: str,
+        run_id: str,
+        spoke: list[str],
     ) -> list[Tool]:
         async def send_message(args: dict[str, Any], ctx: ToolContext) -> str:
             text = str(args["text"]).strip()
@@ -345,13 +404,13 @@ class ChannelService:
                 if args.get("in_thread")
                 else trigger.thread_root_id
             )
-            posted = await self.post(
+            posted = await self._speak(
                 channel,
                 agent_id,
                 text,
+                run_id=run_id,
                 thread_root=root,
                 depth=trigger.depth + 1,
-                run_id=ctx.extra.get("run_id"),
             )
             spoke.append("send_message")
             return f"posted to #{channel.name}" + (

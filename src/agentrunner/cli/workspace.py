@@ -121,7 +121,10 @@ def post(
     channel: str = typer.Argument(..., help="Channel name."),
     message: str = typer.Argument(..., help="What to say."),
     sender: str | None = typer.Option(
-        None, "--as", help="Who is speaking (default: `person` in agentrunner.toml)."
+        None,
+        "--as",
+        help="Who is speaking: a person's name, never an agent's id "
+        "(default: `person` in agentrunner.toml).",
     ),
     thread: str | None = typer.Option(
         None, "--thread", help="Reply in the thread of this message id."
@@ -137,8 +140,7 @@ def post(
 
     async def work(ws: Workspace) -> None:
         target = await ws.channels.channel(channel)
-        who = sender or ws.runner.config.person
-        posted = await ws.channels.post(target, who, message, thread_root=thread)
+        posted = await ws.channels.post(target, sender, message, thread_root=thread)
         err.print(
             f"[dim]posted {posted.message.id} · {len(posted.run_ids)} agent(s) will read it[/]"
         )
@@ -152,15 +154,17 @@ def dm(
     agent_id: str = typer.Argument(..., help="The agent to message."),
     message: str = typer.Argument(..., help="What to say."),
     sender: str | None = typer.Option(
-        None, "--as", help="Who is speaking (default: `person` in agentrunner.toml)."
+        None,
+        "--as",
+        help="Who is speaking: a person's name, never an agent's id "
+        "(default: `person` in agentrunner.toml).",
     ),
 ) -> None:
     """A direct message to an agent; its reply is printed."""
 
     async def work(ws: Workspace) -> None:
-        who = sender or ws.runner.config.person
-        target = await ws.channels.dm_channel(agent_id, who)
-        posted = await ws.channels.post(target, who, message)
+        target = await ws.channels.dm_channel(agent_id, sender)
+        posted = await ws.channels.post(target, sender, message)
         if await _settle(ws, target, posted, True):
             raise typer.Exit(130)
         await _raise_if_failed(ws, posted.run_ids)

@@ -3,8 +3,11 @@
 
 The conversation lives in an agentrunner thread, chosen by the ``X-Agentrunner-Thread``
 header or else the request's ``user`` field (``<agent>-<user>``); with neither, each request is a
-new thread. Only the last user message is new input — the thread has the history. The agent's
-tools run server-side; the client sees their result in the answer.
+new thread. What each field of the request does is ``chat_request``'s: the user messages after
+the last answer are the new input (the thread has the history), the client's system message is
+context in the user position, sampling and length fields are the run's model settings, and what
+a run cannot do is refused. The agent's tools run server-side; the client sees their result in
+the answer.
 """
 
 from __future__ import annotations
@@ -13,46 +16,24 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Header
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from starlette.responses import StreamingResponse
 
 from agentrunner.compose import Workspace
-from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.errors import AgentRunnerError
 from agentrunner.events import EventData, child_of, typed
 from agentrunner.idempotency import IdempotencyKey, run_once
 from agentrunner.ids import new_id
-from agentrunner.inputs import check_text
-from agentrunner.server.fields import Id, Retry, Text
+from agentrunner.server.chat_request import ChatRequest, ChatRun, chat_run
+from agentrunner.server.fields import Id, Retry
 from agentrunner.server.routes import workspace
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["openai"])
-
-
-class ContentPart(BaseModel):
-    """A part of a message's content: only ``text`` parts reach the agent (the fields of
-    others are accepted and left out)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    type: str = Field(max_length=50)
-    text: Text | None = None
-
-
-class ChatMessage(BaseModel):
-    role: str = Field(max_length=20)
-    content: Text | Annotated[list[ContentPart], Field(max_length=100)] | None = None
-
-
-class ChatRequest(BaseModel):
-    model: Id
-    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
-    stream: bool = False
-    user: Id | None = None
 
 
 class Model(BaseModel):
@@ -81,7 +62,9 @@ class AnswerMessage(BaseModel):
 class Choice(BaseModel):
     index: int
     message: AnswerMessage
-    finish_reason: Literal["stop"]
+    finish_reason: Literal["stop", "length"] = Field(
+        description="length: the answer was cut off at the output cap (max_tokens)"
+    )
 
 
 class ChatCompletion(BaseModel):
@@ -127,12 +110,12 @@ async def chat_completions(
     x_agentrunner_thread: Id | None = Header(default=None),
 ) -> dict[str, Any] | StreamingResponse:
     agent = ws.runner.agents.runnable(body.model)  # refused before a stream starts
-    text = check_text(_last_user_text(body.messages), "messages: the last user message")
+    asked = chat_run(body)  # … as is what a run does not do
     thread = x_agentrunner_thread or (
         f"{agent.id}-{body.user}" if body.user else new_id(f"{agent.id}-")
     )
     key = retry.key(body, thread=x_agentrunner_thread)
-    chat = _Chat(ws, agent.id, thread, text)
+    chat = _Chat(ws, agent.id, thread, asked)
     if not body.stream:
         completion, repeated = await chat.complete(key)
         retry.answered(repeated)
@@ -148,17 +131,18 @@ class _Chat:
     """One chat completion: the agent's run, once per idempotency key; what a repeat is
     answered from is the completion's JSON (``_completion``), streamed or not."""
 
-    def __init__(self, ws: Workspace, agent_id: str, thread: str, text: str) -> None:
+    def __init__(self, ws: Workspace, agent_id: str, thread: str, asked: ChatRun) -> None:
         self.ws = ws
         self.agent_id = agent_id
         self.thread = thread
-        self.text = text
+        self.asked = asked
         self.id = new_id("chatcmpl-")
         self.created = int(time.time())
         self.tokens: asyncio.Queue[str | None] = asyncio.Queue()
 
     async def run(self) -> dict[str, Any]:
         from agentrunner.callbacks import AgentRunnerCallbacks
+        from agentrunner.runner import RunAgentOverrides
 
         def on_event(kind: str, data: EventData) -> None:
             match typed(kind, data):
@@ -167,14 +151,20 @@ class _Chat:
             # model.attempt_failed: a retry streams its own tokens; OpenAI's format has no way
             # to take text back
 
+        asked = self.asked
         result = await self.ws.runner.run_agent(
-            self.agent_id, self.thread, self.text, AgentRunnerCallbacks(on_event=on_event)
+            self.agent_id,
+            self.thread,
+            asked.message,
+            AgentRunnerCallbacks(on_event=on_event),
+            RunAgentOverrides(model_settings=asked.settings, context=asked.context),
         )
         return {
             "id": self.id,
             "created": self.created,
             "model": self.agent_id,
             "text": result.text,
+            "finish_reason": "length" if result.stop_reason == "max_tokens_exceeded" else "stop",
             "usage": _usage(result.usage),
         }
 
@@ -206,8 +196,9 @@ class _Chat:
         cid, created = completion["id"], completion["created"]
         if repeated:  # nothing was streamed live: the first answer, whole
             yield self._chunk(cid, created, {"content": completion["text"]})
-        yield self._chunk(cid, created, {}, "stop")
-        yield self._chunk(cid, created, {}, usage=completion["usage"])
+        yield self._chunk(cid, created, {}, _finish_reason(completion))
+        if self.asked.include_usage:
+            yield self._chunk(cid, created, {}, usage=completion["usage"])
         yield b"data: [DONE]\n\n"
 
     def _chunk(
@@ -242,23 +233,17 @@ def _completion_json(completion: dict[str, Any]) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": completion["text"]},
-                "finish_reason": "stop",
+                "finish_reason": _finish_reason(completion),
             }
         ],
         "usage": completion["usage"],
     }
 
 
-def _last_user_text(messages: list[ChatMessage]) -> str:
-    for message in reversed(messages):
-        if message.role != "user":
-            continue
-        if isinstance(message.content, str):
-            return message.content
-        parts = [p.text or "" for p in message.content or () if p.type == "text"]
-        if parts:
-            return "".join(parts)
-    raise AgentRunnerError(ErrorCode.VALIDATION, "messages has no user message with text")
+def _finish_reason(completion: dict[str, Any]) -> str:
+    """``stop``, or ``length`` for an answer cut off at its output cap (a completion stored
+    before this was said answers ``stop``)."""
+    return str(completion.get("finish_reason", "stop"))
 
 
 def _usage(usage: Any) -> dict[str, int]:

@@ -10,10 +10,13 @@ as without the models, byte for byte (tests/server/test_responses.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
+
+from agentrunner.server.errors import ErrorBody
 
 __all__ = [
     "Agent",
@@ -37,10 +40,23 @@ __all__ = [
 ]
 
 
-def operation(operation_id: str, body: type[BaseModel], *, tag: str) -> dict[str, Any]:
+def operation(
+    operation_id: str,
+    body: type[BaseModel],
+    *,
+    tag: str,
+    errors: Mapping[int, str] | None = None,
+) -> dict[str, Any]:
     """What the OpenAPI document says of a route: its id, stable (clients are generated from
-    it), its tag, and the model of the body it answers."""
-    return {"operation_id": operation_id, "tags": [tag], "response_model": body}
+    it), its tag, the model of the body it answers, and (``errors``) what an error status
+    means for it, over the API's general description of that status."""
+    declared: dict[str, Any] = {"operation_id": operation_id, "tags": [tag], "response_model": body}
+    if errors:
+        declared["responses"] = {
+            status: {"model": ErrorBody, "description": description}
+            for status, description in errors.items()
+        }
+    return declared
 
 
 def event_stream(operation_id: str, description: str) -> dict[str, Any]:

@@ -95,7 +95,11 @@ class RunCreate(BaseModel):
 
 class PostMessage(BaseModel):
     text: Text = Field(min_length=1)
-    sender: Id | None = None
+    sender: Id | None = Field(
+        default=None,
+        description="who is speaking: a person's name, never an agent's id (agents speak only "
+        "from their runs); default: [defaults] person",
+    )
     thread: Id | None = Field(default=None, description="reply in the thread of this message")
 
 
@@ -171,14 +175,24 @@ async def thread_messages(
 
 
 @router.post(
-    "/threads/{thread_id}/runs", status_code=202, **operation("start_run", RunQueued, tag="runs")
+    "/threads/{thread_id}/runs",
+    status_code=202,
+    **operation(
+        "start_run",
+        RunQueued,
+        tag="runs",
+        errors={
+            404: "`agent_not_found`; `thread_not_found`: no such thread (`POST /threads` opens "
+            "one), or it is another agent's"
+        },
+    ),
 )
 async def start_run(
     thread_id: Id, body: RunCreate, retry: Retry = Depends(), ws: Workspace = Depends(workspace)
 ) -> dict[str, Any]:
-    """Queue a run of ``agent_id`` on the thread (a new id opens a thread of the agent); a
-    worker starts it. Follow it on ``/runs/{run_id}/events``. 429 when the agent's queue is
-    full."""
+    """Queue a run of ``agent_id`` on its thread, which must exist (404 ``thread_not_found``
+    otherwise: ``POST /threads`` opens one); a worker starts it. Follow it on
+    ``/runs/{run_id}/events``. 429 when the agent's queue is full."""
     queued = await ws.runs.queue(
         body.agent_id,
         thread_id,
@@ -254,23 +268,20 @@ async def post_message(
     """Post to a channel; a run is queued for each agent that should hear it (429 when one's
     queue is full: nothing is posted)."""
     channel = await ws.channels.channel(name)
-    sender = body.sender or ws.runner.config.person
-    return await _post(ws, channel, sender, body, retry, thread_root=body.thread)
+    return await _post(ws, channel, body, retry, thread_root=body.thread)
 
 
 @_channel_post("/dm/{agent_id}", "send_direct_message", DirectMessagePosted)
 async def direct_message(
     agent_id: Id, body: PostMessage, retry: Retry = Depends(), ws: Workspace = Depends(workspace)
 ) -> dict[str, Any]:
-    sender = body.sender or ws.runner.config.person
-    channel = await ws.channels.dm_channel(agent_id, sender)
-    return {"channel": channel.name, **await _post(ws, channel, sender, body, retry)}
+    channel = await ws.channels.dm_channel(agent_id, body.sender)
+    return {"channel": channel.name, **await _post(ws, channel, body, retry)}
 
 
 async def _post(
     ws: Workspace,
     channel: Channel,
-    sender: str,
     body: PostMessage,
     retry: Retry,
     *,
@@ -279,7 +290,7 @@ async def _post(
     """Post ``body`` to ``channel``: the message and the runs it queued (the first post's, for a
     retry)."""
     posted = await ws.channels.post(
-        channel, sender, body.text, thread_root=thread_root, idempotency=retry.key(body)
+        channel, body.sender, body.text, thread_root=thread_root, idempotency=retry.key(body)
     )
     retry.answered(posted.repeated)
     return {"message": _message(posted.message), "run_ids": posted.run_ids}

@@ -231,7 +231,7 @@ def test_bad_posts_are_refused_with_a_page_and_nothing_is_stored(
     long = client.post(path, data={"csrf": csrf, "text": "x" * 200_001})
     assert long.status_code == 422 and "text is 200001 characters long" in long.text
     agent = client.post(path, data={"csrf": csrf, "text": "hi", "sender": "ceo"})
-    assert agent.status_code == 422 and "agent&#39;s id" in agent.text
+    assert agent.status_code == 422 and "sender &#39;ceo&#39; is the id of an agent" in agent.text
     outsider = client.post("/ui/channels/ops/messages", data={"csrf": csrf, "text": "hi"})
     assert outsider.status_code == 400 and "you is not a member of #ops" in outsider.text
     unknown = client.post("/ui/channels/genral/messages", data={"csrf": csrf, "text": "hi"})

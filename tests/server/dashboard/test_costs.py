@@ -64,6 +64,7 @@ def cost_cli(project: Path, days: int) -> dict[str, Any]:
 
 def spend(browser: Browser, agent_id: str, thread_id: str) -> None:
     """A run of ``agent_id`` that spends, served by the server's worker."""
+    browser.client.post("/threads", json={"agent_id": agent_id, "id": thread_id})
     started = browser.client.post(
         f"/threads/{thread_id}/runs", json={"agent_id": agent_id, "message": "Plan the week"}
     )

@@ -106,6 +106,7 @@ def _until_end(response: httpx2.Response) -> list[Node]:
 
 
 def _queue_run(live: Live, thread_id: str, message: str) -> str:
+    live.browser.client.post("/threads", json={"agent_id": "helper", "id": thread_id})
     made = live.browser.client.post(
         f"/threads/{thread_id}/runs", json={"agent_id": "helper", "message": message}
     )
@@ -283,6 +284,7 @@ def test_on_a_guarded_server_a_pages_stream_wants_a_session(
     browser = Browser(srv.url)
     try:
         browser.client.headers["authorization"] = "Bearer secret-token"
+        browser.client.post("/threads", json={"agent_id": "helper", "id": "t-1"})
         queued = browser.client.post(
             "/threads/t-1/runs", json={"agent_id": "helper", "message": "Hello"}
         ).json()["run_id"]

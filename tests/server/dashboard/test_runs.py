@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +24,20 @@ def run_browser(server: Any) -> Iterator[Browser]:
     browser.close()
 
 
+async def _open_thread(agent_id: str, thread_id: str) -> None:
+    from agentrunner.store import open_store
+
+    store = await open_store(os.environ["AGENTRUNNER_DATABASE_URL"])
+    try:
+        await store.threads.open(thread_id, agent_id)
+    finally:
+        await store.close()
+
+
 def run(browser: Browser, agent_id: str, thread_id: str, message: str) -> str:
-    """Queue a run over the JSON API; its id."""
+    """Queue a run over the JSON API on the thread, opened first through the store if new (as
+    the Python API opens one under any id); its id."""
+    asyncio.run(_open_thread(agent_id, thread_id))
     started = browser.client.post(
         f"/threads/{quote(thread_id, safe='')}/runs",
         json={"agent_id": agent_id, "message": message},

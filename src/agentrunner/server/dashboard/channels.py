@@ -154,12 +154,6 @@ async def post_message(request: Request, name: str) -> Response:
     composer.sender = str(form.get("sender") or "").strip() or composer.sender
     composer.text = str(form.get("text") or "")
     try:
-        if composer.sender in ws.runner.agents:
-            raise invalid(
-                "sender",
-                f"'{composer.sender}' is an agent's id: this form posts as a person",
-                "Post under your own name; agents speak through their runs.",
-            )
         if not composer.text.strip():
             raise invalid("text", "is empty", "Say something: the agents who hear it will reply.")
         posted = await ws.channels.post(channel, composer.sender, composer.text, thread_root=thread)
