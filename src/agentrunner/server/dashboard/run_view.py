@@ -143,19 +143,6 @@ class RunView:
         return tokens
 
     @property
-    def cancelled_said(self) -> str:
-        """Why it was cancelled, in a sentence that says "cancelled" once (its message is
-        often ``cancelled: cancelled on request``)."""
-        reason = (self.run.error_message or "").strip()
-        while reason.lower().startswith("cancelled:"):
-            reason = reason[len("cancelled:") :].strip()
-        if not reason:
-            return "Cancelled."
-        if reason.lower().startswith("cancelled "):
-            return "Cancelled " + reason[len("cancelled ") :] + "."
-        return f"Cancelled: {reason}."
-
-    @property
     def orphans(self) -> list[RunRecord]:
         """Child runs no tool call of the timeline claims."""
         claimed = {c.id for s in self.steps for t in s.tool_calls for c in t.children}
