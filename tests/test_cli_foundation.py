@@ -378,3 +378,44 @@ def test_validate_checks_the_compaction_model(
     (project_dir / "agents" / "typo.md").unlink()
     config.write_text(text + '\n[compaction]\nmodel = "test"\n')
     assert run(capsys, "agents", "validate")[0] == 0
+
+
+@pytest.mark.parametrize("columns", [None, "40"])
+def test_a_line_that_names_a_command_keeps_it_whole_off_a_terminal(
+    tmp_path: Path, columns: str | None
+) -> None:
+    """Issue 39: piped, Rich wrapped lines at 80 columns (or COLUMNS), breaking the commands
+    people copy (`agentrunner logs \\nrun_…`). A line of text is never wrapped by us; the
+    terminal wraps it, and a copy gives the command whole."""
+    import os
+    import re
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTRUNNER_", "COLUMNS"))}
+    if columns:
+        env["COLUMNS"] = columns
+
+    def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrunner", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    name = "a-project-whose-name-is-long-enough-to-pass-the-width"
+    made = cli(tmp_path, "init", name, "--template", "company")
+    assert f"Next: cd {name} && agentrunner start\n" in made.stdout
+    project = tmp_path / name
+    started = cli(project, "start")
+    assert re.search(
+        r"^session ses_\w+ · ceo's thread ceo-\w+ · next: agentrunner brief", started.stdout, re.M
+    )
+    queued = cli(project, "brief", "--background", "Plan the launch")
+    job = queued.stdout.split()[-1]
+    assert f"follow it: agentrunner logs {job} --follow\n" in queued.stderr
+    followed = cli(project, "logs", job, "--follow")
+    assert f"job {job}\n" in followed.stderr  # its last line, whole

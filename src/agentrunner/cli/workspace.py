@@ -67,7 +67,6 @@ def channels_create(
             err.print(
                 f"[yellow]warning:[/] '{escape(name_given)}' is no agent, so it joined as a "
                 f"person (did you mean '{escape(near[0])}'?)",
-                soft_wrap=True,
             )
     everyone = ", ".join(m if kind == "agent" else f"{m} (person)" for m, kind in members)
     out.print(
@@ -273,12 +272,11 @@ def _print_status(report: ProjectStatus) -> None:
         what = job["directive"] or job["kind"]
         out.print(
             f"[cyan]job[/] {escape(job['id'])} · {job['status']} · {where} · {escape(what[:60])}",
-            soft_wrap=True,
         )
     out.print(f"today (UTC): {usd(report.spent_today.micros)} spent")
     for use in report.warnings:
         color = "red" if use.state == "exceeded" else "yellow"
-        out.print(f"[{color}]! {escape(use.message())}[/]", soft_wrap=True)
+        out.print(f"[{color}]! {escape(use.message())}[/]")
     if report.workers:
         for w in report.workers:
             out.print(f"[green]worker[/] {escape(w['id'])} · concurrency {w['concurrency']}")
@@ -392,7 +390,7 @@ def _print_message(message: ChannelMessage, channel: Channel) -> None:
     """One message; its id first, the one ``post --thread`` replies to."""
     ident = f"[dim]{message.id}[/] "
     if message.sender_kind == "notice":
-        out.print(f"{ident}[yellow]! {escape(message.content)}[/]", soft_wrap=True)
+        out.print(f"{ident}[yellow]! {escape(message.content)}[/]")
         return
     color = "green" if message.sender_kind == "agent" else "blue"
     # a DM is one conversation: its replies being threaded under the message says nothing
@@ -400,5 +398,4 @@ def _print_message(message: ChannelMessage, channel: Channel) -> None:
     thread = f" [dim](in thread {message.thread_root_id})[/]" if in_thread else ""
     out.print(
         f"{ident}[bold {color}]{escape(message.sender)}[/]{thread}: {escape(message.content)}",
-        soft_wrap=True,
     )
