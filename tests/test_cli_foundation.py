@@ -419,3 +419,52 @@ def test_a_line_that_names_a_command_keeps_it_whole_off_a_terminal(
     assert f"follow it: agentrunner logs {job} --follow\n" in queued.stderr
     followed = cli(project, "logs", job, "--follow")
     assert f"job {job}\n" in followed.stderr  # its last line, whole
+
+
+def test_the_test_model_changes_no_memory_or_note_it_was_not_asked_to(tmp_path: Path) -> None:
+    """Issue 39: on the built-in `test` model every `start` and `brief` wrote memory blocks
+    labelled `example` into the project's agents (it called every tool it was given). A tool
+    that writes (memory, notes, files) is called only when the message names it."""
+    import os
+    import sqlite3
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrunner", *args],
+            cwd=tmp_path / "acme",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def written() -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+        with sqlite3.connect(tmp_path / "acme" / ".agentrunner" / "agentrunner.db") as db:
+            blocks = db.execute("SELECT agent_id, label, content FROM memory_blocks").fetchall()
+            notes = db.execute("SELECT agent_id, slug FROM notes").fetchall()
+        return sorted(blocks), sorted(notes)
+
+    subprocess.run(
+        [sys.executable, "-m", "agentrunner", "init", "acme", "--template", "company"],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    cli("start")
+    seeded, _ = written()  # what the agent files seed (the CEO's `company` block)
+    assert seeded and all(label != "example" for _, label, _ in seeded)
+    briefed = cli("brief", "Ask the CTO for a plan to ship the beta")
+    assert "→ delegate" in briefed.stderr and "memory_" not in briefed.stderr
+    assert written() == (seeded, [])  # nothing changed but what was asked: the delegation
+
+    # Asked by name, it writes: the CEO, and the CTO it hands the message on to.
+    asked = cli("brief", "Ask the CTO to memory_append the plan")
+    assert "→ memory_append" in asked.stderr and "memory_replace" not in asked.stderr
+    blocks, notes = written()
+    assert {agent for agent, label, _ in blocks if label == "example"} == {"ceo", "cto"}
+    assert notes == []
