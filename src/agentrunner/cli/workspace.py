@@ -345,6 +345,7 @@ async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker |
 
         loop.add_signal_handler(signal.SIGINT, stop)
         idle = False  # nothing was queued or running at the last look
+        settled = False  # everything posted was read: what ended unanswered stayed silent
         try:
             while True:
                 if interrupted.is_set() and serving is not None:
@@ -359,13 +360,15 @@ async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker |
                 for _, item in await feed.read(100):
                     if isinstance(item, ChannelMessage):
                         _print_message(item, channel)
+                        activity.message(item)
                     else:
                         activity.show(item.type, item.payload)
                 if done:
+                    settled = not interrupted.is_set()
                     break
                 await watch.wait(_FOLLOW_S)
         finally:
-            activity.close()
+            activity.close(settled=settled)
             loop.remove_signal_handler(signal.SIGINT)
     if interrupted.is_set() and serving is None:
         err.print("[yellow]stopped following[/] [dim]· a worker is still serving the replies[/]")
