@@ -104,6 +104,17 @@ class RunView:
         return self.run.status in TERMINAL
 
     @property
+    def model(self) -> str | None:
+        """The model it ran on: its row's once it has ended, while it runs the one its newest
+        step asked last (a fallback's, after a failed attempt); None before its first step."""
+        if self.run.model:
+            return self.run.model
+        step = self.steps[-1] if self.steps else None
+        if step is None:
+            return None
+        return step.attempts[-1].model if step.attempts else step.model
+
+    @property
     def duration(self) -> float | None:
         if self.run.started_at is None:
             return None
