@@ -223,7 +223,6 @@ _STATE_COLORS = {
     "idle": "green",
     "working": "cyan",
     "error": "red",
-    "stopped": "yellow",
     "disabled": "dim",
 }
 
@@ -235,7 +234,7 @@ def _print_status(report: ProjectStatus) -> None:
     for branch, agent in zip(
         _branches([a.depth for a in report.agents]), report.agents, strict=True
     ):
-        run = agent.run_id or (agent.last_run_id if agent.state in ("error", "stopped") else None)
+        run = agent.run_id or (agent.last_run_id if agent.state == "error" else None)
         rows.append(
             [
                 f"[dim]{branch}[/]{escape(agent.agent_id)}",
