@@ -378,3 +378,93 @@ def test_validate_checks_the_compaction_model(
     (project_dir / "agents" / "typo.md").unlink()
     config.write_text(text + '\n[compaction]\nmodel = "test"\n')
     assert run(capsys, "agents", "validate")[0] == 0
+
+
+@pytest.mark.parametrize("columns", [None, "40"])
+def test_a_line_that_names_a_command_keeps_it_whole_off_a_terminal(
+    tmp_path: Path, columns: str | None
+) -> None:
+    """Issue 39: piped, Rich wrapped lines at 80 columns (or COLUMNS), breaking the commands
+    people copy (`agentrunner logs \\nrun_…`). A line of text is never wrapped by us; the
+    terminal wraps it, and a copy gives the command whole."""
+    import os
+    import re
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTRUNNER_", "COLUMNS"))}
+    if columns:
+        env["COLUMNS"] = columns
+
+    def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrunner", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    name = "a-project-whose-name-is-long-enough-to-pass-the-width"
+    made = cli(tmp_path, "init", name, "--template", "company")
+    assert f"Next: cd {name} && agentrunner start\n" in made.stdout
+    project = tmp_path / name
+    started = cli(project, "start")
+    assert re.search(
+        r"^session ses_\w+ · ceo's thread ceo-\w+ · next: agentrunner brief", started.stdout, re.M
+    )
+    queued = cli(project, "brief", "--background", "Plan the launch")
+    job = queued.stdout.split()[-1]
+    assert f"follow it: agentrunner logs {job} --follow\n" in queued.stderr
+    followed = cli(project, "logs", job, "--follow")
+    assert f"job {job}\n" in followed.stderr  # its last line, whole
+
+
+def test_the_test_model_changes_no_memory_or_note_it_was_not_asked_to(tmp_path: Path) -> None:
+    """Issue 39: on the built-in `test` model every `start` and `brief` wrote memory blocks
+    labelled `example` into the project's agents (it called every tool it was given). A tool
+    that writes (memory, notes, files) is called only when the message names it."""
+    import os
+    import sqlite3
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrunner", *args],
+            cwd=tmp_path / "acme",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def written() -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+        with sqlite3.connect(tmp_path / "acme" / ".agentrunner" / "agentrunner.db") as db:
+            blocks = db.execute("SELECT agent_id, label, content FROM memory_blocks").fetchall()
+            notes = db.execute("SELECT agent_id, slug FROM notes").fetchall()
+        return sorted(blocks), sorted(notes)
+
+    subprocess.run(
+        [sys.executable, "-m", "agentrunner", "init", "acme", "--template", "company"],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    cli("start")
+    seeded, _ = written()  # what the agent files seed (the CEO's `company` block)
+    assert seeded and all(label != "example" for _, label, _ in seeded)
+    briefed = cli("brief", "Ask the CTO for a plan to ship the beta")
+    assert "→ delegate" in briefed.stderr and "memory_" not in briefed.stderr
+    assert written() == (seeded, [])  # nothing changed but what was asked: the delegation
+
+    # Asked by name, it writes: the CEO, and the CTO it hands the message on to.
+    asked = cli("brief", "Ask the CTO to memory_append the plan")
+    assert "→ memory_append" in asked.stderr and "memory_replace" not in asked.stderr
+    blocks, notes = written()
+    assert {agent for agent, label, _ in blocks if label == "example"} == {"ceo", "cto"}
+    assert notes == []

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 import agentrunner
-from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode, code_info
+from agentrunner.errors import (
+    AgentFileErrors,
+    AgentRunnerError,
+    ErrorCode,
+    code_info,
+    error_line,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,6 +85,28 @@ def test_error_carries_code_message_hint_and_location() -> None:
     assert AgentRunnerError("provider_unavailable", "x", retryable=False).retryable is False
 
 
+@pytest.mark.parametrize(
+    ("code", "message", "said"),
+    [
+        ("cancelled", "cancelled on request", "cancelled on request"),
+        ("cancelled", "Ctrl-C", "cancelled: Ctrl-C"),
+        ("cancelled", "cancelled: cancelled on request", "cancelled on request"),  # stored so
+        ("cancelled", "cancelled: Ctrl-C", "cancelled: Ctrl-C"),
+        ("provider_auth", "the key was refused", "provider_auth: the key was refused"),
+        ("validation", "", "validation"),
+        (
+            "validation",
+            "validation_error is not a code",
+            "validation: validation_error is not a code",
+        ),
+    ],
+)
+def test_an_error_says_its_code_once(code: str, message: str, said: str) -> None:
+    """Issue 39: "cancelled: cancelled: cancelled on request" on a job's page and `runs show`."""
+    assert error_line(code, message) == said
+    assert AgentRunnerError(code, message).one_line() == said
+
+
 def test_aggregate_error() -> None:
     problems = [AgentRunnerError("validation", "one"), AgentRunnerError("validation", "two")]
     err = AgentFileErrors(problems)
@@ -98,7 +126,9 @@ def errors_markdown() -> str:
         "it. `retryable` says whether the same request may succeed if simply tried again.",
         "",
         "On the command line an error prints as one line, `file:line: code: message`, followed",
-        "by `hint: …`, and the exit status is 1. `--debug` adds the traceback.",
+        "by `hint: …`, and the exit status is 1. `--debug` adds the traceback. Wherever an",
+        "error is shown (the command line, the dashboard, a tool error) its code is said once: a",
+        "message that already begins with it (`cancelled on request`) is not led by it again.",
         "",
         "| code | retryable | category | upper-case name |",
         "| --- | --- | --- | --- |",

@@ -101,6 +101,6 @@ class PostRunEffects:
             if title:
                 await self.store.threads.set_title(thread_id, title)
         except Exception as exc:  # a title is a nicety: one line, the traceback for --debug
-            why = f"{exc.code}: {exc.message}" if isinstance(exc, AgentRunnerError) else repr(exc)
+            why = exc.one_line() if isinstance(exc, AgentRunnerError) else repr(exc)
             log.warning("title generation for thread %s failed: %s", thread_id, why)
             log.debug("title generation for thread %s failed", thread_id, exc_info=True)

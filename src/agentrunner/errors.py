@@ -16,12 +16,21 @@ Errors are classified by type and status, never by parsing message text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["AgentFileErrors", "AgentRunnerError", "CodeInfo", "ErrorCode", "code_info"]
+__all__ = [
+    "AgentFileErrors",
+    "AgentRunnerError",
+    "CodeInfo",
+    "ErrorCode",
+    "code_info",
+    "error_line",
+    "in_words",
+]
 
 
 class ErrorCode(StrEnum):
@@ -328,9 +337,10 @@ class AgentRunnerError(Exception):
         return f"{self.file}:{self.line}" if self.line is not None else self.file
 
     def one_line(self) -> str:
-        """``file:line: code: message`` — the form `agents validate` prints."""
+        """``file:line: code: message`` — the form `agents validate` prints (the code said
+        once: ``in_words``)."""
         head = f"{self.location}: " if self.location else ""
-        return f"{head}{self.code}: {self.message}"
+        return head + error_line(self.code, self.message)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -377,3 +387,28 @@ class AgentFileErrors(AgentRunnerError):
         found = list(problems)
         if found:
             raise cls(found, partial)
+
+
+def in_words(code: ErrorCode | str, message: str | None) -> tuple[str | None, str]:
+    """An error as people read it, the code said once: the code to lead the message with, or
+    None where the message already begins with it (``cancelled on request``), and the message.
+    A message stored led by its code (a cancelled run's ``cancelled: …``, as runs wrote it
+    before) is read without the lead. Every interface that shows an error (the CLI's lines,
+    the dashboard's pages, tool errors) says it this way: ``error_line``."""
+    code = str(code)
+    text = (message or "").strip()
+    lead = f"{code}:"
+    while text.startswith(lead):
+        text = text[len(lead) :].strip()
+    if re.match(rf"{re.escape(code)}\b", text, re.IGNORECASE):
+        return None, text
+    return code, text
+
+
+def error_line(code: ErrorCode | str, message: str | None) -> str:
+    """``code: message`` — or the message alone where it already says the code; the code
+    alone for an empty message (``in_words``)."""
+    lead, text = in_words(code, message)
+    if lead is None:
+        return text
+    return f"{lead}: {text}" if text else lead

@@ -23,7 +23,7 @@ from agentrunner._version import __version__
 from agentrunner.callbacks import AgentRunnerCallbacks
 from agentrunner.compose import runner_with_tasks
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.errors import AgentRunnerError, ErrorCode, error_line
 from agentrunner.events import EventData, typed
 from agentrunner.runner import AgentRunner, RunAgentOverrides
 from agentrunner.store.records import thread_message_dict
@@ -204,7 +204,8 @@ async def _stop(run: asyncio.Future[Any], abort: AbortSignal) -> None:
 
 
 def _error_text(code: str, message: str, hint: str | None) -> str:
-    return f"{code}: {message} (hint: {hint})" if hint else f"{code}: {message}"
+    said = error_line(code, message)
+    return f"{said} (hint: {hint})" if hint else said
 
 
 _FINDING = {

@@ -19,7 +19,8 @@ _CONFIG = """\
 agents_dir = "agents"
 
 [defaults]
-# "test" is the built-in offline model: it calls each granted tool once, then summarises.
+# "test" is the built-in offline model: it calls each granted tool once (one that writes
+# memory, notes or files only when your message names it), then summarises.
 # Switch to a real one, e.g. "openai:gpt-4.1-mini" or "anthropic:claude-haiku-4-5".
 model = "test"
 

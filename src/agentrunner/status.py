@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["STATES", "AgentStatus", "ProjectStatus", "project_status"]
 
 # ``disabled``: ``enabled: false`` in the agent file (whatever its runs did); otherwise from
-# its runs (``AgentStates``): ``working`` while one runs, ``error`` / ``stopped`` when the last
-# one failed / was cancelled, ``idle`` else.
-STATES = ("idle", "working", "error", "stopped", "disabled")
+# its runs (``AgentStates``): ``working`` while one runs, ``error`` when the last one failed,
+# ``idle`` else (a cancelled run too: a person stopped it, the agent is free).
+STATES = ("idle", "working", "error", "disabled")
 
 
 @dataclass(frozen=True, slots=True)

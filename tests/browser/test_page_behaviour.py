@@ -98,6 +98,29 @@ def test_a_long_channel_and_thread_open_at_the_newest_and_a_reply_shows_at_once(
     expect(page.locator("#newest")).to_be_visible()
 
 
+def test_a_message_that_begins_a_thread_gets_its_replies_link_live(
+    serve: Callable[..., Served], tmp_path: Path, page: Any
+) -> None:
+    """Issue 39: the link to a thread begun on the page came only with a reload."""
+    served = _lobby(serve, tmp_path)
+    root = _post(served, "Who takes the launch?")
+    page.goto(served.url + "/ui/channels/lobby")
+    expect(page.locator(f'#messages li[data-id="{root}"]')).to_be_visible()
+    marker = page.evaluate("window.marker = Math.random()")
+    link = page.locator(f'#messages li[data-id="{root}"] a.replies')
+    expect(link).to_have_count(0)
+    _post(served, "I do.", thread=root)
+    expect(link).to_have_text("1 reply")
+    _post(served, "I can help.", thread=root)
+    expect(link).to_have_text("2 replies")
+    replies = page.locator("#messages li.message.reply")
+    expect(replies).to_have_count(2)  # the replies themselves, each once
+    assert page.evaluate("window.marker") == marker  # no reload
+    link.click()
+    expect(page).to_have_url(served.url + f"/ui/channels/lobby/thread/{root}")
+    expect(page.locator("#messages li.message")).to_have_count(2)
+
+
 def _local(iso: str, zone: str) -> str:
     when = (
         datetime.strptime(iso, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).astimezone(ZoneInfo(zone))

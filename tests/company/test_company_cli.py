@@ -291,6 +291,11 @@ def test_kill_a_running_background_job(company: Company, mock: MockProvider) -> 
     job = company.job(job_id)
     assert job["status"] == "cancelled"
     assert company.json("journal") == []
+    # its error says its code once (it said "cancelled: cancelled: cancelled on request")
+    [said] = [
+        line for line in company.ok("runs", "show", job_id).out.splitlines() if "error" in line
+    ]
+    assert said.count("cancelled") == 1, said
 
 
 def test_jobs_says_what_a_running_job_has_spent_so_far(

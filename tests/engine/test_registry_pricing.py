@@ -282,6 +282,40 @@ async def test_test_model_calls_each_tool_once_then_summarises() -> None:
     assert again.text.count("- lookup:") == 1  # this message's calls only
 
 
+@tool(writes=True)
+def remember(text: str) -> str:
+    """Keep something for later runs."""
+    return "kept"
+
+
+@pytest.mark.parametrize(
+    ("message", "called"),
+    [
+        ("plan my trip", ["lookup"]),
+        ("plan my trip and remember it", ["lookup", "remember"]),  # named: asked to
+        ("Remember: plan my trip", ["lookup", "remember"]),
+        ("plan my trip (remembering is not asking)", ["lookup"]),
+    ],
+)
+async def test_test_model_calls_a_tool_that_writes_only_when_asked_to(
+    message: str, called: list[str]
+) -> None:
+    """Issue 39: it wrote `example` memory blocks into a project's agents on every brief."""
+    from agentrunner.engine import Turn, UserMessage
+
+    rec = Recorder()
+    turn = Turn(
+        system="s",
+        messages=[UserMessage(message)],
+        chain=chain(ModelRegistry(), "test"),
+        tools=[lookup, remember],
+        emit=rec,
+    )
+    result = await run_turn(turn)
+    assert [c["name"] for c in rec.of("agent.tool_call")] == called
+    assert result.text.startswith(f"[test model] I called {', '.join(called)}.")
+
+
 async def test_test_model_answers_schema_valid_json() -> None:
     from agentrunner.engine import Turn, UserMessage
 

@@ -696,7 +696,7 @@ def test_ctrl_c_cancels_threads_compact_and_records_it(
         assert "compacted" not in out
         [run] = json.loads(cli(capsys, "runs", "list", "--agent", agent_id, "--json")[1])
         assert (run["status"], run["stop_reason"]) == ("cancelled", "cancelled")
-        assert run["error"] == {"code": "cancelled", "message": "cancelled: Ctrl-C"}
+        assert run["error"] == {"code": "cancelled", "message": "Ctrl-C"}  # the code not repeated
         assert run["usage"]["estimated"] and run["usage"]["input_tokens"] > 0
         assert f"run {run['id']}" in err
         shown[agent_id] = (run, err)

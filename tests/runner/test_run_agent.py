@@ -420,7 +420,7 @@ async def test_cancelling_the_task_settles_the_run(
     last = (await runner.store.messages.page("t"))[-1][1]
     assert isinstance(last, AssistantMessage) and last.interrupted and last.text.startswith("word")
     state = await runner.store.agent_states.get("talker")
-    assert (state.status, state.last_run_id) == ("stopped", run.id)  # not left working
+    assert (state.status, state.last_run_id) == ("idle", run.id)  # not left working
     # The thread lock was released: the next run on the thread goes ahead at once.
     done = await asyncio.wait_for(runner.run_agent("talker", "t", "next"), timeout=5)
     assert done.text == "Echo: next"

@@ -299,9 +299,12 @@ async def test_status_shows_the_org_chart_with_each_agents_state(
     assert busy_run.id in shown.stdout and "$0.0016" in shown.stdout
     assert "! the daily budget of agent 'boss' of $0.0020 is 80% used" in shown.stdout
     assert "no live workers" in shown.stdout and "Traceback" not in shown.stderr
-    # Once the run is cancelled, the agent shows as stopped.
+    # Once the run is cancelled, the agent is idle: a person stopped the work, nothing is
+    # wrong with the agent (it said "stopped" until its next run, issue 39).
     after = json.loads((await asyncio.to_thread(run_cli, project, "status", "--json")).stdout)
-    assert {a["agent_id"]: a["state"] for a in after["agents"]}["busy"] == "stopped"
+    busy = {a["agent_id"]: a for a in after["agents"]}["busy"]
+    assert (busy["state"], busy["run_id"], busy["last_run_id"]) == ("idle", None, busy_run.id)
+    assert "stopped" not in (await asyncio.to_thread(run_cli, project, "status")).stdout
 
 
 # -- the commands, as a person runs them -----------------------------------------------------

@@ -592,8 +592,8 @@ async def test_memory_notes_agent_state(store: Store) -> None:
             store.runs.finish_op("r2", status="cancelled", stop_reason="cancelled"),
         ]
     )
-    state = await store.agent_states.get("a")  # stopped by a person, a kill or a deadline
-    assert (state.status, state.current_run_id, state.last_run_id) == ("stopped", None, "r2")
+    state = await store.agent_states.get("a")  # stopped by a person or a kill: free again
+    assert (state.status, state.current_run_id, state.last_run_id) == ("idle", None, "r2")
     await store.batch(
         [
             store.runs.insert_op(run_id="r3", agent_id="a", thread_id="t9", status="running"),

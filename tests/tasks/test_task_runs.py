@@ -107,9 +107,10 @@ async def test_memory_the_agent_wrote_is_in_the_key(project: Any) -> None:
         }
     )
     async with await open_task_runner() as tasks:
-        first = await tasks.execute("keeper", {"q": "x"})  # the test model writes to memory
+        asked = {"q": "memory_append x"}  # the test model writes to memory: asked by name
+        first = await tasks.execute("keeper", asked)
         assert first.ok and not first.cached
-        second = await tasks.execute("keeper", {"q": "x"})
+        second = await tasks.execute("keeper", asked)
         assert not second.cached  # the system prompt now carries what the first one wrote
 
 
@@ -137,7 +138,8 @@ async def test_a_task_has_the_agents_tools_and_trust_and_is_recorded(project: An
         {"clerk": "---\nname: Clerk\nmodel: test\ncapabilities: [notes, files]\n---\nFile it.\n"}
     )
     async with await open_task_runner() as tasks:
-        outcome = await tasks.execute("clerk", {"doc": "invoice"})
+        # the test model writes (a note, a file) only when asked to by name
+        outcome = await tasks.execute("clerk", {"doc": "invoice", "do": "note_create, write_file"})
         assert outcome.ok and outcome.run_id
         assert "note_create" in outcome.output and "write_file" in outcome.output
         store = tasks.runner.store

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -174,26 +175,69 @@ def test_post_follow_shows_who_is_working_with_a_worker_elsewhere(
     assert done.returncode == 0, done.stderr
     said = done.stderr.splitlines()
     assert said[0].startswith("posted m_") and said[0].endswith("· 2 agent(s) will read it")
-    # not a terminal: a line as each starts working, and one for a failure
-    assert sorted(said[1:]) == ["ann is working…", "bob is working…", "✗ bob failed (validation)"]
+    # not a terminal: a line as each starts working, and one for what came of it
+    assert sorted(said[1:]) == [
+        "ann is working…",
+        "ann replied",
+        "bob is working…",
+        "✗ bob failed (validation)",
+    ]
     assert said.index("bob is working…") < said.index("✗ bob failed (validation)")
+    assert said.index("ann is working…") < said.index("ann replied")
     replies = sorted(line.split(" ", 1)[1] for line in done.stdout.splitlines())
     assert len(replies) == 2
     assert replies[0].startswith("! bob could not reply (validation)")
     assert replies[1] == "ann: Ann here."
 
 
-def test_dm_served_here_shows_the_agent_working_and_nothing_more_when_it_answers(
+def test_dm_served_here_shows_the_agent_working_and_that_it_replied(
     team: Path, mock: MockProvider
 ) -> None:
-    """No worker: dm serves the reply in its own process; its output is the reply, with one
-    line on stderr saying who worked on it."""
+    """No worker: dm serves the reply in its own process; its output is the reply, with a
+    line on stderr saying who worked on it and one saying what came of it."""
     mock.queue(Reply(text="Yes?"), model="ann-mock")
     done = _cli(team, "dm", "ann", "Are you there?")
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines() == ["ann is working…"]
+    assert done.stderr.splitlines() == ["ann is working…", "ann replied"]
     [line] = done.stdout.splitlines()
     assert line.split(" ", 1)[1] == "ann: Yes?"
+
+
+def test_post_follow_closes_each_working_line_with_what_came_of_it(
+    team: Path, mock: MockProvider
+) -> None:
+    """Issue 39: "ann is working…" was never followed by what came of it. Two posts, served
+    here: a plain answer (posted for it after its run) and a silence by do_nothing; then a
+    reply by send_message (posted mid-run) and a failure."""
+
+    def follow(text: str) -> list[str]:
+        done = _cli(team, "post", "team", text, "--follow")
+        assert done.returncode == 0, done.stderr
+        said = done.stderr.splitlines()
+        assert said[0].startswith("posted m_")
+        for agent in ("ann", "bob"):  # each agent's line, then what came of it
+            lines = [line for line in said[1:] if agent in line]
+            assert len(lines) == 2 and lines[0] == f"{agent} is working…", said
+        return sorted(said[1:])
+
+    mock.queue(Reply(text="Ann here."), model="ann-mock")
+    mock.queue(Reply(tool_calls=[("do_nothing", {})]), Reply(text=""), model="bob-mock")
+    assert follow("Who is in?") == [
+        "ann is working…",
+        "ann replied",
+        "bob is working…",
+        "bob stayed silent",
+    ]
+    mock.queue(
+        Reply(tool_calls=[("send_message", {"text": "On it."})]), Reply(text=""), model="ann-mock"
+    )
+    mock.queue(Reply(fault=Fault.http(400)), model="bob-mock")
+    assert follow("Who takes the launch?") == [
+        "ann is working…",
+        "ann replied",
+        "bob is working…",
+        "✗ bob failed (validation)",
+    ]
 
 
 # -- the feed ---------------------------------------------------------------------------------
@@ -205,7 +249,7 @@ async def _feed_store(store_url: str) -> tuple[Store, str]:
     return store, "ch_1"
 
 
-def _message(channel_id: str, message_id: str, text: str) -> ChannelMessage:
+def _posted(channel_id: str, message_id: str, text: str) -> ChannelMessage:
     return ChannelMessage(channel_id, message_id, None, "you", "person", text, 0, None, 1.0)
 
 
@@ -221,7 +265,7 @@ async def test_a_row_committed_after_a_later_one_is_given_late_not_lost(store_ur
     try:
         early, later = new_id("a_"), new_id("m_")
         feed = ChannelFeed(store, channel)
-        await store.batch([store.channels.message_op(_message(channel, later, "later"))])
+        await store.batch([store.channels.message_op(_posted(channel, later, "later"))])
         [(position, item)] = await feed.read()
         assert (position, item.id) == (later, later)
         await store.batch([_activity(store, channel, early, "agent.working")])
@@ -242,7 +286,7 @@ async def test_the_feed_pages_in_order_and_resumes_after_a_position(store_url: s
                 ops.append(_activity(store, channel, ids[-1], "agent.working"))
             else:
                 ids.append(new_id("m_"))
-                ops.append(store.channels.message_op(_message(channel, ids[-1], f"m{n}")))
+                ops.append(store.channels.message_op(_posted(channel, ids[-1], f"m{n}")))
         await store.batch(ops)
         feed, got = ChannelFeed(store, channel), []
         while read := await feed.read(limit=2):  # pages smaller than what there is
@@ -323,3 +367,64 @@ def test_on_a_terminal_each_working_agent_has_a_spinner_gone_once_it_is_idle() -
         display.close()
     assert "✗ bob failed (timeout)" in screen.file.getvalue()  # kept, above the spinners
     assert piped.file.getvalue() == ""  # nothing in the pipe
+
+
+def _message(run_id: str, sender: str, kind: str = "agent") -> ChannelMessage:
+    return ChannelMessage("ch_1", new_id("m_"), None, sender, kind, "…", 1, run_id, 1.0)
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_each_working_agent_is_closed_with_what_came_of_it(terminal: bool) -> None:
+    """Replied (a message of its run, before or after it ended), stayed silent (ended with
+    none, said once the follow is over: a plain answer is posted just after its run ends),
+    failed, cancelled — on a terminal above the spinners, in a pipe as lines."""
+    import io
+
+    from rich.console import Console
+
+    from agentrunner.cli.activity import ActivityDisplay
+
+    screen = Console(file=io.StringIO(), force_terminal=terminal, width=60, color_system=None)
+    piped = Console(file=io.StringIO(), force_terminal=False)
+    display = ActivityDisplay(stdout=screen, stderr=piped)
+    shown = screen if terminal else piped
+    runs = {"ann": "r1", "bob": "r2", "cy": "r3", "dee": "r4", "eve": "r5"}
+
+    def said() -> list[str]:
+        """The lines printed, past the terminal's cursor codes and the spinners' frames."""
+        text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.file.getvalue())
+        return [line for line in text.splitlines() if line and "working" not in line]
+
+    for agent, run_id in runs.items():
+        display.show("agent.working", {"agent_id": agent, "run_id": run_id})
+    display.message(_message("r1", "ann"))  # send_message, mid-run
+    display.show("agent.idle", {"agent_id": "ann", "run_id": "r1", "outcome": "completed"})
+    display.show("agent.idle", {"agent_id": "bob", "run_id": "r2", "outcome": "completed"})
+    display.show("agent.idle", {"agent_id": "eve", "run_id": "r5", "outcome": "completed"})
+    display.message(_message("r5", "eve"))  # a plain answer, posted after its run
+    display.show("agent.failed", {"agent_id": "cy", "run_id": "r3", "error_code": "timeout"})
+    display.message(_message("r3", "cy", "notice"))  # its notice is no reply
+    display.show("agent.idle", {"agent_id": "cy", "run_id": "r3", "outcome": "failed"})
+    display.show("agent.idle", {"agent_id": "dee", "run_id": "r4", "outcome": "cancelled"})
+    assert said() == ["ann replied", "eve replied", "✗ cy failed (timeout)", "dee was cancelled"]
+    display.close()
+    assert said()[-1] == "bob stayed silent"
+    assert len(said()) == 5  # one line each, no more
+    if not terminal:
+        working = [line for line in piped.file.getvalue().splitlines() if "working" in line]
+        assert working == [f"{agent} is working…" for agent in runs]
+
+
+def test_a_follow_cut_short_does_not_call_an_unanswered_run_silent() -> None:
+    import io
+
+    from rich.console import Console
+
+    from agentrunner.cli.activity import ActivityDisplay
+
+    piped = Console(file=io.StringIO(), force_terminal=False)
+    display = ActivityDisplay(stdout=piped, stderr=piped)
+    display.show("agent.working", {"agent_id": "ann", "run_id": "r1"})
+    display.show("agent.idle", {"agent_id": "ann", "run_id": "r1", "outcome": "completed"})
+    display.close(settled=False)  # Ctrl-C: its answer may still be on its way
+    assert piped.file.getvalue().splitlines() == ["ann is working…"]

@@ -68,7 +68,12 @@ def test_json_lines_name_the_run_and_what_its_agent_decided(
     runs = _runs(team)
     lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     plain = [line for line in done.stderr.splitlines() if not line.startswith("{")]
-    assert sorted(plain[1:]) == ["ann is working…", "bob is working…"]  # people's, unchanged
+    assert sorted(plain[1:]) == [  # people's, unchanged
+        "ann is working…",
+        "ann replied",
+        "bob is working…",
+        "bob stayed silent",
+    ]
     for line in lines:
         assert list(line)[:4] == ["time", "level", "logger", "message"]
         assert datetime.fromisoformat(line["time"]).utcoffset() is not None
@@ -94,7 +99,10 @@ def test_the_environment_variable_chooses_json_too_and_text_is_as_before(
     as_json = _cli(team, "dm", "bob", "Anything?", AGENTRUNNER_LOG_FORMAT="json")
     assert as_json.returncode == 0, as_json.stderr
     said = as_json.stderr.splitlines()
-    assert [line for line in said if not line.startswith("{")] == ["bob is working…"]
+    assert [line for line in said if not line.startswith("{")] == [
+        "bob is working…",
+        "bob stayed silent",
+    ]
     [chose, nothing] = [json.loads(line) for line in said if line.startswith("{")]
     assert (chose["message"], nothing["decision"]) == ("chose tools: do_nothing", "do_nothing")
     assert chose["run_id"] == nothing["run_id"] == _runs(team)["bob"]
@@ -105,7 +113,9 @@ def test_the_environment_variable_chooses_json_too_and_text_is_as_before(
     said = text.stderr.splitlines()
     assert said[0].startswith("posted m_") and sorted(said[1:]) == [
         "ann is working…",
+        "ann replied",
         "bob is working…",
+        "bob stayed silent",
     ]  # no log line: INFO is not shown as text, as before
 
 

@@ -23,7 +23,7 @@ log = logging.getLogger("agentrunner.memory")
 def memory_tools(ctx: CapabilityContext) -> list[Tool]:
     memory, agent_id = ctx.store.memory, ctx.agent.id
 
-    @tool
+    @tool(writes=True)
     async def memory_append(label: str, text: str) -> str:
         """Append text to one of your core memory blocks (created if missing)."""
         blocks = await memory.blocks(agent_id)
@@ -33,7 +33,7 @@ def memory_tools(ctx: CapabilityContext) -> list[Tool]:
         _updated(label, "append")
         return f"appended to {label}"
 
-    @tool
+    @tool(writes=True)
     async def memory_replace(label: str, old: str, new: str) -> str:
         """Replace text in one of your core memory blocks."""
         blocks = await memory.blocks(agent_id)
@@ -59,7 +59,7 @@ def _updated(label: str, change: str) -> None:
 def notes_tools(ctx: CapabilityContext) -> list[Tool]:
     notes, agent_id = ctx.store.notes, ctx.agent.id
 
-    @tool
+    @tool(writes=True)
     async def note_create(title: str, body: str) -> str:
         """Write a note; returns its slug."""
         slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:60] or "note"

@@ -34,7 +34,7 @@ def files_tools(ctx: CapabilityContext) -> list[Tool]:
         data = target.read_bytes()[:MAX_READ]
         return data.decode("utf-8", errors="replace")
 
-    @tool
+    @tool(writes=True)
     def write_file(path: str, content: str) -> str:
         """Write a text file, creating folders as needed."""
         target = scope.resolve(path)

@@ -130,9 +130,9 @@ def validate() -> None:
     project = load_project(strict=False)
     check = check_project(project)
     for problem in check.problems:
-        err.print(escape(problem.one_line()), soft_wrap=True)
+        err.print(escape(problem.one_line()))
     for warning in check.warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
     if check.problems:
         count = len(check.problems)
         err.print(

@@ -99,7 +99,6 @@ def start(
         'thread {thread} · next: agentrunner brief "…"[/]'.replace(
             "{thread}", escape(briefed.session.thread_id)
         ),
-        soft_wrap=True,
     )
 
 
@@ -132,7 +131,7 @@ def brief(
 
     briefed = _with_runner(work)
     if briefed.journal is not None:
-        err.print(f"[dim]journal: {escape(briefed.journal.summary)}[/]", soft_wrap=True)
+        err.print(f"[dim]journal: {escape(briefed.journal.summary)}[/]")
     if briefed.result is not None and briefed.result.stop_reason == "cancelled":
         raise typer.Exit(130)
 
@@ -154,7 +153,7 @@ def _brief_background(text: str) -> None:
 
     queued = asyncio.run(main())
     for warning in queued.warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
     if queued.opened:
         err.print(f"[dim]started session {escape(queued.session.id)}[/]")
     worker = (
@@ -167,7 +166,7 @@ def _brief_background(text: str) -> None:
 
 
 def _warn(warning: str) -> None:
-    err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+    err.print(f"[yellow]warning:[/] {escape(warning)}")
 
 
 async def _foreground(
@@ -200,7 +199,7 @@ async def _foreground(
         loop.remove_signal_handler(signal.SIGINT)
         printer.end()
     for warning in briefed.warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
     if briefed.opened and briefed.run_id is not None:
         err.print(f"[dim]started session {escape(briefed.session.id)}[/]")
     if briefed.run_id is not None:
@@ -231,6 +230,7 @@ async def _print_end(store: Store, run: RunRecord, *, with_error: bool = True) -
     """The job's last lines: its state, tokens and cost, per agent and per model, and why it
     failed (left out where the command's own error line follows and says it, with its hint)."""
     from agentrunner.company.jobs import tree_cost
+    from agentrunner.errors import error_line
 
     cost = await tree_cost(store, run.id)
     color = _STATE_COLORS.get(run.status, "white")
@@ -242,7 +242,7 @@ async def _print_end(store: Store, run: RunRecord, *, with_error: bool = True) -
         err.print(f"[dim]  by agent: {_breakdown(cost.by_agent)}[/]")
         err.print(f"[dim]  by model: {_breakdown(cost.by_model)}[/]")
     if with_error and run.status == "failed" and run.error_code:
-        err.print(f"[red]  {escape(run.error_code)}: {escape(run.error_message or '')}[/]")
+        err.print(f"[red]  {escape(error_line(run.error_code, run.error_message))}[/]")
 
 
 def _usd(cost: TreeCost) -> str:
@@ -266,9 +266,9 @@ def stop() -> None:
     for job in stopped.killed:
         err.print(f"[yellow]killed[/] job {escape(job.job_id)} [dim]({job.status})[/]")
     for warning in stopped.warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
     if stopped.journal is not None:
-        err.print(f"[dim]journal: {escape(stopped.journal.summary)}[/]", soft_wrap=True)
+        err.print(f"[dim]journal: {escape(stopped.journal.summary)}[/]")
     out.print(f"[green]session {escape(stopped.session.id)} ended[/]")
 
 
@@ -299,7 +299,6 @@ def journal(
         out.print(
             f"[bold]{when}[/] [dim]· ${entry.cost_micros / 1e6:.4f} · job {entry.run_id}[/]\n"
             f"[cyan]{escape(entry.directive)}[/]\n{escape(entry.summary)}\n",
-            soft_wrap=True,
         )
 
 
@@ -321,9 +320,7 @@ def jobs(
 
     healed, listed, spent = _with_store(work)
     for fixed in healed:
-        err.print(
-            f"[yellow]healed[/] job {escape(fixed.run_id)}: {escape(fixed.reason)}", soft_wrap=True
-        )
+        err.print(f"[yellow]healed[/] job {escape(fixed.run_id)}: {escape(fixed.reason)}")
     if as_json:
         out.print_json(data=[job.to_dict() for job in listed])
         return

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from agentrunner.errors import AgentRunnerError
 
@@ -21,9 +23,22 @@ __all__ = [
     "state",
 ]
 
+
+class _Console(Console):
+    """A console whose lines of text are never wrapped by Rich: a command, an id or a path in
+    them stays whole for a copy, and in a pipe (where Rich would assume 80 columns) a line is
+    the line that was said; a terminal wraps it for the eye. Layouts (tables, panels, trees)
+    still fit the width."""
+
+    def print(self, *objects: Any, soft_wrap: bool | None = None, **options: Any) -> None:
+        if soft_wrap is None:
+            soft_wrap = all(isinstance(o, str | Text) for o in objects)
+        super().print(*objects, soft_wrap=soft_wrap, **options)
+
+
 # No emoji codes: a model named "provider:x" would print as "provider❌".
-out = Console(highlight=False, emoji=False)
-err = Console(stderr=True, highlight=False, emoji=False)
+out = _Console(highlight=False, emoji=False)
+err = _Console(stderr=True, highlight=False, emoji=False)
 
 
 @dataclass
@@ -36,15 +51,14 @@ state = _State()
 
 def print_error(exc: AgentRunnerError) -> None:
     """``error: file:line: code: message`` then the hint, on stderr."""
-    err.print(f"[bold red]error:[/] {escape(exc.one_line())}", soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(exc.one_line())}")
     if exc.hint:
-        err.print(f"  [dim]hint:[/] {escape(exc.hint)}", soft_wrap=True)
+        err.print(f"  [dim]hint:[/] {escape(exc.hint)}")
 
 
 def print_internal(exc: BaseException) -> None:
     err.print(
         f"[bold red]error:[/] internal: {escape(type(exc).__name__)}: {escape(str(exc))}",
-        soft_wrap=True,
     )
     err.print("  [dim]hint:[/] re-run with --debug for the traceback, and report it")
 

@@ -107,7 +107,7 @@ def _print_report(report: SpendReport) -> None:
         )
         line = cache_line(report.cache)
         if line:
-            out.print(line, soft_wrap=True)
+            out.print(line)
     if report.session is not None:
         out.print(f"this session: {usd(report.session.micros)}")
     out.print()
@@ -118,7 +118,7 @@ def _print_report(report: SpendReport) -> None:
         else "[dim]no limits set (\\[budgets] in agentrunner.toml)[/]"
     )
     for line in lines:
-        out.print(line, soft_wrap=True)
+        out.print(line)
 
 
 def _spend_table(key: str, parts: dict[str, Spend]) -> None:

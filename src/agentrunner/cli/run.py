@@ -252,7 +252,7 @@ class EventPrinter:
         if told is not None:  # what a tool produced for the person: always shown
             self.end()
             who = f"{escape(child[0])} › " if child else ""
-            err.print(f"[magenta]{who}{told}[/]", soft_wrap=True)
+            err.print(f"[magenta]{who}{told}[/]")
             return
         if child is not None:  # a delegated run: show its tool use, not its tokens
             match event:
@@ -276,12 +276,11 @@ class EventPrinter:
                 args = json.dumps(call["input"], ensure_ascii=False)
                 err.print(
                     f"[cyan]→ {escape(call['name'])}[/] [dim]{escape(args[:160])}[/]",
-                    soft_wrap=True,
                 )
             case ("agent.tool_result", result):
                 mark = "[red]✗[/]" if result["is_error"] else "[green]←[/]"
                 summary = escape(result["output_summary"][:160])
-                err.print(f"{mark} [dim]{summary}[/]", soft_wrap=True)
+                err.print(f"{mark} [dim]{summary}[/]")
             case ("thread.compacted", compacted):  # why this turn took longer, and cost more
                 requests = compacted["requests"]
                 err.print(
@@ -294,7 +293,6 @@ class EventPrinter:
                 err.print(
                     f"[yellow]! {escape(dropped['model'])}: {escape(dropped['setting'])} not "
                     f"sent — {escape(dropped['reason'])}[/]",
-                    soft_wrap=True,
                 )
             case ("model.attempt_failed", failed):
                 self.end()

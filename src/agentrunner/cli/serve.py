@@ -90,7 +90,6 @@ async def _serve(
         err.print(  # one line whatever the width: a log or a narrow terminal reads it whole
             f"[green]agentrunner[/] dashboard on http://{host}:{port}/ · API docs at /docs"
             + (" · token required" if token else ""),
-            soft_wrap=True,
         )
         app = create_app(token=token, worker=worker, cors_origins=cors, workspace=workspace)
         config = uvicorn_config(

@@ -81,7 +81,6 @@ def exec_command(
         err.print(
             f"[yellow]cancelled[/] [dim]· {tokens:,} tokens{estimated} · {cost} · "
             f"run {outcome.run_id}[/]",
-            soft_wrap=True,
         )
         raise typer.Exit(130)
     if not outcome.ok:

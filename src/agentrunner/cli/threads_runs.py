@@ -177,7 +177,7 @@ def threads_show(
                 out.print(escape(message.text))
             run = stopped.get(run_id) if message.interrupted else None
             if run is not None:  # why it stopped: for people, never sent to the model
-                out.print(f"[red]✗ run {escape(run.id)} {run.status}: {escape(_why(run))}[/]")
+                out.print(f"[red]✗ run {escape(run.id)} {escape(_why(run))}[/]")
             for call in message.tool_calls:
                 out.print(
                     f"[cyan]→ {escape(call.name)}[/] "
@@ -357,11 +357,11 @@ def runs_show(
     )
     line = cache_line(cache)
     if line:
-        out.print(line, soft_wrap=True)
+        out.print(line)
     if run.trace_id:  # where to find it in the tracing tool (docs/observability.md)
         out.print(f"trace {run.trace_id}")
     if run.error_code:
-        out.print(f"[red]error {escape(run.error_code)}:[/] {escape(run.error_message or '')}")
+        out.print(f"[red]error:[/] {escape(_why(run))}")
     cached = cache.read_tokens > 0  # else no column for it
     listing(
         "Steps",
@@ -443,7 +443,8 @@ def _run_cache(run: RunRecord, steps: list[StepRecord]) -> CacheSpend:
 
 
 def _why(run: RunRecord) -> str:
-    """Why a run stopped, said once: a cancelled run's message is already "cancelled: <why>"."""
-    if run.status == "cancelled":
-        return (run.error_message or "stopped").removeprefix("cancelled: ")
-    return f"{run.error_code}: {run.error_message}" if run.error_code else "stopped"
+    """Why a run stopped: its error, its code said once (``cancelled: Ctrl-C``, ``cancelled on
+    request``), else its status."""
+    from agentrunner.errors import error_line
+
+    return error_line(run.error_code, run.error_message) if run.error_code else run.status

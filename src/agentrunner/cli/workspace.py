@@ -67,7 +67,6 @@ def channels_create(
             err.print(
                 f"[yellow]warning:[/] '{escape(name_given)}' is no agent, so it joined as a "
                 f"person (did you mean '{escape(near[0])}'?)",
-                soft_wrap=True,
             )
     everyone = ", ".join(m if kind == "agent" else f"{m} (person)" for m, kind in members)
     out.print(
@@ -228,7 +227,6 @@ _STATE_COLORS = {
     "idle": "green",
     "working": "cyan",
     "error": "red",
-    "stopped": "yellow",
     "disabled": "dim",
 }
 
@@ -240,7 +238,7 @@ def _print_status(report: ProjectStatus) -> None:
     for branch, agent in zip(
         _branches([a.depth for a in report.agents]), report.agents, strict=True
     ):
-        run = agent.run_id or (agent.last_run_id if agent.state in ("error", "stopped") else None)
+        run = agent.run_id or (agent.last_run_id if agent.state == "error" else None)
         rows.append(
             [
                 f"[dim]{branch}[/]{escape(agent.agent_id)}",
@@ -277,12 +275,11 @@ def _print_status(report: ProjectStatus) -> None:
         what = job["directive"] or job["kind"]
         out.print(
             f"[cyan]job[/] {escape(job['id'])} · {job['status']} · {where} · {escape(what[:60])}",
-            soft_wrap=True,
         )
     out.print(f"today (UTC): {usd(report.spent_today.micros)} spent")
     for use in report.warnings:
         color = "red" if use.state == "exceeded" else "yellow"
-        out.print(f"[{color}]! {escape(use.message())}[/]", soft_wrap=True)
+        out.print(f"[{color}]! {escape(use.message())}[/]")
     if report.workers:
         for w in report.workers:
             out.print(f"[green]worker[/] {escape(w['id'])} · concurrency {w['concurrency']}")
@@ -351,6 +348,7 @@ async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker |
 
         loop.add_signal_handler(signal.SIGINT, stop)
         idle = False  # nothing was queued or running at the last look
+        settled = False  # everything posted was read: what ended unanswered stayed silent
         try:
             while True:
                 if interrupted.is_set() and serving is not None:
@@ -365,13 +363,15 @@ async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker |
                 for _, item in await feed.read(100):
                     if isinstance(item, ChannelMessage):
                         _print_message(item, channel)
+                        activity.message(item)
                     else:
                         activity.show(item.type, item.payload)
                 if done:
+                    settled = not interrupted.is_set()
                     break
                 await watch.wait(_FOLLOW_S)
         finally:
-            activity.close()
+            activity.close(settled=settled)
             loop.remove_signal_handler(signal.SIGINT)
     if interrupted.is_set() and serving is None:
         err.print("[yellow]stopped following[/] [dim]· a worker is still serving the replies[/]")
@@ -396,7 +396,7 @@ def _print_message(message: ChannelMessage, channel: Channel) -> None:
     """One message; its id first, the one ``post --thread`` replies to."""
     ident = f"[dim]{message.id}[/] "
     if message.sender_kind == "notice":
-        out.print(f"{ident}[yellow]! {escape(message.content)}[/]", soft_wrap=True)
+        out.print(f"{ident}[yellow]! {escape(message.content)}[/]")
         return
     color = "green" if message.sender_kind == "agent" else "blue"
     # a DM is one conversation: its replies being threaded under the message says nothing
@@ -404,5 +404,4 @@ def _print_message(message: ChannelMessage, channel: Channel) -> None:
     thread = f" [dim](in thread {message.thread_root_id})[/]" if in_thread else ""
     out.print(
         f"{ident}[bold {color}]{escape(message.sender)}[/]{thread}: {escape(message.content)}",
-        soft_wrap=True,
     )

@@ -267,7 +267,7 @@ def _check_directive(directive: str) -> None:
 
 
 def _why(exc: BaseException) -> str:
-    return f"{exc.code}: {exc.message}" if isinstance(exc, AgentRunnerError) else repr(exc)
+    return exc.one_line() if isinstance(exc, AgentRunnerError) else repr(exc)
 
 
 async def _history(store: Store, warnings: list[str]) -> str | None:

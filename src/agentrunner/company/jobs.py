@@ -260,7 +260,7 @@ async def _write_journals(runner: AgentRunner, failed: set[str]) -> None:
             await journal.write_entry(runner, current, root, run_id, str(company["directive"]))
         except Exception as exc:
             failed.add(run_id)
-            why = f"{exc.code}: {exc.message}" if isinstance(exc, AgentRunnerError) else repr(exc)
+            why = exc.one_line() if isinstance(exc, AgentRunnerError) else repr(exc)
             log.warning("the journal entry of brief %s was not written: %s", run_id, why)
 
 

@@ -7,7 +7,9 @@
   it got on to one report (``delegate``: the first one the message names, else the first
   listed) or agent (``ask_agent``), and in a channel it either speaks (``send_message``) or,
   when the new message is a test model's, stays silent (``do_nothing``) — so a company's
-  delegation is a chain down the org chart and a channel's chatter ends after one round.
+  delegation is a chain down the org chart and a channel's chatter ends after one round. It
+  changes nothing it was not asked to: a tool that writes (``ToolDefinition.writes``: memory,
+  notes, files) is called only when the message names it.
 * ``ScriptedModel`` — replies from a list, in order (text, tool calls, or an exception to raise).
 * ``FunctionModel`` — replies by calling your function with the request.
 """
@@ -166,10 +168,13 @@ def _first_calls(tools: Sequence[ToolDefinition], asked: str) -> list[ToolCall]:
     channel = {"send_message", "do_nothing"} <= names
     if channel and _MARK in _newest(asked):  # a test model's message: nothing to add
         return [_call("do_nothing", {})]
+    said = _newest(asked) if channel else asked  # in a channel, the new message's words
     calls = []
     for t in tools:
         if channel and t.name == "do_nothing":
             continue  # it speaks instead
+        if t.writes and not _says(said, t.name):
+            continue  # it changes what outlasts the run: only when asked to
         arguments = example_from_schema(t.parameters)
         if t.name == "send_message":
             arguments["text"] = f"{_MARK} Re: {_newest(asked)[:200]}"
@@ -201,10 +206,12 @@ def _newest(asked: str) -> str:
 def _named(parameters: Mapping[str, Any], field: str, asked: str) -> str | None:
     """The first of the ``field``'s choices that ``asked`` names as a word, if any."""
     choices = (parameters.get("properties") or {}).get(field, {}).get("enum") or []
-    for choice in choices:
-        if re.search(rf"(?<![\w-]){re.escape(str(choice))}(?![\w-])", asked, re.IGNORECASE):
-            return str(choice)
-    return None
+    return next((str(choice) for choice in choices if _says(asked, str(choice))), None)
+
+
+def _says(text: str, word: str) -> bool:
+    """Whether ``text`` names ``word`` as a word of its own (any case)."""
+    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
 def _summary(request: ModelRequest) -> str:

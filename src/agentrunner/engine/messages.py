@@ -246,11 +246,14 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
 
 @dataclass(frozen=True, slots=True)
 class ToolDefinition:
-    """What the model sees of a tool: name, description, JSON Schema of its arguments."""
+    """What the model sees of a tool: name, description, JSON Schema of its arguments.
+    ``writes``: calling it changes what outlasts the run (memory, notes, files); no provider is
+    sent it, the ``test`` model calls such a tool only when asked to by name."""
 
     name: str
     description: str
     parameters: Mapping[str, Any]
+    writes: bool = False
 
 
 @dataclass(slots=True)

@@ -58,15 +58,19 @@ class ToolContext:
 
 @dataclass(slots=True)
 class Tool:
+    """A tool a model may call. ``writes``: a call changes what outlasts the run (memory,
+    notes, files: ``ToolDefinition.writes``)."""
+
     name: str
     description: str
     parameters: Mapping[str, Any]
     fn: ToolFn
+    writes: bool = False
     _validator: Any = field(default=None, repr=False, compare=False)
 
     @property
     def definition(self) -> ToolDefinition:
-        return ToolDefinition(self.name, self.description, self.parameters)
+        return ToolDefinition(self.name, self.description, self.parameters, self.writes)
 
     def validation_error(self, arguments: Mapping[str, Any]) -> str | None:
         """The first JSON Schema violation of ``arguments``, as text, or None."""
@@ -81,15 +85,20 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, writes: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
-    fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    writes: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` from a typed function (sync or async); its docstring is the description.
-    A sync function runs on a worker thread, an async one on the event loop.
+    A sync function runs on a worker thread, an async one on the event loop. ``writes``: a call
+    changes what outlasts the run (``Tool.writes``).
 
     Parameters become a JSON Schema from their annotations (``str``, ``int``, ``float``,
     ``bool``, ``list[X]``, ``dict``, ``Literal[...]``, ``X | None``); those without a default are
@@ -133,6 +142,7 @@ def tool(
             description if description is not None else inspect.cleandoc(func.__doc__ or ""),
             schema,
             call,
+            writes,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -186,7 +186,7 @@ async def run_turn(turn: Turn) -> TurnResult:
     run = _TurnRun(turn)
     abort = turn.abort
     if abort is not None and abort.aborted:
-        raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled")
+        raise run.cancelled()
     work = run.run() if limits.timeout_s is None else _within(run, limits.timeout_s)
     if abort is None:
         return await _settle(run, work)
@@ -225,14 +225,12 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
         if caller_cancelled or not (run.expired or (abort is not None and abort.aborted)):
             raise TurnCancelled(run.result("", None, "cancelled")) from None
         if abort is not None and abort.aborted:
-            raise run.error(
-                ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled"
-            ) from None
+            raise run.cancelled() from None
         raise run.timed_out() from None
     except Exception as exc:
         if abort is not None and abort.aborted:
             run.repair()
-            raise run.error(ErrorCode.CANCELLED, f"cancelled: {abort.reason}", "cancelled") from exc
+            raise run.cancelled() from exc
         if run.expired:  # asyncio.timeout's TimeoutError, or a tool that turned the
             run.repair()  # cancellation into an error of its own
             raise run.timed_out() from None
@@ -714,6 +712,12 @@ class _TurnRun:
         return TurnError(
             code, message, stop_reason=stop, result=result, hint=hint, retryable=retryable
         )
+
+    def cancelled(self) -> TurnError:
+        """Stopped by the turn's abort signal: the message is the reason it was given, the
+        code says that it was cancelled (``errors.in_words``: said once)."""
+        reason = self.turn.abort.reason if self.turn.abort is not None else None
+        return self.error(ErrorCode.CANCELLED, reason or "aborted", "cancelled")
 
     def timed_out(self) -> TurnError:
         seconds = self.turn.limits.timeout_s

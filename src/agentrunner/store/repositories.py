@@ -577,21 +577,18 @@ class TaskCacheRows(Repository):
         return await self.db.execute(self.sql["task_cache_clear_agent"], {"agent_id": agent_id})
 
 
-_SETTLED_STATES = {"failed": "error", "cancelled": "stopped"}
-
-
 class AgentStates(Repository):
     async def get(self, agent_id: str) -> AgentState:
         """The agent's session thread and its status, derived from its runs: ``working`` while
-        a run is running, ``error`` when its last run failed, ``stopped`` when it was cancelled
-        (stopped by a person, a kill, a deadline), ``idle`` otherwise."""
+        a run is running, ``error`` when its last run failed, ``idle`` otherwise — a cancelled
+        run (a person's Ctrl-C, a kill, a stop) leaves nothing wrong with the agent."""
         row = await self.db.fetch_one(self.sql["agent_state_get"], {"agent_id": agent_id})
         last = await self.db.fetch_one(self.sql["agent_last_run"], {"agent_id": agent_id})
         status, run_id = "idle", None
         if last is not None and last["status"] == "running":
             status, run_id = "working", last["id"]
-        elif last is not None:
-            status = _SETTLED_STATES.get(last["status"], "idle")
+        elif last is not None and last["status"] == "failed":
+            status = "error"
         return AgentState(
             agent_id,
             row["current_thread_id"] if row else None,

@@ -527,6 +527,55 @@ def test_the_stream_sends_each_message_once_and_who_is_working_as_html(
     assert "agent-working" not in reloaded
 
 
+def test_a_reply_in_a_thread_brings_its_first_message_its_replies_link_live(
+    office: Path, server: Any, browser: Any, mock: MockProvider
+) -> None:
+    """Issue 39: a message that began a thread got its "1 reply" link only on a reload. With
+    each reply in a thread, the stream sends the thread's first message's link again, to
+    replace the one on the page (an htmx out-of-band swap), with the count it has now."""
+    srv = server(token=None)
+    client = browser(srv)
+    page = client.get("/ui/channels/general").text
+    start = re.search(r'sse-connect="([^"]+)"', page)
+    assert start
+    live = Stream(srv.url + start.group(1))
+    try:
+        live.wait(lambda events: bool(events))
+        mock.queue(
+            Reply(tool_calls=[("send_message", {"text": "Looking.", "in_thread": True})]),
+            Reply(text=""),
+            model="gpt-mock",
+        )
+        client.post(
+            "/ui/channels/general/messages",
+            data={"csrf": client.cookies["ar_csrf"], "text": "Is the launch on?"},
+        )
+        live.wait(lambda events: any("Looking." in e["data"] for e in events))
+        posted, reply = [e for e in live.events if e["event"] == "message"]
+        [root] = _ids_in(posted["data"])
+        slot = f'<div class="replies-slot" id="replies-{root}"'
+        assert slot in posted["data"] and "replies" not in posted["data"].split(slot)[1][:60]
+        assert f'{slot} hx-swap-oob="true">' in reply["data"]  # the first message's link, again
+        assert f'href="/ui/channels/general/thread/{root}">1 reply</a>' in reply["data"]
+
+        # a person's reply in the thread: the link counts two
+        mock.queue(Reply(tool_calls=[("do_nothing", {})]), Reply(text=""), model="gpt-mock")
+        client.post(
+            "/ui/channels/general/messages",
+            data={"csrf": client.cookies["ar_csrf"], "text": "Thanks!", "thread": root},
+        )
+        live.wait(lambda events: any("Thanks!" in e["data"] for e in events))
+        mine = [e for e in live.events if e["event"] == "message"][-1]
+        assert f'href="/ui/channels/general/thread/{root}">2 replies</a>' in mine["data"]
+    finally:
+        live.close()
+    # the page, reloaded, says the same
+    assert (
+        f'href="/ui/channels/general/thread/{root}">2 replies</a>'
+        in client.get("/ui/channels/general").text
+    )
+
+
 def test_a_failed_run_shows_in_the_working_region(
     office: Path, server: Any, browser: Any, mock: MockProvider
 ) -> None:

@@ -133,6 +133,11 @@ def test_the_figures_are_the_cost_commands_per_agent_and_model_over_two_windows(
         total, agents, models = table_figures(page)
         assert total == cli["total"]["cost_micros"] > 0
         assert int(page.by_id("cost-total").attrs["data-micros"]) == total
+        # each card once (a day's page showed "spent today" twice, issue 39)
+        cards = page.one("section", aria_label="Totals").all(cls="panel")
+        said = [card.one(cls="stat-label").text() for card in cards]
+        assert len(set(said)) == len(said), said
+        assert len(cards) == (2 if days == 1 else 3)  # the total, requests (and today)
         assert agents == {row["agent_id"]: row["cost_micros"] for row in cli["by_agent"]}
         assert models == {row["model"]: row["cost_micros"] for row in cli["by_model"]}
         assert set(agents) == {"ceo", "cto", "cmo"}

@@ -138,6 +138,8 @@ def test_stop_a_running_job_and_a_finished_one(
     assert stopped.headers["location"] == f"/ui/jobs/{slow}?stopped=requested"
     after = job_browser.get(stopped.headers["location"])
     assert status(after) == "cancelled"  # the stop waited for it
+    said = after.by_id("job-error").text()  # its code once, not "cancelled: cancelled: …"
+    assert said.count("cancelled") == 1, said
     assert after.by_id("stop-said").text().startswith("Stopped")
     assert not after.all("form", id="stop-job")
     run = job_browser.json(f"/runs/{slow}")

@@ -196,6 +196,32 @@ def test_cancel_form_while_it_runs_then_none(
     assert said == "The run had already ended: nothing was cancelled."
 
 
+def test_a_running_runs_page_names_its_model(
+    agent: Agent, run_browser: Browser, mock: MockProvider
+) -> None:
+    """Issue 39: the header said "Model —" until the run ended (its row's model is written
+    then): two runs on two models, each named while it runs."""
+    agent("helper")
+    agent("scout", "model: mockai:gpt-mini")
+    for model in ("gpt-mock", "gpt-mini"):
+        mock.queue(Reply(text="word " * 400, chunk_delay_s=0.02), model=model)
+    runs = {
+        "mockai:gpt-mock": run(run_browser, "helper", "t-helper", "Write at length"),
+        "mockai:gpt-mini": run(run_browser, "scout", "t-scout", "Write at length too"),
+    }
+    for model, run_id in runs.items():
+        wait_for(
+            "its first step", lambda r=run_id: run_browser.get(f"/ui/runs/{r}").has_id("step-1")
+        )  # type: ignore[misc]
+        page = run_browser.get(f"/ui/runs/{run_id}")
+        assert page.by_id("run-status").text() == "running"
+        assert page.by_id("run-model").text() == model
+    for model, run_id in runs.items():
+        run_browser.post(f"/ui/runs/{run_id}/cancel")
+        assert settled(run_browser, run_id) == "cancelled"
+        assert run_browser.get(f"/ui/runs/{run_id}").by_id("run-model").text() == model
+
+
 def test_an_unknown_run_is_a_404_page(agent: Agent, run_browser: Browser) -> None:
     agent("helper")
     page = run_browser.get("/ui/runs/run_nope", status=404)

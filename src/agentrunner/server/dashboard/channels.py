@@ -24,6 +24,7 @@ from agentrunner.server.dashboard.forms import checked_form, is_htmx
 from agentrunner.server.dashboard.templating import fragment, page
 from agentrunner.server.errors import status_for
 from agentrunner.store.channels import Channel, ChannelActivityRow, ChannelMessage
+from agentrunner.store.store import Store
 
 __all__ = ["PAGE", "router"]
 
@@ -245,11 +246,21 @@ async def _tail(ws: Workspace, channel: Channel, after: str) -> AsyncIterator[di
     async for position, item in ChannelFeed(store, channel.id, after).follow():
         if isinstance(item, ChannelMessage):
             html = fragment("_message.html", {"m": item, "path": path, "replies": {}})
+            if item.thread_root_id is not None:  # its thread's first message: the link again
+                html += await _replies_link(store, channel, item.thread_root_id, path)
             yield {"id": position, "event": "message", "data": html}
         else:
             activity.apply(item)
             html = fragment("_working.html", activity.context())
             yield {"id": position, "event": "working", "data": html}
+
+
+async def _replies_link(store: Store, channel: Channel, root_id: str, path: str) -> str:
+    """The link to a thread with as many replies as it has now, to take the place of the one
+    its first message shows (out of band: htmx swaps it by its id, where it is on the page)."""
+    replies = await store.channels.reply_counts(channel.id, root_id, root_id)
+    root = {"id": root_id}
+    return fragment("_replies.html", {"m": root, "path": path, "replies": replies, "oob": True})
 
 
 async def _working_now(

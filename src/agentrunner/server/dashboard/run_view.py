@@ -104,6 +104,17 @@ class RunView:
         return self.run.status in TERMINAL
 
     @property
+    def model(self) -> str | None:
+        """The model it ran on: its row's once it has ended, while it runs the one its newest
+        step asked last (a fallback's, after a failed attempt); None before its first step."""
+        if self.run.model:
+            return self.run.model
+        step = self.steps[-1] if self.steps else None
+        if step is None:
+            return None
+        return step.attempts[-1].model if step.attempts else step.model
+
+    @property
     def duration(self) -> float | None:
         if self.run.started_at is None:
             return None
@@ -141,19 +152,6 @@ class RunView:
                     tokens["input_tokens"] += attempt.input_tokens
                     tokens["output_tokens"] += attempt.output_tokens
         return tokens
-
-    @property
-    def cancelled_said(self) -> str:
-        """Why it was cancelled, in a sentence that says "cancelled" once (its message is
-        often ``cancelled: cancelled on request``)."""
-        reason = (self.run.error_message or "").strip()
-        while reason.lower().startswith("cancelled:"):
-            reason = reason[len("cancelled:") :].strip()
-        if not reason:
-            return "Cancelled."
-        if reason.lower().startswith("cancelled "):
-            return "Cancelled " + reason[len("cancelled ") :] + "."
-        return f"Cancelled: {reason}."
 
     @property
     def orphans(self) -> list[RunRecord]:

@@ -50,6 +50,18 @@ def code_spans(text: str | None) -> Markup:
     )
 
 
+def error_said(code: str | None, message: str | None) -> Markup:
+    """An error as a page says it: its code in bold, said once (``errors.in_words``), then its
+    message."""
+    from agentrunner.errors import in_words
+
+    lead, text = in_words(code or "error", message)
+    if lead is None:
+        return escape(text)
+    said = Markup('<strong class="mono">{}</strong>').format(lead)
+    return said + Markup(": {}").format(text) if text else said
+
+
 def iso(ts: float | None) -> str:
     return "" if ts is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
@@ -97,6 +109,7 @@ def environment() -> jinja2.Environment:
     env.filters.update(
         money=money,
         code_spans=code_spans,
+        error_said=error_said,
         clock=clock,
         iso=iso,
         duration=duration,
