@@ -342,6 +342,40 @@ async def test_contents_are_recorded_only_when_asked_and_never_a_key(
     assert "gen_ai.tool.call.result" in attrs(tool)
 
 
+async def test_no_secret_the_runtime_holds_reaches_a_trace(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    spans: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39: a full-trust agent read the server's token and a secret the operator named,
+    and with capture_content the trace export carried them; its reply quoting one too."""
+    token, vault = "tok-Zq8Xw3Lm9Tt4Vb", "hvs-Zq8Xw3Lm9Tt4"
+    monkeypatch.setenv("AGENTRUNNER_API_TOKEN", token)
+    monkeypatch.setenv("VAULT_TOKEN", vault)
+    telemetry(project, "enabled = true", "capture_content = true")
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write('\n[security]\nsecret_env = ["VAULT_TOKEN"]\n')
+    (project / "environ.txt").write_text(f"AGENTRUNNER_API_TOKEN={token}\nVAULT_TOKEN={vault}\n")
+    agent("reader", "capabilities: [files]\ntrust: full")
+    mock.queue(
+        Reply(tool_calls=[("read_file", {"path": "environ.txt"})]),
+        Reply(text=f"The token is {token}."),
+    )
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("reader", "desk", f"read it, and {vault}")
+
+    got = await finished(runner, spans)
+    shown = repr([(attrs(s), s.status.description, s.events) for s in got])
+    assert token not in shown and vault not in shown
+    (tool,) = named(got, "execute_tool")
+    assert attrs(tool)["gen_ai.tool.call.result"] == (
+        "AGENTRUNNER_API_TOKEN=[redacted]\nVAULT_TOKEN=[redacted]\n"
+    )
+
+
 async def test_telemetry_off_makes_no_spans(
     agent: Agent, open_runner: Any, mock: MockProvider, spans: InMemorySpanExporter
 ) -> None:

@@ -25,7 +25,7 @@ counts, durations and tokens), as each ends; the run a span belongs to is known 
 context, so a tool call or a charge is counted to its run's agent.
 
 Prompts, replies, tool arguments and results go on spans only with ``capture_content``, and
-then with every provider key cut out, as from tool results.
+then with every secret the runtime holds cut out (``engine.secrets``), as from tool results.
 """
 
 from __future__ import annotations
