@@ -213,7 +213,9 @@ async def test_a_run_with_a_tool_and_a_fallback_is_one_span_tree(
         "gen_ai.tool.type": "function",
     }
     # Without capture_content, no prompt, reply or tool data on any span.
-    assert not [k for s in got for k in attrs(s) if "messages" in k or "call.a" in k]
+    assert not [
+        k for s in got for k in attrs(s) if "messages" in k or "call.a" in k or ".value" in k
+    ]
 
 
 @pytest.mark.parametrize(
@@ -340,6 +342,47 @@ async def test_contents_are_recorded_only_when_asked_and_never_a_key(
     (tool,) = named(got, "execute_tool")
     assert orjson.loads(attrs(tool)["gen_ai.tool.call.arguments"]) == {"message": "key [redacted]"}
     assert "gen_ai.tool.call.result" in attrs(tool)
+
+
+@pytest.mark.parametrize(("message", "answer"), [("File it", "Filed."), ("Send memo", "Sent.")])
+async def test_contents_are_also_openinference_input_and_output_values(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    spans: InMemorySpanExporter,
+    message: str,
+    answer: str,
+) -> None:
+    """Issue 39 item 23: Phoenix fills its input and output columns from ``input.value`` and
+    ``output.value`` (OpenInference), not from the GenAI conventions' messages."""
+    telemetry(project, "enabled = true", "capture_content = true")
+    agent("clerk", "capabilities: [notify]")
+    mock.queue(Reply(tool_calls=[("notify_user", {"message": message})]), Reply(text=answer))
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("clerk", "desk", message)
+
+    got = await finished(runner, spans)
+    (run,) = named(got, "invoke_agent")
+    assert {k: v for k, v in attrs(run).items() if k.startswith(("input.", "output."))} == {
+        "input.value": message,
+        "input.mime_type": "text/plain",
+        "output.value": answer,
+        "output.mime_type": "text/plain",
+    }
+    for chat in named(got, "chat"):
+        said = attrs(chat)
+        assert said["input.value"] == said["gen_ai.input.messages"]
+        assert said["output.value"] == said["gen_ai.output.messages"]
+        assert said["input.mime_type"] == said["output.mime_type"] == "application/json"
+    first, second = named(got, "chat")
+    assert orjson.loads(attrs(first)["input.value"])[-1]["parts"][0]["content"] == message
+    assert orjson.loads(attrs(second)["output.value"])[0]["parts"][0]["content"] == answer
+    (tool,) = named(got, "execute_tool")
+    assert orjson.loads(attrs(tool)["input.value"]) == {"message": message}
+    assert attrs(tool)["input.mime_type"] == "application/json"
+    assert attrs(tool)["output.value"] == attrs(tool)["gen_ai.tool.call.result"]
+    assert attrs(tool)["output.mime_type"] == "text/plain"
 
 
 async def test_no_secret_the_runtime_holds_reaches_a_trace(
