@@ -486,9 +486,11 @@ def _extensions(project: Path) -> tuple[str, str]:
     return ext, pkg
 
 
-def _spelled(path: str, ext: str, pkg: str) -> str:
+def _spelled(path: str, ext: str, pkg: str, root: Path) -> str:
     return (
-        path.replace("{ext}", ext)
+        path.replace("{root}", str(root))
+        .replace("{home}", os.path.relpath(root, Path.home()))
+        .replace("{ext}", ext)
         .replace("{EXT}", ext.upper())
         .replace("{pkg}", pkg)
         .replace("{PKG}", pkg.upper())
@@ -504,6 +506,8 @@ def _spelled(path: str, ext: str, pkg: str) -> str:
         "agents/../{ext}.py",
         "{EXT}.py",  # case: the same file on a case-insensitive filesystem
         "{ext}.PY",
+        "{root}/{ext}.py",  # absolute
+        "~/{home}/{ext}.py",  # from the home directory
         "here/{ext}.py",  # a symlink to the project directory
         "hard-ext.py",  # a hard link to the module
         "{ext}" + importlib.machinery.EXTENSION_SUFFIXES[0],  # found before the source
@@ -519,6 +523,7 @@ def _spelled(path: str, ext: str, pkg: str) -> str:
         "sub/agentrunner.toml",  # a command run from sub/ reads it first
         "./sub/AgentRunner.TOML",
         "sub/../sub/agentrunner.toml",
+        "{root}/sub/agentrunner.toml",
         "sublink/agentrunner.toml",  # a symlink to sub/
         "new/deeper/agentrunner.toml",  # created, folders and all
     ],
@@ -530,7 +535,7 @@ async def test_a_workspace_agent_cannot_write_code_the_runtime_imports_or_config
     (or a provider's base_url into a sub-folder's agentrunner.toml), and the next command ran
     its code with the person's rights (or sent the key where it said)."""
     ext, pkg = _extensions(project)
-    path = _spelled(path, ext, pkg)
+    path = _spelled(path, ext, pkg, project)
     (project / "here").symlink_to(project)
     (project / "sub").mkdir()
     (project / "sublink").symlink_to(project / "sub")
@@ -564,7 +569,7 @@ async def test_a_workspace_agent_still_writes_the_rest_of_the_project(
     agent: Agent, open_runner: Any, mock: MockProvider, project: Path, path: str
 ) -> None:
     ext, pkg = _extensions(project)
-    path = _spelled(path, ext, pkg)
+    path = _spelled(path, ext, pkg, project)
     agent("filer", "capabilities: [files]\ntrust: workspace")
     runner: AgentRunner = await open_runner()
     error, _ = await _call(runner, mock, "write_file", {"path": path, "content": "# notes\n"})
