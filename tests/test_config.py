@@ -211,6 +211,11 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ),
         ('[models."anthropic:claude-x"]\napi = "chat"\n', "its provider's kind is 'anthropic'"),
         ('[models."openai:gpt-4o"]\napi = "both"\n', 'models."openai:gpt-4o".api must be one'),
+        ('[security]\nsecret_env = "VAULT"\n', "security.secret_env must be a list of environ"),
+        ("[security]\nsecret_env = [3]\n", "security.secret_env: 3 is not an environment var"),
+        ('[security]\nsecret_env = [""]\n', "'' is not an environment variable name"),
+        ('[security]\nsecret_envs = ["VAULT"]\n', "did you mean 'security.secret_env'"),
+        ('[securty]\nsecret_env = ["VAULT"]\n', "did you mean '[security]'?"),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
@@ -497,3 +502,16 @@ class TestExtensions:
         assert dict(again.unknown) == {"slack": {"enabled": True}}
         assert dict(again.extensions["alerts"]) == {"enabled": True, "level": "low"}
         assert again.providers["local"].base_url == "http://127.0.0.1:11434/v1"
+
+
+def test_secret_env_names_the_variables_an_operator_keeps_secret(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "").parent, env={}).secret_env == ()
+    write(tmp_path, '[defaults]\nmodel = "x"\n\n[security]\nsecret_env = ["VAULT_TOKEN", "_K2"]\n')
+    assert load_config(tmp_path, env={}).secret_env == ("VAULT_TOKEN", "_K2")
+    write(tmp_path, '[defaults]\nmodel = "x"\n\n[security]\nsecret_env = ["VAULT_TOKEN", "A-B"]\n')
+    with pytest.raises(AgentRunnerError) as info:
+        load_config(tmp_path, env={})
+    error = info.value
+    assert error.code is ErrorCode.INVALID_SPECIFICATION and error.line == 5
+    assert "security.secret_env: 'A-B' is not an environment variable name" in error.message
+    assert error.hint and 'secret_env = ["VAULT_TOKEN"' in error.hint

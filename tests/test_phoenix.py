@@ -65,6 +65,7 @@ api_key_env = "MOCK_KEY"
 
 [telemetry]
 enabled = true
+capture_content = true
 endpoint = "{phoenix}"
 """
 
@@ -301,6 +302,17 @@ def test_a_delegating_run_with_a_fallback_is_one_trace_in_phoenix(
     assert ceo["span_kind"] == "AGENT" and tool["span_kind"] == "TOOL"
     assert fallback["span_kind"] == "LLM"
     assert fallback["attributes"]["llm.token_count.prompt"] == 410
+    # Its input and output columns (issue 39 item 23): OpenInference's input and output values.
+    assert ceo["attributes"]["input.value"] == "Choose our database"
+    assert ceo["attributes"]["output.value"] == "Decision: Postgres."
+    assert json.loads(tool["attributes"]["input.value"]) == {
+        "agent": "cto",
+        "task": "Pick a database",
+    }
+    assert tool["attributes"]["output.value"] == "Postgres."
+    (said,) = json.loads(back["attributes"]["output.value"])
+    assert said["parts"] == [{"type": "text", "content": "Decision: Postgres."}]
+    assert back["attributes"]["output.mime_type"] == "application/json"
 
 
 def test_a_failed_run_is_a_trace_of_its_own_with_its_error_code(

@@ -81,6 +81,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "models": (),
     "compaction": ("enabled", "model", "history_tokens"),
     "telemetry": ("enabled", "capture_content", "service_name", "endpoint", "metrics"),
+    "security": ("secret_env",),
 }
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
 RESERVED_KEYS: frozenset[str] = frozenset(_SECTION_KEYS) | {"company", "agents", "settings"}
@@ -112,6 +113,7 @@ _PASSWORD_IN_URL = re.compile(r"://[^/@:]+:[^/@]+@")
 _HOST_NAME = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\]")
 DEFAULT_MAX_QUEUE = 1000
 _MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +324,8 @@ class Config:
     # [compaction] history_tokens: the most tokens of its thread's history a request carries
     history_tokens: int = DEFAULT_HISTORY_TOKENS
     telemetry: Telemetry = Telemetry()
+    # [security] secret_env: variables whose values are secrets, cut wherever provider keys are
+    secret_env: tuple[str, ...] = ()
     extensions: Mapping[str, Mapping[str, Any]] = field(
         default_factory=lambda: MappingProxyType({})
     )
@@ -532,6 +536,7 @@ def _build(
         ),
         history_tokens=_history_tokens(raw.get("compaction", {}).get("history_tokens"), err),
         telemetry=_telemetry(raw.get("telemetry", {}), env, err),
+        secret_env=_variable_names(raw.get("security", {}).get("secret_env", []), err),
         extensions=MappingProxyType(extensions.resolve(raw, file)),
         unknown=MappingProxyType(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}
@@ -782,6 +787,26 @@ def _names(value: Any, err: _Err) -> tuple[str, ...]:
             "modules",
             'e.g. modules = ["my_extension", "package.module:register"]',
         )
+    return tuple(value)
+
+
+def _variable_names(value: Any, err: _Err) -> tuple[str, ...]:
+    """``[security] secret_env``: names of environment variables (never their values)."""
+    hint = (
+        'e.g. secret_env = ["VAULT_TOKEN", "GITHUB_TOKEN"]: the names only; the values stay in '
+        "the environment"
+    )
+    if not isinstance(value, list):
+        raise err(
+            "security.secret_env must be a list of environment variable names", "secret_env", hint
+        )
+    for name in value:
+        if not isinstance(name, str) or not _VARIABLE_NAME.fullmatch(name):
+            raise err(
+                f"security.secret_env: {name!r} is not an environment variable name",
+                "secret_env",
+                hint,
+            )
     return tuple(value)
 
 

@@ -2,8 +2,13 @@
 
 An extension is a Python module with a ``register(extensions)`` function (or that function
 itself, named ``module:function``). It is found two ways: the project's ``[extensions] modules =
-[...]`` in ``agentrunner.toml`` (looked up on ``sys.path``, and in the project directory), and the
-``agentrunner.extensions`` entry-point group of installed distributions. ``compose`` loads them
+[...]`` in ``agentrunner.toml`` (looked up on ``sys.path``, then in the project directory), and the
+``agentrunner.extensions`` entry-point group of installed distributions.
+
+The project directory is not put on ``sys.path``: only the top-level names the list gives are
+looked up there (``project_code`` says which files that reads), so a file an agent may write in the
+project is never what an import finds, and those files are the runtime's own
+(``capabilities.scope``). ``compose`` loads them
 when it builds a runner, so the CLI, the server, the worker, stdio and MCP all get them. Through
 the ``Extensions`` it is given, a module registers:
 
@@ -19,10 +24,13 @@ A name registered twice, a reserved config key, a module that cannot be imported
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import inspect
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from importlib.abc import MetaPathFinder
+from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
 
@@ -39,7 +47,7 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.prompt import ContextProvider, ContextProviders
 from agentrunner.store.sql import ExtensionTable
 
-__all__ = ["ENTRY_POINT_GROUP", "Extensions", "load_extensions"]
+__all__ = ["ENTRY_POINT_GROUP", "Extensions", "load_extensions", "project_code"]
 
 ENTRY_POINT_GROUP = "agentrunner.extensions"
 Register = Callable[["Extensions"], object]
@@ -170,9 +178,7 @@ def load_extensions(config: Config, *, entry_points: bool = True) -> Extensions:
             seen.add(target)
             extensions.run(owner, _register_of(owner, load()))
     if config.extension_modules:
-        root = str(config.root)
-        if root not in sys.path:  # a project's own modules sit beside agentrunner.toml
-            sys.path.append(root)
+        _ProjectModules.serving(config.root, _top_level_names(config))
         for target in config.extension_modules:
             if target in seen:
                 continue
@@ -180,6 +186,53 @@ def load_extensions(config: Config, *, entry_points: bool = True) -> Extensions:
             owner = f"extension module '{target}'"
             extensions.run(owner, _register_of(owner, _import(target, owner)))
     return extensions
+
+
+def project_code(config: Config) -> tuple[Path, ...]:
+    """The project's files that ``[extensions] modules`` may import: for each top-level name, the
+    folder of that name (a package, all of it) and the name with every suffix the import system
+    loads a module from (``.py``, ``.pyc``, a compiled extension's)."""
+    root = config.root
+    return tuple(
+        path
+        for name in _top_level_names(config)
+        for path in (
+            root / name,
+            *(root / f"{name}{suffix}" for suffix in importlib.machinery.all_suffixes()),
+        )
+    )
+
+
+def _top_level_names(config: Config) -> set[str]:
+    return {target.partition(":")[0].partition(".")[0] for target in config.extension_modules}
+
+
+class _ProjectModules(MetaPathFinder):
+    """Finds the listed top-level modules in a project directory, and nothing else there. It
+    comes after the finders of ``sys.path``: an installed module of the same name is the one
+    imported, as if the directory were last on ``sys.path``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = str(root)
+        self.names: set[str] = set()
+
+    @classmethod
+    def serving(cls, root: Path, names: set[str]) -> None:
+        """Serve ``names`` from ``root`` (one finder per project directory)."""
+        finder = next(
+            (f for f in sys.meta_path if isinstance(f, cls) and f.root == str(root)), None
+        )
+        if finder is None:
+            finder = cls(root)
+            sys.meta_path.append(finder)
+        finder.names |= names
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if path is not None or fullname not in self.names:  # a submodule: its package's path
+            return None
+        return importlib.machinery.PathFinder.find_spec(fullname, [self.root])
 
 
 def _entry_points() -> Iterator[tuple[str, str, Callable[[], Any]]]:
@@ -232,7 +285,9 @@ def _import_error(owner: str, exc: Exception, *, from_config: bool = False) -> A
     return AgentRunnerError(
         ErrorCode.INVALID_SPECIFICATION,
         f"{owner}: cannot be imported: {type(exc).__name__}: {exc}",
-        hint="Install it, or put it in the project directory (beside agentrunner.toml)."
+        hint="Install it, or put it in the project directory (beside agentrunner.toml); a "
+        "project module it imports goes inside its package (only listed names are looked up "
+        "there)."
         if from_config
         else "Reinstall the distribution that provides it, or uninstall it.",
         file=CONFIG_FILE if from_config else None,

@@ -768,7 +768,11 @@ class AgentRunner:
         self, run: _Run, exc: AgentRunnerError, partial: TurnResult | None
     ) -> RunResult:
         """Seed 000's abort and engine-error semantics; the error itself goes to the run
-        record, the events and the caller, never into the conversation (DESIGN decision 11)."""
+        record, the events and the caller, never into the conversation (DESIGN decision 11),
+        every secret the runtime holds cut from it (an MCP server's last words may quote one)."""
+        secrets = self.engine.models.secrets
+        if secrets:
+            secrets.scrub_error(exc)
         cancelled = exc.code is ErrorCode.CANCELLED
         kept = list(partial.new_messages[run.saved :]) if partial else []
         last = kept[-1] if kept else None

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 
 import httpx2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from agentrunner.config import ProviderConfig
+from agentrunner.config import ProviderConfig, load_config
 from agentrunner.engine import (
     ChainEntry,
     Engine,
@@ -25,6 +28,7 @@ from agentrunner.engine import (
 )
 from agentrunner.engine.http_client import HttpModelClient
 from agentrunner.engine.models import ResolvedModel
+from agentrunner.engine.secrets import Secrets
 from agentrunner.engine.wire_openai import OpenAIWire
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, MockProviderServer
@@ -223,3 +227,94 @@ async def test_a_key_is_scrubbed_in_its_escaped_forms(form: Callable[[str], str]
     said = everything_said(info.value)
     assert "[redacted]" in info.value.message
     assert "Zq8" not in said and "Lm9" not in said
+
+
+# -- the one list of the runtime's secrets (issue 39) ----------------------------------------
+
+ENVIRON = {
+    "MOCK_KEY": "sk-mock-Zq8Xw3Lm9",
+    "AGENTRUNNER_API_TOKEN": "tok-Zq8Xw3Lm9Tt4Vb",
+    "OTEL_EXPORTER_OTLP_HEADERS": (
+        "Authorization=Basic%20dXNlcjpwYXNzd29yZA%3D%3D, x-tenant = acme-tenant-7,x-short=abc"
+    ),
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "api-key=hc-Zq8Xw3Lm9",
+    "AGENTRUNNER_DATABASE_URL": "postgresql://agent:pg-Zq8%40Xw3@db.internal:5432/prod",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "https://otel:ot-Pw9Zq8Xw3@collector.example:4318",
+    "https_proxy": "http://me:px-Zq8Xw3Lm9@proxy.example:3128",
+    "VAULT_TOKEN": "hvs.Zq8Xw3Lm9Tt4",
+    "SHORT_TOKEN": "ollama",  # a placeholder key (a local server's): too short to cut anywhere
+    "NOT_NAMED": "nn-Zq8Xw3Lm9Tt4",
+    "HOME": "/home/someone",
+}
+CUT = [
+    "sk-mock-Zq8Xw3Lm9",
+    "tok-Zq8Xw3Lm9Tt4Vb",
+    "Basic dXNlcjpwYXNzd29yZA==",
+    "Basic%20dXNlcjpwYXNzd29yZA%3D%3D",
+    "dXNlcjpwYXNzd29yZA==",  # the credential without its scheme
+    "acme-tenant-7",
+    "hc-Zq8Xw3Lm9",
+    "pg-Zq8@Xw3",
+    "pg-Zq8%40Xw3",
+    "ot-Pw9Zq8Xw3",
+    "px-Zq8Xw3Lm9",
+    "hvs.Zq8Xw3Lm9Tt4",
+]
+KEPT = ["NOT_NAMED=nn-Zq8Xw3Lm9Tt4", "/home/someone", "db.internal:5432/prod", "x-short=abc"]
+
+
+def test_the_runtime_holds_its_keys_tokens_credentials_and_what_the_operator_names() -> None:
+    config = load_config(required=False, env={})
+    config = replace(config, secret_env=("VAULT_TOKEN", "SHORT_TOKEN", "UNSET_TOKEN"))
+    registry = ModelRegistry.from_config(config, env=ENVIRON)
+    registry.providers["mockai"] = ProviderConfig("mockai", "openai", "http://x", "MOCK_KEY")
+    text = "\n".join([*(f"{k}={v}" for k, v in ENVIRON.items()), *CUT, "ollama is local"])
+    cut = registry.secrets.scrub(text)
+    for secret in CUT:
+        assert secret not in cut
+    for kept in KEPT:
+        assert kept in cut
+    assert "SHORT_TOKEN=ollama" in cut and "ollama is local" in cut
+    # Another environment holds other secrets: what it does not hold is not cut.
+    other = ModelRegistry.from_config(config, env={"VAULT_TOKEN": "hvs.Other9Tt4Lm"})
+    assert other.secrets.scrub(text) == text
+    assert other.secrets.scrub("hvs.Other9Tt4Lm") == "[redacted]"
+
+
+def test_a_password_in_a_database_urls_query_is_one_too() -> None:
+    env = {"AGENTRUNNER_DATABASE_URL": "postgresql:///prod?user=a&password=qp-Zq8%2BXw3Lm9"}
+    secrets = ModelRegistry(env=env).secrets
+    assert secrets.scrub("qp-Zq8+Xw3Lm9 qp-Zq8%2BXw3Lm9") == "[redacted] [redacted]"
+
+
+SECRET_TEXT = st.text(alphabet="sk-Zq8 ", max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=SECRET_TEXT,
+    after=SECRET_TEXT,
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=30),
+)
+def test_text_cut_as_it_streams_is_the_whole_text_cut(
+    before: str, after: str, cuts: list[int]
+) -> None:
+    """However a reply is split into deltas, what is passed on adds up to the whole reply with
+    its secrets cut, so no delta ever shows a secret, whole or in parts."""
+    secrets = Secrets(["sk-Zq8Zq8", "Zq8-sk-s"])
+    text = before + "sk-Zq8Zq8" + after + json.dumps("Zq8-sk-s") + before
+    points = sorted({min(c, len(text)) for c in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+    stream = secrets.stream()
+    passed = [stream.feed(piece) for piece in pieces]
+    passed.append(stream.rest())
+    assert "".join(passed) == secrets.scrub(text)
+    assert not any("Zq8Zq8" in piece or "Zq8-sk-s" in piece for piece in passed)
+
+
+def test_what_only_looked_like_a_secrets_beginning_is_passed_on() -> None:
+    stream = Secrets(["sk-Zq8Xw3Lm9"]).stream()
+    assert stream.feed("ask sk-Zq") == "ask "  # held: it could be the key
+    assert stream.feed("uare") == "sk-Zquare"  # it was not
+    assert stream.feed("s") == ""
+    assert stream.rest() == "s"

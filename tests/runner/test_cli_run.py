@@ -514,3 +514,27 @@ def test_channels_create_says_who_joined_as_a_person_and_the_agent_meant(
     assert "'ada'" not in err  # a person's name like no agent's: nothing to say
     code, out, err = cli(capsys, "channels", "create", "team2", "-m", "writer")
     assert code == 0 and "with writer" in out and "(person)" not in out and err == ""
+
+
+@pytest.mark.parametrize(
+    ("variable", "secret"),
+    [("MOCK_KEY", "sk-mock-key"), ("AGENTRUNNER_API_TOKEN", "tok-Zq8Xw3Lm9Tt4Vb")],
+)
+def test_run_never_prints_a_secret_a_model_said(
+    agent: Agent,
+    mock: MockProvider,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    secret: str,
+) -> None:
+    """Issue 39: a reply holding a key was printed as it came, streamed or as JSON."""
+    monkeypatch.setenv(variable, secret)
+    agent("talker")
+    mock.queue(Reply(text=f"Yours: {secret}, keep it."), Reply(text=f"Again {secret}"))
+    code, out, err = cli(capsys, "run", "talker", "hi")
+    assert code == 0, err
+    assert "Yours: [redacted], keep it." in out and secret not in out + err
+    code, out, err = cli(capsys, "run", "talker", "hi", "--json")
+    assert code == 0, err
+    assert json.loads(out)["text"] == "Again [redacted]" and secret not in out + err

@@ -562,11 +562,13 @@ async def test_a_delegation(agent: Agent, open_runner: Any, mock: MockProvider) 
             ),
             (
                 "agent.token",
-                {"token": "er s", "model": "mockai:gpt-mock", "from_agent": "worker", "depth": 1},
+                # the "s" that ended this delta waits for the next: "sk-mock-key" (MOCK_KEY's
+                # value, a secret) begins with it, and it is not passed on in parts
+                {"token": "er ", "model": "mockai:gpt-mock", "from_agent": "worker", "depth": 1},
             ),
             (
                 "agent.token",
-                {"token": "ays ", "model": "mockai:gpt-mock", "from_agent": "worker", "depth": 1},
+                {"token": "says ", "model": "mockai:gpt-mock", "from_agent": "worker", "depth": 1},
             ),
             (
                 "agent.token",
@@ -622,8 +624,8 @@ async def test_a_delegation(agent: Agent, open_runner: Any, mock: MockProvider) 
                 },
             ),
             ("step.started", {"step": 2, "model": "mockai:gpt-mock"}),
-            ("agent.token", {"token": "bos", "model": "mockai:gpt-mock"}),
-            ("agent.token", {"token": "s d", "model": "mockai:gpt-mock"}),
+            ("agent.token", {"token": "bo", "model": "mockai:gpt-mock"}),  # "s": as above
+            ("agent.token", {"token": "ss d", "model": "mockai:gpt-mock"}),
             ("agent.token", {"token": "one", "model": "mockai:gpt-mock"}),
             (
                 "cost.updated",

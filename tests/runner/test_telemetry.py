@@ -215,7 +215,9 @@ async def test_a_run_with_a_tool_and_a_fallback_is_one_span_tree(
         "gen_ai.tool.type": "function",
     }
     # Without capture_content, no prompt, reply or tool data on any span.
-    assert not [k for s in got for k in attrs(s) if "messages" in k or "call.a" in k]
+    assert not [
+        k for s in got for k in attrs(s) if "messages" in k or "call.a" in k or ".value" in k
+    ]
 
 
 @pytest.mark.parametrize(
@@ -342,6 +344,81 @@ async def test_contents_are_recorded_only_when_asked_and_never_a_key(
     (tool,) = named(got, "execute_tool")
     assert orjson.loads(attrs(tool)["gen_ai.tool.call.arguments"]) == {"message": "key [redacted]"}
     assert "gen_ai.tool.call.result" in attrs(tool)
+
+
+@pytest.mark.parametrize(("message", "answer"), [("File it", "Filed."), ("Send memo", "Sent.")])
+async def test_contents_are_also_openinference_input_and_output_values(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    spans: InMemorySpanExporter,
+    message: str,
+    answer: str,
+) -> None:
+    """Issue 39 item 23: Phoenix fills its input and output columns from ``input.value`` and
+    ``output.value`` (OpenInference), not from the GenAI conventions' messages."""
+    telemetry(project, "enabled = true", "capture_content = true")
+    agent("clerk", "capabilities: [notify]")
+    mock.queue(Reply(tool_calls=[("notify_user", {"message": message})]), Reply(text=answer))
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("clerk", "desk", message)
+
+    got = await finished(runner, spans)
+    (run,) = named(got, "invoke_agent")
+    assert {k: v for k, v in attrs(run).items() if k.startswith(("input.", "output."))} == {
+        "input.value": message,
+        "input.mime_type": "text/plain",
+        "output.value": answer,
+        "output.mime_type": "text/plain",
+    }
+    for chat in named(got, "chat"):
+        said = attrs(chat)
+        assert said["input.value"] == said["gen_ai.input.messages"]
+        assert said["output.value"] == said["gen_ai.output.messages"]
+        assert said["input.mime_type"] == said["output.mime_type"] == "application/json"
+    first, second = named(got, "chat")
+    assert orjson.loads(attrs(first)["input.value"])[-1]["parts"][0]["content"] == message
+    assert orjson.loads(attrs(second)["output.value"])[0]["parts"][0]["content"] == answer
+    (tool,) = named(got, "execute_tool")
+    assert orjson.loads(attrs(tool)["input.value"]) == {"message": message}
+    assert attrs(tool)["input.mime_type"] == "application/json"
+    assert attrs(tool)["output.value"] == attrs(tool)["gen_ai.tool.call.result"]
+    assert attrs(tool)["output.mime_type"] == "text/plain"
+
+
+async def test_no_secret_the_runtime_holds_reaches_a_trace(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    spans: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 39: a full-trust agent read the server's token and a secret the operator named,
+    and with capture_content the trace export carried them; its reply quoting one too."""
+    token, vault = "tok-Zq8Xw3Lm9Tt4Vb", "hvs-Zq8Xw3Lm9Tt4"
+    monkeypatch.setenv("AGENTRUNNER_API_TOKEN", token)
+    monkeypatch.setenv("VAULT_TOKEN", vault)
+    telemetry(project, "enabled = true", "capture_content = true")
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write('\n[security]\nsecret_env = ["VAULT_TOKEN"]\n')
+    (project / "environ.txt").write_text(f"AGENTRUNNER_API_TOKEN={token}\nVAULT_TOKEN={vault}\n")
+    agent("reader", "capabilities: [files]\ntrust: full")
+    mock.queue(
+        Reply(tool_calls=[("read_file", {"path": "environ.txt"})]),
+        Reply(text=f"The token is {token}."),
+    )
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("reader", "desk", f"read it, and {vault}")
+
+    got = await finished(runner, spans)
+    shown = repr([(attrs(s), s.status.description, s.events) for s in got])
+    assert token not in shown and vault not in shown
+    (tool,) = named(got, "execute_tool")
+    assert attrs(tool)["gen_ai.tool.call.result"] == (
+        "AGENTRUNNER_API_TOKEN=[redacted]\nVAULT_TOKEN=[redacted]\n"
+    )
 
 
 async def test_telemetry_off_makes_no_spans(

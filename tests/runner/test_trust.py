@@ -4,9 +4,14 @@ Through the real runner path, against the mock provider, on SQLite and PostgreSQ
 
 from __future__ import annotations
 
+import asyncio
+import importlib.machinery
+import importlib.util
 import json
 import os
+import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +21,10 @@ from agentrunner import AgentRunner
 from agentrunner.agents.spec import AgentSpec, Trust
 from agentrunner.agents.templating import Template
 from agentrunner.capabilities.scope import FileScope, RuntimeFiles
-from agentrunner.config import Config
+from agentrunner.config import Config, find_config_file, load_config
 from agentrunner.engine import ToolResult, ToolRetry
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.extensions import load_extensions
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 
@@ -455,3 +461,168 @@ async def test_code_the_runtime_or_the_person_runs_is_outside_a_workspace_scope(
         assert not (project / path).exists() or b"owned" not in (project / path).read_bytes()
     else:
         assert error is None and (project / path).read_text() == "owned"
+
+
+# -- code the runtime imports, and configuration it reads from a sub-folder (issue 39) -------
+
+EXTENSION = """
+def register(extensions):
+    extensions.context_provider("Office facts", lambda ctx: "The office cat is called Miso.")
+"""
+OWNED = "import pathlib\npathlib.Path(__file__).with_name('owned.txt').write_text('ran')\n"
+
+
+def _extensions(project: Path) -> tuple[str, str]:
+    """A module and a package of the project, listed in ``[extensions] modules``; named anew
+    for each test, since a process imports a module of a name once."""
+    tag = uuid.uuid4().hex[:8]
+    ext, pkg = f"office_ext_{tag}", f"office_pkg_{tag}"
+    (project / f"{ext}.py").write_text(EXTENSION)
+    (project / pkg).mkdir()
+    (project / pkg / "__init__.py").write_text("")
+    (project / pkg / "hooks.py").write_text(EXTENSION.replace("Office facts", "Office hours"))
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write(f'\n[extensions]\nmodules = ["{ext}", "{pkg}.hooks:register"]\n')
+    return ext, pkg
+
+
+def _spelled(path: str, ext: str, pkg: str, root: Path) -> str:
+    return (
+        path.replace("{root}", str(root))
+        .replace("{home}", os.path.relpath(root, Path.home()))
+        .replace("{ext}", ext)
+        .replace("{EXT}", ext.upper())
+        .replace("{pkg}", pkg)
+        .replace("{PKG}", pkg.upper())
+    )
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(
+    "path",
+    [
+        "{ext}.py",
+        "./{ext}.py",
+        "agents/../{ext}.py",
+        "{EXT}.py",  # case: the same file on a case-insensitive filesystem
+        "{ext}.PY",
+        "{root}/{ext}.py",  # absolute
+        "~/{home}/{ext}.py",  # from the home directory
+        "here/{ext}.py",  # a symlink to the project directory
+        "hard-ext.py",  # a hard link to the module
+        "{ext}" + importlib.machinery.EXTENSION_SUFFIXES[0],  # found before the source
+        "{ext}.pyc",
+        "__pycache__/{ext}.cpython-311.pyc",  # an unchecked .pyc runs instead of the source
+        "{pkg}/__init__.py",
+        "{pkg}/hooks.py",
+        "{pkg}/new_module.py",  # created inside the package
+        "./{PKG}/Hooks.py",
+        "here/{pkg}/hooks.py",
+        "{pkg}/__pycache__/hooks.cpython-311.pyc",
+        "src/__pycache__/app.cpython-311.pyc",  # any bytecode cache: it runs for its source
+        "sub/agentrunner.toml",  # a command run from sub/ reads it first
+        "./sub/AgentRunner.TOML",
+        "sub/../sub/agentrunner.toml",
+        "{root}/sub/agentrunner.toml",
+        "sublink/agentrunner.toml",  # a symlink to sub/
+        "new/deeper/agentrunner.toml",  # created, folders and all
+    ],
+)
+async def test_a_workspace_agent_cannot_write_code_the_runtime_imports_or_config_it_reads(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, path: str
+) -> None:
+    """The attack of issue 39: a workspace agent wrote the module `[extensions] modules` names
+    (or a provider's base_url into a sub-folder's agentrunner.toml), and the next command ran
+    its code with the person's rights (or sent the key where it said)."""
+    ext, pkg = _extensions(project)
+    path = _spelled(path, ext, pkg, project)
+    (project / "here").symlink_to(project)
+    (project / "sub").mkdir()
+    (project / "sublink").symlink_to(project / "sub")
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text("print('app')\n")
+    os.link(project / f"{ext}.py", project / "hard-ext.py")
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    runner: AgentRunner = await open_runner()
+    error, _ = await _call(runner, mock, "write_file", {"path": path, "content": OWNED})
+    assert error is not None and error.code is ErrorCode.TOOL_DENIED, path
+    after = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    assert after == before  # nothing written, nothing created
+    found = await asyncio.to_thread(find_config_file, project / "sub")
+    assert found == project / "agentrunner.toml"  # the project's own, and no other
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(
+    "path",
+    [
+        "notes/{ext}.py",  # the same name elsewhere is not what the runtime imports
+        "{ext}.md",
+        "helper.py",  # a project module no list names: the runtime never imports it
+        "src/app.py",
+        "sub/agentrunner.md",
+        "sub/settings.toml",
+    ],
+)
+async def test_a_workspace_agent_still_writes_the_rest_of_the_project(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, path: str
+) -> None:
+    ext, pkg = _extensions(project)
+    path = _spelled(path, ext, pkg, project)
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    runner: AgentRunner = await open_runner()
+    error, _ = await _call(runner, mock, "write_file", {"path": path, "content": "# notes\n"})
+    assert error is None and (project / path).read_text() == "# notes\n"
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_the_runtime_imports_only_the_listed_modules_from_the_project(project: Path) -> None:
+    """The project directory is not put on the import path: a module there that no list names
+    (one an agent could write) is never what an import of its name finds."""
+    ext, pkg = _extensions(project)
+    helper = f"helper_{uuid.uuid4().hex[:8]}"
+    (project / f"{helper}.py").write_text(OWNED)
+    path_before = list(sys.path)
+    loaded = load_extensions(load_config(project), entry_points=False)
+    listed = [f"extension module '{ext}'", f"extension module '{pkg}.hooks:register'"]
+    assert loaded.loaded == listed
+    assert sys.path == path_before
+    assert importlib.util.find_spec(helper) is None
+    assert not (project / "owned.txt").exists()
+    assert Path(sys.modules[ext].__file__ or "") == project / f"{ext}.py"
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_command_from_a_sub_folder_runs_no_code_an_agent_wrote(
+    agent: Agent, mock: MockProvider, project: Path
+) -> None:
+    """The whole attack through the CLI: the agent's write is refused, and the next command
+    imports the module as the person wrote it."""
+    ext, _ = _extensions(project)
+    agent("filer", "capabilities: [files]\ntrust: workspace")
+    mock.queue(Reply(tool_calls=[("write_file", {"path": f"{ext}.py", "content": OWNED})]))
+    command = [sys.executable, "-P", "-m", "agentrunner", "run", "filer"]
+    run = {"capture_output": True, "text": True, "timeout": 120}
+    first = subprocess.run([*command, "go"], cwd=project, **run)  # type: ignore[call-overload]
+    assert first.returncode != 0 and "tool_denied" in first.stderr
+    (project / "sub").mkdir()
+    second = subprocess.run([*command, "hi"], cwd=project / "sub", **run)  # type: ignore[call-overload]
+    assert second.returncode == 0, second.stderr
+    assert not (project / "owned.txt").exists() and not (project / "sub" / "owned.txt").exists()
+    system = mock.requests[-1].body["messages"][0]["content"]
+    assert "## Office facts\nThe office cat is called Miso." in system
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_background_worker_imports_nothing_from_the_project(project: Path) -> None:
+    """``brief --background`` starts ``python -m agentrunner serve-briefs`` in the project
+    directory; Python would put that directory first on its import path, so a file an agent
+    wrote there (``agentrunner.py`` itself, or any module the worker imports) would run."""
+    from agentrunner.company import jobs
+
+    (project / "agentrunner.py").write_text(OWNED)
+    pid = jobs._spawn(load_config(project))
+    [process] = [p for p in jobs._spawned if p.pid == pid]
+    assert process.wait(timeout=120) == 0
+    assert not (project / "owned.txt").exists()

@@ -5,12 +5,15 @@ project directory; ``full``: anywhere. Below ``full`` two rules hold however a p
 
 * it stays inside the scope — absolute paths, ``~``, ``..`` and symlinks leading out are refused;
 * the runtime's own files (``RuntimeFiles``) are outside every scope, the agent's own workspace
-  excepted. An agent that could write them could raise its own trust (its agent file) or send a
-  provider's key to a server of its choosing (``agentrunner.toml``); one that could read them
-  could read every thread (the database);
-* so is code that runs with the person's rights: a ``.git`` folder (its hooks run on the next
-  commit), a Python virtualenv (a folder holding ``pyvenv.cfg``: its ``.pth`` files run when
-  Python starts), and the project files the agents' MCP servers are started with.
+  excepted: everything it reads as configuration or imports as code. An agent that could write
+  them could raise its own trust (its agent file), send a provider's key to a server of its
+  choosing (``agentrunner.toml``, at the root or in any folder a command may be run from), or
+  run code with the person's rights (the modules ``[extensions] modules`` imports); one that
+  could read them could read every thread (the database);
+* so is other code that runs with the person's rights: a ``.git`` folder (its hooks run on the
+  next commit), a ``__pycache__`` folder (its bytecode runs in place of the source beside it), a
+  Python virtualenv (a folder holding ``pyvenv.cfg``: its ``.pth`` files run when Python
+  starts), and the project files the agents' MCP servers are started with.
 
 Paths are compared after symlinks are resolved, ignoring case and Unicode normalisation (a
 case-insensitive filesystem has other spellings of the same file), and by device and inode: the
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from agentrunner.config import CONFIG_FILE
 from agentrunner.engine.tools import ToolDenied, ToolRetry
+from agentrunner.extensions import project_code
 
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec, Trust
@@ -51,14 +55,16 @@ class RuntimeFiles:
     @classmethod
     def of(cls, config: Config, agents: Iterable[AgentSpec] = ()) -> RuntimeFiles:
         """The agent files, ``agentrunner.toml``, the state directory (database, cache, logs,
-        agents' workspaces), ``personas/``, a SQLite database wherever it is, and the project
-        files ``agents``' MCP servers are started with (a script named as the command or an
-        argument)."""
+        agents' workspaces), ``personas/``, a SQLite database wherever it is, the project files
+        ``[extensions] modules`` imports (``extensions.project_code``), and the project files
+        ``agents``' MCP servers are started with (a script named as the command or an
+        argument). An ``agentrunner.toml`` in any folder is one too (``_Protected``)."""
         paths = [
             config.path or config.root / CONFIG_FILE,
             config.agents_dir,
             config.state_dir,
             config.root / "personas",
+            *project_code(config),
             *_mcp_code(agents, config.root),
         ]
         database = _sqlite_file(config.resolved_database_url)
@@ -82,9 +88,15 @@ def _mcp_code(agents: Iterable[AgentSpec], root: Path) -> Iterator[Path]:
                         yield candidate
 
 
+# Folders whose contents run with the person's rights wherever they are: a repository's hooks
+# run at the next commit; bytecode runs in place of its source (an unchecked .pyc is not
+# compared with the source at all).
+_CODE_FOLDERS = (".git", "__pycache__")
+
+
 def _runs_code(folder: Path) -> bool:
     """A folder whose contents run with the person's rights when they next use it."""
-    if folder.name.casefold() == ".git":
+    if folder.name.casefold() in _CODE_FOLDERS:
         return True
     try:
         return (folder / "pyvenv.cfg").is_file()
@@ -151,12 +163,12 @@ class FileScope:
         resolved = _resolved(path, self.root)  # symlinks followed: a link leading out is caught
         if not resolved.is_relative_to(self.root):
             raise ToolDenied(f"'{path}' leads outside the scope of {self.who}")
-        if _Protected(self).holds(resolved):
+        if _Protected(self).holds(resolved) or _is_config(Path(path)):  # a link's own name too
             raise ToolDenied(
-                f"'{path}' is one of the runtime's own files (agent files, agentrunner.toml, "
-                "the state directory, personas/, the database) or code run with the person's "
-                f"rights (.git, a virtualenv, an MCP server's files), outside the scope of "
-                f"{self.who}"
+                f"'{path}' is one of the runtime's own files (agent files, an agentrunner.toml, "
+                "the state directory, personas/, the database, extension modules) or code run "
+                "with the person's rights (.git, __pycache__, a virtualenv, an MCP server's "
+                f"files), outside the scope of {self.who}"
             )
         return resolved
 
@@ -195,6 +207,8 @@ class _Protected:
         """Whether ``path`` (resolved) is a runtime file, under any name."""
         folded, root = _fold(path), self.scope.root
         assert root is not None  # nothing is out of a full scope
+        if _is_config(path):  # a command run from its folder, or below, reads it first
+            return True
         if _within(folded, self.own):
             top = self.scope.own  # the agent's own, though inside the state directory
         elif any(_within(folded, p) for p in self.folded):
@@ -250,6 +264,12 @@ def _resolved(path: str, base: Path, *, home: bool = False) -> Path:
         return (raw if raw.is_absolute() else base / raw).resolve()
     except (RuntimeError, OSError) as exc:
         raise ToolRetry(f"cannot resolve '{path}': {exc}") from exc
+
+
+def _is_config(path: Path) -> bool:
+    """An ``agentrunner.toml``, in whatever folder: the nearest one above the working directory
+    is the one a command reads."""
+    return _fold(Path(path.name)) == CONFIG_FILE
 
 
 def _fold(path: Path) -> str:

@@ -188,7 +188,9 @@ def _spawn(config: Config) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     with open(logs / "background-worker.log", "ab") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "agentrunner", "serve-briefs"],
+            # -P: Python puts no working directory first on the import path, where a file an
+            # agent wrote in the project would be imported in place of the module it names
+            [sys.executable, "-P", "-m", "agentrunner", "serve-briefs"],
             cwd=config.root,
             stdin=subprocess.DEVNULL,
             stdout=output,

@@ -24,7 +24,7 @@ from agentrunner.engine.failures import FailureKind, ProviderError, http_error, 
 from agentrunner.engine.fold import DeltaSink, ResponseFold
 from agentrunner.engine.http_pool import provider_transport
 from agentrunner.engine.messages import ModelRequest, ModelResponse
-from agentrunner.engine.secrets import REDACTED, spellings
+from agentrunner.engine.secrets import Secrets
 from agentrunner.engine.sse import SSEDecoder
 from agentrunner.errors import AgentRunnerError
 from agentrunner.json_text import json_bytes, loads_exact
@@ -77,11 +77,14 @@ class HttpModelClient:
         timeout_s: float = 120.0,
         connect_timeout_s: float = 10.0,
         secret: str | None = None,
+        secrets: Secrets | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
         self.provider = wire.provider
         self._wire = wire
-        self._secret_forms = spellings(secret)
+        # its own key, and every other secret the runtime holds (a proxy's password, say)
+        own = Secrets([secret] if secret else ())
+        self._secrets = own | secrets if secrets else own
         self._urls: dict[str, httpx2.URL] = {}
         try:
             self._client = httpx2.AsyncClient(
@@ -143,10 +146,7 @@ class HttpModelClient:
         if isinstance(exc, AgentRunnerError):
             if isinstance(exc, ProviderError):
                 exc.model = request.model
-            exc.message = self._scrub(exc.message)
-            exc.args = (exc.message,)
-            if exc.hint:
-                exc.hint = self._scrub(exc.hint)
+            self._secrets.scrub_error(exc)
             return exc
         if isinstance(exc, httpx2.TimeoutException):
             return self._transport_error(FailureKind.TIMEOUT, request, exc)
@@ -184,7 +184,8 @@ class HttpModelClient:
         return error
 
     def _echoes_secret(self, exc: BaseException) -> bool:
-        if not self._secret_forms:
+        forms = self._secrets.forms
+        if not forms:
             return False
         seen: set[int] = set()
         todo: list[BaseException] = [exc]
@@ -194,7 +195,7 @@ class HttpModelClient:
                 continue
             seen.add(id(link))
             text = f"{link} {link!r}"
-            if any(form in text for form in self._secret_forms):
+            if any(form in text for form in forms):
                 return True
             todo += [c for c in (link.__cause__, link.__context__) if c is not None]
             if isinstance(link, BaseExceptionGroup):
@@ -252,10 +253,7 @@ class HttpModelClient:
         return error
 
     def _scrub(self, text: str) -> str:
-        for form in self._secret_forms:
-            if form in text:
-                text = text.replace(form, REDACTED)
-        return text
+        return self._secrets.scrub(text)
 
 
 # TLS is checked against the operating system's certificates (httpx2), which a slim container

@@ -13,14 +13,14 @@ from __future__ import annotations
 import difflib
 import os
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 
 from agentrunner.config import BUILTIN_PROVIDERS, OPENAI_KINDS, Config, ProviderConfig
 from agentrunner.engine.http_client import HttpModelClient, ModelClient, Wire
 from agentrunner.engine.pricing import PriceBook
-from agentrunner.engine.secrets import Secrets
+from agentrunner.engine.secrets import Secrets, held
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 __all__ = ["BUILTIN_PROVIDERS", "DEFAULT_CONTEXT_WINDOW", "ModelRegistry", "ResolvedModel"]
@@ -57,6 +57,7 @@ class ModelRegistry:
         env: Mapping[str, str] | None = None,
         context_windows: Mapping[str, int] | None = None,
         model_kinds: Mapping[str, str] | None = None,
+        secret_env: Iterable[str] = (),
     ) -> None:
         self.providers: dict[str, ProviderConfig] = {**BUILTIN_PROVIDERS, **(providers or {})}
         self.aliases = dict(aliases or {})
@@ -64,6 +65,7 @@ class ModelRegistry:
         self.context_windows = dict(context_windows or {})  # by ref: config's, then looked up
         self.model_kinds = dict(model_kinds or {})  # by ref: an OpenAI model's API, if not its
         self._env = os.environ if env is None else env
+        self.secret_env = tuple(secret_env)  # [security] secret_env: the operator's secrets
         # By provider and kind: one provider's models may be spoken to in two APIs.
         self._clients: dict[tuple[str, str], ModelClient] = {}
 
@@ -76,6 +78,7 @@ class ModelRegistry:
             env=env,
             context_windows=config.context_windows,
             model_kinds=config.model_kinds,
+            secret_env=config.secret_env,
         )
 
     def add_model(self, provider: str, client: ModelClient) -> None:
@@ -102,10 +105,12 @@ class ModelRegistry:
 
     @cached_property
     def secrets(self) -> Secrets:
-        """Every configured provider's key that the environment holds: what must never be
-        stored or sent to a model, in whatever text it turns up."""
-        variables = {p.api_key_env for p in self.providers.values() if p.api_key_env}
-        return Secrets(v for name in variables if (v := self._env.get(name, "").strip()))
+        """Every secret the runtime holds (``engine.secrets.held``): every configured provider's
+        key, the variables ``[security] secret_env`` names, the server's token, credentials in
+        the URLs and headers it connects with — what must never be stored, shown or sent to a
+        model, in whatever text it turns up. Read from the environment once."""
+        keys = [p.api_key_env for p in self.providers.values() if p.api_key_env]
+        return held(self._env, [*keys, *self.secret_env])
 
     def context_window(self, model: ResolvedModel) -> int:
         """How many tokens ``model`` takes in one request, input and output together:
@@ -202,6 +207,7 @@ class ModelRegistry:
             headers=headers,
             timeout_s=provider.timeout_s,
             secret=secret,
+            secrets=self.secrets,
         )
 
     def _credential(self, provider: ProviderConfig) -> str | None:

@@ -25,7 +25,10 @@ counts, durations and tokens), as each ends; the run a span belongs to is known 
 context, so a tool call or a charge is counted to its run's agent.
 
 Prompts, replies, tool arguments and results go on spans only with ``capture_content``, and
-then with every provider key cut out, as from tool results.
+then with every secret the runtime holds cut out (``engine.secrets``), as from tool results.
+They go there twice: in the GenAI conventions' attributes, and as OpenInference's
+``input.value`` and ``output.value`` (with their mime types), which Phoenix shows as a span's
+input and output.
 """
 
 from __future__ import annotations
@@ -90,6 +93,12 @@ INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
 ERROR_TYPE = "error.type"
 HTTP_STATUS = "http.response.status_code"
+# OpenInference's, what Phoenix shows as a span's input and output.
+INPUT_VALUE = "input.value"
+INPUT_MIME = "input.mime_type"
+OUTPUT_VALUE = "output.value"
+OUTPUT_MIME = "output.mime_type"
+TEXT, JSON = "text/plain", "application/json"
 # Ours, for what the conventions have no name for.
 RUN_ID = "agentrunner.run.id"
 THREAD_ID = "agentrunner.thread.id"
@@ -177,6 +186,7 @@ class Tracing:
             attributes[PARENT_RUN_ID] = parent_run_id
         if self.capture_content:
             attributes[INPUT_MESSAGES] = self._json([_user(message)])
+            attributes[INPUT_VALUE], attributes[INPUT_MIME] = self._scrub(message), TEXT
         self.metrics.run_started(agent_id)
         scope = _RunScope(agent_id, agent_id)
         return self._span(
@@ -225,6 +235,8 @@ class Tracing:
             self._fail(span, str(ErrorCode.CANCELLED), "cancelled")
         elif self.capture_content:
             span.set_attribute(OUTPUT_MESSAGES, self._json([_assistant(text, (), stop_reason)]))
+            span.set_attribute(OUTPUT_VALUE, self._scrub(text))
+            span.set_attribute(OUTPUT_MIME, TEXT)
 
     # -- tasks ----------------------------------------------------------------------------
 
@@ -385,7 +397,10 @@ class Tracing:
                 attributes[SYSTEM_INSTRUCTIONS] = self._json(
                     [{"type": "text", "content": request.system}]
                 )
-            attributes[INPUT_MESSAGES] = self._json([_message(m) for m in request.messages])
+            messages = attributes[INPUT_MESSAGES] = self._json(
+                [_message(m) for m in request.messages]
+            )
+            attributes[INPUT_VALUE], attributes[INPUT_MIME] = messages, JSON
         return self._span(
             f"chat {model.name}",
             SpanKind.CLIENT,
@@ -428,10 +443,12 @@ class Tracing:
         span.set_attribute(OUTPUT_TOKENS, response.usage.output_tokens)
         if self.capture_content:
             message = response.message
-            span.set_attribute(
-                OUTPUT_MESSAGES,
-                self._json([_assistant(message.text, message.tool_calls, response.finish_reason)]),
+            said = self._json(
+                [_assistant(message.text, message.tool_calls, response.finish_reason)]
             )
+            span.set_attribute(OUTPUT_MESSAGES, said)
+            span.set_attribute(OUTPUT_VALUE, said)
+            span.set_attribute(OUTPUT_MIME, JSON)
 
     def charged(
         self, entry: ChainEntry, usage: Usage, micros: int | None, *, answered: bool
@@ -458,9 +475,12 @@ class Tracing:
             TOOL_TYPE: "function",
         }
         if self.capture_content:
-            attributes[TOOL_ARGUMENTS] = self._scrub(
-                call.raw_arguments if call.raw_arguments is not None else json_text(call.arguments)
+            raw = call.raw_arguments  # arguments that are not JSON, as the model wrote them
+            arguments = attributes[TOOL_ARGUMENTS] = self._scrub(
+                raw if raw is not None else json_text(call.arguments)
             )
+            attributes[INPUT_VALUE] = arguments
+            attributes[INPUT_MIME] = TEXT if raw is not None else JSON
         scope = _RUN.get()
         agent = (scope.agent_id, scope.name) if scope else None
         return self._span(
@@ -479,6 +499,8 @@ class Tracing:
             self._fail(span, str(ErrorCode.TOOL_FAILED), result.content[:200])
         if self.capture_content:
             span.set_attribute(TOOL_RESULT, result.content)  # already scrubbed by the turn
+            span.set_attribute(OUTPUT_VALUE, result.content)
+            span.set_attribute(OUTPUT_MIME, TEXT)
 
     # -- helpers ----------------------------------------------------------------------------
 

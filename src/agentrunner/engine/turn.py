@@ -50,7 +50,7 @@ from agentrunner.engine.messages import (
     UserMessage,
 )
 from agentrunner.engine.pricing import PriceBook
-from agentrunner.engine.secrets import Secrets
+from agentrunner.engine.secrets import Secrets, SecretStream
 from agentrunner.engine.structured_output import (
     correction,
     parse_output,
@@ -167,7 +167,8 @@ class Turn:
     tool_context: Mapping[str, Any] = field(default_factory=dict)
     before_tools: Callable[[Sequence[Message]], Awaitable[None]] | None = None
     budget: ExternalBudget | None = None
-    secrets: Secrets | None = None  # cut out of tool results: a tool may read a key
+    # cut out of what the model says and of tool results (a tool may read a key)
+    secrets: Secrets | None = None
     tracing: Tracing | None = None  # telemetry on: each tool call a span, each charge counted
     cache_key: str | None = None  # the conversation's prompt-cache key (ModelRequest)
     settings: ModelSettings | None = None  # what the requests ask of the model
@@ -281,6 +282,12 @@ class _TurnRun:
         self.warned: set[str] = set()  # settings dropped with a warning: once a run each
         self.cut_by_budget: Reservation | None = None  # the last response's, if it lowered
         self.emit: Emit = self._emit
+        # What the model says is passed on with the secrets cut (None: there are none).
+        self.secrets = turn.secrets if turn.secrets else None
+        self.text_stream: SecretStream | None = None
+        self.thinking_stream: SecretStream | None = None
+        if self.secrets is not None and turn.emit is not None and turn.stream:
+            self.text_stream, self.thinking_stream = self.secrets.stream(), self.secrets.stream()
 
     def _emit(self, kind: str, data: EventData) -> None:
         if not self.silenced and self.turn.emit is not None:
@@ -306,7 +313,7 @@ class _TurnRun:
                     exc.code, exc.message, "error", hint=exc.hint, retryable=exc.retryable
                 ) from exc
             self.partial = []
-            message = response.message
+            message = self.said(response.message)
             turn.messages.append(message)
             self.responses += 1
             self.model = entry.model.ref
@@ -379,6 +386,9 @@ class _TurnRun:
     async def build(self, entry: ChainEntry) -> ModelRequest:
         """One attempt's request, its worst case reserved against the budgets."""
         self.partial = []
+        for stream in (self.text_stream, self.thinking_stream):
+            if stream is not None:
+                stream.rest()  # what a failed attempt held back: dropped with it
         self.current = entry.model.ref
         request = self.request(entry)
         if self.gate.active:
@@ -419,11 +429,41 @@ class _TurnRun:
             case TextDelta():
                 self.partial.append(delta.text)
                 if self.turn.emit is not None:  # no event built for a token nobody takes
-                    self.emit("agent.token", {"token": delta.text, "model": self.current})
+                    text = delta.text
+                    if self.text_stream is not None and not (text := self.text_stream.feed(text)):
+                        return  # held back: it may begin a secret
+                    self.emit("agent.token", {"token": text, "model": self.current})
             case ThinkingDelta():
-                self.emit("agent.thinking", {"text": delta.text, "model": self.current})
+                text = delta.text
+                if self.thinking_stream is not None:
+                    text = self.thinking_stream.feed(text)
+                if text:
+                    self.emit("agent.thinking", {"text": text, "model": self.current})
             case _:
                 assert_never(delta)
+
+    def said(self, message: AssistantMessage) -> AssistantMessage:
+        """A reply as it is kept, sent back and shown: what its streamed deltas held back
+        passed on, and every secret cut from its text, its thinking (a block that held one is
+        not sent back: its signature no longer fits) and its tool calls' arguments."""
+        secrets = self.secrets
+        if secrets is None:
+            return message
+        if self.text_stream is not None and self.thinking_stream is not None:
+            if thought := self.thinking_stream.rest():
+                self.emit("agent.thinking", {"text": thought, "model": self.current})
+            if text := self.text_stream.rest():
+                self.emit("agent.token", {"token": text, "model": self.current})
+        message.text = secrets.scrub(message.text)
+        for thinking in message.thinking:
+            cut = secrets.scrub(thinking.text)
+            if cut != thinking.text:
+                thinking.text, thinking.signature = cut, None
+        for call in message.tool_calls:
+            call.arguments = secrets.scrub_value(call.arguments)
+            if call.raw_arguments is not None:
+                call.raw_arguments = secrets.scrub(call.raw_arguments)
+        return message
 
     def emit_whole(self, message: AssistantMessage) -> None:
         for thought in message.thinking:
@@ -673,9 +713,12 @@ class _TurnRun:
         messages = self.turn.messages
         if self.partial:
             self.model = self.model or self.current  # the model that said it, for the record
+            text = "".join(self.partial)
             messages.append(
                 AssistantMessage(
-                    text="".join(self.partial), model=self.current or None, interrupted=True
+                    text=self.secrets.scrub(text) if self.secrets else text,
+                    model=self.current or None,
+                    interrupted=True,
                 )
             )
             self.partial = []
