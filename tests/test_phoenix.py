@@ -310,9 +310,9 @@ def test_a_delegating_run_with_a_fallback_is_one_trace_in_phoenix(
         "task": "Pick a database",
     }
     assert tool["attributes"]["output.value"] == "Postgres."
-    (said,) = json.loads(back["attributes"]["output.value"])
+    (said,) = json.loads(again["attributes"]["output.value"])
     assert said["parts"] == [{"type": "text", "content": "Decision: Postgres."}]
-    assert back["attributes"]["output.mime_type"] == "application/json"
+    assert again["attributes"]["output.mime_type"] == "application/json"
 
 
 def test_a_failed_run_is_a_trace_of_its_own_with_its_error_code(
