@@ -5,14 +5,15 @@ reads what is new when a commit says it changed what it follows (``store/changes
 its fallback timer. Each SSE event's ``id`` is its position: a run's sequence number
 (``/runs``), ``<run id>/<seq>`` (``/threads``), or a message's or an activity event's id
 (``/channels``, ``channels.feed``); reconnecting with ``Last-Event-ID`` resumes exactly after
-it.
+it. Every stream's reads are detached from its client (``event_source``), so one that leaves
+mid-read leaves the database connection in the pool.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -42,6 +43,7 @@ from agentrunner.server.responses import (
     ThreadDetail,
     ThreadMessagePage,
     ThreadPage,
+    event_source,
     event_stream,
     operation,
 )
@@ -216,7 +218,7 @@ async def run_events(
     if await ws.runner.store.runs.get(run_id) is None:
         raise _not_found("run", run_id)
     start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
-    return EventSourceResponse(_tail_run(ws, run_id, start), ping=15)
+    return event_source(_tail_run(ws, run_id, start))
 
 
 @router.get(
@@ -232,7 +234,7 @@ async def thread_events(
 ) -> EventSourceResponse:
     if await ws.runner.store.threads.get(thread_id) is None:
         raise _not_found("thread", thread_id)
-    return EventSourceResponse(_tail_thread(ws, thread_id, last_event_id or ""), ping=15)
+    return event_source(_tail_thread(ws, thread_id, last_event_id or ""))
 
 
 @router.get("/channels", **operation("list_channels", ChannelList, tag="channels"))
@@ -315,7 +317,7 @@ async def channel_events(
     name: Id, last_event_id: str | None = Header(default=None), ws: Workspace = Depends(workspace)
 ) -> EventSourceResponse:
     channel = await ws.channels.channel(name)
-    return EventSourceResponse(_tail_channel(ws, channel.id, last_event_id or ""), ping=15)
+    return event_source(_tail_channel(ws, channel.id, last_event_id or ""))
 
 
 @router.get("/costs", **operation("get_costs", Costs, tag="costs"))
@@ -330,7 +332,7 @@ async def costs(
 # -- streams ---------------------------------------------------------------------------------
 
 
-async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncIterator[dict[str, Any]]:
+async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncGenerator[dict[str, Any], None]:
     store = ws.runner.store
     async with store.changes.watch(run_key(run_id)) as watch:
         while True:
@@ -352,7 +354,7 @@ async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncIterator[dic
 
 async def _tail_thread(
     ws: Workspace, thread_id: str, position: str
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     store = ws.runner.store
     run_after, _, seq_text = position.partition("/")
     seq = int(seq_text) if seq_text.isdigit() else 0
@@ -375,7 +377,7 @@ async def _tail_thread(
 
 async def _tail_channel(
     ws: Workspace, channel_id: str, after: str
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     async for position, item in ChannelFeed(ws.runner.store, channel_id, after).follow():
         if isinstance(item, ChannelMessage):
             yield {"id": position, "event": "channel.message", "data": json.dumps(_message(item))}

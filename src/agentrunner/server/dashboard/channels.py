@@ -7,7 +7,7 @@ replies, with a form to reply."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -23,6 +23,7 @@ from agentrunner.inputs import check_id, invalid
 from agentrunner.server.dashboard.forms import checked_form, is_htmx
 from agentrunner.server.dashboard.templating import fragment, page
 from agentrunner.server.errors import status_for
+from agentrunner.server.responses import event_source
 from agentrunner.store.channels import Channel, ChannelActivityRow, ChannelMessage
 
 __all__ = ["PAGE", "router"]
@@ -202,7 +203,7 @@ async def stream(
     position = last_event_id or after
     if position:
         _cursor(position, "Last-Event-ID" if last_event_id else "after", _POSITIONS)
-    return EventSourceResponse(_tail(ws, channel, position), ping=15)
+    return event_source(_tail(ws, channel, position))
 
 
 # -- what the pages and the stream share -----------------------------------------------------
@@ -242,7 +243,9 @@ class Activity:
         return {"working": sorted(set(self.working.values())), "failed": dict(self.failed)}
 
 
-async def _tail(ws: Workspace, channel: Channel, after: str) -> AsyncIterator[dict[str, Any]]:
+async def _tail(
+    ws: Workspace, channel: Channel, after: str
+) -> AsyncGenerator[dict[str, Any], None]:
     store = ws.runner.store
     activity = Activity(await _working_now(ws, channel, await store.channels.members(channel.id)))
     # no id: the browser's position stays where it was
