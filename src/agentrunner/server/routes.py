@@ -3,10 +3,10 @@
 Event streams tail the stored events, so a stream works whichever process runs the run: each
 reads what is new when a commit says it changed what it follows (``store/changes``), or after
 its fallback timer. Each SSE event's ``id`` is its position: a run's sequence number
-(``/runs``), ``<run id>/<seq>`` (``/threads``), or a message's or an activity event's id
-(``/channels``, ``channels.feed``); reconnecting with ``Last-Event-ID`` resumes exactly after
-it. Every stream's reads are detached from its client (``event_source``), so one that leaves
-mid-read leaves the database connection in the pool.
+(``/runs``), ``<run id>/<seq>`` (``/threads``), or a position in the channel's feed
+(``/channels``, ``channels.feed``: ``<feed key>.<message or event id>``); reconnecting with
+``Last-Event-ID`` resumes exactly after it. Every stream's reads are detached from its client
+(``event_source``), so one that leaves mid-read leaves the database connection in the pool.
 """
 
 from __future__ import annotations
@@ -316,8 +316,12 @@ async def channel_messages(
 async def channel_events(
     name: Id, last_event_id: str | None = Header(default=None), ws: Workspace = Depends(workspace)
 ) -> EventSourceResponse:
+    """Opened without `Last-Event-ID`, the stream starts with the channel's newest 50 events;
+    with it, it gives every event after that one."""
     channel = await ws.channels.channel(name)
-    return event_source(_tail_channel(ws, channel.id, last_event_id or ""))
+    feed = ChannelFeed(ws.runner.store, channel.id, last_event_id, field="Last-Event-ID")
+    await feed.start()  # a position the channel lacks is refused here, not in the stream
+    return event_source(_tail_channel(feed))
 
 
 @router.get("/costs", **operation("get_costs", Costs, tag="costs"))
@@ -375,10 +379,8 @@ async def _tail_thread(
                 await watch.wait()
 
 
-async def _tail_channel(
-    ws: Workspace, channel_id: str, after: str
-) -> AsyncGenerator[dict[str, Any], None]:
-    async for position, item in ChannelFeed(ws.runner.store, channel_id, after).follow():
+async def _tail_channel(feed: ChannelFeed) -> AsyncGenerator[dict[str, Any], None]:
+    async for position, item in feed.follow():
         if isinstance(item, ChannelMessage):
             yield {"id": position, "event": "channel.message", "data": json.dumps(_message(item))}
         else:
