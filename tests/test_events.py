@@ -88,11 +88,12 @@ STREAMS = """\
 
 The server-sent event streams (see [http-api.md](http-api.md)) send the stored events above —
 on a thread's stream with one more field, `run_id`, the run each belongs to. A channel's stream
-sends its messages and, between them in the order they happened, the `agent.working`,
+sends its messages and, between them in the order they were stored, the `agent.working`,
 `agent.failed` and `agent.idle` of its members' runs there — two agents working at once are two
 pairs, each naming its agent — with two more fields (a run whose worker was lost gets its
 `agent.failed` and `agent.idle` there too, `error_code` `worker_lost`, once the lease rules
-fail it):
+fail it). Each SSE event's `id` is the stream's position, which a client reconnecting with
+`Last-Event-ID` resumes from ([http-api.md](http-api.md#live-events-server-sent-events)):
 """
 
 STREAM_KINDS = """\

@@ -367,7 +367,7 @@ class RunEnd(TypedDict):
 class ChannelMessageEvent(TypedDict):
     """a message posted to the channel (`/channels/{name}/events`)"""
 
-    id: Annotated[str, "the message's id, time-ordered (the stream's position)"]
+    id: Annotated[str, "the message's id, time-ordered"]
     sender: Annotated[str, "who posted it: an agent's id or a person's name"]
     sender_kind: Annotated[str, "`agent`, `person` or `notice` (about an agent's run)"]
     content: Annotated[str, "the message's text"]

@@ -124,6 +124,16 @@ def test_bad_input_is_422_and_the_connection_survives(agent: Agent, server: Any)
         response = conn.getresponse()
         text = response.read().decode()
         assert response.status == 422 and "x-agentrunner-thread" in text.lower(), text
+        # A channel stream's Last-Event-ID: a position in its feed, or the id of one of its rows.
+        for position in ("not-a-position", "7.x_1", "m_0000000000000000000000"):
+            conn.request(
+                "GET", "/channels/lobby/events", headers={**AUTH, "last-event-id": position}
+            )
+            response = conn.getresponse()
+            data = json.loads(response.read())
+            assert response.status == 422, (position, data)
+            assert data["error"]["code"] == "validation"
+            assert data["error"]["message"].startswith(f"Last-Event-ID '{position}' is no")
         # Nothing was written, and the same connection still serves good requests.
         conn.request("GET", "/threads", headers=AUTH)
         threads = conn.getresponse()

@@ -152,7 +152,8 @@ async def test_a_channel_follower_is_woken_by_a_post_in_another_process(
         assert not following.done()
         await _run_in_process(POSTER, store_url, "c1", "m_0001", "hello")
         position, item = await asyncio.wait_for(following, DEADLINE_S)
-        assert isinstance(item, ChannelMessage) and (position, item.content) == ("m_0001", "hello")
+        assert isinstance(item, ChannelMessage) and item.content == "hello"
+        assert position.endswith(".m_0001")
         assert not await other.wait(0)  # another channel's readers were not woken
     await feed.aclose()
 

@@ -1,6 +1,7 @@
 """Who is working, for the people following a channel (issue 26): ``agent.working``,
 ``agent.failed`` and ``agent.idle`` on a channel's SSE stream and in ``post --follow`` / ``dm``,
-whichever process serves the runs; the channel's feed they are read from; a lost run's end."""
+whichever process serves the runs; a lost run's end. (The feed they are read from:
+``test_channel_feed.py``.)"""
 
 from __future__ import annotations
 
@@ -19,10 +20,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from agentrunner.channels.feed import ChannelFeed
 from agentrunner.compose import open_workspace
 from agentrunner.ids import new_id
-from agentrunner.store import Store, open_store
+from agentrunner.store import open_store
 from agentrunner.store.channels import ChannelMessage
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
@@ -240,64 +240,7 @@ def test_post_follow_closes_each_working_line_with_what_came_of_it(
     ]
 
 
-# -- the feed ---------------------------------------------------------------------------------
-
-
-async def _feed_store(store_url: str) -> tuple[Store, str]:
-    store = await open_store(store_url)
-    await store.channels.create("ch_1", "lobby", "public", [("you", "person")])
-    return store, "ch_1"
-
-
-def _posted(channel_id: str, message_id: str, text: str) -> ChannelMessage:
-    return ChannelMessage(channel_id, message_id, None, "you", "person", text, 0, None, 1.0)
-
-
-def _activity(store: Store, channel_id: str, activity_id: str, kind: str) -> Any:
-    payload = {"agent_id": "ann", "run_id": "run_1", "thread_id": None}
-    return store.channels.activity_op(channel_id, activity_id, "run_1", kind, payload, 1.0)
-
-
-async def test_a_row_committed_after_a_later_one_is_given_late_not_lost(store_url: str) -> None:
-    """A run's working row waits up to 20 ms to be written, and another process's message may
-    be committed first: the feed reads back a little and gives it then."""
-    store, channel = await _feed_store(store_url)
-    try:
-        early, later = new_id("a_"), new_id("m_")
-        feed = ChannelFeed(store, channel)
-        await store.batch([store.channels.message_op(_posted(channel, later, "later"))])
-        [(position, item)] = await feed.read()
-        assert (position, item.id) == (later, later)
-        await store.batch([_activity(store, channel, early, "agent.working")])
-        [(position, item)] = await feed.read()
-        assert item.id == early and position == later  # given late; the position stays
-        assert await feed.read() == []  # and given once
-    finally:
-        await store.close()
-
-
-async def test_the_feed_pages_in_order_and_resumes_after_a_position(store_url: str) -> None:
-    store, channel = await _feed_store(store_url)
-    try:
-        ops, ids = [], []
-        for n in range(7):  # messages and activity, interleaved in time
-            if n % 2:
-                ids.append(new_id("a_"))
-                ops.append(_activity(store, channel, ids[-1], "agent.working"))
-            else:
-                ids.append(new_id("m_"))
-                ops.append(store.channels.message_op(_posted(channel, ids[-1], f"m{n}")))
-        await store.batch(ops)
-        feed, got = ChannelFeed(store, channel), []
-        while read := await feed.read(limit=2):  # pages smaller than what there is
-            got += read
-        assert [item.id for _, item in got] == ids
-        assert [position for position, _ in got] == ids  # in order: each its own position
-        resumed = await ChannelFeed(store, channel, after=ids[2]).read()
-        assert [item.id for _, item in resumed] == ids[3:]
-        assert await ChannelFeed(store, channel, after="not-a-position").read() != []
-    finally:
-        await store.close()
+# -- a lost run ---------------------------------------------------------------------------------
 
 
 async def test_a_lost_runs_channel_hears_it_end_once(

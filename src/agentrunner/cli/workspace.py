@@ -15,6 +15,7 @@ from agentrunner.cli.console import Column, err, listing, out
 
 if TYPE_CHECKING:
     from agentrunner.channels import Posted
+    from agentrunner.channels.feed import ChannelFeed
     from agentrunner.compose import Workspace
     from agentrunner.status import ProjectStatus
     from agentrunner.store.channels import Channel, ChannelMessage
@@ -139,11 +140,12 @@ def post(
 
     async def work(ws: Workspace) -> None:
         target = await ws.channels.channel(channel)
+        feed = await _feed_from_now(ws, target)
         posted = await ws.channels.post(target, sender, message, thread_root=thread)
         err.print(
             f"[dim]posted {posted.message.id} · {len(posted.run_ids)} agent(s) will read it[/]"
         )
-        if await _settle(ws, target, posted, follow):
+        if await _settle(ws, target, posted, feed, follow):
             raise typer.Exit(130)
 
     _with_workspace(work)
@@ -163,8 +165,9 @@ def dm(
 
     async def work(ws: Workspace) -> None:
         target = await ws.channels.dm_channel(agent_id, sender)
+        feed = await _feed_from_now(ws, target)
         posted = await ws.channels.post(target, sender, message)
-        if await _settle(ws, target, posted, True):
+        if await _settle(ws, target, posted, feed, True):
             raise typer.Exit(130)
         await _raise_if_failed(ws, posted.run_ids)
 
@@ -308,7 +311,19 @@ def _branches(depths: list[int]) -> list[str]:
     return out
 
 
-async def _settle(ws: Workspace, channel: Channel, posted: Posted, follow: bool) -> bool:
+async def _feed_from_now(ws: Workspace, channel: Channel) -> ChannelFeed:
+    """The channel's feed from now on, taken before posting: the replies, and whatever else is
+    posted meanwhile, are followed however their commits interleave with the post's."""
+    from agentrunner.channels.feed import ChannelFeed
+
+    feed = ChannelFeed(ws.runner.store, channel.id, backlog=0)
+    await feed.start()
+    return feed
+
+
+async def _settle(
+    ws: Workspace, channel: Channel, posted: Posted, feed: ChannelFeed, follow: bool
+) -> bool:
     """Serve in-process when no worker is alive; print replies while the cascade settles, and
     who is working meanwhile (with telemetry on, a ``wait`` span in the post's trace).
 
@@ -319,13 +334,15 @@ async def _settle(ws: Workspace, channel: Channel, posted: Posted, follow: bool)
         return False
     tracing = ws.runner.engine.tracing
     if tracing is None:
-        return await _follow(ws, channel, posted.message.id, serving)
+        return await _follow(ws, channel, feed, posted.message.id, serving)
     with tracing.wait(channel.label, posted.run_ids, posted.trace_context):
-        return await _follow(ws, channel, posted.message.id, serving)
+        return await _follow(ws, channel, feed, posted.message.id, serving)
 
 
-async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker | None) -> bool:
-    from agentrunner.channels.feed import ChannelFeed
+async def _follow(
+    ws: Workspace, channel: Channel, feed: ChannelFeed, own: str, serving: Worker | None
+) -> bool:
+    """Print what ``feed`` gives but the post ``own`` until the conversation settles."""
     from agentrunner.cli.activity import ActivityDisplay
     from agentrunner.store.changes import channel_key
     from agentrunner.store.channels import ChannelMessage
@@ -333,7 +350,6 @@ async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker |
     store = ws.runner.store
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()
-    feed = ChannelFeed(store, channel.id, after)
     activity = ActivityDisplay()
     # Woken by a commit in the channel (store/changes), Ctrl-C or the in-process worker's end;
     # the timer for runs elsewhere that keep the mailboxes busy.
@@ -360,13 +376,15 @@ async def _follow(ws: Workspace, channel: Channel, after: str, serving: Worker |
                 if serving is not None and served.done():
                     served.result()
                     done = True
-                for _, item in await feed.read(100):
-                    if isinstance(item, ChannelMessage):
-                        _print_message(item, channel)
-                        activity.message(item)
-                    else:
-                        activity.show(item.type, item.payload)
-                if done:
+                while read := await feed.read(100):
+                    for _, item in read:
+                        if not isinstance(item, ChannelMessage):
+                            activity.show(item.type, item.payload)
+                        elif item.id != own:
+                            _print_message(item, channel)
+                            activity.message(item)
+                # rows that wait for an earlier transaction are shown once it ends
+                if done and (not feed.waiting or interrupted.is_set()):
                     settled = not interrupted.is_set()
                     break
                 await watch.wait(_FOLLOW_S)

@@ -10,13 +10,15 @@ as without the models, byte for byte (tests/server/test_responses.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
 
 from agentrunner.server.errors import ErrorBody
+from agentrunner.store import detach_reads
 
 __all__ = [
     "Agent",
@@ -35,9 +37,12 @@ __all__ = [
     "ThreadMessagePage",
     "ThreadPage",
     "ThreadSummary",
+    "event_source",
     "event_stream",
     "operation",
 ]
+
+T = TypeVar("T")
 
 
 def operation(
@@ -72,6 +77,20 @@ def event_stream(operation_id: str, description: str) -> dict[str, Any]:
             }
         },
     }
+
+
+def event_source(events: AsyncGenerator[Any, None], *, ping: int = 15) -> EventSourceResponse:
+    """The response of every server-sent event stream: ``events`` sent as they come, with a
+    ping every ``ping`` seconds, its store reads detached (``store.detach_reads``), so a client
+    that goes away in the middle of one leaves the database connection in the pool."""
+    return EventSourceResponse(_detached(events), ping=ping)
+
+
+async def _detached(events: AsyncGenerator[T, None]) -> AsyncIterator[T]:
+    detach_reads()  # in the task that sends the stream (sse-starlette's own, one a response)
+    async with aclosing(events):
+        async for event in events:
+            yield event
 
 
 class Health(BaseModel):

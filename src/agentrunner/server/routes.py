@@ -3,16 +3,17 @@
 Event streams tail the stored events, so a stream works whichever process runs the run: each
 reads what is new when a commit says it changed what it follows (``store/changes``), or after
 its fallback timer. Each SSE event's ``id`` is its position: a run's sequence number
-(``/runs``), ``<run id>/<seq>`` (``/threads``), or a message's or an activity event's id
-(``/channels``, ``channels.feed``); reconnecting with ``Last-Event-ID`` resumes exactly after
-it.
+(``/runs``), ``<run id>/<seq>`` (``/threads``), or a position in the channel's feed
+(``/channels``, ``channels.feed``: ``<feed key>.<message or event id>``); reconnecting with
+``Last-Event-ID`` resumes exactly after it. Every stream's reads are detached from its client
+(``event_source``), so one that leaves mid-read leaves the database connection in the pool.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -42,6 +43,7 @@ from agentrunner.server.responses import (
     ThreadDetail,
     ThreadMessagePage,
     ThreadPage,
+    event_source,
     event_stream,
     operation,
 )
@@ -230,7 +232,7 @@ async def run_events(
     if await ws.runner.store.runs.get(run_id) is None:
         raise _not_found("run", run_id)
     start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
-    return EventSourceResponse(_tail_run(ws, run_id, start), ping=15)
+    return event_source(_tail_run(ws, run_id, start))
 
 
 @router.get(
@@ -246,7 +248,7 @@ async def thread_events(
 ) -> EventSourceResponse:
     if await ws.runner.store.threads.get(thread_id) is None:
         raise _not_found("thread", thread_id)
-    return EventSourceResponse(_tail_thread(ws, thread_id, last_event_id or ""), ping=15)
+    return event_source(_tail_thread(ws, thread_id, last_event_id or ""))
 
 
 @router.get("/channels", **operation("list_channels", ChannelList, tag="channels"))
@@ -325,8 +327,12 @@ async def channel_messages(
 async def channel_events(
     name: Id, last_event_id: str | None = Header(default=None), ws: Workspace = Depends(workspace)
 ) -> EventSourceResponse:
+    """Opened without `Last-Event-ID`, the stream starts with the channel's newest 50 events;
+    with it, it gives every event after that one."""
     channel = await ws.channels.channel(name)
-    return EventSourceResponse(_tail_channel(ws, channel.id, last_event_id or ""), ping=15)
+    feed = ChannelFeed(ws.runner.store, channel.id, last_event_id, field="Last-Event-ID")
+    await feed.start()  # a position the channel lacks is refused here, not in the stream
+    return event_source(_tail_channel(feed))
 
 
 @router.get("/costs", **operation("get_costs", Costs, tag="costs"))
@@ -341,7 +347,7 @@ async def costs(
 # -- streams ---------------------------------------------------------------------------------
 
 
-async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncIterator[dict[str, Any]]:
+async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncGenerator[dict[str, Any], None]:
     store = ws.runner.store
     async with store.changes.watch(run_key(run_id)) as watch:
         while True:
@@ -363,7 +369,7 @@ async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncIterator[dic
 
 async def _tail_thread(
     ws: Workspace, thread_id: str, position: str
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     store = ws.runner.store
     run_after, _, seq_text = position.partition("/")
     seq = int(seq_text) if seq_text.isdigit() else 0
@@ -384,10 +390,8 @@ async def _tail_thread(
                 await watch.wait()
 
 
-async def _tail_channel(
-    ws: Workspace, channel_id: str, after: str
-) -> AsyncIterator[dict[str, Any]]:
-    async for position, item in ChannelFeed(ws.runner.store, channel_id, after).follow():
+async def _tail_channel(feed: ChannelFeed) -> AsyncGenerator[dict[str, Any], None]:
+    async for position, item in feed.follow():
         if isinstance(item, ChannelMessage):
             yield {"id": position, "event": "channel.message", "data": json.dumps(_message(item))}
         else:

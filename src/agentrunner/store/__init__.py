@@ -1,5 +1,6 @@
 """Persistence: threads, messages, runs, steps, events, costs, memory — SQLite or PostgreSQL."""
 
+from agentrunner.store.drivers.contract import detach_reads
 from agentrunner.store.records import (
     AgentState,
     EventRecord,
@@ -22,5 +23,6 @@ __all__ = [
     "StepRecord",
     "Store",
     "Thread",
+    "detach_reads",
     "open_store",
 ]

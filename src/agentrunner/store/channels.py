@@ -11,7 +11,14 @@ from agentrunner.store.drivers import Op
 from agentrunner.store.records import from_json, to_json
 from agentrunner.store.repositories import Repository
 
-__all__ = ["Channel", "ChannelActivityRow", "ChannelMessage", "ChannelSummary", "Channels"]
+__all__ = [
+    "Channel",
+    "ChannelActivityRow",
+    "ChannelMessage",
+    "ChannelSummary",
+    "Channels",
+    "FeedPage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,16 @@ class ChannelActivityRow:
     type: str
     payload: dict[str, Any]
     created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPage:
+    """Rows of a channel's feed after a position, in its order, each with its feed key; and
+    the key below which every row is settled (committed, or never to be): a row at or above
+    it waits for an earlier transaction (sql/schema.sql, migration 17)."""
+
+    rows: list[tuple[int, ChannelMessage | ChannelActivityRow]]
+    settled: int
 
 
 class Channels(Repository):
@@ -208,6 +225,87 @@ class Channels(Repository):
             {"channel_id": channel_id, "after": after, "limit": limit},
         )
         return [ChannelMessage(**r) for r in rows]
+
+    async def settled_page(
+        self, channel_id: str, after: str | None, limit: int
+    ) -> tuple[list[ChannelMessage], int]:
+        """The newest ``limit`` messages (or those after ``after``), oldest first, of those
+        settled in the channel's feed, and the key they are settled below: a stream from that
+        key gives exactly what the page could not show."""
+        params: dict[str, Any]
+        if after is None:
+            query, params = "channel_messages_settled_newest", {"limit": limit}
+        else:
+            query = "channel_messages_settled_after"
+            params = {"after": after, "limit": limit}
+        rows = await self.db.fetch_all(self.sql[query], {"channel_id": channel_id, **params})
+        settled = int(rows[0]["settled"])
+        messages = [
+            ChannelMessage(**{k: v for k, v in r.items() if k != "settled"})
+            for r in rows
+            if r["id"] is not None
+        ]
+        return (messages[::-1] if after is None else messages), settled
+
+    async def feed_after(self, channel_id: str, key: int, item_id: str, limit: int) -> FeedPage:
+        """The channel's feed after the position (``key``, ``item_id``): up to ``limit`` rows."""
+        moment = item_id[2:]
+        rows = await self.db.fetch_all(
+            self.sql["channel_feed_after"],
+            {
+                "channel_id": channel_id,
+                "key": key,
+                "message_after": "m_" + moment if moment else "",
+                "activity_after": "a_" + moment if moment else "",
+                "limit": limit,
+            },
+        )
+        if not rows:
+            return FeedPage([], 0)
+        read: list[tuple[int, ChannelMessage | ChannelActivityRow]] = []
+        for r in rows:
+            if r["id"].startswith("m_"):
+                item: ChannelMessage | ChannelActivityRow = ChannelMessage(
+                    channel_id,
+                    r["id"],
+                    r["thread_root_id"],
+                    r["sender"],
+                    r["sender_kind"],
+                    r["content"],
+                    r["depth"],
+                    r["run_id"],
+                    r["created_at"],
+                )
+            else:
+                item = ChannelActivityRow(
+                    channel_id,
+                    r["id"],
+                    r["run_id"],
+                    r["type"],
+                    from_json(r["payload"]),
+                    r["created_at"],
+                )
+            read.append((int(r["feed_key"]), item))
+        return FeedPage(read, int(rows[0]["settled"]))
+
+    async def feed_start(self, channel_id: str, backlog: int) -> tuple[int, str]:
+        """The position before the channel's newest ``backlog`` settled rows (before them all
+        when it has fewer); with 0, after every settled row."""
+        row = await self.db.fetch_one(
+            self.sql["channel_feed_start"], {"channel_id": channel_id, "backlog": backlog}
+        )
+        if row is None:
+            return 0, ""
+        if row["feed_key"] is None:
+            return int(row["settled"]), ""
+        return int(row["feed_key"]), str(row["id"])
+
+    async def feed_key(self, channel_id: str, item_id: str) -> int | None:
+        """The feed key of a message or an activity row of the channel (None: none such)."""
+        row = await self.db.fetch_one(
+            self.sql["channel_feed_key"], {"channel_id": channel_id, "id": item_id}
+        )
+        return None if row is None else int(row["feed_key"])
 
     async def thread_senders(self, channel_id: str, root_id: str) -> list[tuple[str, str]]:
         rows = await self.db.fetch_all(

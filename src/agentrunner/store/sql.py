@@ -76,8 +76,33 @@ def _blocks(text: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1].strip().rstrip(";") for i in range(1, len(parts), 2)}
 
 
+# A channel's feed keys (channels/feed), which order its rows as they were committed; the
+# queries that write or read them name the channel ``:channel_id``. ``{next_feed_key}``: the
+# key of a row written now. PostgreSQL: the id of the writing transaction — a later one may
+# commit first, so a reader gives a row only below ``{settled_feed_key}``, the oldest
+# transaction still under way (every row below it is committed, or never will be). SQLite
+# writes one transaction at a time: the channel's next number, every row written is settled.
+_SQLITE_NEXT_FEED_KEY = (
+    "(SELECT COALESCE(MAX(k), 0) + 1 FROM ("
+    "SELECT MAX(feed_key) AS k FROM channel_messages WHERE channel_id = :channel_id "
+    "UNION ALL SELECT MAX(feed_key) FROM channel_activity WHERE channel_id = :channel_id))"
+)
+_FEED_KEYS: dict[Dialect, dict[str, str]] = {
+    "sqlite": {
+        "{next_feed_key}": _SQLITE_NEXT_FEED_KEY,
+        "{settled_feed_key}": _SQLITE_NEXT_FEED_KEY,
+    },
+    "postgres": {
+        "{next_feed_key}": "pg_current_xact_id()::text::bigint",
+        "{settled_feed_key}": "pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+    },
+}
+
+
 def _render(sql: str, dialect: Dialect) -> str:
     sql = sql.replace("{json}", "::jsonb" if dialect == "postgres" else "")
+    for placeholder, expression in _FEED_KEYS[dialect].items():
+        sql = sql.replace(placeholder, expression)
     if dialect == "postgres":
         sql = replace_parameters(sql, lambda name: f"%({name})s")
     return sql

@@ -7,7 +7,7 @@ replies, with a form to reply."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -16,13 +16,14 @@ from fastapi import APIRouter, Header, Request
 from sse_starlette.sse import EventSourceResponse
 from starlette.responses import RedirectResponse, Response
 
-from agentrunner.channels.feed import ChannelFeed
+from agentrunner.channels.feed import ChannelFeed, FeedPosition
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.inputs import check_id, invalid
 from agentrunner.server.dashboard.forms import checked_form, is_htmx
 from agentrunner.server.dashboard.templating import fragment, page
 from agentrunner.server.errors import status_for
+from agentrunner.server.responses import event_source
 from agentrunner.store.channels import Channel, ChannelActivityRow, ChannelMessage
 from agentrunner.store.store import Store
 
@@ -31,7 +32,6 @@ __all__ = ["PAGE", "router"]
 router = APIRouter()
 PAGE = 50  # messages a page shows
 _CURSORS = ("m_",)  # a page starts at a message
-_POSITIONS = ("m_", "a_")  # a stream resumes after a message or an activity event
 
 
 @router.get("/ui/channels")
@@ -51,17 +51,21 @@ async def conversation(
     read = ws.runner.store.channels
     if before is not None and after is not None:
         raise invalid("before", "and after cannot both be given", "Page one way at a time.")
+    # The newest end is live: its stream starts where the page's read of the feed ended, so it
+    # gives exactly the messages and activity the page could not show.
+    settled = 0
     if after is not None:
-        rows = await read.after(channel.id, _cursor(after, "after"), PAGE + 1)
+        rows, settled = await read.settled_page(channel.id, _cursor(after, "after"), PAGE + 1)
         newer, rows = len(rows) > PAGE, rows[:PAGE]
         older = True
+    elif before is None:
+        rows, settled = await read.settled_page(channel.id, None, PAGE + 1)
+        older, rows, newer = len(rows) > PAGE, rows[-PAGE:], False
     else:
-        cursor = None if before is None else _cursor(before, "before")
-        rows = await read.page_before(channel.id, cursor, PAGE + 1)
-        older, rows = len(rows) > PAGE, rows[-PAGE:]
-        newer = before is not None
+        rows = await read.page_before(channel.id, _cursor(before, "before"), PAGE + 1)
+        older, rows, newer = len(rows) > PAGE, rows[-PAGE:], True
     members = await read.members(channel.id)
-    live = not newer  # the newest end: what comes next is streamed in after the last shown
+    live = not newer
     context = {
         "active": "channels",
         "channel": channel,
@@ -72,7 +76,7 @@ async def conversation(
         "older": rows[0].id if older and rows else None,
         "newer": rows[-1].id if newer and rows else None,
         "live": live,
-        "start": rows[-1].id if rows else (after or ""),
+        "start": str(FeedPosition(settled)),
         "composer": _composer(ws, channel, members),
         # who is working now: the working region's "working" and "failed"
         **Activity(await _working_now(ws, channel, members)).context(),
@@ -189,15 +193,16 @@ async def stream(
     after: str = "",
     last_event_id: str | None = Header(default=None),
 ) -> EventSourceResponse:
-    """What comes after ``after`` (or the ``Last-Event-ID`` a reconnecting browser sends): a
-    ``message`` event (an ``<li>`` for the message list) per message, and a ``working`` event
-    (the working region's content) at the start and per activity event."""
+    """What comes after ``after`` — a position in the channel's feed, which the page that opens
+    the stream gives it — or the ``Last-Event-ID`` a reconnecting browser sends: a ``message``
+    event (an ``<li>`` for the message list) per message, and a ``working`` event (the working
+    region's content) at the start and per activity event."""
     ws: Workspace = request.app.state.workspace
     channel = await ws.channels.channel(name)
-    position = last_event_id or after
-    if position:
-        _cursor(position, "Last-Event-ID" if last_event_id else "after", _POSITIONS)
-    return EventSourceResponse(_tail(ws, channel, position), ping=15)
+    field = "Last-Event-ID" if last_event_id else "after"
+    feed = ChannelFeed(ws.runner.store, channel.id, last_event_id or after, field=field)
+    await feed.start()  # a position the channel lacks is refused here, not in the stream
+    return event_source(_tail(ws, channel, feed))
 
 
 # -- what the pages and the stream share -----------------------------------------------------
@@ -237,13 +242,15 @@ class Activity:
         return {"working": sorted(set(self.working.values())), "failed": dict(self.failed)}
 
 
-async def _tail(ws: Workspace, channel: Channel, after: str) -> AsyncIterator[dict[str, Any]]:
+async def _tail(
+    ws: Workspace, channel: Channel, feed: ChannelFeed
+) -> AsyncGenerator[dict[str, Any], None]:
     store = ws.runner.store
     activity = Activity(await _working_now(ws, channel, await store.channels.members(channel.id)))
     # no id: the browser's position stays where it was
     yield {"event": "working", "data": fragment("_working.html", activity.context())}
     path = _path(channel.name)
-    async for position, item in ChannelFeed(store, channel.id, after).follow():
+    async for position, item in feed.follow():
         if isinstance(item, ChannelMessage):
             html = fragment("_message.html", {"m": item, "path": path, "replies": {}})
             if item.thread_root_id is not None:  # its thread's first message: the link again

@@ -13,7 +13,7 @@ per commit. A browser that leaves closes its stream, and the stream its watch.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from starlette.requests import Request
 
 from agentrunner.server.dashboard.auth import csrf_token
 from agentrunner.server.dashboard.templating import for_browser, keep_csrf
+from agentrunner.server.responses import event_source
 from agentrunner.store.changes import Watch
 from agentrunner.store.store import Store
 
@@ -66,7 +67,7 @@ def live_stream(
     csrf, new = csrf_token(request)
     render = Renderer(request, csrf)
 
-    async def events() -> AsyncIterator[dict[str, str]]:
+    async def events() -> AsyncGenerator[dict[str, str], None]:
         async with store.changes.watch(*keys) as watch:
             woken = True
             while True:
@@ -80,7 +81,7 @@ def live_stream(
                     await asyncio.sleep(SPACING_S)  # commits meanwhile: seen at the next look
                 woken = await watch.wait()
 
-    response = EventSourceResponse(events(), ping=PING_S)
+    response = event_source(events(), ping=PING_S)
     # the page set it; a browser that lost it since gets it here, for the forms sent
     keep_csrf(response, request, csrf, new)
     return response

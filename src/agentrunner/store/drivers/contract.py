@@ -12,15 +12,41 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence, Set
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from agentrunner.store.sql import SqlSet
 
-__all__ = ["MIGRATIONS_TABLE", "ChangeListener", "Deliver", "Driver", "Listener", "Op", "Params"]
+__all__ = [
+    "DETACHED_READS",
+    "MIGRATIONS_TABLE",
+    "ChangeListener",
+    "Deliver",
+    "Driver",
+    "Listener",
+    "Op",
+    "Params",
+    "detach_reads",
+]
 
 Params = Mapping[str, Any]
 # (the name of its SQL block, that block's SQL in the driver's dialect, its parameters)
 Op = tuple[str, str, Params]
+
+# Whether the current task's reads run to their end even when it is cancelled mid-read: set by
+# a server-sent event stream, which its client may leave at any moment (``detach_reads``).
+DETACHED_READS: ContextVar[bool] = ContextVar("agentrunner_detached_reads", default=False)
+
+
+def detach_reads() -> None:
+    """From here on, a read of the current task that it is cancelled in the middle of runs to
+    its end on its connection, its rows dropped. On PostgreSQL such a read runs in a task of
+    its own (tens of microseconds more), so only a task that may well be cancelled mid-read
+    asks for it: psycopg cancels a query cancelled under it on the server, and an anyio cancel
+    scope (a stream's, when its client goes away) cancels that too, and psycopg then closes
+    the connection for the pool to replace. SQLite's reads are not interrupted anyway."""
+    DETACHED_READS.set(True)
+
 
 MIGRATIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS schema_migrations "

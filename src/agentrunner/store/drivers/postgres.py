@@ -4,19 +4,23 @@ Statements run on pooled connections in autocommit mode; a batch is one transact
 statements sent in one pipeline (a settle's dozen rows: three round trips, not fourteen). The
 driver outlives its server's restarts (``postgres_reconnect``): an operation whose connection
 was lost before anything of it could have committed is run again on a new connection, with
-backoff, for up to ``reconnect_s``; then ``DatabaseUnavailable``.
+backoff, for up to ``reconnect_s``; then ``DatabaseUnavailable``. A read of a task that asked
+for it (``detach_reads``: a stream, which its client may leave) runs to its end on its
+connection though the task is cancelled, so the connection goes back to the pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence, Set
 from typing import Any, TypeVar, cast
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.drivers.contract import (
+    DETACHED_READS,
     MIGRATIONS_TABLE,
     ChangeListener,
     Deliver,
@@ -36,6 +40,7 @@ from agentrunner.store.sql import TABLE_EXISTS, SqlSet
 __all__ = ["PostgresDriver"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 # How old the count of the processes listening for changes may be (PostgresDriver.listened).
 LISTENERS_TTL_S = 1.0
 # Every role sees every session in pg_stat_activity, with its application name (were that
@@ -68,6 +73,7 @@ class PostgresDriver:
         self._listeners = 0  # processes listening for changes, as last counted
         self._counted_at = -LISTENERS_TTL_S
         self._counting: asyncio.Future[None] | None = None
+        self._left: set[asyncio.Future[Any]] = set()  # reads whose callers went away
         self.pool = AsyncConnectionPool(
             url,
             min_size=min_size,
@@ -90,19 +96,39 @@ class PostgresDriver:
     async def _run(self, operation: Callable[[Any], Awaitable[T]]) -> T:
         return await reconnecting(self.pool, operation, self.reconnect_s)
 
+    async def _read(self, operation: Callable[[Any], Awaitable[T]]) -> T:
+        """``operation``, a statement alone; for a task that detached its reads, run to its end
+        on its connection whatever becomes of the task. A task cancelled meanwhile — a stream
+        whose client went away, ended by its task group's cancel scope — is cancelled at once
+        and the rows are dropped when they come. Cancelled inside the query, psycopg would
+        cancel it on the server and wait for that; the cancel scope cancels that wait too, and
+        psycopg then closes the connection ("query cancellation interrupted"), which the pool
+        replaces: a new connection for each client that leaves mid-read."""
+        if not DETACHED_READS.get():
+            return await self._run(operation)
+        read = asyncio.ensure_future(self._run(operation))
+        try:
+            return await asyncio.shield(read)
+        except asyncio.CancelledError:
+            if not read.done():  # shield marks its error retrieved; close waits for it
+                log.debug("a read's caller went away: the read ends on its connection")
+                self._left.add(read)
+                read.add_done_callback(self._left.discard)
+            raise
+
     async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
         async def fetch(conn: Any) -> list[dict[str, Any]]:
             cursor = await conn.execute(sql, params)
             return list(await cursor.fetchall())
 
-        return await self._run(fetch)
+        return await self._read(fetch)
 
     async def fetch_one(self, sql: str, params: Params) -> dict[str, Any] | None:
         async def fetch(conn: Any) -> dict[str, Any] | None:
             cursor = await conn.execute(sql, params)
             return cast(dict[str, Any] | None, await cursor.fetchone())
 
-        return await self._run(fetch)
+        return await self._read(fetch)
 
     async def execute(self, sql: str, params: Params) -> int:
         async def run(conn: Any) -> int:
@@ -225,4 +251,6 @@ class PostgresDriver:
             counting.cancel()
             with contextlib.suppress(BaseException):
                 await counting
+        if self._left:  # reads whose callers left: their connections come back first
+            await asyncio.wait(self._left)
         await self.pool.close()

@@ -449,9 +449,9 @@ SELECT member, member_kind FROM channel_members WHERE channel_id = :channel_id O
 
 -- name: channel_message_insert
 INSERT INTO channel_messages (channel_id, id, thread_root_id, sender, sender_kind, content,
-                              depth, run_id, created_at)
+                              depth, run_id, created_at, feed_key)
 VALUES (:channel_id, :id, :thread_root_id, :sender, :sender_kind, :content, :depth, :run_id,
-        :now);
+        :now, {next_feed_key});
 
 -- name: channel_message_get
 SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
@@ -521,13 +521,82 @@ WHERE thread_root_id >= :first AND thread_root_id <= :last AND channel_id = :cha
 GROUP BY thread_root_id;
 
 -- name: channel_activity_insert
-INSERT INTO channel_activity (channel_id, id, run_id, type, payload, created_at)
-VALUES (:channel_id, :id, :run_id, :type, :payload{json}, :now);
+INSERT INTO channel_activity (channel_id, id, run_id, type, payload, created_at, feed_key)
+VALUES (:channel_id, :id, :run_id, :type, :payload{json}, :now, {next_feed_key});
 
 -- name: channel_activity_after
 SELECT channel_id, id, run_id, type, payload, created_at
 FROM channel_activity WHERE channel_id = :channel_id AND id > :after
 ORDER BY id LIMIT :limit;
+
+-- name: channel_feed_after
+-- A channel's feed after a position (key, id): its messages and activity rows in the order of
+-- their feed keys (a transaction's rows in the order of their ids), and the key below which
+-- every row is settled (store/sql.py); the two tables' ids differ in their first two letters.
+SELECT f.*, s.settled FROM (
+    SELECT * FROM (
+        SELECT feed_key, id, thread_root_id, sender, sender_kind, content, depth, run_id,
+               CAST(NULL AS TEXT) AS type, NULL{json} AS payload, created_at
+        FROM channel_messages
+        WHERE channel_id = :channel_id AND (feed_key, id) > (:key, :message_after)
+        ORDER BY feed_key, id LIMIT :limit) m
+    UNION ALL
+    SELECT * FROM (
+        SELECT feed_key, id, CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT),
+               CAST(NULL AS TEXT), CAST(NULL AS INTEGER), run_id, type, payload, created_at
+        FROM channel_activity
+        WHERE channel_id = :channel_id AND (feed_key, id) > (:key, :activity_after)
+        ORDER BY feed_key, id LIMIT :limit) a
+) f CROSS JOIN (SELECT {settled_feed_key} AS settled) s
+ORDER BY f.feed_key, substr(f.id, 3) LIMIT :limit;
+
+-- name: channel_feed_start
+-- Where a new reader of a channel's feed starts: the (key, id) of the settled row before the
+-- newest :backlog (none: from the start); with :backlog 0, the newest settled row, or the
+-- settled key alone (key NULL) when there is none.
+SELECT s.settled, f.feed_key, f.id FROM (SELECT {settled_feed_key} AS settled) s
+LEFT JOIN (
+    SELECT * FROM (
+        SELECT feed_key, id FROM channel_messages
+        WHERE channel_id = :channel_id AND feed_key < {settled_feed_key}
+        ORDER BY feed_key DESC, id DESC LIMIT :backlog + 1) m
+    UNION ALL
+    SELECT * FROM (
+        SELECT feed_key, id FROM channel_activity
+        WHERE channel_id = :channel_id AND feed_key < {settled_feed_key}
+        ORDER BY feed_key DESC, id DESC LIMIT :backlog + 1) a
+) f ON 1 = 1
+ORDER BY f.feed_key DESC, substr(f.id, 3) DESC LIMIT 1 OFFSET :backlog;
+
+-- name: channel_feed_key
+-- A message's or an activity row's feed key.
+SELECT feed_key FROM channel_messages WHERE channel_id = :channel_id AND id = :id
+UNION ALL
+SELECT feed_key FROM channel_activity WHERE channel_id = :channel_id AND id = :id;
+
+-- name: channel_messages_settled_newest
+-- The newest page of a conversation as a page that streams what comes next shows it: the
+-- messages settled in the channel's feed (channel_feed_after), newest first, with the settled
+-- key, from which the stream gives exactly what the page could not show (one row of NULLs
+-- with it when there is no message).
+SELECT s.settled, m.* FROM (SELECT {settled_feed_key} AS settled) s
+LEFT JOIN (
+    SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id,
+           created_at
+    FROM channel_messages WHERE channel_id = :channel_id AND feed_key < {settled_feed_key}
+    ORDER BY id DESC LIMIT :limit) m ON 1 = 1
+ORDER BY m.id DESC;
+
+-- name: channel_messages_settled_after
+-- As channel_messages_settled_newest: the page after a message, oldest first.
+SELECT s.settled, m.* FROM (SELECT {settled_feed_key} AS settled) s
+LEFT JOIN (
+    SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id,
+           created_at
+    FROM channel_messages
+    WHERE channel_id = :channel_id AND id > :after AND feed_key < {settled_feed_key}
+    ORDER BY id LIMIT :limit) m ON 1 = 1
+ORDER BY m.id;
 
 -- name: thread_senders
 SELECT DISTINCT sender, sender_kind FROM channel_messages

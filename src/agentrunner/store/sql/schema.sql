@@ -405,3 +405,14 @@ CREATE TABLE channel_activity (
     created_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (channel_id, id)
 ){clustered}
+
+-- migration: 17
+-- A channel's feed in the order its rows were committed (channels/feed): each row's feed key,
+-- written by its insert (`{next_feed_key}`, store/sql.py): on PostgreSQL the id of the
+-- transaction that wrote it, on SQLite the channel's next number. A reader gives a row only
+-- once every row with a smaller key is committed or never will be, so a position (key, id) is
+-- exact. Rows written before this migration have key 0, in the order of their ids.
+ALTER TABLE channel_messages ADD COLUMN feed_key BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE channel_activity ADD COLUMN feed_key BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX channel_messages_feed ON channel_messages (channel_id, feed_key, id);
+CREATE INDEX channel_activity_feed ON channel_activity (channel_id, feed_key, id)
