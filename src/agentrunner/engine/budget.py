@@ -50,6 +50,7 @@ __all__ = [
     "estimate_input_tokens",
     "estimate_message_tokens",
     "estimate_output_tokens",
+    "estimate_sent_tokens",
     "estimate_text_tokens",
     "fixed_request_bytes",
 ]
@@ -210,7 +211,8 @@ class BudgetGate:
         self.active = external is not None or tracker.allowance() is not None
         self.held: Reservation | None = None
         self._calibration: dict[str, float] = {}  # model -> billed / estimated input tokens
-        self._fixed_bytes = fixed_request_bytes(tools, output_schema) if self.active else 0
+        self._tools, self._output_schema = tools, output_schema
+        self._fixed: int | None = None  # fixed_request_bytes, measured when first needed
 
     async def reserve(self, model: ResolvedModel, request: ModelRequest) -> None:
         """Hold ``request``'s worst case against the tightest budget, and cap its output to fit
@@ -309,9 +311,23 @@ class BudgetGate:
         return own
 
     def input_tokens(self, model: str, request: ModelRequest) -> int:
-        """``request``'s input in tokens, estimated high and corrected by what was billed."""
+        """``request``'s input in tokens at worst, estimated high and corrected by what was
+        billed: what a reservation holds."""
         tokens = estimate_input_tokens(request, self._fixed_bytes)
         return int(tokens * self._calibration.get(model, 1.0)) + 1
+
+    def sent_tokens(self, model: str, request: ModelRequest) -> int:
+        """The size of what ``request`` sent, in tokens (``estimate_sent_tokens``, corrected by
+        what was billed where that was more): what a request cut off before the provider
+        reported its usage is charged."""
+        tokens = estimate_sent_tokens(request, self._fixed_bytes)
+        return int(tokens * self._calibration.get(model, 1.0)) + 1
+
+    @property
+    def _fixed_bytes(self) -> int:
+        if self._fixed is None:
+            self._fixed = fixed_request_bytes(self._tools, self._output_schema)
+        return self._fixed
 
     def settle(self, usage: Usage) -> Reservation | None:
         """The request is over and its cost recorded: learn from its billed input, give its
@@ -343,13 +359,22 @@ def fixed_request_bytes(tools: Sequence[Any], output_schema: Mapping[str, Any] |
 
 
 def estimate_input_tokens(request: ModelRequest, fixed_bytes: int) -> int:
-    """An estimate, erring high, of the input tokens ``request`` will be billed for."""
+    """An estimate, erring high, of the input tokens ``request`` will be billed for at most:
+    its size (``estimate_sent_tokens``) and, with tools, the instructions for using them that
+    a provider adds on its side (Anthropic's are some 350 tokens). What a request's worst case
+    is reserved with."""
+    tokens = estimate_sent_tokens(request, fixed_bytes)
+    return tokens + _WITH_TOOLS if request.tools else tokens
+
+
+def estimate_sent_tokens(request: ModelRequest, fixed_bytes: int) -> int:
+    """The size of what ``request`` sends, in tokens, erring high: its system prompt, messages,
+    tool definitions and output schema (``fixed_bytes``), with each message's framing. Nothing
+    the provider adds on its side is in it."""
     size = _utf8_bytes(request.system) + fixed_bytes
     for message in request.messages:
         size += _message_bytes(message)
     overhead = _PER_REQUEST + _PER_MESSAGE * len(request.messages)
-    if request.tools:
-        overhead += _WITH_TOOLS
     return math.ceil(size / _BYTES_PER_TOKEN) + overhead
 
 
