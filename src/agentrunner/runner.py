@@ -201,6 +201,8 @@ class _Run:
     cost: CostTracker = field(default_factory=CostTracker)
     saved: int = 0  # how many of the turn's new messages are already in the thread
     lock: HeldLock | None = None
+    # the run's message as written in its thread: the thread, its number there, the message
+    said: tuple[str, int, UserMessage] | None = None
 
     @property
     def log(self) -> RunLog:
@@ -519,6 +521,8 @@ class AgentRunner:
             run.cost.limit, run.cost.label = limit
         self._refuse_bad_settings(agent, overrides, parent)  # before anything is written
         user = UserMessage(message)
+        if thread is not None:
+            run.said = (thread.id, run.next_seq + len(repairs), user)
         # 4. append the user message (answering a crashed run's calls): written with the
         # run's first events, so a quick model's first step shares its transaction
         run.log.write(
@@ -751,7 +755,9 @@ class AgentRunner:
         self, run: _Run, exc: AgentRunnerError, partial: TurnResult | None
     ) -> RunResult:
         """Seed 000's abort and engine-error semantics; the error itself goes to the run
-        record, the events and the caller, never into the conversation (DESIGN decision 11)."""
+        record, the events and the caller, never into the conversation (DESIGN decision 11).
+        A run that ended before any model request was sent (refused by a budget, say) leaves
+        its message in the thread marked ``unsent``, so that no later request sends it."""
         cancelled = exc.code is ErrorCode.CANCELLED
         kept = list(partial.new_messages[run.saved :]) if partial else []
         last = kept[-1] if kept else None
@@ -775,9 +781,13 @@ class AgentRunner:
                 },
             )
         self._idle(run, "cancelled" if cancelled else "failed")
+        unsent = []
+        if run.said is not None and (partial is None or not partial.usage.requests):
+            unsent.append(self.store.messages.unsent_op(*run.said))
         await run.log.flush_with(
             ops(
                 self._append(run, kept, session=False),  # the session does not advance
+                unsent,
                 self._finish_op(run, "cancelled" if cancelled else "failed", stop, partial, exc),
                 run.lock.release_ops() if run.lock else [],
             )

@@ -20,7 +20,7 @@ import pytest
 
 from agentrunner import AgentRunner, RunAgentOverrides
 from agentrunner.compose import open_runner as open_project_runner
-from agentrunner.engine import AssistantMessage, ToolResult
+from agentrunner.engine import AssistantMessage, ToolResult, UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from tests.runner.conftest import CONFIG, Agent
@@ -285,3 +285,79 @@ async def test_a_tool_call_with_an_integer_past_64_bits_is_run_priced_and_kept(
     assert call.tool_calls[0].arguments == {"n": number}
     assert next(m for m in stored if isinstance(m, ToolResult)).content == str(number + 1)
     assert (await spend(runner))["counter"] > 0
+
+
+async def test_messages_refused_before_any_request_are_never_sent_later(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    mock_server: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fourteen runs on one thread under a daily limit: what is spent stays within it; every
+    run refused before its first request keeps its message in the thread, for people, and no
+    later request carries it — not the next run that can pay, and not the refusals between,
+    which each need what the first of them needed (no message piles up on the next)."""
+    configure(project, mock_server, "per_agent_daily_usd = 0.06")
+    agent("writer", "model: mockai:gpt-pricey")
+    mock.count_input_tokens = True  # each request billed at its real size
+    runner: AgentRunner = await open_runner()
+    said, refused, needed = [], [], set()
+    for n in range(14):
+        text = f"note {n:02d}: remember this"
+        [outcome] = await asyncio.gather(
+            runner.run_agent("writer", "t", text), return_exceptions=True
+        )
+        if not isinstance(outcome, BaseException):
+            said.append(text)
+            continue
+        assert isinstance(outcome, AgentRunnerError), outcome
+        assert outcome.code is ErrorCode.BUDGET_EXCEEDED, outcome
+        refused.append((text, len(mock.requests)))
+        needed.add(outcome.message.split("needs at least ")[-1])
+    assert said and len(refused) >= 10
+    assert sum((await spend(runner)).values()) <= 60_000
+    assert len(needed) == 1, needed  # each refusal needed as much as the first
+    # The day's limit raised: the next run pays, and is sent what was said, nothing refused.
+    await runner.close()
+    configure(project, mock_server, "per_agent_daily_usd = 1.00")
+    runner = await open_runner()
+    await runner.run_agent("writer", "t", "note 99: and this")
+    for text, sent_before in refused:
+        assert all(text not in json.dumps(r.body) for r in mock.requests[sent_before:]), text
+    last = json.dumps(mock.requests[-1].body)
+    assert all(text in last for text in said) and "note 99" in last
+    # People still see every refused message, in its place in the thread.
+    page = [m for _, m, _, _ in await runner.store.messages.page("t")]
+    kept = [m for m in page if isinstance(m, UserMessage) and m.unsent]
+    assert [m.content for m in kept] == [text for text, _ in refused]
+    from tests.runner.test_cli_run import cli
+
+    code, out, err = await asyncio.to_thread(cli, capsys, "threads", "show", "t")
+    assert code == 0, err
+    assert all(text in out for text, _ in refused)
+    assert out.count("not sent to the model") == len(refused)
+
+
+async def test_a_brief_refused_before_any_request_is_not_sent_with_the_next(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    """A foreground brief the budget refuses before its first request stays in the session's
+    thread for people; the next brief's request does not carry it."""
+    from agentrunner.company.brief import brief
+
+    configure(project, mock_server, 'per_agent_daily_usd = 0.05\n\n[journal]\nmodel = "test"')
+    agent("ceo", "model: mockai:gpt-pricey")
+    mock.count_input_tokens = True
+    runner: AgentRunner = await open_runner()
+    long = "Plan the quarter, in detail: " + "every market, every product. " * 120
+    with pytest.raises(AgentRunnerError) as refused:
+        await brief(runner, long)  # ~1,200 input tokens: $0.12, more than the day has
+    assert refused.value.code is ErrorCode.BUDGET_EXCEEDED and not mock.requests
+    done = await brief(runner, "Say hello.")
+    assert done.result is not None and done.result.stop_reason == "end_turn"
+    [sent] = mock.requests
+    assert "Say hello." in json.dumps(sent.body) and "every market" not in json.dumps(sent.body)
+    page = [m for _, m, _, _ in await runner.store.messages.page(done.session.thread_id)]
+    assert [m.content for m in page if isinstance(m, UserMessage) and m.unsent] == [long]
