@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from agentrunner.store.drivers import Op
     from agentrunner.store.repositories import Costs
 
-__all__ = ["GLOBAL_DAILY_LABEL", "DailyBudgets", "agent_daily_label", "run_limit", "usd_to_micros"]
+__all__ = [
+    "GLOBAL_DAILY_LABEL",
+    "DailyBudgets",
+    "agent_daily_label",
+    "binding_budget",
+    "run_limit",
+    "usd_to_micros",
+]
 
 GLOBAL_DAILY_LABEL = "the global daily budget"
 
@@ -39,6 +46,22 @@ def run_limit(agent: AgentSpec, budgets: Budgets) -> tuple[int, str] | None:
         return usd_to_micros(agent.limits.max_budget_usd), f"max_budget_usd of agent '{agent.id}'"
     if budgets.per_run_usd is not None:
         return usd_to_micros(budgets.per_run_usd), "the per-run budget"
+    return None
+
+
+def binding_budget(agent: AgentSpec | None, budgets: Budgets) -> str | None:
+    """The name of a budget every run of ``agent`` (None: of any agent) is under — its own
+    limit, else its day's, else everyone's day — or None when no budget applies."""
+    if agent is not None:
+        own = run_limit(agent, budgets)
+        if own is not None:
+            return own[1]
+    elif budgets.per_run_usd is not None:
+        return "the per-run budget"
+    if budgets.per_agent_daily_usd is not None:
+        return agent_daily_label(agent.id) if agent is not None else "each agent's daily budget"
+    if budgets.global_daily_usd is not None:
+        return GLOBAL_DAILY_LABEL
     return None
 
 

@@ -70,7 +70,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "cache": ("backend", "ttl_s", "max_mb"),
     "channels": (),
     "database": ("url",),
-    "budgets": ("per_run_usd", "per_agent_daily_usd", "global_daily_usd"),
+    "budgets": ("per_run_usd", "per_agent_daily_usd", "global_daily_usd", "allow_unpriced"),
     "providers": (),
     "aliases": (),
     "prices": (),
@@ -165,11 +165,22 @@ BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = MappingProxyType(
 
 @dataclass(frozen=True, slots=True)
 class Budgets:
-    """Spending limits in US dollars (DESIGN decision 5); ``None`` means no limit."""
+    """Spending limits in US dollars (DESIGN decision 5); ``None`` means no limit.
+    ``allow_unpriced``: a model with no known price may run under them, its cost uncounted
+    (else such a run is refused: ``price_unknown``)."""
 
     per_run_usd: float | None = None
     per_agent_daily_usd: float | None = None
     global_daily_usd: float | None = None
+    allow_unpriced: bool = False
+
+    @property
+    def limited(self) -> bool:
+        """Whether a limit is set here (an agent file's ``max_budget_usd`` is another)."""
+        return any(
+            limit is not None
+            for limit in (self.per_run_usd, self.per_agent_daily_usd, self.global_daily_usd)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,7 +508,7 @@ def _build(
         database_url=db_url,
         providers=MappingProxyType(providers),
         aliases=MappingProxyType({str(k): str(v) for k, v in raw.get("aliases", {}).items()}),
-        budgets=Budgets(**{k: _usd(v, f"budgets.{k}", err) for k, v in budgets.items()}),
+        budgets=_budgets(budgets, err),
         prices=MappingProxyType(_prices(raw.get("prices", {}), err)),
         channels=MappingProxyType(_channels(raw.get("channels", {}), err)),
         person=str(defaults.get("person", "you")),
@@ -951,6 +962,11 @@ def _flag(table: Mapping[str, Any], key: str, default: bool, section: str, err: 
     if not isinstance(value, bool):
         raise err(f"{section}.{key} must be true or false, got {value!r}", key)
     return value
+
+
+def _budgets(table: Mapping[str, Any], err: _Err) -> Budgets:
+    limits = {k: _usd(v, f"budgets.{k}", err) for k, v in table.items() if k != "allow_unpriced"}
+    return Budgets(**limits, allow_unpriced=_flag(table, "allow_unpriced", False, "budgets", err))
 
 
 def _usd(value: Any, name: str, err: _Err) -> float:

@@ -361,3 +361,77 @@ async def test_a_brief_refused_before_any_request_is_not_sent_with_the_next(
     assert "Say hello." in json.dumps(sent.body) and "every market" not in json.dumps(sent.body)
     page = [m for _, m, _, _ in await runner.store.messages.page(done.session.thread_id)]
     assert [m.content for m in page if isinstance(m, UserMessage) and m.unsent] == [long]
+
+
+@pytest.mark.parametrize(
+    ("budgets", "named"),
+    [
+        ("per_run_usd = 1.0", "the per-run budget"),
+        ("per_agent_daily_usd = 1.0", "the daily budget of agent 'guess'"),
+        ("global_daily_usd = 1.0", "the global daily budget"),
+    ],
+)
+async def test_a_model_of_unknown_price_is_refused_under_any_budget(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    mock_server: Any,
+    budgets: str,
+    named: str,
+) -> None:
+    """A budget cannot bound what it cannot price: a run on a model with no known price is
+    refused before its first request, naming the model and the table that prices it; with
+    `[budgets] allow_unpriced = true` it runs, its cost reported unknown. A priced model under
+    the same budget runs as before."""
+    configure(project, mock_server, budgets)
+    agent("guess", "model: mockai:gpt-unlisted")  # no [prices] entry, unknown to genai-prices
+    agent("known", "model: mockai:gpt-pricey")
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as refused:
+        await runner.run_agent("guess", "t", "hello")
+    error = refused.value
+    assert error.code is ErrorCode.PRICE_UNKNOWN and not error.retryable
+    assert "mockai:gpt-unlisted" in error.message and named in error.message
+    assert '[prices."mockai:gpt-unlisted"]' in error.message
+    assert "allow_unpriced = true" in (error.hint or "")
+    assert not mock.requests  # nothing was sent
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert (run.status, run.error_code) == ("failed", "price_unknown")
+    assert (await runner.run_agent("known", "k", "hello")).cost_micros > 0
+    await runner.close()
+
+    configure(project, mock_server, f"{budgets}\nallow_unpriced = true")
+    runner = await open_runner()
+    done = await runner.run_agent("guess", "t", "hello again")
+    assert done.stop_reason == "end_turn" and not done.cost_known
+
+
+def test_agents_validate_names_a_model_a_budget_cannot_price(
+    agent: Agent, project: Path, mock_server: Any
+) -> None:
+    """Before any run: each agent whose model (or fallback) has no known price while a budget
+    is in force, at the file and line that names the model; a budget in the agent file alone
+    counts too; none with the models priced, no budget, or allow_unpriced."""
+    from tests.runner.test_spend import run_cli
+
+    configure(project, mock_server)
+    agent("guess", "model: mockai:gpt-pricey\nfallback: [mockai:gpt-unlisted]")
+    agent("capped", "model: mockai:gpt-unlisted\nlimits: {max_budget_usd: 0.5}")
+    agent("free", "model: mockai:gpt-unlisted")
+    done = run_cli(project, "agents", "validate")
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if "price_unknown" in line]
+    assert lines == [
+        "agents/capped.md:2: price_unknown: no price is known for mockai:gpt-unlisted, so "
+        "max_budget_usd of agent 'capped' cannot bound what its requests cost: price it "
+        'with [prices."mockai:gpt-unlisted"] in agentrunner.toml'
+    ], done.stderr
+    configure(project, mock_server, "per_agent_daily_usd = 1.0")
+    done = run_cli(project, "agents", "validate")
+    lines = [line for line in done.stderr.splitlines() if "price_unknown" in line]
+    flagged = sorted(line.split(":")[0] for line in lines)
+    assert flagged == ["agents/capped.md", "agents/free.md", "agents/guess.md"], done.stderr
+    configure(project, mock_server, "per_agent_daily_usd = 1.0\nallow_unpriced = true")
+    done = run_cli(project, "agents", "validate")
+    assert done.returncode == 0 and "price_unknown" not in done.stderr, done.stderr

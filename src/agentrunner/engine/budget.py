@@ -53,6 +53,7 @@ __all__ = [
     "estimate_sent_tokens",
     "estimate_text_tokens",
     "fixed_request_bytes",
+    "price_unknown",
 ]
 
 # With a budget in force every request carries an output cap: the agent's max_output_tokens,
@@ -229,6 +230,10 @@ class BudgetGate:
 
     async def _reserve(self, model: ResolvedModel, request: ModelRequest) -> Reservation | None:
         rates = self.prices.rates(model.provider.name, model.name)
+        if rates is None and not self.prices.allow_unpriced:
+            # A budget cannot bound what it cannot price: refused, not run blind.
+            external = await self.external.allowance() if self.external is not None else None
+            raise price_unknown(model.ref, self.tightest(external))
         if self.external is not None and rates is not None and not rates.free:
             whole = await self._reserve_whole(model, request, rates)
             if whole is not None:
@@ -244,7 +249,8 @@ class BudgetGate:
             if allowance.spent >= allowance.limit:
                 raise budget_exceeded(allowance)
             if rates is None or rates.free:
-                # Unknown prices cannot be bounded (PriceBook warns once); free ones need not.
+                # Free prices need no bound; unknown ones run uncounted where allowed
+                # (``allow_unpriced``; PriceBook warns once).
                 return None
             tokens = self.input_tokens(model.ref, request)
             wanted = request.max_output_tokens or DEFAULT_OUTPUT_CAP
@@ -426,6 +432,21 @@ def budget_exceeded(allowance: Allowance, needed: int | None = None) -> AgentRun
             f"minimal reply of {MIN_REPLY_TOKENS} tokens"
         )
     return AgentRunnerError(ErrorCode.BUDGET_EXCEEDED, detail, hint=allowance.hint)
+
+
+def price_unknown(model: str, budget: Allowance | str | None) -> AgentRunnerError:
+    """``price_unknown``: ``budget`` (its label, or the budget) cannot bound what requests to
+    ``model`` (``provider:model``) cost, for no price is known for it; the hint names the table
+    that prices it."""
+    label = budget.label if isinstance(budget, Allowance) else budget or "the budget"
+    return AgentRunnerError(
+        ErrorCode.PRICE_UNKNOWN,
+        f"no price is known for {model}, so {label} cannot bound what its requests cost: "
+        f'price it with [prices."{model}"] in agentrunner.toml',
+        hint="Give it input_per_mtok and output_per_mtok (0 for a free local server), or set "
+        "[budgets] allow_unpriced = true to let models of unknown price run under budgets, "
+        "their cost uncounted.",
+    )
 
 
 def budget_cut_off(held: Reservation) -> str:

@@ -72,7 +72,7 @@ class ModelRegistry:
         return cls(
             config.providers,
             config.aliases,
-            prices=PriceBook(config.prices),
+            prices=PriceBook(config.prices, allow_unpriced=config.budgets.allow_unpriced),
             env=env,
             context_windows=config.context_windows,
             model_kinds=config.model_kinds,
