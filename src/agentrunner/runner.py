@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner._paths import display_path
-from agentrunner.budgets import DailyBudgets, run_limit
+from agentrunner.budgets import DailyBudgets, request_floors, run_limit
 from agentrunner.callbacks import (
     AgentRunnerCallbacks,
     MessageHandlers,
@@ -275,6 +275,20 @@ class AgentRunner:
         exist, where ``run_agent`` opens a new one under any id it is given."""
         self.agents.get(agent_id)
         return await agent_thread(self.store, agent_id, thread_id)
+
+    async def smallest_requests(self, agent_ids: Iterable[str] | None = None) -> dict[str, int]:
+        """What the smallest request of each agent (of ``agent_ids``) costs, with this runner's
+        prompt, capabilities and models (``budgets.request_floors``): what a daily limit must
+        have left for the agent to run. Empty when no daily limit is set."""
+        return await request_floors(
+            self.config,
+            self.agents,
+            self.store,
+            only=agent_ids,
+            personas=self.prompt.personas,
+            capabilities=self.capabilities,
+            models=self.engine.models,
+        )
 
     async def compact_thread(
         self, thread_id: str, abort: AbortSignal | None = None

@@ -25,6 +25,7 @@ from agentrunner.inputs import check_text
 from agentrunner.spend import preflight
 
 if TYPE_CHECKING:
+    from agentrunner.agents.personas import Personas
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.callbacks import AgentRunnerCallbacks
@@ -181,9 +182,12 @@ async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
 
     _check_directive(directive)
     root = await asyncio.to_thread(session.root_agent_id, config)  # a stat: off the loop
-    # the root's and the global daily limits; the team's own are the worker's to meet (the
-    # agent files are not read here, to return at once)
-    spending = [use.message() for use in await preflight(store, config.budgets, root)]
+    # the root's and the global daily limits, against the root's smallest request; the
+    # team's own are the worker's to meet
+    floors = await _root_floor(config, store, root)
+    spending = [
+        use.message() for use in await preflight(store, config.budgets, root, floors=floors)
+    ]
     current, message, warnings, opened = await _session_for(store, root, directive)
     warnings = spending + warnings
     run = NewRun(
@@ -248,12 +252,47 @@ def _told(warnings: list[str], warn: Callable[[str], None] | None) -> list[str]:
 
 
 async def _budget_warnings(runner: AgentRunner, root: AgentSpec) -> list[str]:
-    """Today's spend before the work starts: ``budget_exceeded`` (nothing started) when the
-    root's or the global daily limit is used up; a warning for each limit at 80 % or more."""
+    """Today's spend before the work starts: ``budget_exceeded`` (nothing started) when what
+    is left of the root's or the global daily limit cannot pay for the root's smallest
+    request; a warning for each limit at 80 % or more, or exhausted for its agent."""
+    team = session.team_ids(runner.agents, root)
     uses = await preflight(
-        runner.store, runner.config.budgets, root.id, team=session.team_ids(runner.agents, root)
+        runner.store,
+        runner.config.budgets,
+        root.id,
+        team=team,
+        floors=await runner.smallest_requests([root.id, *team]),
     )
     return [use.message() for use in uses]
+
+
+async def _root_floor(config: Config, store: Store, root: str) -> dict[str, int]:
+    """The root's smallest request (``budgets.request_floors``), its files read leniently off
+    the loop (a broken root file fails the job, as the worker reads it); nothing is read
+    without a daily limit."""
+    from agentrunner.budgets import request_floors
+
+    budgets = config.budgets
+    if budgets.per_agent_daily_usd is None and budgets.global_daily_usd is None:
+        return {}
+    agents, personas = await asyncio.to_thread(_read_agents, config)
+    return await request_floors(config, agents, store, only=[root], personas=personas)
+
+
+def _read_agents(config: Config) -> tuple[AgentRegistry, Personas]:
+    from agentrunner.agents.personas import Personas
+    from agentrunner.agents.registry import AgentRegistry
+
+    personas = Personas.load(
+        config.root, preset=config.default_persona, overrides=config.persona_overrides
+    )
+    agents = AgentRegistry.load(
+        config.agents_dir,
+        default_model=config.default_model,
+        strict=False,
+        personas=personas.names(),
+    )
+    return agents, personas
 
 
 def _check_directive(directive: str) -> None:

@@ -24,8 +24,10 @@ from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
     ModelRequest,
+    ToolDefinition,
     ToolResult,
     Usage,
+    UserMessage,
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.json_text import json_bytes
@@ -53,7 +55,10 @@ __all__ = [
     "estimate_sent_tokens",
     "estimate_text_tokens",
     "fixed_request_bytes",
+    "held_input_tokens",
+    "least_request_micros",
     "price_unknown",
+    "smallest_request_micros",
 ]
 
 # With a budget in force every request carries an output cap: the agent's max_output_tokens,
@@ -268,7 +273,7 @@ class BudgetGate:
                 pause = min(pause * 2, 1.0)
                 continue
             if cap < min(MIN_REPLY_TOKENS, wanted):
-                needed = input_cost + rates.output_micros(MIN_REPLY_TOKENS, tokens)
+                needed = least_request_micros(rates, tokens, min(MIN_REPLY_TOKENS, wanted))
                 raise budget_exceeded(allowance, needed)
             worst = input_cost + rates.output_micros(cap, tokens)
             self.tracker.hold(worst)
@@ -319,8 +324,7 @@ class BudgetGate:
     def input_tokens(self, model: str, request: ModelRequest) -> int:
         """``request``'s input in tokens at worst, estimated high and corrected by what was
         billed: what a reservation holds."""
-        tokens = estimate_input_tokens(request, self._fixed_bytes)
-        return int(tokens * self._calibration.get(model, 1.0)) + 1
+        return held_input_tokens(request, self._fixed_bytes, self._calibration.get(model, 1.0))
 
     def sent_tokens(self, model: str, request: ModelRequest) -> int:
         """The size of what ``request`` sent, in tokens (``estimate_sent_tokens``, corrected by
@@ -362,6 +366,42 @@ def fixed_request_bytes(tools: Sequence[Any], output_schema: Mapping[str, Any] |
     if output_schema is not None:
         size += len(json_bytes(dict(output_schema)))
     return size
+
+
+def held_input_tokens(request: ModelRequest, fixed_bytes: int, calibration: float = 1.0) -> int:
+    """The input a reservation holds for ``request``: ``estimate_input_tokens`` corrected by
+    ``calibration`` (what this model billed against the estimate before, when more)."""
+    return int(estimate_input_tokens(request, fixed_bytes) * calibration) + 1
+
+
+def least_request_micros(
+    rates: Rates, input_tokens: int, reply_tokens: int = MIN_REPLY_TOKENS
+) -> int:
+    """What a request of ``input_tokens`` with a minimal reply (``reply_tokens``) costs at
+    ``rates``: below this a budget sends nothing."""
+    return rates.input_micros(input_tokens) + rates.output_micros(reply_tokens, input_tokens)
+
+
+def smallest_request_micros(
+    rates: Rates,
+    system: str,
+    tools: Sequence[ToolDefinition],
+    output_schema: Mapping[str, Any] | None = None,
+    reply_tokens: int = MIN_REPLY_TOKENS,
+) -> int:
+    """What the smallest request with this system prompt, tools and output schema costs at
+    ``rates``: a one-character message, no history, a minimal reply — its input estimated as a
+    reservation estimates it (``held_input_tokens``). A budget with less left refuses every
+    request of its kind (``budget_exceeded``)."""
+    request = ModelRequest(
+        model="",
+        system=system,
+        messages=[UserMessage(".")],
+        tools=tools,
+        output_schema=output_schema,
+    )
+    tokens = held_input_tokens(request, fixed_request_bytes(tools, output_schema))
+    return least_request_micros(rates, tokens, reply_tokens)
 
 
 def estimate_input_tokens(request: ModelRequest, fixed_bytes: int) -> int:

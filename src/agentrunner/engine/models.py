@@ -16,12 +16,15 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from agentrunner.config import BUILTIN_PROVIDERS, OPENAI_KINDS, Config, ProviderConfig
-from agentrunner.engine.http_client import HttpModelClient, ModelClient, Wire
 from agentrunner.engine.pricing import PriceBook
 from agentrunner.engine.secrets import Secrets
 from agentrunner.errors import AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.engine.http_client import ModelClient, Wire
 
 __all__ = ["BUILTIN_PROVIDERS", "DEFAULT_CONTEXT_WINDOW", "ModelRegistry", "ResolvedModel"]
 
@@ -196,6 +199,10 @@ class ModelRegistry:
                 f"provider '{provider.name}' has no base_url",
                 hint=f"Set base_url under [providers.{provider.name}] in agentrunner.toml.",
             )
+        # Here, once per provider, as the wires are: resolving models and reading prices (a
+        # background brief's budget check) need no HTTP client.
+        from agentrunner.engine.http_client import HttpModelClient
+
         return HttpModelClient(
             wire,
             base_url=provider.base_url,
