@@ -435,3 +435,15 @@ def test_agents_validate_names_a_model_a_budget_cannot_price(
     configure(project, mock_server, "per_agent_daily_usd = 1.0\nallow_unpriced = true")
     done = run_cli(project, "agents", "validate")
     assert done.returncode == 0 and "price_unknown" not in done.stderr, done.stderr
+    # [compaction] model, which every run's compaction pays for under the run's budgets
+    agent("guess", "model: mockai:gpt-pricey")
+    for name in ("capped", "free"):
+        (project / "agents" / f"{name}.md").unlink()
+    configure(
+        project,
+        mock_server,
+        'global_daily_usd = 1.0\n\n[compaction]\nmodel = "mockai:gpt-unlisted"',
+    )
+    done = run_cli(project, "agents", "validate")
+    [line] = [line for line in done.stderr.splitlines() if "price_unknown" in line]
+    assert line.startswith("agentrunner.toml:") and "[compaction] model: no price is known" in line
