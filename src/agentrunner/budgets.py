@@ -102,7 +102,7 @@ class DailyBudgets:
         budgets: Budgets,
         write: Callable[[list[Op]], None],
     ) -> DailyBudgets | None:
-        if budgets.per_agent_daily_usd is None and budgets.global_daily_usd is None:
+        if not budgets.daily:
             return None
         return cls(costs, agent_id, run_id, budgets, write)
 
@@ -164,8 +164,7 @@ async def request_floors(
     never more than a request of the agent needs. Agents that cannot run (disabled, a broken
     file, an unknown model) and models of unknown price are left out; free ones cost 0.
     Empty when no daily limit is set (nothing is imported or built then)."""
-    budgets = config.budgets
-    if budgets.per_agent_daily_usd is None and budgets.global_daily_usd is None:
+    if not config.budgets.daily:
         return {}
     from agentrunner.capabilities.builtin import builtin_capabilities
     from agentrunner.capabilities.registry import CapabilityContext

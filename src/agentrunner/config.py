@@ -175,12 +175,9 @@ class Budgets:
     allow_unpriced: bool = False
 
     @property
-    def limited(self) -> bool:
-        """Whether a limit is set here (an agent file's ``max_budget_usd`` is another)."""
-        return any(
-            limit is not None
-            for limit in (self.per_run_usd, self.per_agent_daily_usd, self.global_daily_usd)
-        )
+    def daily(self) -> bool:
+        """Whether a daily limit is set (an agent's, everyone's)."""
+        return self.per_agent_daily_usd is not None or self.global_daily_usd is not None
 
 
 @dataclass(frozen=True, slots=True)

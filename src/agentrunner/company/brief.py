@@ -25,7 +25,6 @@ from agentrunner.inputs import check_text
 from agentrunner.spend import preflight
 
 if TYPE_CHECKING:
-    from agentrunner.agents.personas import Personas
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.callbacks import AgentRunnerCallbacks
@@ -271,28 +270,12 @@ async def _root_floor(config: Config, store: Store, root: str) -> dict[str, int]
     the loop (a broken root file fails the job, as the worker reads it); nothing is read
     without a daily limit."""
     from agentrunner.budgets import request_floors
+    from agentrunner.project import read_agents
 
-    budgets = config.budgets
-    if budgets.per_agent_daily_usd is None and budgets.global_daily_usd is None:
+    if not config.budgets.daily:  # request_floors' own test, before the files are read
         return {}
-    agents, personas = await asyncio.to_thread(_read_agents, config)
+    agents, personas = await asyncio.to_thread(read_agents, config, strict=False)
     return await request_floors(config, agents, store, only=[root], personas=personas)
-
-
-def _read_agents(config: Config) -> tuple[AgentRegistry, Personas]:
-    from agentrunner.agents.personas import Personas
-    from agentrunner.agents.registry import AgentRegistry
-
-    personas = Personas.load(
-        config.root, preset=config.default_persona, overrides=config.persona_overrides
-    )
-    agents = AgentRegistry.load(
-        config.agents_dir,
-        default_model=config.default_model,
-        strict=False,
-        personas=personas.names(),
-    )
-    return agents, personas
 
 
 def _check_directive(directive: str) -> None:
