@@ -30,6 +30,7 @@ url = "sqlite:///state.db"
 [budgets]
 per_run_usd = 0.5
 global_daily_usd = 20
+allow_unpriced = true
 
 [providers.local]
 kind = "openai"
@@ -80,6 +81,7 @@ def test_all_sections(tmp_path: Path) -> None:
     assert config.budgets.per_run_usd == 0.5
     assert config.budgets.global_daily_usd == 20.0
     assert config.budgets.per_agent_daily_usd is None
+    assert config.budgets.allow_unpriced is True
     local = config.providers["local"]
     assert (local.kind, local.base_url, local.api_key_env) == (
         "openai",
@@ -161,6 +163,9 @@ def test_explicit_config_path(tmp_path: Path) -> None:
         ('[workers]\nlease_s = "soon"\n', "workers.lease_s must be a positive number of seconds"),
         ("[workers]\nlease_s = 0\n", "workers.lease_s must be a positive number of seconds"),
         ('[budgets]\nper_run_usd = "lots"\n', "non-negative number of dollars"),
+        ('[budgets]\nallow_unpriced = "yes"\n', "budgets.allow_unpriced must be true or false"),
+        ("[budgets]\nallow_unpriced = 1\n", "budgets.allow_unpriced must be true or false"),
+        ("[budgets]\nallow_unpricd = true\n", "did you mean 'budgets.allow_unpriced'"),
         ('[workers]\nmax_queue = "many"\n', "workers.max_queue must be a whole number"),
         ('[server]\nallowed_hosts = "a.b"\n', "must be a list of host names"),
         ('[server]\nallowed_hosts = ["http://a.b"]\n', "'http://a.b' is not a host name"),

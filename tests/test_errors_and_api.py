@@ -45,7 +45,7 @@ SEED_004 = {
 
 def test_taxonomy_is_closed_and_complete() -> None:
     interfaces = {"thread_not_found", "not_found", "address_in_use", "unauthorized", "queue_full"}
-    limits = {"budget_exceeded", "run_timeout"}
+    limits = {"budget_exceeded", "price_unknown", "run_timeout"}
     workers = {"run_settled", "worker_lost"}
     agents = {"agent_disabled"}
     company = {"session_active"}
@@ -54,6 +54,7 @@ def test_taxonomy_is_closed_and_complete() -> None:
     )
     assert {str(c) for c in ErrorCode} == expected
     assert ErrorCode.RUN_TIMEOUT.category is ErrorCode.TURN_LIMIT  # a limit, for seed 001
+    assert ErrorCode.PRICE_UNKNOWN.category is ErrorCode.BUDGET_EXCEEDED  # a budget's refusal
 
 
 @pytest.mark.parametrize(("code", "retryable"), SEED_001.items())

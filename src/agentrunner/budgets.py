@@ -9,18 +9,32 @@ each request holds its worst case before it is sent, and the hold goes with the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
-from agentrunner.engine.budget import DAILY_BUDGET_HINT, Allowance
+from agentrunner.engine.budget import DAILY_BUDGET_HINT, MIN_REPLY_TOKENS, Allowance
+from agentrunner.errors import AgentRunnerError
 
 if TYPE_CHECKING:
+    from agentrunner.agents.personas import Personas
+    from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
-    from agentrunner.config import Budgets
+    from agentrunner.capabilities.registry import CapabilityRegistry
+    from agentrunner.config import Budgets, Config
+    from agentrunner.engine.models import ModelRegistry
     from agentrunner.store.drivers import Op
     from agentrunner.store.repositories import Costs
+    from agentrunner.store.store import Store
 
-__all__ = ["GLOBAL_DAILY_LABEL", "DailyBudgets", "agent_daily_label", "run_limit", "usd_to_micros"]
+__all__ = [
+    "GLOBAL_DAILY_LABEL",
+    "DailyBudgets",
+    "agent_daily_label",
+    "binding_budget",
+    "request_floors",
+    "run_limit",
+    "usd_to_micros",
+]
 
 GLOBAL_DAILY_LABEL = "the global daily budget"
 
@@ -39,6 +53,22 @@ def run_limit(agent: AgentSpec, budgets: Budgets) -> tuple[int, str] | None:
         return usd_to_micros(agent.limits.max_budget_usd), f"max_budget_usd of agent '{agent.id}'"
     if budgets.per_run_usd is not None:
         return usd_to_micros(budgets.per_run_usd), "the per-run budget"
+    return None
+
+
+def binding_budget(agent: AgentSpec | None, budgets: Budgets) -> str | None:
+    """The name of a budget every run of ``agent`` (None: of any agent) is under — its own
+    limit, else its day's, else everyone's day — or None when no budget applies."""
+    if agent is not None:
+        own = run_limit(agent, budgets)
+        if own is not None:
+            return own[1]
+    elif budgets.per_run_usd is not None:
+        return "the per-run budget"
+    if budgets.per_agent_daily_usd is not None:
+        return agent_daily_label(agent.id) if agent is not None else "each agent's daily budget"
+    if budgets.global_daily_usd is not None:
+        return GLOBAL_DAILY_LABEL
     return None
 
 
@@ -72,7 +102,7 @@ class DailyBudgets:
         budgets: Budgets,
         write: Callable[[list[Op]], None],
     ) -> DailyBudgets | None:
-        if budgets.per_agent_daily_usd is None and budgets.global_daily_usd is None:
+        if not budgets.daily:
             return None
         return cls(costs, agent_id, run_id, budgets, write)
 
@@ -109,3 +139,89 @@ class DailyBudgets:
 
 def _micros(usd: float | None) -> int | None:
     return None if usd is None else usd_to_micros(usd)
+
+
+async def request_floors(
+    config: Config,
+    agents: AgentRegistry,
+    store: Store,
+    *,
+    only: Iterable[str] | None = None,
+    personas: Personas | None = None,
+    capabilities: CapabilityRegistry | None = None,
+    models: ModelRegistry | None = None,
+) -> dict[str, int]:
+    """What the smallest request of each agent (of ``only``) costs, in micro-dollars: the
+    least a daily limit must have left for the agent to make any request at all. Used where a
+    daily limit is shown or checked (``spend``): a limit with less left is exhausted for it.
+
+    The smallest request is the agent's system prompt as a run builds it (its body, with the
+    input's defaults and its other placeholders empty; its tone, the memory its file seeds,
+    the tool guidance — not what context providers add), the definitions of the tools its
+    capabilities give it (not its MCP servers', known only once they run), a one-character
+    message and a minimal reply, priced as a budget prices a request
+    (``engine.budget.smallest_request_micros``) at the agent's first model's prices. So it is
+    never more than a request of the agent needs. Agents that cannot run (disabled, a broken
+    file, an unknown model) and models of unknown price are left out; free ones cost 0.
+    Empty when no daily limit is set (nothing is imported or built then)."""
+    if not config.budgets.daily:
+        return {}
+    from agentrunner.capabilities.builtin import builtin_capabilities
+    from agentrunner.capabilities.registry import CapabilityContext
+    from agentrunner.capabilities.scope import RuntimeFiles
+    from agentrunner.engine.budget import smallest_request_micros
+    from agentrunner.engine.models import ModelRegistry
+    from agentrunner.prompt import PromptBuilder, PromptContext
+
+    models = models or ModelRegistry.from_config(config)
+    capabilities = capabilities or builtin_capabilities()
+    prompt = PromptBuilder(personas=personas)  # no context providers: only what is authored
+    # The tools are built to be measured, never run: no file scope is needed.
+    unscoped = RuntimeFiles((), config.state_dir / "workspaces")
+    floors: dict[str, int] = {}
+    for agent_id in agents.ids() if only is None else dict.fromkeys(only):
+        try:
+            agent = agents.runnable(agent_id)
+            model = models.resolve(agent.model_refs(config.default_model or "test")[0][1])
+            rates = models.prices.rates(model.provider.name, model.name)
+            if rates is None:
+                continue
+            system = await prompt.build(
+                PromptContext(agent, input=_unfilled(agent)), memory=agent.memory
+            )
+            context = CapabilityContext(
+                agent=agent,
+                thread_id=None,
+                run_id="",
+                store=store,
+                project_root=config.root,
+                state_dir=config.state_dir,
+                trust=agent.trust,
+                runtime_files=unscoped,
+                team=agents.others(agent.id),
+                reports=[a for a in agents.direct_reports(agent.id) if a.enabled],
+            )
+            tools = capabilities.resolve(context, capabilities.grant(agent))
+        except AgentRunnerError:
+            continue  # it cannot run: no request of it to price
+        reply = min(MIN_REPLY_TOKENS, agent.limits.max_output_tokens or MIN_REPLY_TOKENS)
+        floors[agent_id] = smallest_request_micros(
+            rates, system, [t.definition for t in tools], agent.output_schema, reply
+        )
+    return floors
+
+
+def _unfilled(agent: AgentSpec) -> dict[str, Any]:
+    """An input giving each placeholder of the agent's body that has no default an empty
+    value: the body as short as a run could render it."""
+    defaults = agent.input_defaults()
+    values: dict[str, Any] = {}
+    for placeholder in agent.system.placeholders:
+        if not placeholder.path or placeholder.path[0] in defaults:
+            continue
+        node = values
+        for key in placeholder.path[:-1]:
+            inner = node.get(key)
+            node = node.setdefault(key, {}) if isinstance(inner, dict) or inner is None else {}
+        node.setdefault(placeholder.path[-1], "")
+    return values

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrunner._paths import display_path
+from agentrunner.budgets import binding_budget
 from agentrunner.capabilities.builtin import builtin_capabilities
 from agentrunner.capabilities.mcp import unset_variables
 from agentrunner.capabilities.scope import RuntimeFiles
 from agentrunner.compaction import configured_model_error
 from agentrunner.config import CONFIG_FILE, Telemetry
 from agentrunner.effects import PostRunEffects
+from agentrunner.engine.budget import price_unknown
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.models import ModelRegistry
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.capabilities.registry import CapabilityRegistry
     from agentrunner.engine.metrics import Metrics
+    from agentrunner.engine.models import ResolvedModel
     from agentrunner.engine.tracing import Tracing
 
 __all__ = [
@@ -444,6 +447,7 @@ def check_project(project: Project) -> ProjectCheck:
         # the loader already refused capabilities it does not know: each problem once
         seen = {problem.one_line() for problem in check.problems}
         check.problems.extend(p for p in capabilities.problems(spec) if p.one_line() not in seen)
+        budget = binding_budget(spec, config.budgets)
         for key, ref in spec.model_refs(project.config.default_model):
             try:
                 resolved = models.resolve(ref)
@@ -451,6 +455,10 @@ def check_project(project: Project) -> ProjectCheck:
                 exc.file, exc.line = file, spec.line_of(key) or 1
                 check.problems.append(exc)
                 continue
+            if budget is not None and _unpriced(models, resolved):  # its runs are refused
+                unpriced = price_unknown(resolved.ref, budget)
+                unpriced.file, unpriced.line = file, spec.line_of(key) or 1
+                check.problems.append(unpriced)
             variable = resolved.provider.api_key_env
             if variable and not models.has_credential(resolved):
                 check.warnings.append(
@@ -465,11 +473,22 @@ def check_project(project: Project) -> ProjectCheck:
             )
     if config.compaction_model:  # else every run's compaction would fail on it
         try:
-            models.resolve(config.compaction_model)
+            resolved = models.resolve(config.compaction_model)
         except AgentRunnerError as exc:
             check.problems.append(configured_model_error(config, exc))
+        else:
+            budget = binding_budget(None, config.budgets)
+            if budget is not None and _unpriced(models, resolved):
+                unpriced = price_unknown(resolved.ref, budget)
+                check.problems.append(configured_model_error(config, unpriced))
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
+
+
+def _unpriced(models: ModelRegistry, model: ResolvedModel) -> bool:
+    """Whether a budget would refuse ``model``: its price unknown, and that not allowed."""
+    prices = models.prices
+    return not prices.allow_unpriced and prices.rates(model.provider.name, model.name) is None
 
 
 def _settings_problems(

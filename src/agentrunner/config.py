@@ -70,7 +70,7 @@ _SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "cache": ("backend", "ttl_s", "max_mb"),
     "channels": (),
     "database": ("url",),
-    "budgets": ("per_run_usd", "per_agent_daily_usd", "global_daily_usd"),
+    "budgets": ("per_run_usd", "per_agent_daily_usd", "global_daily_usd", "allow_unpriced"),
     "providers": (),
     "aliases": (),
     "prices": (),
@@ -167,11 +167,19 @@ BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = MappingProxyType(
 
 @dataclass(frozen=True, slots=True)
 class Budgets:
-    """Spending limits in US dollars (DESIGN decision 5); ``None`` means no limit."""
+    """Spending limits in US dollars (DESIGN decision 5); ``None`` means no limit.
+    ``allow_unpriced``: a model with no known price may run under them, its cost uncounted
+    (else such a run is refused: ``price_unknown``)."""
 
     per_run_usd: float | None = None
     per_agent_daily_usd: float | None = None
     global_daily_usd: float | None = None
+    allow_unpriced: bool = False
+
+    @property
+    def daily(self) -> bool:
+        """Whether a daily limit is set (an agent's, everyone's)."""
+        return self.per_agent_daily_usd is not None or self.global_daily_usd is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,7 +509,7 @@ def _build(
         database_url=db_url,
         providers=MappingProxyType(providers),
         aliases=MappingProxyType({str(k): str(v) for k, v in raw.get("aliases", {}).items()}),
-        budgets=Budgets(**{k: _usd(v, f"budgets.{k}", err) for k, v in budgets.items()}),
+        budgets=_budgets(budgets, err),
         prices=MappingProxyType(_prices(raw.get("prices", {}), err)),
         channels=MappingProxyType(_channels(raw.get("channels", {}), err)),
         person=str(defaults.get("person", "you")),
@@ -976,6 +984,11 @@ def _flag(table: Mapping[str, Any], key: str, default: bool, section: str, err: 
     if not isinstance(value, bool):
         raise err(f"{section}.{key} must be true or false, got {value!r}", key)
     return value
+
+
+def _budgets(table: Mapping[str, Any], err: _Err) -> Budgets:
+    limits = {k: _usd(v, f"budgets.{k}", err) for k, v in table.items() if k != "allow_unpriced"}
+    return Budgets(**limits, allow_unpriced=_flag(table, "allow_unpriced", False, "budgets", err))
 
 
 def _usd(value: Any, name: str, err: _Err) -> float:

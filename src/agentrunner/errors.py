@@ -58,6 +58,7 @@ class ErrorCode(StrEnum):
     RUNNER_IO = "runner_io"
     # Budgets (DESIGN decision 5).
     BUDGET_EXCEEDED = "budget_exceeded"
+    PRICE_UNKNOWN = "price_unknown"
     # Interfaces: what a person or a client asked for is not there, or cannot be had.
     THREAD_NOT_FOUND = "thread_not_found"
     NOT_FOUND = "not_found"
@@ -220,6 +221,16 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         "A spending limit (per run, per agent per day, or global per day) would be exceeded "
         "by the next model request.",
         "Raise `limits.max_budget_usd` or the budgets in `agentrunner.toml`, or wait a day.",
+    ),
+    _E.PRICE_UNKNOWN: CodeInfo(
+        False,
+        "A budget is in force and the model has no known price, so what its requests cost "
+        "cannot be bounded: the run is refused before its first request (`agents validate` "
+        "says so before any run).",
+        'Price it: `[prices."provider:model"]` with `input_per_mtok` and `output_per_mtok` in '
+        "`agentrunner.toml` (0 for a free local server); or let unpriced models run under "
+        "budgets, uncounted, with `[budgets] allow_unpriced = true`.",
+        _E.BUDGET_EXCEEDED,
     ),
     _E.THREAD_NOT_FOUND: CodeInfo(
         False,

@@ -10,7 +10,7 @@ from agentrunner.agents.personas import Personas
 from agentrunner.agents.registry import AgentRegistry
 from agentrunner.config import CONFIG_FILE, Config, load_config
 
-__all__ = ["Project", "load_project"]
+__all__ = ["Project", "load_project", "read_agents"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,15 @@ def load_project(start: Path | None = None, *, strict: bool = True) -> Project:
     names that does not exist is logged as a warning (``agents validate`` lists it).
     """
     config = load_config(start)
+    agents, personas = read_agents(config, strict=strict)
+    ids = {*agents.ids(), *agents.partial}
+    personas.log_warnings(ids, display_path(config.path) if config.path else CONFIG_FILE)
+    return Project(config, agents, personas)
+
+
+def read_agents(config: Config, *, strict: bool = True) -> tuple[AgentRegistry, Personas]:
+    """The agent files and personas ``config`` points at (file system work: off the event
+    loop); ``strict`` as ``load_project``'s."""
     personas = Personas.load(
         config.root, preset=config.default_persona, overrides=config.persona_overrides
     )
@@ -37,6 +46,4 @@ def load_project(start: Path | None = None, *, strict: bool = True) -> Project:
         strict=strict,
         personas=personas.names(),
     )
-    ids = {*agents.ids(), *agents.partial}
-    personas.log_warnings(ids, display_path(config.path) if config.path else CONFIG_FILE)
-    return Project(config, agents, personas)
+    return agents, personas

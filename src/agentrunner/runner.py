@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner._paths import display_path
-from agentrunner.budgets import DailyBudgets, run_limit
+from agentrunner.budgets import DailyBudgets, request_floors, run_limit
 from agentrunner.callbacks import (
     AgentRunnerCallbacks,
     MessageHandlers,
@@ -213,6 +213,8 @@ class _Run:
     cost: CostTracker = field(default_factory=CostTracker)
     saved: int = 0  # how many of the turn's new messages are already in the thread
     lock: HeldLock | None = None
+    # the run's message as written in its thread: the thread, its number there, the message
+    said: tuple[str, int, UserMessage] | None = None
 
     @property
     def log(self) -> RunLog:
@@ -285,6 +287,20 @@ class AgentRunner:
         exist, where ``run_agent`` opens a new one under any id it is given."""
         self.agents.get(agent_id)
         return await agent_thread(self.store, agent_id, thread_id)
+
+    async def smallest_requests(self, agent_ids: Iterable[str] | None = None) -> dict[str, int]:
+        """What the smallest request of each agent (of ``agent_ids``) costs, with this runner's
+        prompt, capabilities and models (``budgets.request_floors``): what a daily limit must
+        have left for the agent to run. Empty when no daily limit is set."""
+        return await request_floors(
+            self.config,
+            self.agents,
+            self.store,
+            only=agent_ids,
+            personas=self.prompt.personas,
+            capabilities=self.capabilities,
+            models=self.engine.models,
+        )
 
     async def compact_thread(
         self, thread_id: str, abort: AbortSignal | None = None
@@ -531,6 +547,8 @@ class AgentRunner:
             run.cost.limit, run.cost.label = limit
         self._refuse_bad_settings(agent, overrides, parent)  # before anything is written
         user = UserMessage(message)
+        if thread is not None:
+            run.said = (thread.id, run.next_seq + len(repairs), user)
         # 4. append the user message (answering a crashed run's calls): written with the
         # run's first events, so a quick model's first step shares its transaction
         run.log.write(
@@ -769,7 +787,9 @@ class AgentRunner:
     ) -> RunResult:
         """Seed 000's abort and engine-error semantics; the error itself goes to the run
         record, the events and the caller, never into the conversation (DESIGN decision 11),
-        every secret the runtime holds cut from it (an MCP server's last words may quote one)."""
+        every secret the runtime holds cut from it (an MCP server's last words may quote one).
+        A run that ended before any model request was sent (refused by a budget, say) leaves
+        its message in the thread marked ``unsent``, so that no later request sends it."""
         secrets = self.engine.models.secrets
         if secrets:
             secrets.scrub_error(exc)
@@ -796,9 +816,13 @@ class AgentRunner:
                 },
             )
         self._idle(run, "cancelled" if cancelled else "failed")
+        unsent = []
+        if run.said is not None and (partial is None or not partial.usage.requests):
+            unsent.append(self.store.messages.unsent_op(*run.said))
         await run.log.flush_with(
             ops(
                 self._append(run, kept, session=False),  # the session does not advance
+                unsent,
                 self._finish_op(run, "cancelled" if cancelled else "failed", stop, partial, exc),
                 run.lock.release_ops() if run.lock else [],
             )

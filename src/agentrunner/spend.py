@@ -13,7 +13,7 @@ to start work once a daily limit is used up.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -146,13 +146,20 @@ class CacheSpend:
 @dataclass(frozen=True, slots=True)
 class LimitUse:
     """One configured limit and today's spend against it (``spent`` is None for the per-run
-    limit, which bounds each run, not a day). ``key`` is its name in ``[budgets]``."""
+    limit, which bounds each run, not a day). ``key`` is its name in ``[budgets]``.
+
+    ``floor``: what the smallest request it must pay for costs (``budgets.request_floors``),
+    of agent ``floor_agent``: its own agent's for a per-agent limit, the cheapest agent's for
+    the global one. A limit with less than that left is exhausted, however little of it is
+    spent: no request of that agent can be sent."""
 
     key: str
     label: str
     limit: int
     spent: int | None = None
     agent_id: str | None = None
+    floor: int | None = None
+    floor_agent: str | None = None
 
     @property
     def percent(self) -> float | None:
@@ -161,10 +168,20 @@ class LimitUse:
         return 100.0 if self.limit <= 0 else self.spent * 100 / self.limit
 
     @property
+    def left(self) -> int | None:
+        return None if self.spent is None else self.limit - self.spent
+
+    def pays(self, request: int) -> bool:
+        """Whether what is left today pays for a request costing ``request`` micro-dollars
+        (a per-run limit always does: it is not a day's)."""
+        left = self.left
+        return left is None or (left > 0 and left >= request)
+
+    @property
     def state(self) -> LimitState:
         if self.spent is None:
             return "ok"
-        if self.spent >= self.limit:
+        if not self.pays(self.floor or 0):
             return "exceeded"
         # In whole micro-dollars: 80 % is 80 %, not a float's 79.99999.
         return "warning" if self.spent * 100 >= self.limit * WARN_PERCENT else "ok"
@@ -172,12 +189,20 @@ class LimitUse:
     def message(self) -> str:
         """What a person is told about it: the limit named, with its value and the spend."""
         spent = _usd(self.spent or 0)
+        limit = f"{self.label} of {_usd(self.limit)}"
+        if self.state == "exceeded" and self.spent is not None and self.spent < self.limit:
+            request = (
+                "its smallest request"
+                if self.floor_agent == self.agent_id
+                else f"the smallest request of agent '{self.floor_agent}'"
+            )
+            return (
+                f"{limit} cannot pay for {request} ({_usd(self.floor or 0)}): "
+                f"{_usd(self.left or 0)} left, {spent} spent today (UTC)"
+            )
         if self.state == "exceeded":
-            return f"{self.label} of {_usd(self.limit)} is used up: {spent} spent today (UTC)"
-        return (
-            f"{self.label} of {_usd(self.limit)} is {self.percent:.0f}% used: "
-            f"{spent} spent today (UTC)"
-        )
+            return f"{limit} is used up: {spent} spent today (UTC)"
+        return f"{limit} is {self.percent:.0f}% used: {spent} spent today (UTC)"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -187,8 +212,11 @@ class LimitUse:
             "limit_micros": self.limit,
             "limit_usd": self.limit / 1e6,
             "spent_micros": self.spent,
+            "left_micros": self.left,
             "percent": None if self.percent is None else round(self.percent, 1),
             "state": self.state,
+            "smallest_request_micros": self.floor,
+            "smallest_request_agent": self.floor_agent,
         }
 
 
@@ -248,11 +276,14 @@ async def spend_report(
     agents: Iterable[str] = (),
     now: float | None = None,
     prices: PriceBook | None = None,
+    floors: Mapping[str, int] | None = None,
 ) -> SpendReport:
     """Spend over the last ``days`` UTC days (1: today), of ``agent`` or everyone, and today's
     spend against the limits: the global daily one, and the per-agent daily one for ``agent``,
     or else for each of ``agents`` and each agent that spent today. With ``prices`` (the
-    project's), the prompt cache's tokens are priced too (``cache``).
+    project's), the prompt cache's tokens are priced too (``cache``); with ``floors`` (each
+    agent's smallest request, ``budgets.request_floors``) a limit that cannot pay for one is
+    exhausted (``LimitUse``).
 
     ``days`` outside 1 … ``MAX_DAYS`` is a ``validation`` error."""
     check_days(days)
@@ -289,7 +320,7 @@ async def spend_report(
         )
     everyone_today = report.today if agent is None else await _today_by_agent(store, day)
     watched = [agent] if agent is not None else [*agents, *report.today]
-    report.limits = limit_uses(budgets, everyone_today, watched)
+    report.limits = limit_uses(budgets, everyone_today, watched, floors or {})
     return report
 
 
@@ -305,30 +336,48 @@ def check_days(days: object, name: str = "days") -> int:
 
 
 def limit_uses(
-    budgets: Budgets, today: Mapping[str, Spend], agents: Iterable[str]
+    budgets: Budgets,
+    today: Mapping[str, Spend],
+    agents: Iterable[str],
+    floors: Mapping[str, int] | None = None,
 ) -> list[LimitUse]:
     """Each configured limit with today's spend against it (``today``: every agent's spend
-    today): per run (no spend), global daily, then per agent daily for each of ``agents``."""
+    today): per run (no spend), global daily, then per agent daily for each of ``agents``,
+    each daily one with the smallest request it must pay for (of ``floors``: the agent's own,
+    or for the global limit the cheapest of ``agents``')."""
+    floors = floors or {}
+    watched = list(dict.fromkeys(agents))  # each once, in order
     uses: list[LimitUse] = []
     if budgets.per_run_usd is not None:
         uses.append(
             LimitUse("per_run_usd", "the per-run budget", usd_to_micros(budgets.per_run_usd))
         )
     if budgets.global_daily_usd is not None:
+        cheapest = min((a for a in watched if a in floors), key=floors.__getitem__, default=None)
         uses.append(
             LimitUse(
                 "global_daily_usd",
                 GLOBAL_DAILY_LABEL,
                 usd_to_micros(budgets.global_daily_usd),
                 sum(spend.micros for spend in today.values()),
+                floor=None if cheapest is None else floors[cheapest],
+                floor_agent=cheapest,
             )
         )
     if budgets.per_agent_daily_usd is not None:
         limit = usd_to_micros(budgets.per_agent_daily_usd)
-        for agent_id in dict.fromkeys(agents):  # each once, in order
+        for agent_id in watched:
             spent = today[agent_id].micros if agent_id in today else 0
             uses.append(
-                LimitUse("per_agent_daily_usd", agent_daily_label(agent_id), limit, spent, agent_id)
+                LimitUse(
+                    "per_agent_daily_usd",
+                    agent_daily_label(agent_id),
+                    limit,
+                    spent,
+                    agent_id,
+                    floor=floors.get(agent_id),
+                    floor_agent=agent_id if agent_id in floors else None,
+                )
             )
     return uses
 
@@ -340,17 +389,24 @@ async def preflight(
     *,
     team: Iterable[str] = (),
     now: float | None = None,
+    floors: Mapping[str, int] | None = None,
 ) -> list[LimitUse]:
     """The budget check before work for ``agent_id`` starts (a brief to the company's root).
 
-    Raises ``budget_exceeded`` naming the limit and its value when today's spend has reached
-    the global daily limit or ``agent_id``'s own (at 100 %: no request could be paid for).
-    Returns the warnings: the limits at ``WARN_PERCENT`` % or more, ``team``'s own daily
-    limits included (an agent of the team whose limit is used up cannot take delegated work;
-    the brief can still go ahead without it). Read ``message()`` of each to show it."""
-    report = await spend_report(store, budgets, agents=[agent_id, *team], now=now)
-    for use in report.warnings:
-        if use.state == "exceeded" and use.agent_id in (None, agent_id) and use.spent is not None:
+    Raises ``budget_exceeded`` naming the limit and its value when what is left today of the
+    global daily limit or of ``agent_id``'s own cannot pay for ``agent_id``'s smallest request
+    (``floors``, from ``budgets.request_floors``; without its figure, when nothing is left).
+    Returns the warnings: the limits at ``WARN_PERCENT`` % or more or exhausted, ``team``'s
+    own daily limits included (an agent of the team whose limit is exhausted cannot take
+    delegated work; the brief can still go ahead without it). Read ``message()`` of each."""
+    floors = floors or {}
+    report = await spend_report(store, budgets, agents=[agent_id, *team], now=now, floors=floors)
+    for use in report.limits:
+        if use.agent_id not in (None, agent_id) or use.spent is None:
+            continue
+        if use.agent_id is None and agent_id in floors:  # the global: for this agent's request
+            use = replace(use, floor=floors[agent_id], floor_agent=agent_id)
+        if use.state == "exceeded":
             raise AgentRunnerError(
                 ErrorCode.BUDGET_EXCEEDED,
                 f"{use.message()}; nothing was started",

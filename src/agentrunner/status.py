@@ -5,6 +5,7 @@ used up. What it shows of money comes from ``spend``, as ``cost`` and the budget
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,9 +86,17 @@ class ProjectStatus:
         }
 
 
-async def project_status(store: Store, agents: AgentRegistry, budgets: Budgets) -> ProjectStatus:
+async def project_status(
+    store: Store,
+    agents: AgentRegistry,
+    budgets: Budgets,
+    *,
+    floors: Mapping[str, int] | None = None,
+) -> ProjectStatus:
+    """The project now. ``floors``: each agent's smallest request (``budgets.request_floors``),
+    so that a daily limit that cannot pay for one shows as exhausted."""
     specs = _chart_order(list(agents))
-    spend = await spend_report(store, budgets, agents=[spec.id for spec, _ in specs])
+    spend = await spend_report(store, budgets, agents=[spec.id for spec, _ in specs], floors=floors)
     depths = await store.mailbox.depths()
     rows = []
     for spec, depth in specs:

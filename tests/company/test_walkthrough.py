@@ -238,9 +238,11 @@ def test_a_daily_limit_reached_mid_session(
     tmp_path: Path, mock_server: MockProviderServer, mock: MockProvider, used: float
 ) -> None:
     """A session goes on until the CEO's daily limit is used up: with 80 % or more of it
-    spent a brief warns before it starts; with all of it spent one is refused before anything
-    starts — in the foreground and in the background — naming the limit; spend never passes
-    it, and a refused brief records nothing."""
+    spent a brief warns before it starts — or, when what is left cannot pay for the CEO's
+    smallest request, is refused before anything starts, not started to fail as a job; with
+    all of it spent one is refused before anything starts — in the foreground and in the
+    background — naming the limit; spend never passes it, and a refused brief records
+    nothing."""
     company = make_company(tmp_path / "acme", mock_server)
     mock.queue(Reply(text="First answer. " * 20), model="ceo-mock")
     mock.queue(Reply(text="entry 1"), model="journal-mock")
@@ -249,15 +251,23 @@ def test_a_daily_limit_reached_mid_session(
     assert first > 0
 
     set_daily_limit(company, first / used / 1e6)  # the limit is now `used` spent
+    [ceo] = [use for use in company.json("cost")["limits"] if use["agent_id"] == "ceo"]
+    runs_before = len(runs_of(company))
     mock.queue(Reply(text="Second answer."), model="ceo-mock")
     mock.queue(Reply(text="entry 2"), model="journal-mock")
     warned = company.run("brief", "Task 2")
-    warning = f"the daily budget of agent 'ceo' of ${first / used / 1e6:.4f} is {used:.0%} used"
-    assert warning in warned.err, warned.err
-    # before the work: its first line (the CEO speaking, or the run refused at its first
-    # request when what is left cannot pay for it)
-    work = [warned.err.find(mark) for mark in ("ceo ›", "failed ·") if mark in warned.err]
-    assert work and warned.err.index("warning:") < min(work)
+    limit = f"the daily budget of agent 'ceo' of ${first / used / 1e6:.4f}"
+    if ceo["left_micros"] < ceo["smallest_request_micros"]:
+        assert ceo["state"] == "exceeded" and warned.code == 1, warned.err
+        assert f"{limit} cannot pay for its smallest request" in warned.err
+        assert "nothing was started" in warned.err and "ceo ›" not in warned.err
+        assert len(runs_of(company)) == runs_before  # no job was made to fail
+    else:
+        assert f"{limit} is {used:.0%} used" in warned.err, warned.err
+        # before the work: its first line (the CEO speaking, or the run refused at its
+        # first request when its history makes it dearer than what is left)
+        work = [warned.err.find(mark) for mark in ("ceo ›", "failed ·") if mark in warned.err]
+        assert work and warned.err.index("warning:") < min(work)
     spent = ceo_spent(company)
     assert spent <= first / used + 1  # a run is held to what the limit leaves
 

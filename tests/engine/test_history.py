@@ -80,3 +80,21 @@ def test_sendable_keeps_the_numbers_of_the_messages_it_sends() -> None:
     assert [seq for seq, _ in sent] == [41, 42, 44]
     assert sent[1][1] == AssistantMessage(f"Half an answ\n\n{CUT_NOTE}")
     assert [m for _, m in sent] == window([m for _, m in stored])
+
+
+def test_a_message_no_model_was_sent_is_never_sent_and_round_trips_marked() -> None:
+    """A person's message whose run was refused before its first request (``unsent``), with
+    the empty interrupted turn its run left, is left out of what is sent, wherever it falls;
+    stored and read back, it stays marked."""
+    from agentrunner.engine.messages import message_from_dict
+
+    refused = [UserMessage("never sent", unsent=True), AssistantMessage(interrupted=True)]
+    for history in (
+        [*refused, *conversation()],
+        [*conversation()[:6], *refused, *refused, *conversation()[6:]],
+        [*conversation(), *refused],
+    ):
+        assert window(history) == conversation()
+    stored = UserMessage("never sent", unsent=True).to_dict()
+    assert stored["unsent"] is True and message_from_dict(stored) == refused[0]
+    assert "unsent" not in UserMessage("said").to_dict()  # others are stored as they were

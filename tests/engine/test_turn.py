@@ -478,6 +478,51 @@ async def test_cancel_mid_stream(
     await reg.aclose()
 
 
+async def cut_off(reg: ModelRegistry, model: str, message: str, limit: int | None) -> int:
+    """The input tokens charged for a one-tool request to ``model`` cancelled mid-stream."""
+    abort, rec = AbortSignal(), Recorder()
+    t = turn(reg, model, message=message, emit=rec, abort=abort, cost=CostTracker(limit=limit))
+    task = asyncio.ensure_future(run_turn(t))
+    while not rec.of("agent.token"):  # the reply has begun: the request is in flight
+        await asyncio.sleep(0.01)
+    abort.abort("Ctrl-C")
+    with pytest.raises(TurnError):
+        await task
+    [cost] = rec.of("cost.updated")
+    assert cost["estimated"] and cost["outcome"] == "cancelled"
+    return int(cost["input_tokens"])
+
+
+@pytest.mark.parametrize(
+    ("model", "limit"), [("mockai:gpt-mock", None), ("mockant:claude-mock", 10_000_000)]
+)
+async def test_a_request_cut_off_is_charged_the_size_of_what_was_sent(
+    mock_server: MockProviderServer, mock: MockProvider, model: str, limit: int | None
+) -> None:
+    """A cancelled request is charged its own size (erring high, as every estimate here),
+    not the worst case its budget hold pads it to: measured against what the mock bills for
+    the same request body completed, for a short and a long message, with a budget in force
+    and without one."""
+    mock.count_input_tokens = True  # bills each request's real size
+    reg = registry(mock_server)
+    billed, charged = {}, {}
+    for size, message in (
+        ("short", "Weather in Paris?"),
+        ("long", "Weather in Paris? " + "Tell me more about the city and its seasons. " * 60),
+    ):
+        rec = Recorder()
+        mock.queue(Reply(text="Sunny.", input_tokens=None))
+        await run_turn(turn(reg, model, message=message, emit=rec, cost=CostTracker(limit=limit)))
+        billed[size] = rec.of("cost.updated")[0]["input_tokens"]
+        mock.queue(Reply(text="word " * 200, chunk_delay_s=0.02, input_tokens=None))
+        charged[size] = await cut_off(reg, model, message, limit)
+    await reg.aclose()
+    for size in ("short", "long"):
+        assert billed[size] <= charged[size] <= 1.5 * billed[size], (size, billed, charged)
+    added, billed_added = charged["long"] - charged["short"], billed["long"] - billed["short"]
+    assert billed_added <= added <= 1.5 * billed_added  # the longer message, charged as longer
+
+
 async def test_cancel_during_tool_answers_the_call() -> None:
     abort = AbortSignal()
 

@@ -20,7 +20,7 @@ import pytest
 
 from agentrunner import AgentRunner, RunAgentOverrides
 from agentrunner.compose import open_runner as open_project_runner
-from agentrunner.engine import AssistantMessage, ToolResult
+from agentrunner.engine import AssistantMessage, ToolResult, UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from tests.runner.conftest import CONFIG, Agent
@@ -285,3 +285,165 @@ async def test_a_tool_call_with_an_integer_past_64_bits_is_run_priced_and_kept(
     assert call.tool_calls[0].arguments == {"n": number}
     assert next(m for m in stored if isinstance(m, ToolResult)).content == str(number + 1)
     assert (await spend(runner))["counter"] > 0
+
+
+async def test_messages_refused_before_any_request_are_never_sent_later(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    mock_server: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fourteen runs on one thread under a daily limit: what is spent stays within it; every
+    run refused before its first request keeps its message in the thread, for people, and no
+    later request carries it — not the next run that can pay, and not the refusals between,
+    which each need what the first of them needed (no message piles up on the next)."""
+    configure(project, mock_server, "per_agent_daily_usd = 0.06")
+    agent("writer", "model: mockai:gpt-pricey")
+    mock.count_input_tokens = True  # each request billed at its real size
+    runner: AgentRunner = await open_runner()
+    said, refused, needed = [], [], set()
+    for n in range(14):
+        text = f"note {n:02d}: remember this"
+        [outcome] = await asyncio.gather(
+            runner.run_agent("writer", "t", text), return_exceptions=True
+        )
+        if not isinstance(outcome, BaseException):
+            said.append(text)
+            continue
+        assert isinstance(outcome, AgentRunnerError), outcome
+        assert outcome.code is ErrorCode.BUDGET_EXCEEDED, outcome
+        refused.append((text, len(mock.requests)))
+        needed.add(outcome.message.split("needs at least ")[-1])
+    assert said and len(refused) >= 10
+    assert sum((await spend(runner)).values()) <= 60_000
+    assert len(needed) == 1, needed  # each refusal needed as much as the first
+    # The day's limit raised: the next run pays, and is sent what was said, nothing refused.
+    await runner.close()
+    configure(project, mock_server, "per_agent_daily_usd = 1.00")
+    runner = await open_runner()
+    await runner.run_agent("writer", "t", "note 99: and this")
+    for text, sent_before in refused:
+        assert all(text not in json.dumps(r.body) for r in mock.requests[sent_before:]), text
+    last = json.dumps(mock.requests[-1].body)
+    assert all(text in last for text in said) and "note 99" in last
+    # People still see every refused message, in its place in the thread.
+    page = [m for _, m, _, _ in await runner.store.messages.page("t")]
+    kept = [m for m in page if isinstance(m, UserMessage) and m.unsent]
+    assert [m.content for m in kept] == [text for text, _ in refused]
+    from tests.runner.test_cli_run import cli
+
+    code, out, err = await asyncio.to_thread(cli, capsys, "threads", "show", "t")
+    assert code == 0, err
+    assert all(text in out for text, _ in refused)
+    assert out.count("not sent to the model") == len(refused)
+
+
+async def test_a_brief_refused_before_any_request_is_not_sent_with_the_next(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    """A foreground brief the budget refuses before its first request stays in the session's
+    thread for people; the next brief's request does not carry it."""
+    from agentrunner.company.brief import brief
+
+    configure(project, mock_server, 'per_agent_daily_usd = 0.05\n\n[journal]\nmodel = "test"')
+    agent("ceo", "model: mockai:gpt-pricey")
+    mock.count_input_tokens = True
+    runner: AgentRunner = await open_runner()
+    long = "Plan the quarter, in detail: " + "every market, every product. " * 120
+    with pytest.raises(AgentRunnerError) as refused:
+        await brief(runner, long)  # ~1,200 input tokens: $0.12, more than the day has
+    assert refused.value.code is ErrorCode.BUDGET_EXCEEDED and not mock.requests
+    done = await brief(runner, "Say hello.")
+    assert done.result is not None and done.result.stop_reason == "end_turn"
+    [sent] = mock.requests
+    assert "Say hello." in json.dumps(sent.body) and "every market" not in json.dumps(sent.body)
+    page = [m for _, m, _, _ in await runner.store.messages.page(done.session.thread_id)]
+    assert [m.content for m in page if isinstance(m, UserMessage) and m.unsent] == [long]
+
+
+@pytest.mark.parametrize(
+    ("budgets", "named"),
+    [
+        ("per_run_usd = 1.0", "the per-run budget"),
+        ("per_agent_daily_usd = 1.0", "the daily budget of agent 'guess'"),
+        ("global_daily_usd = 1.0", "the global daily budget"),
+    ],
+)
+async def test_a_model_of_unknown_price_is_refused_under_any_budget(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    mock_server: Any,
+    budgets: str,
+    named: str,
+) -> None:
+    """A budget cannot bound what it cannot price: a run on a model with no known price is
+    refused before its first request, naming the model and the table that prices it; with
+    `[budgets] allow_unpriced = true` it runs, its cost reported unknown. A priced model under
+    the same budget runs as before."""
+    configure(project, mock_server, budgets)
+    agent("guess", "model: mockai:gpt-unlisted")  # no [prices] entry, unknown to genai-prices
+    agent("known", "model: mockai:gpt-pricey")
+    runner: AgentRunner = await open_runner()
+    with pytest.raises(AgentRunnerError) as refused:
+        await runner.run_agent("guess", "t", "hello")
+    error = refused.value
+    assert error.code is ErrorCode.PRICE_UNKNOWN and not error.retryable
+    assert "mockai:gpt-unlisted" in error.message and named in error.message
+    assert '[prices."mockai:gpt-unlisted"]' in error.message
+    assert "allow_unpriced = true" in (error.hint or "")
+    assert not mock.requests  # nothing was sent
+    [run] = await runner.store.runs.list(thread_id="t")
+    assert (run.status, run.error_code) == ("failed", "price_unknown")
+    assert (await runner.run_agent("known", "k", "hello")).cost_micros > 0
+    await runner.close()
+
+    configure(project, mock_server, f"{budgets}\nallow_unpriced = true")
+    runner = await open_runner()
+    done = await runner.run_agent("guess", "t", "hello again")
+    assert done.stop_reason == "end_turn" and not done.cost_known
+
+
+def test_agents_validate_names_a_model_a_budget_cannot_price(
+    agent: Agent, project: Path, mock_server: Any
+) -> None:
+    """Before any run: each agent whose model (or fallback) has no known price while a budget
+    is in force, at the file and line that names the model; a budget in the agent file alone
+    counts too; none with the models priced, no budget, or allow_unpriced."""
+    from tests.runner.test_spend import run_cli
+
+    configure(project, mock_server)
+    agent("guess", "model: mockai:gpt-pricey\nfallback: [mockai:gpt-unlisted]")
+    agent("capped", "model: mockai:gpt-unlisted\nlimits: {max_budget_usd: 0.5}")
+    agent("free", "model: mockai:gpt-unlisted")
+    done = run_cli(project, "agents", "validate")
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if "price_unknown" in line]
+    assert lines == [
+        "agents/capped.md:2: price_unknown: no price is known for mockai:gpt-unlisted, so "
+        "max_budget_usd of agent 'capped' cannot bound what its requests cost: price it "
+        'with [prices."mockai:gpt-unlisted"] in agentrunner.toml'
+    ], done.stderr
+    configure(project, mock_server, "per_agent_daily_usd = 1.0")
+    done = run_cli(project, "agents", "validate")
+    lines = [line for line in done.stderr.splitlines() if "price_unknown" in line]
+    flagged = sorted(line.split(":")[0] for line in lines)
+    assert flagged == ["agents/capped.md", "agents/free.md", "agents/guess.md"], done.stderr
+    configure(project, mock_server, "per_agent_daily_usd = 1.0\nallow_unpriced = true")
+    done = run_cli(project, "agents", "validate")
+    assert done.returncode == 0 and "price_unknown" not in done.stderr, done.stderr
+    # [compaction] model, which every run's compaction pays for under the run's budgets
+    agent("guess", "model: mockai:gpt-pricey")
+    for name in ("capped", "free"):
+        (project / "agents" / f"{name}.md").unlink()
+    configure(
+        project,
+        mock_server,
+        'global_daily_usd = 1.0\n\n[compaction]\nmodel = "mockai:gpt-unlisted"',
+    )
+    done = run_cli(project, "agents", "validate")
+    [line] = [line for line in done.stderr.splitlines() if "price_unknown" in line]
+    assert line.startswith("agentrunner.toml:") and "[compaction] model: no price is known" in line

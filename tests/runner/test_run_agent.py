@@ -186,9 +186,15 @@ async def test_failed_turns_are_not_fed_back_to_the_model(
     runner = await open_runner()
     assert (await runner.run_agent("broken", "t", "now")).text == "Echo: now"
     sent = mock.requests[-1].body["messages"]
-    assert [m["role"] for m in sent] == ["system"] + ["user"] * 6
-    assert [m["content"] for m in sent[1:]] == [*(f"try {n}" for n in range(5)), "now"]
+    # No request was ever sent for the five: their messages stay in the thread for people,
+    # and no model is sent them (DESIGN decision 11), nor the errors that stopped them.
+    assert [(m["role"], m["content"]) for m in sent[1:]] == [("user", "now")]
     assert not any("NOT_SET_ANYWHERE" in str(m) or "error" in str(m) for m in sent)
+    kept = [m for _, m, _, _ in await runner.store.messages.page("t") if isinstance(m, UserMessage)]
+    assert [(m.content, m.unsent) for m in kept] == [
+        *((f"try {n}", True) for n in range(5)),
+        ("now", False),
+    ]
 
 
 async def test_bad_input_is_recorded_not_half_written(agent: Agent, open_runner: Any) -> None:

@@ -219,6 +219,48 @@ async def test_preflight_reads_each_agents_own_day(store: Store) -> None:
     assert [(u.agent_id, u.state) for u in report.warnings] == [("cto", "exceeded")]
 
 
+async def test_a_limit_that_cannot_pay_the_agents_smallest_request_is_exhausted(
+    store: Store,
+) -> None:
+    """77 % of a daily limit used, $0.0046 left: exhausted for an agent whose smallest request
+    costs $0.0088 (shown so, and a brief to it refused before anything starts), not for one
+    whose smallest costs $0.0040. Each agent's limit is listed before it has spent anything."""
+    budgets = Budgets(per_agent_daily_usd=0.02, global_daily_usd=1.0)
+    await spent(store, "writer", 15_400, time.time())
+    floors = {"writer": 8_800, "idle": 4_000}
+    report = await spend_report(store, budgets, agents=["writer", "idle"], floors=floors)
+    uses = {(use.key, use.agent_id): use for use in report.limits}
+    writer = uses[("per_agent_daily_usd", "writer")]
+    assert writer.state == "exceeded" and round(writer.percent or 0) == 77
+    assert writer.message() == (
+        "the daily budget of agent 'writer' of $0.0200 cannot pay for its smallest request "
+        "($0.0088): $0.0046 left, $0.0154 spent today (UTC)"
+    )
+    assert writer.to_dict()["left_micros"] == 4_600
+    assert writer.to_dict()["smallest_request_micros"] == 8_800
+    idle = uses[("per_agent_daily_usd", "idle")]  # listed though it has spent nothing
+    assert (idle.spent, idle.state) == (0, "ok")
+    assert uses[("global_daily_usd", None)].state == "ok"
+    assert [use.agent_id for use in report.warnings] == ["writer"]
+    cheaper = await spend_report(store, budgets, agents=["writer"], floors={"writer": 4_000})
+    assert [use.state for use in cheaper.limits] == ["ok", "ok"]  # 77 %, and it can pay
+    with pytest.raises(AgentRunnerError) as refused:
+        await preflight(store, budgets, "writer", floors=floors)
+    assert refused.value.code is ErrorCode.BUDGET_EXCEEDED
+    assert refused.value.message.endswith("; nothing was started")
+    assert "cannot pay for its smallest request ($0.0088)" in refused.value.message
+    assert await preflight(store, budgets, "writer", floors={"writer": 4_600}) == []
+    # The global limit, against the smallest request of the agent the work is for.
+    everyone = Budgets(global_daily_usd=0.02)
+    with pytest.raises(AgentRunnerError) as refused:
+        await preflight(store, everyone, "writer", floors=floors)
+    assert (
+        "the global daily budget of $0.0200 cannot pay for the smallest request of agent "
+        "'writer' ($0.0088)" in refused.value.message
+    )
+    assert await preflight(store, everyone, "idle", floors=floors) == []  # 77 %: it can pay
+
+
 @pytest.mark.parametrize("days", [0, -1, 367, "7", True])
 async def test_a_report_over_no_days_is_a_validation_error(store: Store, days: Any) -> None:
     with pytest.raises(AgentRunnerError) as caught:
@@ -279,9 +321,13 @@ async def test_status_shows_the_org_chart_with_each_agents_state(
     [boss_run] = await runner.store.runs.list(agent_id="boss")
     assert agents["boss"]["spent_today_micros"] == boss_run.cost_micros == 1600
     assert report["spent_today"]["cost_micros"] == 1600
-    assert report["warnings"] == [
-        "the daily budget of agent 'boss' of $0.0020 is 80% used: $0.0016 spent today (UTC)"
-    ]
+    # 80 % used, and the $0.0004 left is less than boss's smallest request (its prompt and
+    # the delegate tool its reports give it) costs: exhausted, not a warning
+    [warning] = report["warnings"]
+    assert warning.startswith(
+        "the daily budget of agent 'boss' of $0.0020 cannot pay for its smallest request ($0.0"
+    )
+    assert warning.endswith("): $0.0004 left, $0.0016 spent today (UTC)")
     assert report["org_chart"] is True and report["session"] is None
 
     lines = shown.stdout.splitlines()
@@ -297,7 +343,7 @@ async def test_status_shows_the_org_chart_with_each_agents_state(
     ]
     assert "Org chart" in shown.stdout and broke_run.id in shown.stdout
     assert busy_run.id in shown.stdout and "$0.0016" in shown.stdout
-    assert "! the daily budget of agent 'boss' of $0.0020 is 80% used" in shown.stdout
+    assert f"! {warning}" in shown.stdout
     assert "no live workers" in shown.stdout and "Traceback" not in shown.stderr
     # Once the run is cancelled, the agent is idle: a person stopped the work, nothing is
     # wrong with the agent (it said "stopped" until its next run, issue 39).
@@ -305,6 +351,65 @@ async def test_status_shows_the_org_chart_with_each_agents_state(
     busy = {a["agent_id"]: a for a in after["agents"]}["busy"]
     assert (busy["state"], busy["run_id"], busy["last_run_id"]) == ("idle", None, busy_run.id)
     assert "stopped" not in (await asyncio.to_thread(run_cli, project, "status")).stdout
+
+
+@SQLITE_ONLY
+async def test_a_limit_is_shown_exhausted_exactly_when_the_budget_refuses_a_request(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path
+) -> None:
+    """Spend added a little at a time under a daily limit: at each step what `status` shows of
+    the agent's limit and what the budget does with its smallest request (a one-character
+    message on a new thread) agree — exhausted exactly when refused, well before 100 %. Then a
+    brief to it is refused before a job is made, in the foreground and in the background, and
+    `status` and `cost` say why."""
+    from agentrunner.company.brief import brief, queue_brief
+    from agentrunner.status import project_status
+
+    agent("writer", "model: mockai:gpt-mock", "You write careful, sourced reports. " * 45)
+    agent("idle", "model: mockai:gpt-mock")  # it never runs: its limit is listed all the same
+    with (project / "agentrunner.toml").open("a") as config:
+        config.write(
+            '\n[budgets]\nper_agent_daily_usd = 0.004\n\n[company]\nroot = "writer"\n'
+            '\n[journal]\nmodel = "test"\n'
+        )
+    runner: AgentRunner = await open_runner()
+    seen = []
+    for step in range(12):
+        floors = await runner.smallest_requests()
+        shown = await project_status(
+            runner.store, runner.agents, runner.config.budgets, floors=floors
+        )
+        [use] = [use for use in shown.limits if use.agent_id == "writer"]
+        [outcome] = await asyncio.gather(
+            runner.run_agent("writer", f"t{step}", "."), return_exceptions=True
+        )
+        refused = isinstance(outcome, AgentRunnerError)
+        assert not refused or outcome.code is ErrorCode.BUDGET_EXCEEDED, outcome
+        seen.append((use.state, round(use.percent or 0), refused))
+        assert (use.state == "exceeded") == refused, seen
+        if refused:
+            break
+        await spent(runner.store, "writer", 400, time.time())
+    assert len(seen) > 2 and seen[-1][2] and seen[-1][1] < 100, seen
+    runs = len(await runner.store.runs.list(limit=1000))
+    with pytest.raises(AgentRunnerError) as foreground:
+        await brief(runner, "Write the quarterly report.")
+    with pytest.raises(AgentRunnerError) as background:
+        await queue_brief(runner.config, runner.store, "Write the quarterly report.")
+    for refusal in (foreground.value, background.value):
+        assert refusal.code is ErrorCode.BUDGET_EXCEEDED
+        assert "cannot pay for its smallest request" in refusal.message
+        assert refusal.message.endswith("nothing was started")
+    assert len(await runner.store.runs.list(limit=1000)) == runs  # no job was made
+    status = json.loads((await asyncio.to_thread(run_cli, project, "status", "--json")).stdout)
+    assert any("cannot pay for its smallest request" in w for w in status["warnings"])
+    cost = json.loads((await asyncio.to_thread(run_cli, project, "cost", "--json")).stdout)
+    limits = {use["agent_id"]: use for use in cost["limits"] if use["agent_id"]}
+    assert limits["writer"]["state"] == "exceeded"
+    assert limits["writer"]["smallest_request_micros"] > limits["writer"]["left_micros"] > 0
+    assert (limits["idle"]["spent_micros"], limits["idle"]["state"]) == (0, "ok")
+    shown = (await asyncio.to_thread(run_cli, project, "cost")).stdout
+    assert "exhausted: $0.0" in shown and "less than the smallest request" in shown
 
 
 # -- the commands, as a person runs them -----------------------------------------------------

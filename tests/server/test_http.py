@@ -659,3 +659,38 @@ def test_cancelling_a_delegated_run_stops_it_and_its_caller_goes_on(
     assert parent["usage"]["requests"] == 2  # it asked, then answered without the CTO
     last = mock.requests[-1].body["messages"][-1]
     assert last["role"] == "tool" and "cancelled" in last["content"]
+
+
+def test_a_run_a_budget_refuses_before_any_request_is_402_and_its_message_kept_unsent(
+    agent: Agent, server: Any, project: Path, mock: MockProvider
+) -> None:
+    """A model of unknown price under a budget: `price_unknown`, 402; the person's message is
+    in the thread, marked as never sent to a model. Priced, the same agent answers, and its
+    message is not marked."""
+    with (project / "agentrunner.toml").open("a") as config:
+        config.write("\n[budgets]\nper_run_usd = 1.0\n")
+    agent("guess", "model: mockai:gpt-unlisted")
+    agent("known", "model: mockai:gpt-mock")
+    srv = server()
+    for agent_id, status in (("guess", 402), ("known", 200)):
+        asked = httpx2.post(
+            f"{srv.url}/v1/chat/completions",
+            headers=AUTH,
+            json={
+                "model": agent_id,
+                "messages": [{"role": "user", "content": "hi"}],
+                "user": "ada",
+            },
+        )
+        assert asked.status_code == status, asked.text
+        thread = httpx2.get(f"{srv.url}/threads/{agent_id}-ada/messages", headers=AUTH).json()
+        said = next(m for m in thread["data"] if m["role"] == "user")
+        assert said["content"] == "hi" and said.get("unsent", False) is (status == 402)
+    assert asked.json()["choices"][0]["message"]["content"] == "Echo: hi"
+    refused = httpx2.post(
+        f"{srv.url}/v1/chat/completions",
+        headers=AUTH,
+        json={"model": "guess", "messages": [{"role": "user", "content": "again"}], "user": "bo"},
+    )
+    assert refused.json()["error"]["code"] == "price_unknown"
+    assert '[prices."mockai:gpt-unlisted"]' in refused.json()["error"]["message"]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from agentrunner.spend import CacheSpend, LimitUse, Spend, SpendReport
     from agentrunner.store.store import Store
 
-__all__ = ["cache_line", "cost", "limit_lines", "usd", "with_project_store"]
+__all__ = ["cache_line", "cost", "floors_of", "limit_lines", "usd", "with_project_store"]
 
 T = TypeVar("T")
 
@@ -43,6 +43,13 @@ def with_project_store(work: Callable[[Project, Store], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
+async def floors_of(project: Project, store: Store) -> dict[str, int]:
+    """Each agent's smallest request (``budgets.request_floors``), for the project's limits."""
+    from agentrunner.budgets import request_floors
+
+    return await request_floors(project.config, project.agents, store, personas=project.personas)
+
+
 def cost(
     days: str = typer.Option(
         "1", "--days", metavar="N", help="Today and the N-1 days before it (UTC); 1: today."
@@ -60,7 +67,13 @@ def cost(
     async def work(project: Project, store: Store) -> SpendReport:
         config = project.config
         report = await spend_report(
-            store, config.budgets, days=count, agent=agent, prices=PriceBook(config.prices)
+            store,
+            config.budgets,
+            days=count,
+            agent=agent,
+            agents=project.agents.ids(),  # each agent's limit, spent or not
+            prices=PriceBook(config.prices),
+            floors=await floors_of(project, store),
         )
         current = await active(store)
         if current is not None and agent is None:
@@ -186,9 +199,16 @@ def limit_lines(limits: list[LimitUse]) -> list[str]:
             lines.append(f"  {escape(use.label)}: {usd(use.limit)} [dim]a run[/]")
             continue
         color = colors[use.state]
+        short = ""
+        if use.state == "exceeded" and use.spent < use.limit:  # what is left buys nothing
+            whose = "" if use.floor_agent == use.agent_id else f" of {use.floor_agent}"
+            short = (
+                f" [{color}]exhausted: {usd(use.limit - use.spent)} left, less than the "
+                f"smallest request{escape(whose)} ({usd(use.floor or 0)})[/]"
+            )
         lines.append(
             f"  {escape(use.label)}: {usd(use.spent)} of {usd(use.limit)} "
-            f"[{color}]({use.percent:.0f}%)[/]"
+            f"[{color}]({use.percent:.0f}%)[/]{short}"
         )
     return lines
 

@@ -169,7 +169,8 @@ def threads_show(
         _print_summary(summary)
     for seq, message, run_id, _ in page:
         if isinstance(message, UserMessage):
-            out.print(f"[bold blue]user[/] [dim]#{seq}[/]\n{escape(message.content)}\n")
+            unsent = " [yellow](not sent to the model: its run ended first)[/]" * message.unsent
+            out.print(f"[bold blue]user[/] [dim]#{seq}[/]{unsent}\n{escape(message.content)}\n")
         elif isinstance(message, AssistantMessage):
             cut = " [yellow](interrupted)[/]" if message.interrupted else ""
             out.print(f"[bold green]assistant[/] [dim]#{seq}[/]{cut}")

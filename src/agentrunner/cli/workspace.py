@@ -17,8 +17,10 @@ if TYPE_CHECKING:
     from agentrunner.channels import Posted
     from agentrunner.channels.feed import ChannelFeed
     from agentrunner.compose import Workspace
+    from agentrunner.project import Project
     from agentrunner.status import ProjectStatus
     from agentrunner.store.channels import Channel, ChannelMessage
+    from agentrunner.store.store import Store
     from agentrunner.worker import Worker
 
 __all__ = ["channels_app", "dm", "post", "status", "worker"]
@@ -214,12 +216,14 @@ def status(
 ) -> None:
     """The agents down the org chart: state, current run, queued runs, today's spend; live
     workers; the daily limits nearly or wholly used up."""
-    from agentrunner.cli.cost import with_project_store
+    from agentrunner.cli.cost import floors_of, with_project_store
     from agentrunner.status import project_status
 
-    report = with_project_store(
-        lambda project, store: project_status(store, project.agents, project.config.budgets)
-    )
+    async def work(project: Project, store: Store) -> ProjectStatus:
+        floors = await floors_of(project, store)
+        return await project_status(store, project.agents, project.config.budgets, floors=floors)
+
+    report = with_project_store(work)
     if as_json:
         out.print_json(data=report.to_dict())
         return

@@ -181,9 +181,12 @@ async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
 
     _check_directive(directive)
     root = await asyncio.to_thread(session.root_agent_id, config)  # a stat: off the loop
-    # the root's and the global daily limits; the team's own are the worker's to meet (the
-    # agent files are not read here, to return at once)
-    spending = [use.message() for use in await preflight(store, config.budgets, root)]
+    # the root's and the global daily limits, against the root's smallest request; the
+    # team's own are the worker's to meet
+    floors = await _root_floor(config, store, root)
+    spending = [
+        use.message() for use in await preflight(store, config.budgets, root, floors=floors)
+    ]
     current, message, warnings, opened = await _session_for(store, root, directive)
     warnings = spending + warnings
     run = NewRun(
@@ -248,12 +251,31 @@ def _told(warnings: list[str], warn: Callable[[str], None] | None) -> list[str]:
 
 
 async def _budget_warnings(runner: AgentRunner, root: AgentSpec) -> list[str]:
-    """Today's spend before the work starts: ``budget_exceeded`` (nothing started) when the
-    root's or the global daily limit is used up; a warning for each limit at 80 % or more."""
+    """Today's spend before the work starts: ``budget_exceeded`` (nothing started) when what
+    is left of the root's or the global daily limit cannot pay for the root's smallest
+    request; a warning for each limit at 80 % or more, or exhausted for its agent."""
+    team = session.team_ids(runner.agents, root)
     uses = await preflight(
-        runner.store, runner.config.budgets, root.id, team=session.team_ids(runner.agents, root)
+        runner.store,
+        runner.config.budgets,
+        root.id,
+        team=team,
+        floors=await runner.smallest_requests([root.id, *team]),
     )
     return [use.message() for use in uses]
+
+
+async def _root_floor(config: Config, store: Store, root: str) -> dict[str, int]:
+    """The root's smallest request (``budgets.request_floors``), its files read leniently off
+    the loop (a broken root file fails the job, as the worker reads it); nothing is read
+    without a daily limit."""
+    from agentrunner.budgets import request_floors
+    from agentrunner.project import read_agents
+
+    if not config.budgets.daily:  # request_floors' own test, before the files are read
+        return {}
+    agents, personas = await asyncio.to_thread(read_agents, config, strict=False)
+    return await request_floors(config, agents, store, only=[root], personas=personas)
 
 
 def _check_directive(directive: str) -> None:

@@ -24,8 +24,10 @@ from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
     ModelRequest,
+    ToolDefinition,
     ToolResult,
     Usage,
+    UserMessage,
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.json_text import json_bytes
@@ -50,8 +52,13 @@ __all__ = [
     "estimate_input_tokens",
     "estimate_message_tokens",
     "estimate_output_tokens",
+    "estimate_sent_tokens",
     "estimate_text_tokens",
     "fixed_request_bytes",
+    "held_input_tokens",
+    "least_request_micros",
+    "price_unknown",
+    "smallest_request_micros",
 ]
 
 # With a budget in force every request carries an output cap: the agent's max_output_tokens,
@@ -210,7 +217,8 @@ class BudgetGate:
         self.active = external is not None or tracker.allowance() is not None
         self.held: Reservation | None = None
         self._calibration: dict[str, float] = {}  # model -> billed / estimated input tokens
-        self._fixed_bytes = fixed_request_bytes(tools, output_schema) if self.active else 0
+        self._tools, self._output_schema = tools, output_schema
+        self._fixed: int | None = None  # fixed_request_bytes, measured when first needed
 
     async def reserve(self, model: ResolvedModel, request: ModelRequest) -> None:
         """Hold ``request``'s worst case against the tightest budget, and cap its output to fit
@@ -227,6 +235,10 @@ class BudgetGate:
 
     async def _reserve(self, model: ResolvedModel, request: ModelRequest) -> Reservation | None:
         rates = self.prices.rates(model.provider.name, model.name)
+        if rates is None and not self.prices.allow_unpriced:
+            # A budget cannot bound what it cannot price: refused, not run blind.
+            external = await self.external.allowance() if self.external is not None else None
+            raise price_unknown(model.ref, self.tightest(external))
         if self.external is not None and rates is not None and not rates.free:
             whole = await self._reserve_whole(model, request, rates)
             if whole is not None:
@@ -242,7 +254,8 @@ class BudgetGate:
             if allowance.spent >= allowance.limit:
                 raise budget_exceeded(allowance)
             if rates is None or rates.free:
-                # Unknown prices cannot be bounded (PriceBook warns once); free ones need not.
+                # Free prices need no bound; unknown ones run uncounted where allowed
+                # (``allow_unpriced``; PriceBook warns once).
                 return None
             tokens = self.input_tokens(model.ref, request)
             wanted = request.max_output_tokens or DEFAULT_OUTPUT_CAP
@@ -260,7 +273,7 @@ class BudgetGate:
                 pause = min(pause * 2, 1.0)
                 continue
             if cap < min(MIN_REPLY_TOKENS, wanted):
-                needed = input_cost + rates.output_micros(MIN_REPLY_TOKENS, tokens)
+                needed = least_request_micros(rates, tokens, min(MIN_REPLY_TOKENS, wanted))
                 raise budget_exceeded(allowance, needed)
             worst = input_cost + rates.output_micros(cap, tokens)
             self.tracker.hold(worst)
@@ -309,9 +322,22 @@ class BudgetGate:
         return own
 
     def input_tokens(self, model: str, request: ModelRequest) -> int:
-        """``request``'s input in tokens, estimated high and corrected by what was billed."""
-        tokens = estimate_input_tokens(request, self._fixed_bytes)
+        """``request``'s input in tokens at worst, estimated high and corrected by what was
+        billed: what a reservation holds."""
+        return held_input_tokens(request, self._fixed_bytes, self._calibration.get(model, 1.0))
+
+    def sent_tokens(self, model: str, request: ModelRequest) -> int:
+        """The size of what ``request`` sent, in tokens (``estimate_sent_tokens``, corrected by
+        what was billed where that was more): what a request cut off before the provider
+        reported its usage is charged."""
+        tokens = estimate_sent_tokens(request, self._fixed_bytes)
         return int(tokens * self._calibration.get(model, 1.0)) + 1
+
+    @property
+    def _fixed_bytes(self) -> int:
+        if self._fixed is None:
+            self._fixed = fixed_request_bytes(self._tools, self._output_schema)
+        return self._fixed
 
     def settle(self, usage: Usage) -> Reservation | None:
         """The request is over and its cost recorded: learn from its billed input, give its
@@ -342,14 +368,59 @@ def fixed_request_bytes(tools: Sequence[Any], output_schema: Mapping[str, Any] |
     return size
 
 
+def held_input_tokens(request: ModelRequest, fixed_bytes: int, calibration: float = 1.0) -> int:
+    """The input a reservation holds for ``request``: ``estimate_input_tokens`` corrected by
+    ``calibration`` (what this model billed against the estimate before, when more)."""
+    return int(estimate_input_tokens(request, fixed_bytes) * calibration) + 1
+
+
+def least_request_micros(
+    rates: Rates, input_tokens: int, reply_tokens: int = MIN_REPLY_TOKENS
+) -> int:
+    """What a request of ``input_tokens`` with a minimal reply (``reply_tokens``) costs at
+    ``rates``: below this a budget sends nothing."""
+    return rates.input_micros(input_tokens) + rates.output_micros(reply_tokens, input_tokens)
+
+
+def smallest_request_micros(
+    rates: Rates,
+    system: str,
+    tools: Sequence[ToolDefinition],
+    output_schema: Mapping[str, Any] | None = None,
+    reply_tokens: int = MIN_REPLY_TOKENS,
+) -> int:
+    """What the smallest request with this system prompt, tools and output schema costs at
+    ``rates``: a one-character message, no history, a minimal reply — its input estimated as a
+    reservation estimates it (``held_input_tokens``). A budget with less left refuses every
+    request of its kind (``budget_exceeded``)."""
+    request = ModelRequest(
+        model="",
+        system=system,
+        messages=[UserMessage(".")],
+        tools=tools,
+        output_schema=output_schema,
+    )
+    tokens = held_input_tokens(request, fixed_request_bytes(tools, output_schema))
+    return least_request_micros(rates, tokens, reply_tokens)
+
+
 def estimate_input_tokens(request: ModelRequest, fixed_bytes: int) -> int:
-    """An estimate, erring high, of the input tokens ``request`` will be billed for."""
+    """An estimate, erring high, of the input tokens ``request`` will be billed for at most:
+    its size (``estimate_sent_tokens``) and, with tools, the instructions for using them that
+    a provider adds on its side (Anthropic's are some 350 tokens). What a request's worst case
+    is reserved with."""
+    tokens = estimate_sent_tokens(request, fixed_bytes)
+    return tokens + _WITH_TOOLS if request.tools else tokens
+
+
+def estimate_sent_tokens(request: ModelRequest, fixed_bytes: int) -> int:
+    """The size of what ``request`` sends, in tokens, erring high: its system prompt, messages,
+    tool definitions and output schema (``fixed_bytes``), with each message's framing. Nothing
+    the provider adds on its side is in it."""
     size = _utf8_bytes(request.system) + fixed_bytes
     for message in request.messages:
         size += _message_bytes(message)
     overhead = _PER_REQUEST + _PER_MESSAGE * len(request.messages)
-    if request.tools:
-        overhead += _WITH_TOOLS
     return math.ceil(size / _BYTES_PER_TOKEN) + overhead
 
 
@@ -401,6 +472,21 @@ def budget_exceeded(allowance: Allowance, needed: int | None = None) -> AgentRun
             f"minimal reply of {MIN_REPLY_TOKENS} tokens"
         )
     return AgentRunnerError(ErrorCode.BUDGET_EXCEEDED, detail, hint=allowance.hint)
+
+
+def price_unknown(model: str, budget: Allowance | str | None) -> AgentRunnerError:
+    """``price_unknown``: ``budget`` (its label, or the budget) cannot bound what requests to
+    ``model`` (``provider:model``) cost, for no price is known for it; the hint names the table
+    that prices it."""
+    label = budget.label if isinstance(budget, Allowance) else budget or "the budget"
+    return AgentRunnerError(
+        ErrorCode.PRICE_UNKNOWN,
+        f"no price is known for {model}, so {label} cannot bound what its requests cost: "
+        f'price it with [prices."{model}"] in agentrunner.toml',
+        hint="Give it input_per_mtok and output_per_mtok (0 for a free local server), or set "
+        "[budgets] allow_unpriced = true to let models of unknown price run under budgets, "
+        "their cost uncounted.",
+    )
 
 
 def budget_cut_off(held: Reservation) -> str:

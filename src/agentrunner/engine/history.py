@@ -42,8 +42,10 @@ def window(history: Sequence[Message]) -> list[Message]:
     Leading messages are dropped until the first user message, so a window cut from a long
     thread never starts with a tool result whose call was cut off. A turn that was interrupted
     is sent as what it said, with ``CUT_NOTE`` where it stopped — or not at all when it said
-    nothing and did nothing. Notes that earlier versions stored as assistant text —
-    ``(error: …)``, ``(stopped by user)`` — are left out: errors are for people, not models.
+    nothing and did nothing. A message no model was sent when it was said (``unsent``: its run
+    was refused before its first request) is not sent later either. Notes that earlier
+    versions stored as assistant text — ``(error: …)``, ``(stopped by user)`` — are left out:
+    errors are for people, not models.
     """
     return [message for _, message in sendable(list(enumerate(history)))]
 
@@ -56,6 +58,8 @@ def sendable(history: Sequence[tuple[int, Message]]) -> list[tuple[int, Message]
     )
     out: list[tuple[int, Message]] = []
     for seq, message in history[start:]:
+        if isinstance(message, UserMessage) and message.unsent:
+            continue
         if isinstance(message, AssistantMessage):
             if message.interrupted:
                 cut = _cut(message, out[-1][1] if out else None)

@@ -129,10 +129,19 @@ class Thinking:
 
 @dataclass(slots=True)
 class UserMessage:
+    """What a person (or the runtime on their behalf) said.
+
+    ``unsent``: no model was ever sent it — the run it came with ended before its first model
+    request (refused by a budget, say). It is kept in the thread for people and left out of
+    what models are sent (``engine.history``), then and later (DESIGN decision 11)."""
+
     content: str
     role: Literal["user"] = "user"
+    unsent: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        if self.unsent:
+            return {"role": "user", "content": self.content, "unsent": True}
         return {"role": "user", "content": self.content}
 
 
@@ -204,7 +213,7 @@ Message = UserMessage | AssistantMessage | ToolResult
 def message_from_dict(data: Mapping[str, Any]) -> Message:
     role = data.get("role")
     if role == "user":
-        return UserMessage(str(data["content"]))
+        return UserMessage(str(data["content"]), unsent=bool(data.get("unsent")))
     if role == "assistant":
         return AssistantMessage(
             text=str(data.get("content") or ""),

@@ -16,12 +16,15 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from agentrunner.config import BUILTIN_PROVIDERS, OPENAI_KINDS, Config, ProviderConfig
-from agentrunner.engine.http_client import HttpModelClient, ModelClient, Wire
 from agentrunner.engine.pricing import PriceBook
 from agentrunner.engine.secrets import Secrets, held
 from agentrunner.errors import AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.engine.http_client import ModelClient, Wire
 
 __all__ = ["BUILTIN_PROVIDERS", "DEFAULT_CONTEXT_WINDOW", "ModelRegistry", "ResolvedModel"]
 
@@ -74,7 +77,7 @@ class ModelRegistry:
         return cls(
             config.providers,
             config.aliases,
-            prices=PriceBook(config.prices),
+            prices=PriceBook(config.prices, allow_unpriced=config.budgets.allow_unpriced),
             env=env,
             context_windows=config.context_windows,
             model_kinds=config.model_kinds,
@@ -201,6 +204,10 @@ class ModelRegistry:
                 f"provider '{provider.name}' has no base_url",
                 hint=f"Set base_url under [providers.{provider.name}] in agentrunner.toml.",
             )
+        # Here, once per provider, as the wires are: resolving models and reading prices (a
+        # background brief's budget check) need no HTTP client.
+        from agentrunner.engine.http_client import HttpModelClient
+
         return HttpModelClient(
             wire,
             base_url=provider.base_url,

@@ -38,7 +38,17 @@ _MICROS = Decimal(1_000_000)
 
 
 class PriceBook:
-    def __init__(self, overrides: Mapping[str, PriceOverride] | None = None) -> None:
+    """What models cost. ``allow_unpriced`` (``[budgets] allow_unpriced``): a model with no
+    known price may run under a budget, uncounted; else a budget refuses it
+    (``engine.budget``: ``price_unknown``)."""
+
+    def __init__(
+        self,
+        overrides: Mapping[str, PriceOverride] | None = None,
+        *,
+        allow_unpriced: bool = False,
+    ) -> None:
+        self.allow_unpriced = allow_unpriced
         # Decimal rates are made once here: converting floats through str on every response
         # was a measurable part of a turn.
         self._overrides = {ref: _Rates.of(price) for ref, price in (overrides or {}).items()}

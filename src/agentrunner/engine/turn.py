@@ -501,12 +501,11 @@ class _TurnRun:
             )
 
     def estimated_usage(self, entry: ChainEntry) -> tuple[Usage, int | None]:
-        """What the request in flight used by estimate: its input, and the output streamed."""
-        held = self.gate.held
+        """What the request in flight used by estimate: the size of what it sent (not the
+        worst case its reservation holds), and the output streamed."""
         request = self.inflight[1] if self.inflight is not None else self.request(entry)
-        tokens = held.input_tokens if held else self.gate.input_tokens(entry.model.ref, request)
         usage = Usage(
-            input_tokens=tokens,
+            input_tokens=self.gate.sent_tokens(entry.model.ref, request),
             output_tokens=estimate_output_tokens("".join(self.partial)),
             requests=1,
             estimated=True,

@@ -39,6 +39,7 @@ _STATUS: dict[ErrorCode, int] = {
     ErrorCode.PROVIDER_RATE_LIMIT: 503,
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
     ErrorCode.BUDGET_EXCEEDED: 402,
+    ErrorCode.PRICE_UNKNOWN: 402,
     ErrorCode.CANCELLED: 409,
     ErrorCode.AGENT_DISABLED: 409,
     ErrorCode.QUEUE_FULL: 429,
@@ -63,7 +64,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     for status, description in {
         400: "bad input (template and model errors, a body that is not JSON)",
         401: "missing or wrong bearer token",
-        402: "budget exceeded",
+        402: "budget exceeded; a model whose price is unknown under a budget",
         403: "tool denied; a Host not accepted by a server without a token",
         404: "no such agent, thread, run or channel",
         405: "method not allowed (the Allow header lists those that are)",

@@ -172,6 +172,11 @@ class UserMessage(BaseModel):
     seq: int
     role: Literal["user"]
     content: str
+    unsent: bool = Field(
+        default=False,
+        description="no model was sent it: its run ended before any model request (refused "
+        "by a budget, say); later runs do not send it either. Left out when false",
+    )
     run_id: str | None
     created_at: float
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agentrunner.engine.messages import Message, message_from_dict
+from agentrunner.engine.messages import Message, UserMessage, message_from_dict
 from agentrunner.ids import new_id
 from agentrunner.store.changes import payload
 from agentrunner.store.drivers import Driver, Op
@@ -254,6 +254,13 @@ class Messages(Repository):
             )
             for n, m in enumerate(messages)
         ]
+
+    def unsent_op(self, thread_id: str, seq: int, message: UserMessage) -> Op:
+        """Message ``seq`` of the thread, ``message``, marked as never sent to a model."""
+        unsent = UserMessage(message.content, unsent=True)
+        return self.op(
+            "message_body_update", thread_id=thread_id, seq=seq, body=to_json(unsent.to_dict())
+        )
 
 
 class Runs(Repository):

@@ -208,3 +208,21 @@ def test_a_bad_days_value_is_a_page_that_says_what_is_allowed(cost_browser: Brow
         assert response.headers["content-type"].startswith("text/html")
         assert "days must be a whole number from 1 to 366" in response.text
     assert cost_browser.get("/ui/costs?days=366").by_id("cost-chart")  # the most there is
+
+
+def test_a_limit_that_cannot_pay_for_a_request_is_shown_exhausted_before_it_is_used_up(
+    cost_browser: Browser, store_url: str
+) -> None:
+    """ceo has spent all but $0.0001 of its $0.05 a day — less than its smallest request
+    costs: the costs page and the team page say it is exhausted, not 100 % used; cto, which
+    has spent nothing, has its limit listed all the same."""
+    write_cost(store_url, "ceo", 49_900, time.time(), "mockai:gpt-mock")
+    limits = cost_browser.get("/ui/costs").by_id("cost-limits")
+    ceo = limits.one("li", data_agent="ceo")
+    assert "state-exceeded" in ceo.classes and "(100%)" in ceo.text()
+    assert "$0.0001 left, less than the smallest request" in ceo.text()
+    assert "nothing can be bought" in ceo.text()
+    cto = limits.one("li", data_agent="cto")
+    assert "state-ok" in cto.classes and "$0 of $0.05 (0%)" in cto.text()
+    team = cost_browser.get("/").text()
+    assert "the daily budget of agent 'ceo' of $0.0500 cannot pay for its smallest request" in team

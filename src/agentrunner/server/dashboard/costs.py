@@ -88,9 +88,17 @@ async def _report(request: Request, days: int) -> dict[str, Any]:
     from agentrunner.engine.pricing import PriceBook
 
     ws: Workspace = request.app.state.workspace
-    store, config = ws.runner.store, ws.runner.config
+    runner = ws.runner
+    store, config = runner.store, runner.config
     # As `agentrunner cost` asks for it, so that the figures are the same.
-    report = await spend_report(store, config.budgets, days=days, prices=PriceBook(config.prices))
+    report = await spend_report(
+        store,
+        config.budgets,
+        days=days,
+        agents=runner.agents.ids(),
+        prices=PriceBook(config.prices),
+        floors=await runner.smallest_requests(),
+    )
     current = await active(store)
     session = await spent(store, current) if current is not None else None
     agent_limit = config.budgets.per_agent_daily_usd

@@ -30,7 +30,13 @@ async def team_part(request: Request) -> Response:
 
 async def _team(request: Request) -> dict[str, Any]:
     ws: Workspace = request.app.state.workspace
-    status = await project_status(ws.runner.store, ws.runner.agents, ws.runner.config.budgets)
+    runner = ws.runner
+    status = await project_status(
+        runner.store,
+        runner.agents,
+        runner.config.budgets,
+        floors=await runner.smallest_requests(),
+    )
     children: dict[str | None, list[AgentStatus]] = {}
     ids = {agent.agent_id for agent in status.agents}
     for agent in status.agents:

@@ -63,6 +63,11 @@ WHERE id = :id;
 INSERT INTO messages (thread_id, seq, role, body, run_id, created_at)
 VALUES (:thread_id, :seq, :role, :body{json}, :run_id, :now);
 
+-- name: message_body_update
+-- A message rewritten in place: a person's message marked unsent when its run ended before
+-- any model request (engine.history leaves it out of what models are sent).
+UPDATE messages SET body = :body{json} WHERE thread_id = :thread_id AND seq = :seq;
+
 -- name: messages_recent
 -- The newest messages after :after (a thread's summary point: 0 without one).
 SELECT seq, body FROM messages WHERE thread_id = :thread_id AND seq > :after
