@@ -261,7 +261,6 @@ def test_the_new_input_is_what_the_user_said_since_the_last_answer(
     )
     [sent] = _bodies(mock)
     assert sent["messages"][-1] == {"role": "user", "content": "Here is the draft.\n\nShorten it."}
-    assert "an old question" not in str(sent["messages"])
     for messages, field in (
         (
             [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
@@ -269,12 +268,65 @@ def test_the_new_input_is_what_the_user_said_since_the_last_answer(
         ),
         ([*HI, {"role": "tool", "content": "42", "tool_call_id": "c1"}], "1.role"),
         ([*HI, {"role": "assistant", "content": "done"}], ""),
+        ([*HI, {"role": "assistant", "content": "done"}, {"role": "user", "content": " "}], ""),
     ):
         with pytest.raises(openai.UnprocessableEntityError) as info:
             client.chat.completions.create(model="helper", messages=messages)
         message = info.value.response.json()["error"]["message"]
         assert message.startswith(f"messages.{field}" if field else "messages "), message
     assert len(mock.requests) == 1
+
+
+def _conversation(sent: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(m["role"], m["content"]) for m in sent["messages"] if m["role"] != "system"]
+
+
+def test_a_client_that_keeps_the_conversation_is_answered_in_it(
+    client: Any, mock: MockProvider
+) -> None:
+    """Issue 39 item 6: a client that sends the whole conversation each time (no thread named)
+    had its earlier turns dropped: each request was a new thread with one message in it. A
+    thread the request opens takes them as its history; one that exists keeps its own."""
+    for question, answer in (("Is Postgres fine?", "Yes."), ("Which cloud?", "Any.")):
+        mock.queue(Reply(text="noted"))
+        client.chat.completions.create(
+            model="helper",
+            messages=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": answer},
+                {"role": "user", "content": "And why?"},
+            ],
+        )
+    first, second = (_conversation(sent) for sent in _bodies(mock))
+    for sent, question, answer in (
+        (first, "Is Postgres fine?", "Yes."),
+        (second, "Which cloud?", "Any."),
+    ):
+        context, *conversation = sent  # the client's system message: context before it
+        assert context[0] == "user" and context[1].endswith("\n\nBe brief.")
+        assert conversation == [("user", question), ("assistant", answer), ("user", "And why?")]
+
+    # A named thread (the user's) is opened once with the client's turns; the next request's
+    # copy of them is not taken again, so nothing is said twice.
+    mock.reset()
+    said = [
+        {"role": "user", "content": "Draft a plan."},
+        {"role": "assistant", "content": "Plan: ship."},
+        {"role": "user", "content": "Shorter."},
+    ]
+    mock.queue(Reply(text="Ship."), Reply(text="Friday."))
+    client.chat.completions.create(model="helper", messages=said, user="ada")
+    client.chat.completions.create(
+        model="helper",
+        messages=[*said, {"role": "assistant", "content": "Ship."}, HI[0] | {"content": "When?"}],
+        user="ada",
+    )
+    once, again = (_conversation(sent) for sent in _bodies(mock))
+    assert once == [("user", "Draft a plan."), ("assistant", "Plan: ship."), ("user", "Shorter.")]
+    assert again == [*once, ("assistant", "Ship."), ("user", "When?")]
+    ada = [t for t in _threads() if t.id == "helper-ada"]
+    assert [t.message_count for t in ada] == [6]
 
 
 def test_a_stream_leaves_out_the_usage_only_when_asked(client: Any, mock: MockProvider) -> None:

@@ -39,6 +39,27 @@ async def test_threads(store: Store) -> None:
     assert {t.id for t in await store.threads.list()} == {"t1", "t2"}
 
 
+async def test_a_thread_opened_with_a_history_is_opened_once(store: Store) -> None:
+    """Two requests opening one thread with a client's conversation at once (the
+    OpenAI-compatible endpoint): one writes the history, the other finds the thread and writes
+    nothing; a thread that exists keeps its own history."""
+    said = [UserMessage("Draft a plan."), AssistantMessage(text="Plan: ship.")]
+    other = [UserMessage("Something else."), AssistantMessage(text="Else.")]
+    opened = await asyncio.gather(
+        *(store.threads.open_with_history("t-ada", "ceo", said) for _ in range(5))
+    )
+    assert sorted(opened) == [False, False, False, False, True]
+    assert not await store.threads.open_with_history("t-ada", "ceo", other)
+    thread = await store.threads.get("t-ada")
+    assert thread is not None and (thread.agent_id, thread.message_count) == ("ceo", 2)
+    kept = [m.to_dict() for _, m, _, _ in await store.messages.page("t-ada")]
+    assert kept == [{"role": "user", "content": "Draft a plan."}, said[1].to_dict()]
+    assert await store.threads.open_with_history("t-bo", "cto", other)
+    assert [m.to_dict() for _, m, _, _ in await store.messages.page("t-bo")] == [
+        m.to_dict() for m in other
+    ]
+
+
 async def test_ids_starting_with_a_prefix(store: Store) -> None:
     """Prefixes are literal (no LIKE wildcards), results limited; runs the same as threads."""
     for thread_id in ("a_b1", "a%b", "axb", "a_b2", "ab", "é_1", "b"):

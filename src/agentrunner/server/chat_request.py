@@ -15,7 +15,9 @@ checks that every field of the official client's request is one of the three).
 
 A ``system`` (or ``developer``) message is context from the client: sent in the user position,
 marked as the caller's, never in the system role (DESIGN decision 1). The new input is the user
-messages after the last assistant message; earlier turns are the thread's, which holds them.
+messages after the last assistant message. Earlier turns are the thread's: a thread that exists
+already holds them, and a new one is opened with the client's earlier turns as its history
+(``ChatRun.earlier``), as a client that keeps the conversation itself expects.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from agentrunner.engine.messages import AssistantMessage, Message, UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.inputs import check_input, check_text, invalid
 from agentrunner.model_settings import ModelSettings, settings_problems
@@ -259,12 +262,14 @@ class ChatRequest(BaseModel):
 @dataclass(frozen=True, slots=True)
 class ChatRun:
     """What a chat completion runs: the new input, the client's context (its system
-    messages), the run's model settings, and whether a stream ends with the usage."""
+    messages), the run's model settings, whether a stream ends with the usage, and the
+    client's earlier turns (a new thread's history; one that exists has its own)."""
 
     message: str
     context: str | None
     settings: ModelSettings | None
     include_usage: bool
+    earlier: tuple[Message, ...] = ()
 
 
 def chat_run(request: ChatRequest) -> ChatRun:
@@ -286,13 +291,14 @@ def chat_run(request: ChatRequest) -> ChatRun:
         raise invalid(
             "stream_options", "is only for a streamed answer", "Send stream: true with it."
         )
-    message, context = _conversation(request.messages)
+    message, context, earlier = _conversation(request.messages)
     options = request.stream_options
     return ChatRun(
         message,
         context,
         _settings(request),
         include_usage=options is None or options.include_usage is not False,
+        earlier=earlier,
     )
 
 
@@ -313,11 +319,14 @@ def _settings(request: ChatRequest) -> ModelSettings | None:
     return ModelSettings(**values) if values else None
 
 
-def _conversation(messages: Sequence[ChatMessage]) -> tuple[str, str | None]:
-    """The new input (the user messages after the last assistant message) and the client's
-    context (its system and developer messages, in order)."""
+def _conversation(
+    messages: Sequence[ChatMessage],
+) -> tuple[str, str | None, tuple[Message, ...]]:
+    """The new input (the user messages after the last assistant message), the client's
+    context (its system and developer messages, in order) and the turns before the new input,
+    a role's consecutive texts as one message (as a thread holds them)."""
     context: list[str] = []
-    new: list[str] = []
+    turns: list[tuple[str, str]] = []
     for n, message in enumerate(messages):
         if message.role in ("tool", "function"):
             raise invalid(
@@ -325,24 +334,31 @@ def _conversation(messages: Sequence[ChatMessage]) -> tuple[str, str | None]:
                 f"is '{message.role}': a result of a client's own tool, which is not taken",
                 _TOOLS,
             )
-        if message.role == "assistant":
-            new = []  # what came before it is the thread's
-            continue
         text = _text(message, n)
-        if message.role == "user":
-            new.append(text)
-        elif text.strip():
-            context.append(text)
-    said = "\n\n".join(t for t in new if t.strip())
-    if not said:
+        if message.role in ("system", "developer"):
+            if text.strip():
+                context.append(text)
+        elif turns and turns[-1][0] == message.role:
+            turns[-1] = (message.role, "\n\n".join(t for t in (turns[-1][1], text) if t.strip()))
+        else:
+            turns.append((message.role, text))
+    said = turns.pop()[1] if turns and turns[-1][0] == "user" else ""
+    if not said.strip():
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
             "messages has no user message with text after the last assistant message",
             hint="End messages with what the user says now.",
             details={"invalid": "messages"},
         )
+    for _, text in turns:
+        check_text(text, "messages")
     check_text(said, "messages")
-    return said, "\n\n".join(context) or None
+    earlier = tuple(
+        UserMessage(text) if role == "user" else AssistantMessage(text=text)
+        for role, text in turns
+        if text.strip()
+    )
+    return said, "\n\n".join(context) or None, earlier
 
 
 def _text(message: ChatMessage, n: int) -> str:

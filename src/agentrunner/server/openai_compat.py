@@ -3,11 +3,12 @@
 
 The conversation lives in an agentrunner thread, chosen by the ``X-Agentrunner-Thread``
 header or else the request's ``user`` field (``<agent>-<user>``); with neither, each request is a
-new thread. What each field of the request does is ``chat_request``'s: the user messages after
-the last answer are the new input (the thread has the history), the client's system message is
-context in the user position, sampling and length fields are the run's model settings, and what
-a run cannot do is refused. The agent's tools run server-side; the client sees their result in
-the answer.
+new thread. A thread the request opens takes the client's earlier turns as its history (a client
+that keeps the conversation itself sends it whole each time); one that exists has its own. What
+each field of the request does is ``chat_request``'s: the user messages after the last answer
+are the new input, the client's system message is context in the user position, sampling and
+length fields are the run's model settings, and what a run cannot do is refused. The agent's
+tools run server-side; the client sees their result in the answer.
 """
 
 from __future__ import annotations
@@ -152,6 +153,9 @@ class _Chat:
             # to take text back
 
         asked = self.asked
+        if asked.earlier:  # a thread this opens takes them; one that exists has its own
+            threads = self.ws.runner.store.threads
+            await threads.open_with_history(self.thread, self.agent_id, asked.earlier)
         result = await self.ws.runner.run_agent(
             self.agent_id,
             self.thread,

@@ -14,7 +14,7 @@ from typing import Any
 from agentrunner.engine.messages import Message, UserMessage, message_from_dict
 from agentrunner.ids import new_id
 from agentrunner.store.changes import payload
-from agentrunner.store.drivers import Driver, Op
+from agentrunner.store.drivers import Driver, GuardRefused, Op
 from agentrunner.store.records import (
     RUN_STATUSES,
     AgentState,
@@ -108,6 +108,43 @@ class Threads(Repository):
             parent_thread_id=parent_thread_id,
             now=time.time(),
         )
+
+    async def open_with_history(
+        self, thread_id: str, agent_id: str, history: Sequence[Message]
+    ) -> bool:
+        """Open thread ``thread_id`` of ``agent_id`` holding ``history`` (a conversation that
+        began elsewhere: the OpenAI-compatible endpoint's earlier turns), in one transaction.
+        False, with nothing written, when the thread exists — its own history stands —, checked
+        in that transaction, so two requests opening it at once write the history once."""
+        if await self.get(thread_id) is not None:
+            return False
+        now = time.time()
+        opening = [
+            self.op(
+                "thread_create_new",
+                id=thread_id,
+                agent_id=agent_id,
+                session_state="{}",
+                message_count=len(history),
+                now=now,
+            ),
+            *(
+                self.op(
+                    "message_insert_opening",
+                    thread_id=thread_id,
+                    seq=1 + n,
+                    role=m.role,
+                    body=to_json(m.to_dict()),
+                    now=now,
+                )
+                for n, m in enumerate(history)
+            ),
+        ]
+        try:
+            await self.db.batch(opening)
+        except GuardRefused:  # opened meanwhile
+            return False
+        return True
 
     async def open(
         self, thread_id: str, agent_id: str, parent_thread_id: str | None = None

@@ -19,6 +19,14 @@ INSERT INTO threads (id, agent_id, title, session_state, parent_thread_id, messa
 VALUES (:id, :agent_id, NULL, :session_state{json}, :parent_thread_id, 0, :now, :now)
 ON CONFLICT (id) DO NOTHING;
 
+-- name: thread_create_new
+-- guarded: a thread opened with a history of its own is opened once: a batch that would add
+-- that history to a thread someone opened meanwhile is refused whole.
+INSERT INTO threads (id, agent_id, title, session_state, parent_thread_id, message_count,
+                     created_at, updated_at)
+VALUES (:id, :agent_id, NULL, :session_state{json}, NULL, :message_count, :now, :now)
+ON CONFLICT (id) DO NOTHING;
+
 -- name: thread_list
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
        message_count, created_at, updated_at, summary_through
@@ -62,6 +70,13 @@ WHERE id = :id;
 -- name: message_insert
 INSERT INTO messages (thread_id, seq, role, body, run_id, created_at)
 VALUES (:thread_id, :seq, :role, :body{json}, :run_id, :now);
+
+-- name: message_insert_opening
+-- A new thread's history, written with its guarded thread_create_new: where another request
+-- opened the thread first, that batch is refused whole, and these rows must not fail it first.
+INSERT INTO messages (thread_id, seq, role, body, run_id, created_at)
+VALUES (:thread_id, :seq, :role, :body{json}, NULL, :now)
+ON CONFLICT (thread_id, seq) DO NOTHING;
 
 -- name: message_body_update
 -- A message rewritten in place: a person's message marked unsent when its run ended before
