@@ -558,7 +558,7 @@ class AgentRunner:
                 else self.store.runs.abandon_ops(  # runs that died holding this thread (now ours)
                     thread.id, run_id, message_count=thread.message_count, last_seq=last_seq
                 ),
-                self._trace_op(run_id, trace_id)  # a queued run's row exists: its trace now
+                [self.store.runs.begin_op(run_id, trace_id)]  # a queued run's row exists
                 if claimed_run_id
                 else self.store.runs.insert_op(
                     run_id=run.run_id,
@@ -911,9 +911,6 @@ class AgentRunner:
             return self.agents.runnable(agent_id)
         with tracing.step("resolve_agent", agent_id=agent_id):
             return self.agents.runnable(agent_id)
-
-    def _trace_op(self, run_id: str, trace_id: str | None) -> list[Any]:
-        return [] if trace_id is None else [self.store.runs.trace_op(run_id, trace_id)]
 
     def settings_for(self, agent: AgentSpec, run: ModelSettings | None) -> ModelSettings | None:
         """The model settings a run of ``agent`` asks for: ``run``'s over the agent file's over

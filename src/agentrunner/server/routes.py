@@ -367,25 +367,36 @@ async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncGenerator[di
                 await watch.wait()
 
 
+_EVENTS_READ = 1000  # a run's events read at a time by a thread's stream
+
+
 async def _tail_thread(
     ws: Workspace, thread_id: str, position: str
 ) -> AsyncGenerator[dict[str, Any], None]:
+    """The events of the thread's runs in the order the runs held the thread, each run's in
+    order; ``position`` (``<run id>/<seq>``, an event's id) resumes right after that event."""
     store = ws.runner.store
     run_after, _, seq_text = position.partition("/")
     seq = int(seq_text) if seq_text.isdigit() else 0
+    order = await store.runs.thread_order(thread_id, run_after) if run_after else None
+    if order is None:  # from the thread's first run
+        order, run_after, seq = -1, "", 0
     async with store.changes.watch(thread_key(thread_id)) as watch:
         while True:
             progressed = False
-            for row in await store.runs.on_thread_from(thread_id, run_after):
+            for row in await store.runs.on_thread_from(thread_id, (order, run_after)):
                 start = seq if row["id"] == run_after else 0
-                for event in await store.events.list(row["id"], after=start, limit=1000):
+                events = await store.events.list(row["id"], after=start, limit=_EVENTS_READ)
+                for event in events:
                     progressed = True
-                    run_after, seq = row["id"], event.seq
+                    order, run_after, seq = int(row["thread_order"]), row["id"], event.seq
                     yield {
                         "id": f"{row['id']}/{event.seq}",
                         "event": event.type,
                         "data": json.dumps({"run_id": row["id"], **event.payload}),
                     }
+                if len(events) == _EVENTS_READ:  # the rest of this run's before the next's
+                    break
             if not progressed:
                 await watch.wait()
 

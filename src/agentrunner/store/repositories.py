@@ -314,13 +314,25 @@ class Runs(Repository):
         return await _ids(self.db, self.sql["run_ids_ending"], suffix=suffix, limit=limit)
 
     async def on_thread_from(
-        self, thread_id: str, first_run_id: str, limit: int = 100
+        self, thread_id: str, first: tuple[int, str], limit: int = 100
     ) -> list[dict[str, Any]]:
-        """(id, status) of the thread's runs from ``first_run_id`` on, oldest first."""
+        """(id, status, thread_order) of the thread's runs in the order they held the thread
+        (each numbered as it began, under the thread's lock: not the order of their ids, as a
+        run queued earlier may run later), from ``first`` — a run's (thread_order, id) — on.
+        Runs not begun yet are not among them."""
+        order, after = first
         return await self.db.fetch_all(
             self.sql["thread_runs_after"],
-            {"thread_id": thread_id, "after": first_run_id, "limit": limit},
+            {"thread_id": thread_id, "order": order, "after": after, "limit": limit},
         )
+
+    async def thread_order(self, thread_id: str, run_id: str) -> int | None:
+        """Run ``run_id``'s place in thread ``thread_id``'s order; None: not begun, or no run
+        of that thread."""
+        row = await self.db.fetch_one(
+            self.sql["thread_run_order"], {"id": run_id, "thread_id": thread_id}
+        )
+        return None if row is None or row["thread_order"] is None else int(row["thread_order"])
 
     async def steps(self, run_id: str) -> list[StepRecord]:
         rows = await self.db.fetch_all(self.sql["step_list"], {"run_id": run_id})
@@ -363,9 +375,10 @@ class Runs(Repository):
             trace_id=trace_id,
         )
 
-    def trace_op(self, run_id: str, trace_id: str) -> Op:
-        """Keep the trace id of a run inserted before it ran (a queued one)."""
-        return self.op("run_trace", id=run_id, trace_id=trace_id)
+    def begin_op(self, run_id: str, trace_id: str | None) -> Op:
+        """A run inserted before it ran (a queued one) begins, holding its thread's lock: its
+        place in the thread's order (``on_thread_from``) and its trace id, if any."""
+        return self.op("run_begin", id=run_id, trace_id=trace_id)
 
     def abandon_ops(
         self, thread_id: str, current_run_id: str, *, message_count: int, last_seq: int

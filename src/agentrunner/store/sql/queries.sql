@@ -119,14 +119,26 @@ SELECT seq, body, run_id, created_at FROM messages WHERE thread_id = :thread_id 
 ORDER BY seq DESC LIMIT :limit;
 
 -- name: run_insert
+-- A run that begins as it is inserted (`running`, under its thread's lock) takes its place in
+-- the thread's order (migration 18); a queued one takes it as it begins (run_begin).
 INSERT INTO runs (id, agent_id, thread_id, parent_run_id, status, trigger_message_id,
-                  channel_id, dm_conversation_id, request, depth, created_at, started_at, trace_id)
+                  channel_id, dm_conversation_id, request, depth, created_at, started_at, trace_id,
+                  thread_order)
 VALUES (:id, :agent_id, :thread_id, :parent_run_id, :status, :trigger_message_id,
-        :channel_id, :dm_conversation_id, :request{json}, :depth, :now, :started_at, :trace_id);
+        :channel_id, :dm_conversation_id, :request{json}, :depth, :now, :started_at, :trace_id,
+        CASE WHEN :status = 'running' THEN
+            (SELECT COALESCE(MAX(thread_order), 0) + 1 FROM runs WHERE thread_id = :thread_id)
+        END);
 
--- name: run_trace
--- A queued run's trace id, known once a worker runs it.
-UPDATE runs SET trace_id = :trace_id WHERE id = :id;
+-- name: run_begin
+-- A queued run begins, holding its thread's lock: its place in the thread's order, and its
+-- trace id, known once a worker runs it (NULL: telemetry off, the row's own kept).
+UPDATE runs
+SET thread_order = CASE WHEN thread_id IS NULL THEN NULL ELSE
+        (SELECT COALESCE(MAX(r.thread_order), 0) + 1 FROM runs r WHERE r.thread_id = runs.thread_id)
+    END,
+    trace_id = COALESCE(:trace_id, trace_id)
+WHERE id = :id;
 
 -- name: run_finish
 -- guarded: a run settles once, from `running`. A run the lease rules failed while its worker
@@ -639,7 +651,15 @@ SELECT id FROM runs WHERE worker_id = :worker_id AND status = 'running' AND canc
 SELECT id FROM runs WHERE status = 'running' AND cancel_requested;
 
 -- name: thread_runs_after
-SELECT id, status FROM runs WHERE thread_id = :thread_id AND id >= :after ORDER BY id LIMIT :limit;
+-- A thread's runs in the order they held it (migration 18), from the run at (:order, :after) on;
+-- runs not begun yet have no place and come once they begin.
+SELECT id, status, thread_order FROM runs
+WHERE thread_id = :thread_id AND thread_order IS NOT NULL
+  AND (thread_order > :order OR (thread_order = :order AND id >= :after))
+ORDER BY thread_order, id LIMIT :limit;
+
+-- name: thread_run_order
+SELECT thread_order FROM runs WHERE id = :id AND thread_id = :thread_id;
 
 -- name: task_cache_get
 SELECT result, stored_at FROM task_cache WHERE agent_id = :agent_id AND model = :model AND cache_key = :key;

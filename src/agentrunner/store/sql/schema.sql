@@ -416,3 +416,14 @@ ALTER TABLE channel_messages ADD COLUMN feed_key BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE channel_activity ADD COLUMN feed_key BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX channel_messages_feed ON channel_messages (channel_id, feed_key, id);
 CREATE INDEX channel_activity_feed ON channel_activity (channel_id, feed_key, id)
+
+-- migration: 18
+-- The order a thread's runs held it (a thread's stream, /threads/{id}/events): each run on a
+-- thread numbered as it begins, under the thread's lock, one more than the thread's last, in
+-- the transaction that writes its first events, so the numbers follow the order the runs'
+-- events were written whatever order their ids are in (a run queued earlier may run later).
+-- Runs that began before this migration are 0, in the order of their ids; one not begun has
+-- none.
+ALTER TABLE runs ADD COLUMN thread_order BIGINT;
+UPDATE runs SET thread_order = 0 WHERE thread_id IS NOT NULL AND status <> 'created';
+CREATE INDEX runs_thread_order ON runs (thread_id, thread_order, id)
