@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +70,16 @@ def mock(mock_server: MockProviderServer) -> Iterator[MockProvider]:
     mock_server.mock.reset()
     yield mock_server.mock
     mock_server.mock.reset()
+
+
+async def cut_off(running: asyncio.Future[Any], deadline: str, seconds: float) -> None:
+    """Await ``running`` under the caller's own deadline, as ``deadline`` names it:
+    ``asyncio.wait_for`` or ``asyncio.timeout``; past it, ``TimeoutError``."""
+    if deadline == "wait_for":
+        await asyncio.wait_for(running, timeout=seconds)
+    else:
+        async with asyncio.timeout(seconds):
+            await running
 
 
 # -- stores: every contract test runs on SQLite and on PostgreSQL ----------------------------

@@ -47,10 +47,10 @@ from agentrunner.engine.messages import (
 from agentrunner.engine.tools import Tool, ToolRetry
 from agentrunner.engine.turn import (
     CostTracker,
-    TurnCancelled,
     TurnError,
     TurnLimits,
     TurnResult,
+    cancelled_result,
     output_cap,
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -608,7 +608,7 @@ class AgentRunner:
         except AgentRunnerError as exc:
             return await self._settle_failure(run, exc, None)
         except asyncio.CancelledError as exc:  # the caller's task, not an abort signal
-            partial = exc.result if isinstance(exc, TurnCancelled) else None
+            partial = cancelled_result(exc)
             stopped = AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
             # Shielded: recording the run must not be cut short by a second cancel.
             await asyncio.shield(self._settle_failure(run, stopped, partial))

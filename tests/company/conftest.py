@@ -97,7 +97,9 @@ class Company:
 
     def status_of(self, run_id: str) -> str | None:
         """A run's status read from the SQLite file: looking, without healing anything."""
-        with sqlite3.connect(self.root / ".agentrunner" / "agentrunner.db") as conn:
+        with contextlib.closing(
+            sqlite3.connect(self.root / ".agentrunner" / "agentrunner.db")
+        ) as conn:
             row = conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
         return row[0] if row else None
 
@@ -110,7 +112,7 @@ class Company:
         db = self.root / ".agentrunner" / "agentrunner.db"
         if not db.exists():
             return []
-        with sqlite3.connect(db) as conn:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
             return [int(pid) for (pid,) in conn.execute("SELECT pid FROM workers")]
 
 

@@ -6,6 +6,7 @@ its own, so the scripts are per agent and the parallel delegations need no order
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,9 @@ def script_delegation(mock: MockProvider, directive: str, answer: str, summary: 
 
 
 def runs_of(company: Company) -> list[dict[str, Any]]:
-    with sqlite3.connect(company.root / ".agentrunner" / "agentrunner.db") as conn:
+    with contextlib.closing(
+        sqlite3.connect(company.root / ".agentrunner" / "agentrunner.db")
+    ) as conn:
         conn.row_factory = sqlite3.Row
         return [dict(r) for r in conn.execute("SELECT * FROM runs ORDER BY created_at, id")]
 

@@ -38,6 +38,7 @@ from agentrunner.engine import (
 from agentrunner.engine.models import ResolvedModel
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
+from tests.conftest import cut_off
 from tests.engine.helpers import Recorder, get_weather, registry, turn
 
 
@@ -478,7 +479,7 @@ async def test_cancel_mid_stream(
     await reg.aclose()
 
 
-async def cut_off(reg: ModelRegistry, model: str, message: str, limit: int | None) -> int:
+async def charged_cut_off(reg: ModelRegistry, model: str, message: str, limit: int | None) -> int:
     """The input tokens charged for a one-tool request to ``model`` cancelled mid-stream."""
     abort, rec = AbortSignal(), Recorder()
     t = turn(reg, model, message=message, emit=rec, abort=abort, cost=CostTracker(limit=limit))
@@ -515,12 +516,43 @@ async def test_a_request_cut_off_is_charged_the_size_of_what_was_sent(
         await run_turn(turn(reg, model, message=message, emit=rec, cost=CostTracker(limit=limit)))
         billed[size] = rec.of("cost.updated")[0]["input_tokens"]
         mock.queue(Reply(text="word " * 200, chunk_delay_s=0.02, input_tokens=None))
-        charged[size] = await cut_off(reg, model, message, limit)
+        charged[size] = await charged_cut_off(reg, model, message, limit)
     await reg.aclose()
     for size in ("short", "long"):
         assert billed[size] <= charged[size] <= 1.5 * billed[size], (size, billed, charged)
     added, billed_added = charged["long"] - charged["short"], billed["long"] - billed["short"]
     assert billed_added <= added <= 1.5 * billed_added  # the longer message, charged as longer
+
+
+@pytest.mark.parametrize("deadline", ["wait_for", "timeout"])
+@pytest.mark.parametrize("signal", [False, True])
+async def test_a_deadline_around_a_turn_ends_in_timeout_error(
+    mock_server: MockProviderServer, mock: MockProvider, deadline: str, signal: bool
+) -> None:
+    # The caller's own deadline cancels the task running the turn: asyncio turns that
+    # cancellation into TimeoutError only when the task ends in CancelledError itself
+    # (asyncio.timeout checks the type, not whether it is a subclass, before Python 3.13).
+    mock.queue(Reply(text="word " * 3000, chunk_delay_s=0.01))
+    reg = registry(mock_server)
+    rec = Recorder()
+    speaking = asyncio.Event()
+
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        rec(kind, data)
+        if kind == "agent.token":
+            speaking.set()
+
+    t = turn(reg, "mockai:gpt-mock", tools=(), emit=emit, abort=AbortSignal() if signal else None)
+    running = asyncio.ensure_future(run_turn(t))
+    await asyncio.wait_for(speaking.wait(), timeout=30)  # cut off mid-answer, however slow
+    with pytest.raises(TimeoutError):
+        await cut_off(running, deadline, 0.05)
+    await reg.aclose()
+    assert running.cancelled()
+    streamed = "".join(e["token"] for e in rec.of("agent.token"))
+    partial = t.messages[-1]
+    assert isinstance(partial, AssistantMessage) and partial.interrupted
+    assert partial.text == streamed and streamed.startswith("word")
 
 
 async def test_cancel_during_tool_answers_the_call() -> None:

@@ -3,6 +3,7 @@ handlers and tables, from `[extensions] modules` and the `agentrunner.extensions
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -65,7 +66,7 @@ def table_exists(url: str, name: str) -> bool:
     if url.startswith("sqlite:///"):
         import sqlite3
 
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+        with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
             found = conn.execute("SELECT name FROM sqlite_master WHERE name = ?", (name,))
             return found.fetchone() is not None
     import psycopg

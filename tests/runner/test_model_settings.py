@@ -6,6 +6,7 @@ tests/server/test_model_settings.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import sqlite3
@@ -293,7 +294,7 @@ def test_run_set_errors_are_one_clear_line(
 
 def table_rows(db: Path) -> dict[str, int]:
     """The rows of every table of the store: what a refused run must leave as it was."""
-    with sqlite3.connect(db) as conn:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
         return {t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}
 

@@ -13,6 +13,7 @@ from agentrunner import AgentRunner, AgentRunnerCallbacks, RunAgentOverrides
 from agentrunner.engine import AbortSignal, AssistantMessage, ToolResult, UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import Fault, MockProvider, Reply
+from tests.conftest import cut_off
 from tests.runner.conftest import Agent
 
 
@@ -412,14 +413,30 @@ async def test_a_run_waiting_for_the_thread_is_not_taken_for_dead(
     assert (await store.runs.get("run_waiting")).status == "running"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("deadline", ["wait_for", "timeout"])
 async def test_cancelling_the_task_settles_the_run(
-    agent: Agent, open_runner: Any, mock: MockProvider
+    agent: Agent, open_runner: Any, mock: MockProvider, deadline: str
 ) -> None:
+    # The caller's deadline sees its own TimeoutError: the run, settled as cancelled, ends in
+    # CancelledError itself (asyncio.timeout checks its type before Python 3.13).
     agent("talker")
     runner: AgentRunner = await open_runner()
-    mock.queue(Reply(text="word " * 300, chunk_delay_s=0.01))
+    mock.queue(Reply(text="word " * 3000, chunk_delay_s=0.01))
+    speaking = asyncio.Event()
+
+    def on_event(kind: str, data: Any) -> None:
+        if kind == "agent.token":
+            speaking.set()
+
+    running = asyncio.ensure_future(
+        runner.run_agent(
+            "talker", "t", "a long story", callbacks=AgentRunnerCallbacks(on_event=on_event)
+        )
+    )
+    await asyncio.wait_for(speaking.wait(), timeout=30)  # cut off mid-answer, however slow
     with pytest.raises(TimeoutError):
-        await asyncio.wait_for(runner.run_agent("talker", "t", "a long story"), timeout=0.3)
+        await cut_off(running, deadline, 0.05)
+    assert running.cancelled()
     [run] = await runner.store.runs.list(thread_id="t")
     assert (run.status, run.stop_reason, run.error_code) == ("cancelled", "cancelled", "cancelled")
     assert (run.token_usage or {}).get("estimated") and run.cost_micros > 0

@@ -4,6 +4,7 @@ background checkpointer's last round happens off the event loop."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store import open_store
 from agentrunner.store.drivers import SQLiteDriver
 from agentrunner.store.drivers.sqlite_wal import Checkpointer
@@ -134,3 +136,27 @@ async def test_a_submitted_batch_that_fails_has_failed_when_close_returns(tmp_pa
         assert await reopened.runs.get("r") is None
     finally:
         await reopened.close()
+
+
+def _open_files(path: Path) -> int:
+    """How many of this process's file descriptors are open on ``path``."""
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == str(path.resolve()))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc/self/fd (Linux)")
+@pytest.mark.parametrize(
+    "content", [b"not a database, " * 512, b"SQLite format 3\x00" + b"\xff" * 84]
+)
+async def test_a_file_that_is_no_database_is_refused_and_left_closed(
+    tmp_path: Path, content: bytes
+) -> None:
+    # Refused while the connection's pragmas are set: the driver closes what it opened before
+    # it raises (Python 3.13 reports a connection left to the garbage collector).
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(content)
+    with pytest.raises(AgentRunnerError) as info:
+        await open_store(f"sqlite:///{bad}")
+    assert info.value.code is ErrorCode.RUNNER_IO and str(bad) in info.value.message
+    assert _open_files(bad) == 0  # the refusal, its traceback included, holds no connection
+    assert bad.read_bytes() == content  # nothing written

@@ -1,10 +1,11 @@
 """The SQLite driver's write path: batches grouped per statement, named parameters bound by
-number, and a WAL that is rewound under steady writes instead of growing without end."""
+position, and a WAL that is rewound under steady writes instead of growing without end."""
 
 from __future__ import annotations
 
 import sqlite3
 import struct
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -154,7 +155,7 @@ async def test_a_failing_batch_fails_only_its_own_caller(tmp_path: Path) -> None
 
 
 async def test_named_parameters_bind_by_name_wherever_they_appear(tmp_path: Path) -> None:
-    # The driver binds numbered parameters (sqlite_statements.bind): a name used twice, one in a
+    # The driver binds parameters by position (sqlite_statements.bind): a name used twice, one in a
     # string literal, a quoted name or a comment, and extra keys must all mean what they
     # would with sqlite3's own named binding.
     driver = await _table(tmp_path)
@@ -176,6 +177,30 @@ async def test_named_parameters_bind_by_name_wherever_they_appear(tmp_path: Path
         assert rows == [{"k": 1, "v": "a:v:ka"}, {"k": 2, "v": "b"}, {"k": 3, "v": "c"}]
         assert await driver.execute("UPDATE t SET v = :v WHERE k = :k", {"k": 2, "v": "B"}) == 1
         assert await driver.fetch_one("SELECT v FROM t WHERE k = :k", {"k": 2}) == {"v": "B"}
+    finally:
+        await driver.close()
+
+
+async def test_parameters_bind_without_deprecated_numbered_placeholders(tmp_path: Path) -> None:
+    # sqlite3 warns from Python 3.12 on (and refuses from 3.14 on) when placeholders that have a
+    # name, ``?1`` included, are bound to a sequence: every statement of the store must bind
+    # under warnings-as-errors, a name used twice and a single parameter among them.
+    driver = await _table(tmp_path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            await driver.batch(
+                [
+                    ("t_insert", INSERT, {"k": 1, "v": "a"}),
+                    ("t_insert", INSERT, {"k": 2, "v": "b"}),
+                    ("t_twice", "INSERT INTO t (k, v) VALUES (:k, :v || :v)", {"k": 3, "v": "c"}),
+                ]
+            )
+            assert await driver.execute("UPDATE t SET v = :v WHERE k = :k", {"k": 2, "v": "B"}) == 1
+            one = await driver.fetch_one("SELECT v FROM t WHERE k = :k", {"k": 3})
+            rows = await driver.fetch_all("SELECT k, v FROM t WHERE k < :k + :k", {"k": 1})
+        assert one == {"v": "cc"}
+        assert rows == [{"k": 1, "v": "a"}]
     finally:
         await driver.close()
 

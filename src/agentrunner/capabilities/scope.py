@@ -24,6 +24,7 @@ and a file with more than one hard link must not be a link to one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -187,7 +188,7 @@ class FileScope:
     def _shown(self, entry: Path, protected: _Protected) -> bool:
         assert self.root is not None
         try:
-            resolved = entry.resolve()
+            resolved = _real(entry)
         except (RuntimeError, OSError):  # a symlink loop: nothing to open
             return False
         return resolved.is_relative_to(self.root) and not protected.holds(resolved)
@@ -261,7 +262,7 @@ def _resolved(path: str, base: Path, *, home: bool = False) -> Path:
     followed; an unknown home directory or a symlink loop is an error the model can act on."""
     try:
         raw = Path(path).expanduser() if home else Path(path)
-        return (raw if raw.is_absolute() else base / raw).resolve()
+        return _real(raw if raw.is_absolute() else base / raw)
     except (RuntimeError, OSError) as exc:
         raise ToolRetry(f"cannot resolve '{path}': {exc}") from exc
 
@@ -270,6 +271,19 @@ def _is_config(path: Path) -> bool:
     """An ``agentrunner.toml``, in whatever folder: the nearest one above the working directory
     is the one a command reads."""
     return _fold(Path(path.name)) == CONFIG_FILE
+
+
+def _real(path: Path) -> Path:
+    """``path`` with its symlinks followed, what does not exist yet kept as written. A symlink
+    loop raises on every Python: ``RuntimeError`` from ``resolve`` up to 3.12, ``OSError``
+    (``ELOOP``) from the ``stat`` 3.12's ``resolve`` made itself and 3.13's leaves out."""
+    resolved = path.resolve()
+    try:
+        resolved.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise
+    return resolved
 
 
 def _fold(path: Path) -> str:

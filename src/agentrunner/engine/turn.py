@@ -74,6 +74,7 @@ __all__ = [
     "TurnError",
     "TurnLimits",
     "TurnResult",
+    "cancelled_result",
     "output_cap",
     "run_turn",
 ]
@@ -121,13 +122,23 @@ class TurnResult:
     tool_calls: int = 0
 
 
-class TurnCancelled(asyncio.CancelledError):
-    """The task running the turn was cancelled (``asyncio`` cancellation, not an abort):
-    raised as cancellation, with ``result`` holding what happened before it."""
+class TurnCancelled(Exception):
+    """What a turn had done (``result``) when the task running it was cancelled (``asyncio``
+    cancellation, not an abort): the cause of the ``CancelledError`` the turn ends in, read
+    with ``cancelled_result``. Never raised itself: a cancelled task must end in
+    ``CancelledError`` and nothing else, since ``asyncio.timeout`` (and ``wait_for``, which
+    uses it from Python 3.12 on) tells its own cancellation from others by that exact type
+    before Python 3.13, and a subclass would reach its caller instead of ``TimeoutError``."""
 
     def __init__(self, result: TurnResult) -> None:
-        super().__init__()
+        super().__init__("the turn's task was cancelled")
         self.result = result
+
+
+def cancelled_result(exc: BaseException) -> TurnResult | None:
+    """What the turn that ended in ``exc`` (a ``CancelledError``) had done, if a turn did."""
+    cause = exc.__cause__
+    return cause.result if isinstance(cause, TurnCancelled) else None
 
 
 class TurnError(AgentRunnerError):
@@ -178,7 +189,8 @@ async def run_turn(turn: Turn) -> TurnResult:
     """Run one turn. Raises ``TurnError`` (with the partial result) for every failure: a
     classified provider or tool failure, a limit, cancellation through ``turn.abort`` (which
     wins over any other outcome), or — as ``internal`` — a bug. Cancelling the calling task
-    itself raises ``TurnCancelled`` (a ``CancelledError``) after repairing the history."""
+    itself raises ``CancelledError`` after repairing the history, with what the turn had done
+    for ``cancelled_result``."""
     limits = turn.limits
     if limits.max_budget_micros is not None:
         tracker = turn.cost
@@ -220,11 +232,11 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
     abort = run.turn.abort
     try:
         return await work
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         run.repair()
         caller_cancelled = (task := asyncio.current_task()) is not None and task.cancelling() > 0
         if caller_cancelled or not (run.expired or (abort is not None and abort.aborted)):
-            raise TurnCancelled(run.result("", None, "cancelled")) from None
+            raise exc from TurnCancelled(run.result("", None, "cancelled"))
         if abort is not None and abort.aborted:
             raise run.cancelled() from None
         raise run.timed_out() from None

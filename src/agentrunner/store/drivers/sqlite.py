@@ -80,30 +80,35 @@ class SQLiteDriver:
         self._conn = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, cached_statements=512, timeout=10
         )
-        self._conn.row_factory = sqlite3.Row
-        # One cursor for every statement: ``Connection.execute`` makes a cursor per call (~1 us,
-        # some 20 statements a durable turn). Results are always read whole before the next.
-        self._cursor = self._conn.cursor()
-        for pragma in (
-            # For a new database (an existing one keeps its size). A turn writes a few small
-            # rows into a dozen B-trees, twice; every commit writes each touched page whole,
-            # so 2 KiB pages write less: a durable turn ~30 us (6%) cheaper than with 4 KiB,
-            # while 8 KiB pages cost 25% more.
-            "page_size=2048",
-            "journal_mode=WAL",
-            "synchronous=NORMAL",
-            "foreign_keys=ON",
-            "busy_timeout=10000",
-        ):
-            self._conn.execute(f"PRAGMA {pragma}")
         self._waiting: list[tuple[Sequence[Op], asyncio.Future[None]]] = []
         self._changes_dir: Path | None = None
         self._deliver: Deliver | None = None  # an in-memory database's one listener
         self._checkpointer: Checkpointer | None = None
-        if path != ":memory:":
-            self._conn.execute("PRAGMA wal_autocheckpoint=0")
-            self._conn.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
-            self._checkpointer = Checkpointer(path)
+        try:
+            self._conn.row_factory = sqlite3.Row
+            # One cursor for every statement: ``Connection.execute`` makes a cursor per call
+            # (~1 us, some 20 statements a durable turn). Results are always read whole before
+            # the next.
+            self._cursor = self._conn.cursor()
+            for pragma in (
+                # For a new database (an existing one keeps its size). A turn writes a few small
+                # rows into a dozen B-trees, twice; every commit writes each touched page whole,
+                # so 2 KiB pages write less: a durable turn ~30 us (6%) cheaper than with 4 KiB,
+                # while 8 KiB pages cost 25% more.
+                "page_size=2048",
+                "journal_mode=WAL",
+                "synchronous=NORMAL",
+                "foreign_keys=ON",
+                "busy_timeout=10000",
+            ):
+                self._conn.execute(f"PRAGMA {pragma}")
+            if path != ":memory:":
+                self._conn.execute("PRAGMA wal_autocheckpoint=0")
+                self._conn.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
+                self._checkpointer = Checkpointer(path)
+        except BaseException:  # a file that is no database, a locked one: refused, closed
+            self._conn.close()
+            raise
 
     async def fetch_all(self, sql: str, params: Params) -> list[dict[str, Any]]:
         return [dict(row) for row in self._cursor.execute(*bind(sql, params)).fetchall()]

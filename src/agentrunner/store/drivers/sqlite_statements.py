@@ -1,6 +1,6 @@
 """How the SQLite driver hands statements to sqlite3: a batch's rows grouped per statement
 (one ``executemany`` each, the statements other rows reference first, known by name), and
-named parameters bound by number."""
+named parameters bound by position."""
 
 from __future__ import annotations
 
@@ -36,46 +36,54 @@ def grouped(ops: Sequence[Op]) -> list[Group]:
 
 
 _Args = Callable[[Params], Sequence[Any]]
-_NUMBERED: dict[str, tuple[str, _Args]] = {}
+_POSITIONAL: dict[str, tuple[str, _Args]] = {}
 
 
 def bind(sql: str, params: Params) -> tuple[str, Sequence[Any] | Params]:
-    """``sql`` with numbered parameters and its arguments in order.
+    """``sql`` with positional parameters and its arguments in order.
 
     sqlite3 binds a named parameter by building a string from its name and looking it up in
-    the dict, for every parameter of every row; numbered ones are taken from a tuple. A turn's
+    the dict, for every parameter of every row; positional ones are taken from a tuple. A turn's
     two commits bind ~250 parameters: ~15 us of a durable turn (bench/store_writes.py)."""
-    numbered, args = _numbered(sql)
+    positional, args = _positional(sql)
     try:
-        return numbered, args(params)
+        return positional, args(params)
     except KeyError:  # a missing parameter: let sqlite3 name it in its error
         return sql, params
 
 
 def bind_many(sql: str, rows: list[Params]) -> tuple[str, list[Sequence[Any]] | list[Params]]:
     """``bind`` for the rows of one ``executemany``; all bound before any runs."""
-    numbered, args = _numbered(sql)
+    positional, args = _positional(sql)
     try:
-        return numbered, [args(row) for row in rows]
+        return positional, [args(row) for row in rows]
     except KeyError:
         return sql, rows
 
 
-def _numbered(sql: str) -> tuple[str, _Args]:
-    found = _NUMBERED.get(sql)
+def _positional(sql: str) -> tuple[str, _Args]:
+    found = _POSITIONAL.get(sql)
     if found is None:
-        found = _number(sql)
-        if len(_NUMBERED) < 4096:  # the store's statements; a caller's ad-hoc SQL is not kept
-            _NUMBERED[sql] = found
+        found = _to_positional(sql)
+        if len(_POSITIONAL) < 4096:  # the store's statements; a caller's ad-hoc SQL is not kept
+            _POSITIONAL[sql] = found
     return found
 
 
-def _number(sql: str) -> tuple[str, _Args]:
-    names: dict[str, int] = {}
-    numbered = replace_parameters(sql, lambda name: f"?{names.setdefault(name, len(names) + 1)}")
+def _to_positional(sql: str) -> tuple[str, _Args]:
+    # Plain ``?`` placeholders, one per occurrence (a name used twice is bound twice): sqlite3
+    # takes ``?1`` for a named one, which a sequence may not bind (deprecated in Python 3.12,
+    # an error from 3.14 on).
+    names: list[str] = []
+
+    def placeholder(name: str) -> str:
+        names.append(name)
+        return "?"
+
+    positional = replace_parameters(sql, placeholder)
     if not names:
-        return numbered, lambda params: ()
+        return positional, lambda params: ()
     if len(names) == 1:
         (only,) = names
-        return numbered, lambda params: (params[only],)
-    return numbered, cast(_Args, operator.itemgetter(*names))
+        return positional, lambda params: (params[only],)
+    return positional, cast(_Args, operator.itemgetter(*names))
