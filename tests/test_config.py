@@ -520,3 +520,92 @@ def test_secret_env_names_the_variables_an_operator_keeps_secret(tmp_path: Path)
     assert error.code is ErrorCode.INVALID_SPECIFICATION and error.line == 5
     assert "security.secret_env: 'A-B' is not an environment variable name" in error.message
     assert error.hint and 'secret_env = ["VAULT_TOKEN"' in error.hint
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "config_key", "fragment"),
+    [
+        (  # [defaults] model comes first: the error is [compaction]'s, on line 5
+            '[defaults]\nmodel = "openai:gpt-4.1-mini"\n\n[compaction]\nmodel = 5\n',
+            5,
+            ("compaction", "model"),
+            "compaction.model must be a non-empty string",
+        ),
+        (  # enabled is a key of [telemetry] too
+            '[telemetry]\nenabled = true\n[journal]\nmodel = "x:y"\n[compaction]\nenabled = "no"\n',
+            6,
+            ("compaction", "enabled"),
+            "compaction.enabled must be true or false",
+        ),
+        (  # [journal] model, after [compaction]'s and [defaults]' model
+            '[defaults]\nmodel = "x:y"\n[compaction]\nmodel = "x:z"\n[journal]\nmodel = ""\n',
+            6,
+            ("journal", "model"),
+            "journal.model must be a non-empty string",
+        ),
+        (  # two providers: the second's kind is wrong
+            '[providers.a]\nkind = "openai"\n\n[providers.b]\nkind = "cohere"\n',
+            5,
+            ("providers", "b", "kind"),
+            "providers.b.kind must be one of",
+        ),
+        (  # two models' windows, the quoted names holding dots
+            '[models."a:m-4.1"]\ncontext_window = 8000\n[models."b:m-4.1"]\ncontext_window = 8\n',
+            4,
+            ("models", "b:m-4.1", "context_window"),
+            "at least 1024, got 8",
+        ),
+        (  # two prices; the wrong one written as a dotted key under [prices]
+            '[prices."a:x"]\ninput_per_mtok = 1\n[prices]\n"b:y".input_per_mtok = -1\n',
+            4,
+            ("prices", "b:y", "input_per_mtok"),
+            "prices.b:y.input_per_mtok must be a non-negative number",
+        ),
+        (  # after a multi-line string that reads like a [compaction] table
+            '[defaults]\nperson = """\n[compaction]\nmodel = 3\n"""\n[compaction]\nmodel = 3\n',
+            7,
+            ("compaction", "model"),
+            "compaction.model must be a non-empty string",
+        ),
+        (  # dotted keys before any table, [defaults] model after them
+            'compaction.enabled = true\ncompaction.model = 5\n\n[defaults]\nmodel = "x:y"\n',
+            2,
+            ("compaction", "model"),
+            "compaction.model must be a non-empty string",
+        ),
+        (  # inline tables
+            'defaults = { model = "x:y" }\ncompaction = { enabled = true, model = 3 }\n',
+            2,
+            ("compaction", "model"),
+            "compaction.model must be a non-empty string",
+        ),
+    ],
+)
+def test_an_error_is_located_by_its_own_section_and_key(
+    tmp_path: Path, text: str, line: int, config_key: tuple[str, ...], fragment: str
+) -> None:
+    """A key that several sections have (model, enabled, kind, context_window) is reported at
+    its own section's line, not at the first line that has a key of that name."""
+    write(tmp_path, text)
+    with pytest.raises(AgentRunnerError) as info:
+        load_config(tmp_path, env={})
+    error = info.value
+    assert error.code is ErrorCode.INVALID_SPECIFICATION and fragment in error.message
+    assert error.line == line
+    assert error.details["config_key"] == config_key
+
+
+def test_an_extension_section_that_fails_its_check_is_located_at_its_table(tmp_path: Path) -> None:
+    def validate(value: object) -> None:
+        raise ValueError("level must be low or high")
+
+    registry = ConfigExtensionRegistry()
+    registry.register("alerts", {"level": "low"}, validate)
+    write(tmp_path, '[defaults]\nmodel = "x:y"\n\n[alerts]\nlevel = "loud"\n')
+    with pytest.raises(AgentRunnerError) as info:
+        load_config(tmp_path, env={}, extensions=registry)
+    assert (info.value.line, info.value.details["config_key"]) == (4, ("alerts",))
+    write(tmp_path, 'alerts = { level = "loud" }\n')
+    with pytest.raises(AgentRunnerError) as info:
+        load_config(tmp_path, env={}, extensions=registry)
+    assert info.value.line == 1

@@ -34,7 +34,6 @@ from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any
 
-from agentrunner._paths import display_path
 from agentrunner.callbacks import MessageHandler, MessageHandlers
 from agentrunner.config import (
     CONFIG_FILE,
@@ -107,8 +106,9 @@ class Extensions:
         config = self.config
         section = ConfigExtensionRegistry()
         section.register(key, defaults, validate)
-        file = display_path(config.path) if config and config.path else CONFIG_FILE
-        return section.resolve(config.raw if config else {}, file)[key]
+        if config is None:
+            return section.resolve({}, CONFIG_FILE)[key]
+        return section.resolve(config.raw, config.file, config.text)[key]
 
     def _claim(self, kind: str, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -155,8 +155,7 @@ class Extensions:
         """``config`` with the registered sections resolved from its file."""
         if not len(self.config_sections):
             return config
-        file = display_path(config.path) if config.path else CONFIG_FILE
-        resolved = self.config_sections.resolve(config.raw, file)
+        resolved = self.config_sections.resolve(config.raw, config.file, config.text)
         return replace(
             config,
             extensions=MappingProxyType({**config.extensions, **resolved}),
