@@ -142,8 +142,7 @@ class Worker:
                 agent_id=claimed.agent_id,
                 attempt=claimed.attempts,
                 worker_id=self.id,
-                queued_at=claimed.queued_at,
-                claimed_at=claimed.claimed_at,
+                waited_s=claimed.waited_s,
                 trace_context=claimed.trace_context,
                 asked_ns=asked,
             )

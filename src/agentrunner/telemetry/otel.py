@@ -297,8 +297,7 @@ class OtelTracing(Tracing):
         agent_id: str,
         attempt: int,
         worker_id: str,
-        queued_at: float,
-        claimed_at: float,
+        waited_s: float,
         trace_context: Mapping[str, str] | None,
         asked_ns: int,
     ) -> None:
@@ -306,8 +305,6 @@ class OtelTracing(Tracing):
         child of the span the run was queued in (a run queued with telemetry off starts a
         trace of its own), with the time the run waited in its mailbox, which is measured
         too."""
-        # two processes' clocks (the database's and the queuing one's on PostgreSQL)
-        waited = max(0.0, claimed_at - queued_at)
         span = self.tracer.start_span(
             f"claim {agent_id}",
             context=remote(trace_context),
@@ -317,12 +314,12 @@ class OtelTracing(Tracing):
                 RUN_ID: run_id,
                 ATTEMPT: attempt,
                 WORKER_ID: worker_id,
-                QUEUE_WAIT: waited,
+                QUEUE_WAIT: waited_s,
             },
             start_time=asked_ns,
         )
         span.end()
-        self.metrics.claimed(agent_id, waited)
+        self.metrics.claimed(agent_id, waited_s)
 
     @contextmanager
     def continued(self, trace_context: Mapping[str, str] | None) -> Iterator[None]:

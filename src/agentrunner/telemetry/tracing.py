@@ -142,13 +142,12 @@ class Tracing(ABC):
         agent_id: str,
         attempt: int,
         worker_id: str,
-        queued_at: float,
-        claimed_at: float,
+        waited_s: float,
         trace_context: Mapping[str, str] | None,
         asked_ns: int,
     ) -> None:
         """A worker's claim of a queued run, asked at ``asked_ns`` (``time.time_ns``), and the
-        time the run waited in its mailbox."""
+        time the run waited in its mailbox (``waited_s``)."""
 
     @abstractmethod
     def continued(self, trace_context: Mapping[str, str] | None) -> AbstractContextManager[None]:
@@ -290,8 +289,7 @@ class NoTracing(Tracing):
         agent_id: str,
         attempt: int,
         worker_id: str,
-        queued_at: float,
-        claimed_at: float,
+        waited_s: float,
         trace_context: Mapping[str, str] | None,
         asked_ns: int,
     ) -> None:
