@@ -238,10 +238,10 @@ def no_op_tracing() -> Any:
     from opentelemetry.metrics import NoOpMeter
     from opentelemetry.trace import NoOpTracer
 
-    from agentrunner.engine.metrics import Metrics
-    from agentrunner.engine.tracing import Tracing
+    from agentrunner.telemetry.metrics import Metrics
+    from agentrunner.telemetry.otel import OtelTracing
 
-    return Tracing(NoOpTracer(), metrics=Metrics(NoOpMeter("bench")))
+    return OtelTracing(NoOpTracer(), metrics=Metrics(NoOpMeter("bench")))
 
 
 def bench_engine(url: str) -> Any:
@@ -316,7 +316,9 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
             )
             listeners.append(listener)
             assert listener.stdout is not None and listener.stdout.readline().strip() == "listening"
-        traced = {key for key, r in runners.items() if r.engine.tracing is not None}
+        from agentrunner.telemetry import NO_TRACING
+
+        traced = {key for key, r in runners.items() if r.engine.tracing is not NO_TRACING}
         assert traced == {"durable otel c=1", "durable otel no-op c=1", "durable otel+budgets c=1"}
         from opentelemetry import trace
 
@@ -437,7 +439,7 @@ def main() -> None:
         endpoint = f"http://127.0.0.1:{receiver.stdout.readline().strip()}"
         with mock_provider() as url:
             results = asyncio.run(run(args, url, endpoint))
-        from agentrunner.compose import send_telemetry
+        from agentrunner.telemetry.setup import send_telemetry
 
         send_telemetry()  # the last metrics while the receiver answers, not at exit without it
     finally:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -24,6 +25,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from agentrunner.engine.messages import ToolCall, Usage
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -157,6 +160,73 @@ def test_telemetry_off_imports_nothing_of_opentelemetry(project: Path) -> None:
     # a run with a tool call (the test model calls each tool once) and a queued run served
     assert text.endswith(" 1") and "notify_user" in text
     assert imported == ""  # neither the API nor the SDK loaded
+
+
+# Every module of the package but telemetry on's own and the interfaces whose libraries bring
+# OpenTelemetry with them (FastAPI's, the MCP SDK's), and the entry points that run something.
+IMPORT_ALL = """\
+import sys
+from pathlib import Path
+{before}
+import agentrunner
+
+ON = ("agentrunner.telemetry.otel", "agentrunner.telemetry.spans", "agentrunner.telemetry.metrics")
+OTHERS = ("agentrunner.server", "agentrunner.mcp_server")
+root = Path(agentrunner.__file__).parent
+for path in sorted(root.rglob("*.py")):
+    name = ".".join(("agentrunner", *path.relative_to(root).with_suffix("").parts))
+    name = name.removesuffix(".__init__")
+    if name.startswith(ON + OTHERS) or name.endswith("__main__"):
+        continue
+    __import__(name)
+    if "opentelemetry" in sys.modules:  # the first module that imported it
+        print(name)
+        break
+print(len([m for m in sys.modules if m.startswith("agentrunner.")]))
+"""
+
+
+def test_importing_agentrunner_imports_nothing_of_opentelemetry(project: Path) -> None:
+    """Telemetry off costs no import: not the package, not its null telemetry, not the set-up
+    that would turn it on, not the composition root or the CLI (only telemetry on's modules
+    import OpenTelemetry)."""
+    done = run(project, {}, script=IMPORT_ALL.format(before=""))
+    assert done.returncode == 0, done.stderr
+    (count,) = done.stdout.splitlines()  # no module named as importing it
+    assert int(count) > 100  # the walk found the package's modules
+    on = run(project, {}, script=IMPORT_ALL.format(before="import agentrunner.telemetry.otel"))
+    assert on.returncode == 0, on.stderr
+    assert on.stdout.splitlines()[0] == "agentrunner"  # an import it would see
+
+
+def test_telemetry_off_gives_back_what_it_is_given() -> None:
+    """``NO_TRACING`` changes nothing a caller sees: the delta sink and the thread's lock it is
+    handed come back as they are, a run has no trace id, a queued run keeps no trace context,
+    and an error inside one of its spans is raised as it was."""
+    from contextlib import nullcontext
+
+    from agentrunner.telemetry import NO_TRACING
+
+    entry: Any = object()
+    for sink in (None, print):
+        assert NO_TRACING.streaming(entry, sink) is sink
+    for hold in (nullcontext("held"), nullcontext("other")):
+        assert NO_TRACING.thread_lock(hold, "desk") is hold
+    assert NO_TRACING.run_started("run_1", "Clerk", "") is None
+    with NO_TRACING.enqueue("clerk") as (_, carrier):
+        assert carrier is None
+    with NO_TRACING.run("clerk", thread_id="desk", message="hi") as span:
+        NO_TRACING.run_done(
+            span,
+            stop_reason="end_turn",
+            model=None,
+            usage=Usage(),
+            cost_micros=0,
+            cost_known=True,
+            text="",
+        )
+    with pytest.raises(KeyError, match="gone"), NO_TRACING.tool(ToolCall("c1", "t", {})):
+        raise KeyError("gone")
 
 
 def test_telemetry_on_exports_the_run_over_otlp_http(project: Path, receiver: Receiver) -> None:

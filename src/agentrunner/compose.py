@@ -5,13 +5,8 @@ the modules below never import this one, so the layers stay a straight line."""
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
-import importlib
-import logging
-import threading
-import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +17,7 @@ from agentrunner.capabilities.builtin import builtin_capabilities
 from agentrunner.capabilities.mcp import unset_variables
 from agentrunner.capabilities.scope import RuntimeFiles
 from agentrunner.compaction import configured_model_error
-from agentrunner.config import CONFIG_FILE, Telemetry
+from agentrunner.config import CONFIG_FILE
 from agentrunner.effects import PostRunEffects
 from agentrunner.engine.budget import price_unknown
 from agentrunner.engine.engine import Engine
@@ -35,18 +30,13 @@ from agentrunner.runner import AgentRunner
 from agentrunner.store.store import open_store
 from agentrunner.tasks.cache import open_cache
 from agentrunner.tasks.task import Outcome, TaskRunner
+from agentrunner.telemetry.setup import start_tracing
 from agentrunner.worker import Worker
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.capabilities.registry import CapabilityRegistry
-    from agentrunner.engine.metrics import Metrics
     from agentrunner.engine.models import ResolvedModel
-    from agentrunner.engine.tracing import Tracing
 
 __all__ = [
     "ProjectCheck",
@@ -57,7 +47,6 @@ __all__ = [
     "open_task_runner",
     "open_workspace",
     "runner_with_tasks",
-    "send_telemetry",
 ]
 
 
@@ -70,7 +59,7 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
     config = project.config
     store = await open_store(database_url or config.resolved_database_url, tables=extensions.tables)
     models = ModelRegistry.from_config(config)
-    engine = Engine(models, tracing=start_tracing(config.telemetry, models))
+    engine = Engine(models, tracing=start_tracing(config.telemetry, models.secrets))
     return AgentRunner(
         config=config,
         agents=project.agents,
@@ -84,229 +73,6 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
         runtime_files=runtime_files,
         handlers=extensions.message_handlers,
     )
-
-
-EXIT_FLUSH_S = 3.0  # the longest a process's exit waits for its last spans and metrics
-log = logging.getLogger("agentrunner.telemetry")
-
-
-def start_tracing(settings: Telemetry, models: ModelRegistry) -> Tracing | None:
-    """The engine's tracing (its spans, and the metrics they and the worker record), with
-    ``[telemetry]`` on; ``None`` (and nothing imported) off.
-
-    An application that set up OpenTelemetry itself (a global tracer or meter provider:
-    Logfire, its own SDK) gets agentrunner's spans and metrics there. Otherwise the SDK is set
-    up here, once per process: providers for ``service_name`` whose spans are batched to
-    ``traces_url`` and metrics sent every ``metric_interval_ms`` to ``metrics_url``, over
-    OTLP/HTTP (the exporters read ``OTEL_EXPORTER_OTLP_HEADERS`` themselves), and what is left
-    sent at exit, for at most ``EXIT_FLUSH_S``."""
-    if not settings.enabled:
-        return None
-    from opentelemetry import trace
-
-    from agentrunner._version import __version__
-    from agentrunner.engine.tracing import Tracing
-
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider):  # nobody has set one up
-        provider = _sdk_tracer_provider(settings)
-        trace.set_tracer_provider(provider)
-    return Tracing(
-        provider.get_tracer("agentrunner", __version__),
-        capture_content=settings.capture_content,
-        secrets=models.secrets,
-        metrics=_metrics(settings) if settings.metrics else None,
-    )
-
-
-_instruments: dict[MeterProvider, Metrics] = {}  # a meter provider's, made once per process
-
-
-def _metrics(settings: Telemetry) -> Metrics:
-    from opentelemetry import metrics
-    from opentelemetry.metrics._internal import _ProxyMeterProvider
-
-    from agentrunner._version import __version__
-    from agentrunner.engine.metrics import Metrics
-
-    provider = metrics.get_meter_provider()
-    # the API's stand-in until a provider is set (its class is private; there is no other test)
-    if isinstance(provider, _ProxyMeterProvider):
-        provider = _sdk_meter_provider(settings)
-        metrics.set_meter_provider(provider)
-    if provider not in _instruments:  # a second runner's instruments would be the first's
-        _instruments[provider] = Metrics(provider.get_meter("agentrunner", __version__))
-    return _instruments[provider]
-
-
-def _sdk_tracer_provider(settings: Telemetry) -> TracerProvider:
-    _sdk_missing()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    provider = TracerProvider(resource=_resource(settings), shutdown_on_exit=False)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.traces_url)))
-    exporter_log = _quiet(OTLPSpanExporter.__module__, "traces", settings.traces_url)
-    _send_at_exit(provider.shutdown, exporter_log)
-    return provider
-
-
-def _sdk_meter_provider(settings: Telemetry) -> MeterProvider:
-    _sdk_missing()
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-
-    reader = PeriodicExportingMetricReader(
-        OTLPMetricExporter(endpoint=settings.metrics_url),
-        export_interval_millis=settings.metric_interval_ms,
-    )
-    provider = MeterProvider([reader], resource=_resource(settings), shutdown_on_exit=False)
-    exporter_log = _quiet(OTLPMetricExporter.__module__, "metrics", settings.metrics_url)
-    _send_at_exit(provider.shutdown, exporter_log)
-    return provider
-
-
-def _sdk_missing() -> None:
-    """Telemetry on without the ``otel`` extra: an error saying which to install."""
-    try:
-        for package in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
-            importlib.import_module(package)
-    except ImportError as exc:
-        raise AgentRunnerError(
-            ErrorCode.INTERNAL,
-            f"[telemetry] is enabled but the OpenTelemetry SDK is not installed ({exc.name})",
-            hint='pip install "agentrunner[otel]", or turn telemetry off in agentrunner.toml.',
-        ) from exc
-
-
-def _resource(settings: Telemetry) -> Resource:
-    from opentelemetry.sdk.resources import Resource
-
-    return Resource.create({"service.name": settings.service_name})
-
-
-class _ExporterLog(logging.Filter):
-    """What an OTLP exporter logs (``Transient error … retrying in 0.86s`` two to five times a
-    run while its receiver is down, raw text among JSON lines) is kept at DEBUG (``--debug``
-    shows it); why it failed is remembered for agentrunner's own warning, which says it once:
-    at exit, or when the exporter gives a batch up."""
-
-    def __init__(self, what: str, url: str) -> None:
-        super().__init__()
-        self.what = what
-        self.url = url
-        self.why: str | None = None  # the last failure's reason, in words
-        self._said: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        why = _why(record)
-        if why is not None:
-            self.why = why
-        if record.levelno >= logging.ERROR and self.why is not None:  # a batch given up
-            self.say(self.why)
-        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-        return True
-
-    def say(self, why: str) -> None:
-        if why not in self._said:  # once per reason, not once per batch
-            self._said.add(why)
-            log.warning("%s not sent: %s %s", self.what, self.url, why)
-
-
-def _why(record: logging.LogRecord) -> str | None:
-    """Why an exporter's request failed, from its log record's arguments (the exception, or
-    the status it was answered with)."""
-    args = record.args if isinstance(record.args, tuple) else ()
-    for arg in args:
-        if isinstance(arg, BaseException):
-            return _error_reason(arg)
-    if record.msg.startswith("Failed to export") and len(args) == 3 and args[1] is not None:
-        return f"answered {args[1]} {args[2]}"
-    if record.msg.startswith("Transient error") and args and isinstance(args[0], str):
-        return f"answered {args[0]}"
-    return None
-
-
-_NO_ANSWER = "did not answer in time"
-
-
-def _error_reason(error: BaseException) -> str:
-    seen: list[BaseException] = [error]
-    for exc in seen:  # the chain: requests wraps urllib3, which wraps the socket's error
-        if isinstance(exc, ConnectionRefusedError):
-            return "refused the connection"
-        if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
-            return _NO_ANSWER
-        for inner in (exc.__cause__, exc.__context__, getattr(exc, "reason", None), *exc.args):
-            if isinstance(inner, BaseException) and inner not in seen and len(seen) < 20:
-                seen.append(inner)
-    return f"could not be reached ({type(error).__name__})"
-
-
-def _quiet(logger_name: str, what: str, url: str) -> _ExporterLog:
-    exporter_log = _ExporterLog(what, url)
-    logging.getLogger(logger_name).addFilter(exporter_log)
-    return exporter_log
-
-
-_at_exit: list[tuple[Callable[[], object], _ExporterLog]] = []  # how each is sent, its log
-_sent = False  # the exit flush is done once, by the CLI or else at exit
-
-
-def _send_at_exit(shutdown: Callable[[], object], exporter_log: _ExporterLog) -> None:
-    if not _at_exit:
-        atexit.register(_send_the_rest)
-    _at_exit.append((shutdown, exporter_log))
-
-
-def telemetry_to_send() -> bool:
-    """Whether this process set up OpenTelemetry's SDK and has not sent its last spans yet."""
-    return bool(_at_exit) and not _sent
-
-
-def send_telemetry() -> bool:
-    """Send the spans and metrics not sent yet (telemetry on, with agentrunner's SDK set-up),
-    once: what the CLI does as it ends, and else an ``atexit`` hook. False when Ctrl-C gave
-    the wait up (quietly: one warning line), so the CLI can exit 130."""
-    global _sent
-    if _sent or not _at_exit:
-        return True
-    _sent = True
-    try:
-        _send_the_last()
-    except KeyboardInterrupt:
-        log.warning("telemetry not sent: interrupted")
-        return False
-    return True
-
-
-def _send_the_rest() -> None:
-    send_telemetry()
-
-
-def _send_the_last() -> None:
-    """The spans and metrics not sent yet are, together; but a receiver that is down or
-    stalled must not hold a command's exit for the exporters' whole timeout and retries (10 s
-    by default, or ``OTEL_EXPORTER_OTLP_TIMEOUT``): past ``EXIT_FLUSH_S`` they are given up,
-    saying why where the exporter told (refused), else that no answer came."""
-    stopping = [
-        (exporter_log, threading.Thread(target=shutdown, daemon=True))
-        for shutdown, exporter_log in _at_exit
-    ]
-    for exporter_log, thread in stopping:
-        thread.name = f"agentrunner-{exporter_log.what}"
-        thread.start()
-    log.debug("sending the last spans and metrics (at most %g s)", EXIT_FLUSH_S)
-    deadline = time.monotonic() + EXIT_FLUSH_S
-    for exporter_log, thread in stopping:
-        thread.join(max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
-            why = exporter_log.why
-            if why is None or why == _NO_ANSWER:  # a request still waiting, or one timed out
-                why = f"did not answer within {EXIT_FLUSH_S:g} s"
-            exporter_log.say(why)
 
 
 def _load(start: Path | None) -> tuple[Project, RuntimeFiles, Extensions]:

@@ -72,35 +72,26 @@ class PostRunEffects:
     async def _title(
         self, thread_id: str, model: str, question: str, payer: tuple[str, str]
     ) -> None:
-        tracing = self.engine.tracing
-        if tracing is None:
-            await self._make_title(thread_id, model, question, payer)
-            return
+        agent_id, run_id = payer
         # under the run's span (the task was started in it): its own, so that the title's
         # model request is not taken for one of the agent's
-        with tracing.effect("title", thread_id):
-            await self._make_title(thread_id, model, question, payer)
-
-    async def _make_title(
-        self, thread_id: str, model: str, question: str, payer: tuple[str, str]
-    ) -> None:
-        agent_id, run_id = payer
-        try:
-            result = await paid_request(
-                self.engine,
-                self.store,
-                self.budgets,
-                agent_id=agent_id,
-                run_id=run_id,
-                model=model,
-                system=TITLE_PROMPT,
-                message=question[:2000],
-                limits=TurnLimits(max_steps=1, max_output_tokens=32),
-            )
-            title = " ".join(result.text.split()).strip(" \"'.")[:80]
-            if title:
-                await self.store.threads.set_title(thread_id, title)
-        except Exception as exc:  # a title is a nicety: one line, the traceback for --debug
-            why = exc.one_line() if isinstance(exc, AgentRunnerError) else repr(exc)
-            log.warning("title generation for thread %s failed: %s", thread_id, why)
-            log.debug("title generation for thread %s failed", thread_id, exc_info=True)
+        with self.engine.tracing.effect("title", thread_id):
+            try:
+                result = await paid_request(
+                    self.engine,
+                    self.store,
+                    self.budgets,
+                    agent_id=agent_id,
+                    run_id=run_id,
+                    model=model,
+                    system=TITLE_PROMPT,
+                    message=question[:2000],
+                    limits=TurnLimits(max_steps=1, max_output_tokens=32),
+                )
+                title = " ".join(result.text.split()).strip(" \"'.")[:80]
+                if title:
+                    await self.store.threads.set_title(thread_id, title)
+            except Exception as exc:  # a title is a nicety: one line, the traceback for --debug
+                why = exc.one_line() if isinstance(exc, AgentRunnerError) else repr(exc)
+                log.warning("title generation for thread %s failed: %s", thread_id, why)
+                log.debug("title generation for thread %s failed", thread_id, exc_info=True)

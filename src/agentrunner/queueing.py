@@ -101,10 +101,6 @@ class RunQueue:
         (``validation`` naming a bad one) and kept with the run. With telemetry on, an
         ``enqueue`` span whose trace the run keeps."""
         tracing = self.runner.engine.tracing
-        if tracing is None:
-            return await self._queue(
-                agent_id, thread_id, message, input, model_settings, idempotency, None
-            )
         with tracing.enqueue(agent_id) as (span, carrier):
             queued = await self._queue(
                 agent_id, thread_id, message, input, model_settings, idempotency, carrier

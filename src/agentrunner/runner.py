@@ -8,7 +8,6 @@ does). The numbered comments are seed 000's execution sequence.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -77,7 +76,6 @@ if TYPE_CHECKING:
     from agentrunner.effects import PostRunEffects
     from agentrunner.engine.engine import Engine
     from agentrunner.engine.fallback import FallbackChain
-    from agentrunner.engine.tracing import Tracing
     from agentrunner.model_settings import ModelSettings
     from agentrunner.store.locks import HeldLock
     from agentrunner.store.records import Thread, ThreadSummary
@@ -460,8 +458,6 @@ class AgentRunner:
 
     async def _run(self, request: _Request) -> RunResult:
         tracing = self.engine.tracing
-        if tracing is None:
-            return await self._locked(request)
         parent = request.parent
         with tracing.run(  # the run's span: its requests, tool calls and child runs nest
             request.agent_id,
@@ -483,21 +479,13 @@ class AgentRunner:
             return result
 
     async def _locked(self, request: _Request) -> RunResult:
-        if request.thread_id is None:  # a task: no thread, so nothing to lock
+        thread_id = request.thread_id
+        if thread_id is None:  # a task: no thread, so nothing to lock
             return await self._turn(request, None)
-        tracing = self.engine.tracing
-        if tracing is not None:
-            return await self._traced_lock(tracing, request, request.thread_id)
-        async with self.store.locks.hold(request.thread_id) as held:  # 1. thread lock
+        hold = self.store.locks.hold(thread_id)  # 1. thread lock (its wait a span)
+        async with self.engine.tracing.thread_lock(hold, thread_id) as held:
             return await self._turn(request, held)
         # 14. the lock is released when the block exits
-
-    async def _traced_lock(self, tracing: Tracing, request: _Request, thread_id: str) -> RunResult:
-        """As ``_locked``, the wait for the thread's lock a span of its own."""
-        async with contextlib.AsyncExitStack() as locked:
-            with tracing.step("thread_lock", thread_id=thread_id):
-                held = await locked.enter_async_context(self.store.locks.hold(thread_id))
-            return await self._turn(request, held)
 
     async def _turn(self, request: _Request, held: HeldLock | None) -> RunResult:
         agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
@@ -519,9 +507,8 @@ class AgentRunner:
             recent = Recent(thread, newest, last_seq)
         repairs = missing_results(window(recent.messages)) if recent else []
         run_id = claimed_run_id or new_id("run_")
-        trace_id = None
-        if self.engine.tracing is not None:  # the run's span is current: what it now knows
-            trace_id = self.engine.tracing.run_started(run_id, agent.name, agent.description)
+        # the run's span is current: what it now knows
+        trace_id = self.engine.tracing.run_started(run_id, agent.name, agent.description)
         run = _Run(
             agent,
             thread,
@@ -662,12 +649,9 @@ class AgentRunner:
         agent = run.agent
         thread_id = run.thread.id if run.thread else None
         tracing = self.engine.tracing
-        if tracing is None:
+        with tracing.step("build_prompt") as span:
             system, notes = await self._prompt(run, overrides, input)
-        else:
-            with tracing.step("build_prompt") as span:
-                system, notes = await self._prompt(run, overrides, input)
-                tracing.prompt_built(span, system, notes)
+            tracing.prompt_built(span, system, notes)
         grant = self.capabilities.grant(agent)
         if parent is not None:
             grant = grant & parent.grant  # a child never gets more than its caller
@@ -906,10 +890,7 @@ class AgentRunner:
     def _agent(self, agent_id: str) -> AgentSpec:
         """The agent as its file is now (read again if it changed since; refused if it may
         not run): with telemetry on, a ``resolve_agent`` span."""
-        tracing = self.engine.tracing
-        if tracing is None:
-            return self.agents.runnable(agent_id)
-        with tracing.step("resolve_agent", agent_id=agent_id):
+        with self.engine.tracing.step("resolve_agent", agent_id=agent_id):
             return self.agents.runnable(agent_id)
 
     def settings_for(self, agent: AgentSpec, run: ModelSettings | None) -> ModelSettings | None:

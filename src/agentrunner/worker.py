@@ -134,39 +134,30 @@ class Worker:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def _claim(self) -> ClaimedRun | None:
-        tracing = self.runner.engine.tracing
-        if tracing is None:
-            return await self.store.mailbox.claim(self.id, self.lease_s)
         asked = time.time_ns()
         claimed = await self.store.mailbox.claim(self.id, self.lease_s)
         if claimed is not None:  # a span per run claimed, none for each empty look
-            tracing.claimed(
+            self.runner.engine.tracing.claimed(
                 run_id=claimed.id,
                 agent_id=claimed.agent_id,
                 attempt=claimed.attempts,
                 worker_id=self.id,
-                queued_at=claimed.queued_at,
-                claimed_at=claimed.claimed_at,
+                waited_s=claimed.waited_s,
                 trace_context=claimed.trace_context,
                 asked_ns=asked,
             )
         return claimed
 
     def _start(self, claimed: ClaimedRun) -> None:
-        if (tracing := self.runner.engine.tracing) is not None:  # telemetry on
-            tracing.metrics.claimed(claimed.agent_id, claimed.waited_s)
         abort = AbortSignal()
         task = asyncio.ensure_future(self._serve(claimed, abort))
         self._inflight[claimed.id] = (task, abort)
 
     async def _serve(self, claimed: ClaimedRun, abort: AbortSignal) -> None:
         try:
-            tracing = self.runner.engine.tracing
-            if tracing is None:
+            # in the trace it was queued in, from whichever process queued it
+            with self.runner.engine.tracing.continued(claimed.trace_context):
                 await self._run(claimed, abort)
-            else:  # in the trace it was queued in, from whichever process queued it
-                with tracing.continued(claimed.trace_context):
-                    await self._run(claimed, abort)
         except AgentRunnerError as exc:  # recorded on the run by the runner, once it started
             log.info("run %s failed: %s: %s", claimed.id, exc.code, exc.message)
             await self._settle_unstarted(claimed.id, exc)
@@ -219,10 +210,8 @@ class Worker:
         """With telemetry on, every agent's queued runs counted for the queue depth gauge:
         as the worker starts and stops, and with its heartbeat. A count that fails (the
         database gone meanwhile) is skipped: a gauge never stops a worker."""
-        if (tracing := self.runner.engine.tracing) is None:
-            return
         try:
-            tracing.metrics.queue_depths(await self.store.mailbox.depths())
+            await self.runner.engine.tracing.count_queues(self.store.mailbox.depths)
         except Exception as exc:
             log.debug("counting the queues failed: %s", exc)
 

@@ -22,6 +22,7 @@ from agentrunner import AgentRunner, AgentRunnerCallbacks
 from agentrunner.compose import open_workspace
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.telemetry import NO_TRACING
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
 from tests.runner.test_delegation import org
@@ -427,7 +428,7 @@ async def test_telemetry_off_records_no_metrics(
     agent("clerk", "capabilities: [notify]")
     mock.queue(Reply(tool_calls=[("notify_user", {"message": "x"})]), Reply(text="ok"))
     runner: AgentRunner = await open_runner()
-    assert runner.engine.tracing is None
+    assert runner.engine.tracing is NO_TRACING
     await runner.run_agent("clerk", "desk", "hi")
     await runner.effects.drain()
     assert measured.collect().recorded == set()

@@ -29,6 +29,7 @@ from agentrunner.compose import open_task_runner, open_workspace
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.idempotency import IdempotencyKey
+from agentrunner.telemetry import NO_TRACING
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
 from tests.runner.test_cli_run import cli
@@ -427,7 +428,7 @@ async def test_telemetry_off_makes_no_spans(
     agent("clerk", "capabilities: [notify]")
     mock.queue(Reply(tool_calls=[("notify_user", {"message": "x"})]), Reply(text="ok"))
     runner: AgentRunner = await open_runner()
-    assert runner.engine.tracing is None
+    assert runner.engine.tracing is NO_TRACING
     result = await runner.run_agent("clerk", "desk", "hi")
     assert await finished(runner, spans) == ()
     stored = await runner.store.runs.get(result.run_id)

@@ -205,11 +205,6 @@ class ChannelService:
     ) -> Posted:
         """The post, a person's or an agent's, inside its ``enqueue`` span (telemetry on)."""
         tracing = self.runner.engine.tracing
-        if tracing is None:
-            posted, _ = await self._post(
-                channel, sender, text, thread_root, depth, run_id, idempotency, None
-            )
-            return posted
         with tracing.enqueue(channel.label) as (span, carrier):
             posted, agents = await self._post(
                 channel, sender, text, thread_root, depth, run_id, idempotency, carrier

@@ -25,11 +25,11 @@ def _after_telemetry(status: int | str | None) -> int | str | None:
     """The last spans and metrics are sent as the command ends (for at most 3 s), here rather
     than at interpreter exit, so that Ctrl-C during that wait gives it up quietly and the
     command exits 130 (or with the status it already had)."""
-    compose = sys.modules.get("agentrunner.compose")  # not imported: no telemetry to send
-    if compose is None or not compose.telemetry_to_send():
+    setup = sys.modules.get("agentrunner.telemetry.setup")  # not imported: nothing to send
+    if setup is None or not setup.telemetry_to_send():
         return status
     try:
-        sent = compose.send_telemetry()
+        sent = setup.send_telemetry()
     except KeyboardInterrupt:  # before its own handler was reached
         sent = False
     # All that is left is the interpreter's exit (its atexit hooks): a Ctrl-C that comes once

@@ -336,10 +336,7 @@ async def _settle(
     serving = None if await ws.runner.store.workers.alive() else ws.worker(concurrency=4)
     if serving is None and not follow:
         return False
-    tracing = ws.runner.engine.tracing
-    if tracing is None:
-        return await _follow(ws, channel, feed, posted.message.id, serving)
-    with tracing.wait(channel.label, posted.run_ids, posted.trace_context):
+    with ws.runner.engine.tracing.wait(channel.label, posted.run_ids, posted.trace_context):
         return await _follow(ws, channel, feed, posted.message.id, serving)
 
 

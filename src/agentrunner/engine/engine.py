@@ -23,9 +23,9 @@ from agentrunner.engine.turn import (
     TurnResult,
     run_turn,
 )
+from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:
-    from agentrunner.engine.tracing import Tracing
     from agentrunner.model_settings import ModelSettings
 
 __all__ = ["Engine"]
@@ -33,12 +33,13 @@ __all__ = ["Engine"]
 
 class Engine:
     """Runs turns. ``async with Engine() as engine`` closes every provider client on exit.
-    With ``tracing`` (telemetry on), its model requests and tool calls are spans and metrics.
+    With ``tracing`` (telemetry on), its model requests and tool calls are spans and metrics;
+    without, ``NO_TRACING``, which does nothing.
     Its chains share one ``Cooldowns``: a provider's asked wait, and a model that failed, hold
     for every run of the process."""
 
     def __init__(
-        self, models: ModelRegistry | None = None, *, tracing: Tracing | None = None
+        self, models: ModelRegistry | None = None, *, tracing: Tracing = NO_TRACING
     ) -> None:
         self.models = models or ModelRegistry()
         self.tracing = tracing
@@ -50,7 +51,7 @@ class Engine:
         config: Config,
         *,
         env: Mapping[str, str] | None = None,
-        tracing: Tracing | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> Engine:
         return cls(ModelRegistry.from_config(config, env=env), tracing=tracing)
 

@@ -23,7 +23,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from agentrunner.agents.spec import RetryPolicy
 from agentrunner.engine.failures import FailureKind, ProviderError
@@ -31,9 +31,7 @@ from agentrunner.engine.fold import DeltaSink
 from agentrunner.engine.http_client import ModelClient
 from agentrunner.engine.messages import ModelRequest, ModelResponse
 from agentrunner.engine.models import ResolvedModel
-
-if TYPE_CHECKING:
-    from agentrunner.engine.tracing import Tracing
+from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
 __all__ = ["FAILED_REST_S", "Attempt", "ChainEntry", "Cooldowns", "FallbackChain"]
 
@@ -127,7 +125,7 @@ class FallbackChain:
     attempts: list[Attempt] = field(default_factory=list)
     cooldowns: Cooldowns = field(default_factory=Cooldowns)  # the process's, from the engine
     failed: set[str] = field(default_factory=set)  # models that failed in this run, by ref
-    tracing: Tracing | None = None  # telemetry on: each attempt that is sent is a span
+    tracing: Tracing = NO_TRACING  # telemetry on: each attempt that is sent is a span
 
     async def request(
         self,
@@ -159,11 +157,7 @@ class FallbackChain:
                 request = await build(entry)
                 start = self.clock()
                 try:
-                    if self.tracing is None:
-                        response = await entry.client.request(request, on_delta)
-                    else:
-                        fallback = entry is not self.entries[0]
-                        response = await self._traced(entry, request, on_delta, fallback, last)
+                    response = await self._send(entry, request, on_delta, last)
                 except ProviderError as exc:
                     last = exc
                     attempt = self._record(entry, "error", self.clock() - start, exc)
@@ -210,32 +204,29 @@ class FallbackChain:
         self.failed.add(entry.model.ref)
         self.cooldowns.fail(entry.model.ref, self.clock())
 
-    async def _traced(
+    async def _send(
         self,
         entry: ChainEntry,
         request: ModelRequest,
         on_delta: DeltaSink | None,
-        fallback: bool,
         last: ProviderError | None,
     ) -> ModelResponse:
         """The request inside its ``chat`` span: siblings under the run's, the failure that
         led to a retry or a fallback named on the next one."""
-        assert self.tracing is not None
-        with self.tracing.chat(
+        tracing = self.tracing
+        with tracing.chat(
             entry,
             request,
             attempt=len(self.attempts) + 1,
-            fallback=fallback,
-            retry_reason=str(last.code) if last is not None else None,
+            fallback=entry is not self.entries[0],
+            retry_reason=None if last is None else str(last.code),
         ) as span:
             try:
-                response = await entry.client.request(
-                    request, self.tracing.streaming(entry, on_delta)
-                )
+                response = await entry.client.request(request, tracing.streaming(entry, on_delta))
             except ProviderError as exc:
-                self.tracing.provider_error(span, exc)
+                tracing.provider_error(span, exc)
                 raise
-            self.tracing.response(span, response)
+            tracing.response(span, response)
             return response
 
     def _delay(self, entry: ChainEntry, tries: int, exc: ProviderError) -> float:

@@ -60,9 +60,9 @@ from agentrunner.engine.structured_output import (
 from agentrunner.engine.tools import Tool, ToolContext, ToolDenied, ToolRetry, render_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import Emit, EventData, EventSink
+from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:
-    from agentrunner.engine.tracing import Tracing
     from agentrunner.model_settings import ModelSettings
 
 __all__ = [
@@ -180,7 +180,7 @@ class Turn:
     budget: ExternalBudget | None = None
     # cut out of what the model says and of tool results (a tool may read a key)
     secrets: Secrets | None = None
-    tracing: Tracing | None = None  # telemetry on: each tool call a span, each charge counted
+    tracing: Tracing = NO_TRACING  # telemetry on: each tool call a span, each charge counted
     cache_key: str | None = None  # the conversation's prompt-cache key (ModelRequest)
     settings: ModelSettings | None = None  # what the requests ask of the model
 
@@ -532,8 +532,7 @@ class _TurnRun:
         spent plus what is held never drops below what was really used."""
         self.usage.add(usage)
         self.turn.cost.add(micros, usage)
-        if self.turn.tracing is not None:  # telemetry on: the charge as a metric
-            self.turn.tracing.charged(entry, usage, micros, answered=outcome == "ok")
+        self.turn.tracing.charged(entry, usage, micros, answered=outcome == "ok")
         if micros is None:
             self.cost_known = False
         else:
@@ -621,14 +620,13 @@ class _TurnRun:
             # tool runs, so a crash leaves a record the next run can repair.
             await self.turn.before_tools(self.turn.messages[self.start :])
         self.finished = {}
-        run_tool = self.run_tool if self.turn.tracing is None else self.traced_tool
         try:
             if len(calls) == 1:
-                await run_tool(calls[0])
+                await self.run_tool(calls[0])
             else:
                 async with asyncio.TaskGroup() as group:
                     for call in calls:
-                        group.create_task(run_tool(call))
+                        group.create_task(self.run_tool(call))
         except* ToolDenied as group:
             self.answer_calls(calls, INTERRUPTED)
             raise self.error(
@@ -657,14 +655,13 @@ class _TurnRun:
                 "invalid_tool_call",
             )
 
-    async def traced_tool(self, call: ToolCall) -> None:
+    async def run_tool(self, call: ToolCall) -> None:
         tracing = self.turn.tracing
-        assert tracing is not None
         with tracing.tool(call) as span:  # current while the tool runs: runs it starts nest
-            await self.run_tool(call)
+            await self.call_tool(call)
             tracing.tool_result(span, self.finished[call.id])
 
-    async def run_tool(self, call: ToolCall) -> None:
+    async def call_tool(self, call: ToolCall) -> None:
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(self.tools) or "none"

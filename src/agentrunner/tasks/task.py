@@ -229,8 +229,6 @@ class Task:
         self._spent = True
         try:
             tracing = self._runner.engine.tracing
-            if tracing is None:
-                return await self._run()
             with tracing.task(self._agent) as span:  # its cache lookup and run nest under it
                 outcome = await self._run()
                 tracing.task_done(
@@ -321,8 +319,6 @@ class Task:
         self, cache: ResultCache, agent_id: str, model: str, key: str
     ) -> dict[str, Any] | None:
         tracing = self._runner.engine.tracing
-        if tracing is None:
-            return await cache.get(agent_id, model, key)
         with tracing.step("cache_lookup") as span:
             hit = await cache.get(agent_id, model, key)
             tracing.cache_looked_up(span, hit=hit is not None)

@@ -18,9 +18,9 @@ calls by outcome are its counts, not counters of their own (each measurement cos
 some microseconds, on the turn's path). Tokens and cost are recorded where the cost rows are
 made, so they add up to them.
 
-Only the API is used, as by ``engine/tracing`` (which records most of these as its spans end);
-the SDK's meter provider and exporter are set up by the composition root, and with telemetry
-off this module is never imported.
+Only the API is used, as by ``telemetry/otel`` (which records these as its spans end, and as
+a worker claims a run or counts the queues); the SDK's meter provider and exporter are set up
+by ``telemetry/setup``, and with telemetry off this module is never imported.
 """
 
 from __future__ import annotations
@@ -31,19 +31,17 @@ from typing import Any
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from agentrunner.engine.messages import Usage
+from agentrunner.telemetry.names import (
+    AGENT_ID,
+    AGENT_NAME,
+    ERROR_TYPE,
+    OPERATION,
+    TOKEN_TYPE,
+    TOOL_NAME,
+    TOOL_TYPE,
+)
 
 __all__ = ["Metrics"]
-
-# Attribute names, as the spans spell them (engine/tracing).
-OPERATION = "gen_ai.operation.name"
-PROVIDER = "gen_ai.provider.name"
-REQUEST_MODEL = "gen_ai.request.model"
-TOKEN_TYPE = "gen_ai.token.type"
-AGENT_ID = "gen_ai.agent.id"
-AGENT_NAME = "gen_ai.agent.name"
-TOOL_NAME = "gen_ai.tool.name"
-TOOL_TYPE = "gen_ai.tool.type"
-ERROR_TYPE = "error.type"
 
 # The conventions' advised buckets: a model request and a tool call take 10 ms to a minute or
 # so, doubling (0.01, 0.02, … 81.92 s); a run 0.1 s to minutes (… 409.6 s); tokens 1 to 4^13.
@@ -55,8 +53,8 @@ _WAIT_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 
 
 class Metrics:
-    """The instruments, made once per meter (one per process: compose keeps it), and what each
-    measurement means. An error is our error code, as spans' ``error.type`` is."""
+    """The instruments, made once per meter (one per process: ``telemetry/setup`` keeps it),
+    and what each measurement means. An error is our error code, as spans' ``error.type`` is."""
 
     def __init__(self, meter: Meter) -> None:
         self._depths: dict[str, int] = {}  # the last count of each agent's queued runs
