@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -90,7 +90,7 @@ class Feed(ABC, Generic[T]):
     async def read(self) -> list[T]:
         """What is new since the last read, in order."""
 
-    async def follow(self) -> AsyncIterator[T]:
+    async def follow(self) -> AsyncGenerator[T, None]:
         """Every item from here on as it comes, until the feed has ended (a thread's and a
         channel's never do)."""
         async with self.watching():
