@@ -11,11 +11,13 @@ waits for its next look with ``wait``. A position resumes exactly: a run's event
 number (``RunFeed``), ``<run id>/<seq>`` on a thread (``ThreadFeed``), ``<key>.<id>`` in a
 channel's feed (``FeedPosition``) — each an SSE event's id.
 
-A run's feed reads the run before its events, so once the run has ended the events read after
-it are all it has (they are written before its end). A thread's walks its runs in the order
-they held the thread (``runs.thread_order``, each run numbered as it begins under the thread's
-lock, so a run queued first but served later comes later), one run's events a page at a time
-before the next run's.
+A run's events are written before its end, so a run's feed that finds nothing new reads the
+run, and once it has ended looks once more: what that finds is all there is (a job's feed reads
+the run first, then its tree's events). A thread's walks its runs in the order they held the
+thread (``runs.thread_order``, each run numbered as it begins under the thread's lock, so a run
+queued first but served later comes later), one run's events a page at a time before the next
+run's. Both look again at once after a read that found something, before they wait: what was
+committed meanwhile is read without waiting for its wake-up.
 
 A channel's rows carry a feed key that orders the feed as its rows were committed (migration
 17: on PostgreSQL the id of the transaction that wrote it, on SQLite the channel's next
@@ -74,8 +76,9 @@ T = TypeVar("T")
 class Feed(ABC, Generic[T]):
     """What every feed shares: reading what is new (``read``) and following it (``follow``),
     woken by the commits that name what it reads. ``ended``: nothing more will come (a run
-    that has ended, its every event read); ``more``: the last read stopped at a full page, so
-    there is more to read at once; ``waiting``: rows wait for an earlier transaction."""
+    that has ended, its every event read); ``more``: read again at once, before waiting (the
+    last read stopped at a full page, or found what may be followed by more already);
+    ``waiting``: rows wait for an earlier transaction."""
 
     def __init__(self, store: Store, key: str) -> None:
         self.store = store
@@ -147,7 +150,7 @@ class RunFeed(Feed[EventRecord]):
     last), until the run has ended. With ``delegations``, the events of every run it delegated
     to as well, down the tree, marked as theirs (``events.from_child``, as a live caller gets
     them), each read in the order they happened (``in_order``). ``run``: the run as it was
-    when the events last read were read (None: there is no such run, which ends the feed)."""
+    when last read (None: there is no such run, which ends the feed)."""
 
     def __init__(
         self, store: Store, run_id: str, after: int = 0, *, delegations: bool = False
@@ -160,43 +163,51 @@ class RunFeed(Feed[EventRecord]):
         self._marks: dict[str, tuple[str, int]] = {}  # a delegation: its agent and depth
 
     async def read(self) -> list[EventRecord]:
-        """What is new since the last read: the run's events a page at a time (``more``: there
-        is more); with ``delegations``, every run's, whole."""
-        if not self.more:  # the run first: once it has ended, the events read next are all
+        """What is new since the last read. One run's: a page of its events, and once there
+        are none, the run (``more``: some were read, so look again at once, before waiting).
+        With ``delegations``: the run first, then every run's events, whole, so ``run`` is
+        the run as it was before them (once it has ended, they are all)."""
+        if self.delegations:
+            return await self._read_tree()
+        read = await self._events(self.run_id)
+        if not read:  # nothing new: has it ended?
             self.run = await self.store.runs.get(self.run_id)
+            if self.run is None or self.run.status in RUN_ENDED:
+                read = await self._events(self.run_id)  # written before its end, read after
+                self.ended = not read
+        self.more = bool(read)
+        return read
+
+    async def _read_tree(self) -> list[EventRecord]:
+        self.run = await self.store.runs.get(self.run_id)
         if self.run is None:
             self.ended = True
             return []
-        if self.delegations:
-            for child in await descendants(self.store, self.run_id):
-                if child.id not in self._after:
-                    self._after[child.id] = 0
-                    self._marks[child.id] = (child.agent_id, child.depth)
-                    self._follow_too(run_key(child.id))  # its own delegations' commits name it
-        self.more = False
+        for child in await descendants(self.store, self.run_id):
+            if child.id not in self._after:
+                self._after[child.id] = 0
+                self._marks[child.id] = (child.agent_id, child.depth)
+                self._follow_too(run_key(child.id))  # its own delegations' commits name it
         read: list[EventRecord] = []
         for run_id in self._after:
-            read += await self._read_run(run_id)
-        if self.delegations:
-            read.sort(key=in_order)
-        self.ended = not self.more and self.run.status in RUN_ENDED
+            while page := await self._events(run_id):
+                read += page
+                if len(page) < _RUN_EVENTS_READ:
+                    break
+        read.sort(key=in_order)
+        self.ended = self.run.status in RUN_ENDED
         return read
 
-    async def _read_run(self, run_id: str) -> list[EventRecord]:
-        read: list[EventRecord] = []
+    async def _events(self, run_id: str) -> list[EventRecord]:
+        """A page of ``run_id``'s events after the last read, marked if it is a delegation."""
+        page = await self.store.events.list(
+            run_id, after=self._after[run_id], limit=_RUN_EVENTS_READ
+        )
+        if not page:
+            return page
+        self._after[run_id] = page[-1].seq
         mark = self._marks.get(run_id)
-        while True:
-            page = await self.store.events.list(
-                run_id, after=self._after[run_id], limit=_RUN_EVENTS_READ
-            )
-            if page:
-                self._after[run_id] = page[-1].seq
-            read += page if mark is None else [_marked(event, *mark) for event in page]
-            if len(page) < _RUN_EVENTS_READ:
-                return read
-            if not self.delegations:  # the next page at the next read, after these are sent
-                self.more = True
-                return read
+        return page if mark is None else [_marked(event, *mark) for event in page]
 
 
 def in_order(event: EventRecord) -> tuple[float, int]:
@@ -235,7 +246,8 @@ class ThreadFeed(Feed[tuple[str, EventRecord]]):
 
     async def read(self) -> list[tuple[str, EventRecord]]:
         """What is new since the last read: the events of the run read last, then the next
-        runs', one run's a page at a time before the next's (``more``: there is more)."""
+        runs', one run's a page at a time before the next's (``more``: some were read, so
+        look again at once, before waiting)."""
         runs = self.store.runs
         if self._order is None:
             order = await runs.thread_order(self.thread_id, self._run) if self._run else None
@@ -244,7 +256,6 @@ class ThreadFeed(Feed[tuple[str, EventRecord]]):
             self._order = order
         rows = await runs.on_thread_from(self.thread_id, (self._order, self._run), _RUNS_READ)
         read: list[tuple[str, EventRecord]] = []
-        self.more = False
         for row in rows:
             run_id = row["id"]
             start = self._seq if run_id == self._run else 0
@@ -253,10 +264,8 @@ class ThreadFeed(Feed[tuple[str, EventRecord]]):
                 self._order, self._run, self._seq = int(row["thread_order"]), run_id, page[-1].seq
             read += [(f"{run_id}/{event.seq}", event) for event in page]
             if len(page) == _EVENTS_READ:  # the rest of this run's before the next's
-                self.more = True
                 break
-        else:
-            self.more = bool(read) and len(rows) == _RUNS_READ
+        self.more = bool(read)
         return read
 
 

@@ -105,10 +105,34 @@ async def test_a_run_feed_gives_each_event_after_its_position_once_and_ends_with
     ended = RunFeed(store, "r2", 1)  # another run's: only its own
     assert (_said(await ended.read()), ended.ended) == (["y"], False)
     await _end(store, other, "cancelled")
-    assert (_said(await ended.read()), ended.ended) == (["done"], True)
+    assert (_said(await ended.read()), ended.ended) == (["done"], False)
+    assert (await ended.read(), ended.ended) == ([], True)  # nothing after its end
     assert ended.run is not None and ended.run.status == "cancelled"
     missing = RunFeed(store, "nope")
     assert await missing.read() == [] and missing.ended and missing.run is None
+
+
+@pytest.mark.parametrize("status", ["completed", "failed"])
+async def test_a_run_feed_looks_once_more_after_the_end_it_sees(
+    store: Store, monkeypatch: pytest.MonkeyPatch, status: str
+) -> None:
+    """The run's last events and its end committed between the read that found nothing and
+    the read of the run: they are given all the same, before the feed ends."""
+    log = await _run(store, "r1")
+    await _say(log, "a")
+    feed = RunFeed(store, "r1", 1)
+    get = store.runs.get
+
+    async def ends_meanwhile(run_id: str) -> object:
+        monkeypatch.setattr(store.runs, "get", get)
+        await _say(log, "b")
+        await _end(store, log, status)
+        return await get(run_id)
+
+    monkeypatch.setattr(store.runs, "get", ends_meanwhile)
+    got = await _rest(feed.follow())
+    assert _said(got) == ["b", "done"]
+    assert feed.run is not None and feed.run.status == status
 
 
 async def test_a_job_feed_follows_its_delegations_down_the_tree_marked_as_theirs(
