@@ -16,8 +16,8 @@ from typing import Any
 import httpx2
 import pytest
 
+from agentrunner import feeds
 from agentrunner.compose import open_workspace
-from agentrunner.server import routes
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 
@@ -76,7 +76,7 @@ def test_a_run_queued_first_and_served_last_reaches_the_threads_stream(
     monkeypatch: pytest.MonkeyPatch,
     read: int,
 ) -> None:
-    monkeypatch.setattr(routes, "_EVENTS_READ", read)
+    monkeypatch.setattr(feeds, "_EVENTS_READ", read)
     agent("talker")
     api = server(worker=False)  # the queued run waits until this test serves it
     assert httpx2.post(

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from agentrunner.channels.feed import ChannelFeed
+from agentrunner.feeds import ChannelFeed
 from agentrunner.store import RunLog, Store, changes, run_log
 from agentrunner.store.changes import channel_key, run_key, thread_key
 from agentrunner.store.channels import ChannelMessage

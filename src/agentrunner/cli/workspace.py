@@ -15,8 +15,8 @@ from agentrunner.cli.console import Column, err, listing, out
 
 if TYPE_CHECKING:
     from agentrunner.channels import Posted
-    from agentrunner.channels.feed import ChannelFeed
     from agentrunner.compose import Workspace
+    from agentrunner.feeds import ChannelFeed
     from agentrunner.project import Project
     from agentrunner.status import ProjectStatus
     from agentrunner.store.channels import Channel, ChannelMessage
@@ -318,7 +318,7 @@ def _branches(depths: list[int]) -> list[str]:
 async def _feed_from_now(ws: Workspace, channel: Channel) -> ChannelFeed:
     """The channel's feed from now on, taken before posting: the replies, and whatever else is
     posted meanwhile, are followed however their commits interleave with the post's."""
-    from agentrunner.channels.feed import ChannelFeed
+    from agentrunner.feeds import ChannelFeed
 
     feed = ChannelFeed(ws.runner.store, channel.id, backlog=0)
     await feed.start()
@@ -345,23 +345,21 @@ async def _follow(
 ) -> bool:
     """Print what ``feed`` gives but the post ``own`` until the conversation settles."""
     from agentrunner.cli.activity import ActivityDisplay
-    from agentrunner.store.changes import channel_key
     from agentrunner.store.channels import ChannelMessage
 
-    store = ws.runner.store
     interrupted = asyncio.Event()
     loop = asyncio.get_running_loop()
     activity = ActivityDisplay()
-    # Woken by a commit in the channel (store/changes), Ctrl-C or the in-process worker's end;
-    # the timer for runs elsewhere that keep the mailboxes busy.
-    async with store.changes.watch(channel_key(channel.id)) as watch:
+    # Woken by a commit in the channel, Ctrl-C or the in-process worker's end; the timer for
+    # runs elsewhere that keep the mailboxes busy.
+    async with feed.watching():
         if serving is not None:
             served = asyncio.ensure_future(serving.run(until_idle=True))
-            served.add_done_callback(lambda _: watch.wake())
+            served.add_done_callback(lambda _: feed.wake())
 
         def stop() -> None:
             interrupted.set()
-            watch.wake()
+            feed.wake()
 
         loop.add_signal_handler(signal.SIGINT, stop)
         idle = False  # nothing was queued or running at the last look
@@ -388,7 +386,7 @@ async def _follow(
                 if done and (not feed.waiting or interrupted.is_set()):
                     settled = not interrupted.is_set()
                     break
-                await watch.wait(_FOLLOW_S)
+                await feed.wait(_FOLLOW_S)
         finally:
             activity.close(settled=settled)
             loop.remove_signal_handler(signal.SIGINT)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.events import from_child
+from agentrunner.feeds import RunFeed, descendants
 from agentrunner.run_ids import find_run
 
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ __all__ = [
     "Job",
     "Killed",
     "TreeCost",
-    "descendants",
     "ensure_worker",
     "find_job",
     "heal",
@@ -313,17 +312,6 @@ async def kill(store: Store, job_id: str) -> Killed:
     return Killed(run.id, outcome, after.status if after else "unknown")
 
 
-async def descendants(store: Store, run_id: str) -> list[RunRecord]:
-    """Every run the job's run delegated to, and theirs, down the tree."""
-    found: list[RunRecord] = []
-    frontier = [run_id]
-    while frontier:
-        children = await store.company.children(frontier.pop())
-        found.extend(children)
-        frontier.extend(child.id for child in children)
-    return found
-
-
 async def replay(
     store: Store,
     job_id: str,
@@ -332,48 +320,18 @@ async def replay(
     follow: bool = False,
 ) -> RunRecord:
     """Pass the job's events, and its delegations' (marked as theirs, as a live caller gets
-    them), to ``sink`` in the order they happened; with ``follow``, as they come (read again
-    when a commit says one of its runs changed: ``store/changes``), until the job ends. Returns
-    the job's run as it was when its last event had been passed on."""
-    from agentrunner.store.changes import Watch, run_key
-
-    runs: dict[str, tuple[str, int]] = {}
-    seen: dict[str, int] = {}
-    async with contextlib.AsyncExitStack() as stack:
-        watch: Watch | None = None
-        if follow:
-            watch = await stack.enter_async_context(store.changes.watch(run_key(job_id)))
-        while True:
-            root = await store.runs.get(job_id)
-            if root is None:
-                raise AgentRunnerError(ErrorCode.NOT_FOUND, f"no job '{job_id}'")
-            done = root.status in _SETTLED  # read first: the events read after it are all there
-            if not runs:
-                runs[root.id] = (root.agent_id, 0)
-                seen[root.id] = 0
-            for child in await descendants(store, root.id):
-                if child.id not in runs:
-                    runs[child.id] = (child.agent_id, child.depth)
-                    seen[child.id] = 0
-                    if watch is not None:  # its children's commits name it
-                        watch.add(run_key(child.id))
-            batch: list[tuple[float, int, str, dict[str, Any], str, int]] = []
-            for run_id, (agent_id, depth) in runs.items():
-                while True:
-                    events = await store.events.list(run_id, after=seen[run_id], limit=500)
-                    batch.extend(
-                        (e.created_at, e.seq, e.type, e.payload, agent_id, depth) for e in events
-                    )
-                    if events:
-                        seen[run_id] = events[-1].seq
-                    if len(events) < 500:
-                        break
-            batch.sort(key=lambda item: (item[0], item[1]))
-            for _, _, kind, payload, agent_id, depth in batch:
-                sink(kind, from_child(payload, agent_id, depth) if depth else payload)  # type: ignore[arg-type]
-            if done or watch is None:
-                return root
-            await watch.wait()
+    them), to ``sink`` in the order they happened; with ``follow``, as they come (``RunFeed``),
+    until the job ends. Returns the job's run as it was when its last event had been passed on."""
+    feed = RunFeed(store, job_id, delegations=True)
+    if follow:
+        async for event in feed.follow():
+            sink(event.type, event.payload)
+    else:
+        for event in await feed.read():
+            sink(event.type, event.payload)
+    if feed.run is None:
+        raise AgentRunnerError(ErrorCode.NOT_FOUND, f"no job '{job_id}'")
+    return feed.run
 
 
 async def tree_cost(store: Store, run_id: str) -> TreeCost:

@@ -4,9 +4,10 @@ Event streams tail the stored events, so a stream works whichever process runs t
 reads what is new when a commit says it changed what it follows (``store/changes``), or after
 its fallback timer. Each SSE event's ``id`` is its position: a run's sequence number
 (``/runs``), ``<run id>/<seq>`` (``/threads``), or a position in the channel's feed
-(``/channels``, ``channels.feed``: ``<feed key>.<message or event id>``); reconnecting with
-``Last-Event-ID`` resumes exactly after it. Every stream's reads are detached from its client
-(``event_source``), so one that leaves mid-read leaves the database connection in the pool.
+(``/channels``: ``<feed key>.<message or event id>``); reconnecting with ``Last-Event-ID``
+resumes exactly after it. Each stream follows its feed (``feeds``: ``RunFeed``, ``ThreadFeed``,
+``ChannelFeed``). Every stream's reads are detached from its client (``event_source``), so one
+that leaves mid-read leaves the database connection in the pool.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from fastapi.types import DecoratedCallable
 from pydantic import BaseModel, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
 
-from agentrunner.channels.feed import ChannelFeed
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import ChannelMessageEvent, RunEnd
+from agentrunner.feeds import ChannelFeed, RunFeed, ThreadFeed
 from agentrunner.ids import new_id
 from agentrunner.model_settings import ModelSettings
 from agentrunner.server.fields import Id, Input, Retry, Text
@@ -47,7 +48,6 @@ from agentrunner.server.responses import (
     event_stream,
     operation,
 )
-from agentrunner.store.changes import run_key, thread_key
 from agentrunner.store.channels import Channel, ChannelMessage
 from agentrunner.store.records import thread_message_dict
 
@@ -56,7 +56,6 @@ __all__ = ["router", "workspace"]
 router = APIRouter()
 T = TypeVar("T")
 MAX_INT = 2**62  # database integers are 64-bit
-TERMINAL = {"completed", "failed", "cancelled"}
 
 
 def workspace(request: Request) -> Workspace:
@@ -232,7 +231,7 @@ async def run_events(
     if await ws.runner.store.runs.get(run_id) is None:
         raise _not_found("run", run_id)
     start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
-    return event_source(_tail_run(ws, run_id, start))
+    return event_source(_tail_run(RunFeed(ws.runner.store, run_id, start)))
 
 
 @router.get(
@@ -248,7 +247,7 @@ async def thread_events(
 ) -> EventSourceResponse:
     if await ws.runner.store.threads.get(thread_id) is None:
         raise _not_found("thread", thread_id)
-    return event_source(_tail_thread(ws, thread_id, last_event_id or ""))
+    return event_source(_tail_thread(ThreadFeed(ws.runner.store, thread_id, last_event_id or "")))
 
 
 @router.get("/channels", **operation("list_channels", ChannelList, tag="channels"))
@@ -347,58 +346,17 @@ async def costs(
 # -- streams ---------------------------------------------------------------------------------
 
 
-async def _tail_run(ws: Workspace, run_id: str, after: int) -> AsyncGenerator[dict[str, Any], None]:
-    store = ws.runner.store
-    async with store.changes.watch(run_key(run_id)) as watch:
-        while True:
-            events = await store.events.list(run_id, after=after, limit=500)
-            for event in events:
-                after = event.seq
-                yield {"id": str(event.seq), "event": event.type, "data": json.dumps(event.payload)}
-            if not events:
-                run = await store.runs.get(run_id)
-                finished = run is None or run.status in TERMINAL
-                # Events are written before the run's end, so once it has ended one more read
-                # catches anything committed in between.
-                if finished and not await store.events.list(run_id, after=after, limit=1):
-                    end: RunEnd = {"run_id": run_id, "status": run.status if run else None}
-                    yield {"event": "run.end", "data": json.dumps(end)}
-                    return
-                await watch.wait()
+async def _tail_run(feed: RunFeed) -> AsyncGenerator[dict[str, Any], None]:
+    async for event in feed.follow():
+        yield {"id": str(event.seq), "event": event.type, "data": json.dumps(event.payload)}
+    end: RunEnd = {"run_id": feed.run_id, "status": feed.run.status if feed.run else None}
+    yield {"event": "run.end", "data": json.dumps(end)}
 
 
-_EVENTS_READ = 1000  # a run's events read at a time by a thread's stream
-
-
-async def _tail_thread(
-    ws: Workspace, thread_id: str, position: str
-) -> AsyncGenerator[dict[str, Any], None]:
-    """The events of the thread's runs in the order the runs held the thread, each run's in
-    order; ``position`` (``<run id>/<seq>``, an event's id) resumes right after that event."""
-    store = ws.runner.store
-    run_after, _, seq_text = position.partition("/")
-    seq = int(seq_text) if seq_text.isdigit() else 0
-    order = await store.runs.thread_order(thread_id, run_after) if run_after else None
-    if order is None:  # from the thread's first run
-        order, run_after, seq = -1, "", 0
-    async with store.changes.watch(thread_key(thread_id)) as watch:
-        while True:
-            progressed = False
-            for row in await store.runs.on_thread_from(thread_id, (order, run_after)):
-                start = seq if row["id"] == run_after else 0
-                events = await store.events.list(row["id"], after=start, limit=_EVENTS_READ)
-                for event in events:
-                    progressed = True
-                    order, run_after, seq = int(row["thread_order"]), row["id"], event.seq
-                    yield {
-                        "id": f"{row['id']}/{event.seq}",
-                        "event": event.type,
-                        "data": json.dumps({"run_id": row["id"], **event.payload}),
-                    }
-                if len(events) == _EVENTS_READ:  # the rest of this run's before the next's
-                    break
-            if not progressed:
-                await watch.wait()
+async def _tail_thread(feed: ThreadFeed) -> AsyncGenerator[dict[str, Any], None]:
+    async for position, event in feed.follow():
+        data = {"run_id": event.run_id, **event.payload}
+        yield {"id": position, "event": event.type, "data": json.dumps(data)}
 
 
 async def _tail_channel(feed: ChannelFeed) -> AsyncGenerator[dict[str, Any], None]:

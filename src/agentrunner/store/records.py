@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.messages import Message
 
 __all__ = [
+    "RUN_ENDED",
     "RUN_STATUSES",
     "AgentState",
     "EventRecord",
@@ -107,6 +108,8 @@ def thread_message_dict(
 
 # Seed 003's run statuses: created -> running -> completed / failed / cancelled.
 RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
+# A run in one of these has ended: every event it has is written (its events before its end).
+RUN_ENDED = frozenset({"completed", "failed", "cancelled"})
 
 
 @dataclass(slots=True)

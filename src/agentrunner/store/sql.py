@@ -76,7 +76,7 @@ def _blocks(text: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1].strip().rstrip(";") for i in range(1, len(parts), 2)}
 
 
-# A channel's feed keys (channels/feed), which order its rows as they were committed; the
+# A channel's feed keys (`feeds`), which order its rows as they were committed; the
 # queries that write or read them name the channel ``:channel_id``. ``{next_feed_key}``: the
 # key of a row written now. PostgreSQL: the id of the writing transaction — a later one may
 # commit first, so a reader gives a row only below ``{settled_feed_key}``, the oldest

@@ -16,9 +16,9 @@ from fastapi import APIRouter, Header, Request
 from sse_starlette.sse import EventSourceResponse
 from starlette.responses import RedirectResponse, Response
 
-from agentrunner.channels.feed import ChannelFeed, FeedPosition
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.feeds import ChannelFeed, FeedPosition
 from agentrunner.inputs import check_id, invalid
 from agentrunner.server.dashboard.forms import checked_form, is_htmx
 from agentrunner.server.dashboard.templating import fragment, page

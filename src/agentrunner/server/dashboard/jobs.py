@@ -12,7 +12,6 @@ from starlette.responses import RedirectResponse, Response
 
 from agentrunner.company.jobs import (
     Job,
-    descendants,
     find_job,
     heal,
     kill,
@@ -23,6 +22,7 @@ from agentrunner.company.jobs import (
 )
 from agentrunner.company.session import active
 from agentrunner.compose import Workspace
+from agentrunner.feeds import RunFeed, in_order
 from agentrunner.server.dashboard.forms import checked_form
 from agentrunner.server.dashboard.job_log import LogLines
 from agentrunner.server.dashboard.live import Look, Renderer, live_stream
@@ -30,16 +30,15 @@ from agentrunner.server.dashboard.money import money
 from agentrunner.server.dashboard.run_view import TERMINAL
 from agentrunner.server.dashboard.templating import page
 from agentrunner.server.fields import Id
-from agentrunner.store.changes import Watch, run_key
-from agentrunner.store.records import RunRecord
+from agentrunner.store.records import EventRecord, RunRecord
 from agentrunner.store.store import Store
 
 __all__ = ["router"]
 
 router = APIRouter()
 
-# While nothing wakes a job's stream, it reads the job's whole log again at every this many
-# fallback timers (``store/changes``), unless a job was found dead sooner.
+# While nothing wakes a job's stream, it reads the job again at every this many fallback
+# timers (``store/changes``), unless a job was found dead sooner.
 QUIET_LOOKS = 5
 
 # What a stop did (``Killed.outcome``), as the job's page then says it.
@@ -71,7 +70,11 @@ async def jobs_page(request: Request, limit: int = Query(default=50, ge=1, le=50
 async def job_page(request: Request, job_id: Id, stopped: str | None = None) -> Response:
     store = _store(request)
     await heal(store)
-    context = await _job(store, await find_job(store, job_id))
+    lines = LogLines()
+    # The run as it was when its last event was read: a status read before the events, so
+    # that a job seen ended has every event shown.
+    run = await replay(store, (await find_job(store, job_id)).id, lines)
+    context = await _job(store, run, lines)
     said = STOP_OUTCOMES.get(stopped or "")
     return page(request, "job.html", {"active": "jobs", "stop_said": said, **context})
 
@@ -81,32 +84,39 @@ async def job_stream(request: Request, job_id: Id, version: str = "") -> EventSo
     """The part of the page that changes while the job goes on, as a ``job`` event whenever
     what it shows differs from ``version`` (at once if it already does), until the job ends
     (``end``): the events of its runs and their ends wake it, in whichever process they are
-    committed."""
+    committed. Each event is read once (the job's ``RunFeed``); the log is the page's, from
+    every event read so far, in the order they happened."""
     store = _store(request)
     job_id = (await find_job(store, job_id)).id  # an unknown job: 404, not a stream
+    feed = RunFeed(store, job_id, delegations=True)
+    events: list[EventRecord] = []
     shown = version
     quiet = 0  # fallback timers passed since the last wake-up
 
-    async def look(watch: Watch, woken: bool, render: Renderer) -> Look:
+    async def look(woken: bool, render: Renderer) -> Look:
         nonlocal shown, quiet
         quiet = 0 if woken else quiet + 1
-        # nothing committed for a while: its process may have died. The whole log is read
-        # again only then, or every few timers (a lost wake-up), not every second
+        # nothing committed for a while: its process may have died. The job is read again
+        # only then, or every few timers (a lost wake-up), not every second
         if not woken and not await heal(store) and quiet % QUIET_LOOKS:
             return Look(None, False)
-        for child in await descendants(store, job_id):  # watched before they are read
-            watch.add(run_key(child.id))
-        run = await store.runs.get(job_id)
+        new = await feed.read()  # the run first: once it has ended, these are its last
+        run = feed.run
         if run is None:  # deleted meanwhile: nothing more to show
             return Look(None, True)
-        context = await _job(store, run)
+        events.extend(new)
+        events.sort(key=in_order)
+        lines = LogLines()
+        for event in events:
+            lines(event.type, event.payload)
+        context = await _job(store, run, lines)
         finished = bool(context["finished"])
         if context["version"] == shown:
             return Look(None, finished)
         shown = context["version"]
         return Look(render("_job.html", context), finished)
 
-    return live_stream(request, store, [run_key(job_id)], "job", look)
+    return live_stream(request, feed, "job", look)
 
 
 @router.post("/ui/jobs/{job_id}/stop")
@@ -121,13 +131,10 @@ def _store(request: Request) -> Store:
     return ws.runner.store
 
 
-async def _job(store: Store, run: RunRecord) -> dict[str, Any]:
+async def _job(store: Store, run: RunRecord, lines: LogLines) -> dict[str, Any]:
+    """The job's part of its page: ``run`` as it was when the events of ``lines`` were read."""
     company = (run.request or {}).get("company")
     session_id = company.get("session") if isinstance(company, dict) else None
-    lines = LogLines()
-    # The run as it was when its last event was read: a status read before the events, so
-    # that a job seen ended has every event shown.
-    run = await replay(store, run.id, lines)
     cost = await tree_cost(store, run.id)
     return {
         "money": money,

@@ -1,8 +1,8 @@
 """The live part of a run's or a job's page, over server-sent events: the page opens a stream,
-which sends the part again (an HTML fragment, for htmx to swap in) when a commit changed what
-it shows — in whichever process the commit was made (``store/changes``) — and ``end`` once the
-run or job has ended, after which the browser does not reconnect. Nothing is sent, and nothing
-asked, while nothing changes.
+which follows the run or job (its ``feeds.RunFeed``) and sends the part again (an HTML
+fragment, for htmx to swap in) when a commit changed what it shows — in whichever process the
+commit was made (``store/changes``) — and ``end`` once the run or job has ended, after which
+the browser does not reconnect. Nothing is sent, and nothing asked, while nothing changes.
 
 Woken, a stream looks at once, so the first change after a quiet spell is shown within
 milliseconds; after it sends, it lets ``SPACING_S`` pass before it looks again, so a burst of
@@ -20,11 +20,10 @@ from typing import Any
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 
+from agentrunner.feeds import RunFeed
 from agentrunner.server.dashboard.auth import csrf_token
 from agentrunner.server.dashboard.templating import for_browser, keep_csrf
 from agentrunner.server.responses import event_source
-from agentrunner.store.changes import Watch
-from agentrunner.store.store import Store
 
 __all__ = ["SPACING_S", "Look", "Renderer", "live_stream"]
 
@@ -55,23 +54,22 @@ class Renderer:
 
 def live_stream(
     request: Request,
-    store: Store,
-    keys: list[str],
+    feed: RunFeed,
     event: str,
-    look: Callable[[Watch, bool, Renderer], Awaitable[Look]],
+    look: Callable[[bool, Renderer], Awaitable[Look]],
 ) -> EventSourceResponse:
-    """A page's stream: ``look(watch, woken, render)`` once at the start and then whenever a
-    commit named one of ``keys`` (or the fallback timer passed: ``woken`` False); each part
-    it returns is sent as ``event``. ``look`` may add keys to the watch (a job's new
-    delegation)."""
+    """A page's stream: ``look(woken, render)`` once at the start and then whenever a commit
+    named what ``feed`` follows (or the fallback timer passed: ``woken`` False); each part it
+    returns is sent as ``event``. ``look`` may read ``feed`` (a job's, which then follows its
+    new delegations too)."""
     csrf, new = csrf_token(request)
     render = Renderer(request, csrf)
 
     async def events() -> AsyncGenerator[dict[str, str], None]:
-        async with store.changes.watch(*keys) as watch:
+        async with feed.watching():
             woken = True
             while True:
-                seen = await look(watch, woken, render)
+                seen = await look(woken, render)
                 if seen.html is not None:
                     yield {"event": event, "data": seen.html}
                 if seen.finished:
@@ -79,7 +77,7 @@ def live_stream(
                     return
                 if seen.html is not None:
                     await asyncio.sleep(SPACING_S)  # commits meanwhile: seen at the next look
-                woken = await watch.wait()
+                woken = await feed.wait()
 
     response = event_source(events(), ping=PING_S)
     # the page set it; a browser that lost it since gets it here, for the forms sent

@@ -12,13 +12,13 @@ from starlette.responses import RedirectResponse, Response
 
 from agentrunner.compose import Workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.feeds import RunFeed
 from agentrunner.server.dashboard.forms import checked_form
 from agentrunner.server.dashboard.live import Look, Renderer, live_stream
 from agentrunner.server.dashboard.money import money
 from agentrunner.server.dashboard.run_view import TERMINAL, RunView, load_run_view, unchanged
 from agentrunner.server.dashboard.templating import page
 from agentrunner.server.fields import Id
-from agentrunner.store.changes import Watch, run_key
 from agentrunner.store.records import RunRecord
 from agentrunner.store.store import Store
 
@@ -53,7 +53,7 @@ async def run_stream(
     await _run(request, run_id)  # an unknown run: 404, not a stream
     shown = version
 
-    async def look(watch: Watch, woken: bool, render: Renderer) -> Look:
+    async def look(woken: bool, render: Renderer) -> Look:
         nonlocal shown
         run = await store.runs.get(run_id)
         if run is None:  # deleted meanwhile: nothing more to show
@@ -67,7 +67,7 @@ async def run_stream(
         context = {"view": view, "money": money, **_cancel_said(view, cancel)}
         return Look(render("_run.html", context), view.finished)
 
-    return live_stream(request, store, [run_key(run_id)], "run", look)
+    return live_stream(request, RunFeed(store, run_id), "run", look)
 
 
 @router.post("/ui/runs/{run_id}/cancel")
