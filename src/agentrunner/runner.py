@@ -10,18 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrunner._paths import display_path
-from agentrunner.budgets import DailyBudgets, request_floors, run_limit
+from agentrunner.budgets import request_floors
 from agentrunner.callbacks import (
     AgentRunnerCallbacks,
     MessageHandlers,
     child_callbacks,
-    event_adapter,
     safely,
-    tee,
 )
 from agentrunner.capabilities.mcp import McpServers
 from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
@@ -33,7 +31,6 @@ from agentrunner.compaction import (
     Fitted,
     Recent,
     RequestShape,
-    configured_model_error,
 )
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.history import missing_results, window
@@ -54,7 +51,6 @@ from agentrunner.engine.turn import (
     output_cap,
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.events import AgentWorking
 from agentrunner.ids import new_id
 from agentrunner.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, check_text
 from agentrunner.log_format import in_run
@@ -65,9 +61,9 @@ from agentrunner.prompt import (
     caller_context_message,
     notes_message,
 )
-from agentrunner.run_rows import ChannelRun, RunRows
+from agentrunner.run_lifecycle import LiveRun, RunLifecycle, as_error
+from agentrunner.run_rows import ChannelRun
 from agentrunner.sessions import agent_thread, check_owner, find_thread, session_thread
-from agentrunner.store.changes import run_key, thread_key
 from agentrunner.store.repositories import ops
 
 if TYPE_CHECKING:
@@ -202,23 +198,24 @@ class _Request:
 
 @dataclass(slots=True)
 class _Run:
-    """One run in progress: what the settle steps need."""
+    """One run of an agent in progress: its lifecycle's part, and its thread's."""
 
     agent: AgentSpec
     thread: Thread | None  # None: a task, a run on no thread
-    run_id: str
-    rows: RunRows  # its log, and what its events mean for its record
+    live: LiveRun  # its rows, cost and lock (``run_lifecycle``)
     callbacks: AgentRunnerCallbacks
     next_seq: int
-    cost: CostTracker = field(default_factory=CostTracker)
     saved: int = 0  # how many of the turn's new messages are already in the thread
-    lock: HeldLock | None = None
     # the run's message as written in its thread: the thread, its number there, the message
     said: tuple[str, int, UserMessage] | None = None
 
     @property
+    def run_id(self) -> str:
+        return self.live.run_id
+
+    @property
     def log(self) -> RunLog:
-        return self.rows.log
+        return self.live.rows.log
 
 
 class AgentRunner:
@@ -249,6 +246,7 @@ class AgentRunner:
         self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
         self.runtime_files = runtime_files or RuntimeFiles.of(config, agents)
         self.handlers = handlers or MessageHandlers()  # taps on every run's events
+        self.lifecycle = RunLifecycle(store, config.budgets, self.handlers, engine.models)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
         # Delegations running in this process, by run id: each has a signal of its own (its
         # caller's aborts it too), for a cancel asked of it alone (``abort_delegations``).
@@ -316,75 +314,24 @@ class AgentRunner:
         in its ``details["run_id"]``."""
         found = await find_thread(self.store, thread_id)
         agent = self.agents.get(found.agent_id)
-        model = (
-            self.config.compaction_model
-            or agent.model_refs(self.config.default_model or "test")[0][1]
-        )
-        try:  # an unknown model, a missing key: refused before any row
-            self.engine.chain(model)
-        except AgentRunnerError as exc:
-            if not self.config.compaction_model:
-                raise
-            raise configured_model_error(self.config, exc) from exc
+        model = self.compactor.summarizer(agent)  # refused before any row
         async with self.store.locks.hold(found.id) as held:
             thread = await self.store.threads.get(found.id) or found
             summary, pairs = await self.compactor.unsummarized(thread)
-            run_id = new_id("run_")
-            rows = RunRows(
-                self.store, run_id, agent.id, self.handlers.sink(run_id, agent.id, thread.id)
-            )
-            rows.log.write(
-                [
-                    self.store.runs.insert_op(
-                        run_id=run_id, agent_id=agent.id, thread_id=thread.id, status="running"
-                    )
-                ]
-            )
-            cost = CostTracker()
-            limit = run_limit(agent, self.config.budgets)
-            if limit is not None:
-                cost.limit, cost.label = limit
-            account = Account(
-                run_id=run_id,
-                emit=rows.log.emit,
-                write=rows.log.write,
-                cost=cost,
-                budget=DailyBudgets.applying(
-                    self.store.costs, agent.id, run_id, self.config.budgets, rows.log.write
-                ),
-                timeout_s=agent.limits.timeout_s,
-                abort=abort,
-            )
+            run = self.lifecycle.open(agent, new_id("run_"), thread.id, lock=held)
+            self.lifecycle.begin(run)
+            account = Account.of(run, agent.limits.timeout_s, abort)
             try:
                 made = await self.compactor.compact_all(thread, summary, pairs, model, account)
             except BaseException as exc:
-                failed = _as_error(exc)
-                end = self._compaction_end(run_id, model, cost, failed)
-                await asyncio.shield(rows.log.flush_with(ops(end, held.release_ops())))
+                failed = self.lifecycle.fail(run, as_error(exc), model=model, usage=run.cost.usage)
+                await asyncio.shield(failed)
                 if isinstance(exc, AgentRunnerError):  # which run to look at
-                    exc.details["run_id"] = run_id
+                    exc.details["run_id"] = run.run_id
                 raise
-            end = self._compaction_end(run_id, model, cost, None)
-            await rows.log.flush_with(ops(end, held.release_ops()))
+            usage = run.cost.usage
+            await self.lifecycle.complete(run, stop_reason="compacted", model=model, usage=usage)
             return made
-
-    def _compaction_end(
-        self, run_id: str, model: str, cost: CostTracker, error: AgentRunnerError | None
-    ) -> Any:
-        status, stop = ("completed", "compacted") if error is None else ("failed", "error")
-        if error is not None and error.code is ErrorCode.CANCELLED:
-            status = stop = "cancelled"  # as a run's
-        return self.store.runs.finish_op(
-            run_id,
-            status=status,
-            stop_reason=stop,
-            model=model,
-            usage=cost.usage.to_dict(),
-            cost_micros=cost.micros,
-            cost_known=cost.known,
-            error_code=str(error.code) if error else None,
-            error_message=error.message if error else None,
-        )
 
     async def run_agent(
         self,
@@ -501,8 +448,7 @@ class AgentRunner:
 
     async def _turn(self, request: _Request, held: HeldLock | None) -> RunResult:
         agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
-        callbacks, overrides = request.callbacks, request.overrides
-        parent, claimed_run_id = request.parent, request.claimed_run_id
+        overrides, parent, claimed = request.overrides, request.parent, request.claimed_run_id
         agent = self._agent(agent_id)  # 2. agent config (agent_disabled: not run)
         thread: Thread | None = None
         recent: Recent | None = None
@@ -518,62 +464,39 @@ class AgentRunner:
             )
             recent = Recent(thread, newest, last_seq)
         repairs = missing_results(window(recent.messages)) if recent else []
-        run_id = claimed_run_id or new_id("run_")
+        run_id = claimed or new_id("run_")
         trace_id = None
         if self.engine.tracing is not None:  # the run's span is current: what it now knows
             trace_id = self.engine.tracing.run_started(run_id, agent.name, agent.description)
-        run = _Run(
+        live = self.lifecycle.open(
             agent,
-            thread,
             run_id,
-            RunRows(
-                self.store,
-                run_id,
-                agent_id,
-                tee(
-                    event_adapter(callbacks, agent_id, thread_id or ""),
-                    self.handlers.sink(run_id, agent_id, thread_id),
-                ),
-                overrides.channel,
-                changed=_changed(thread_id, parent),
-            ),
-            callbacks,
-            last_seq + 1,
-            parent.cost.child() if parent else CostTracker(),
+            thread_id,
+            callbacks=request.callbacks,
+            channel=overrides.channel,
+            parent_run_id=parent.run_id if parent else None,
+            parent_cost=parent.cost if parent else None,
+            depth=parent.depth + 1 if parent else 0,
             lock=held,
         )
-        limit = run_limit(agent, self.config.budgets)
-        if limit is not None:
-            run.cost.limit, run.cost.label = limit
+        run = _Run(agent, thread, live, request.callbacks, last_seq + 1)
         self._refuse_bad_settings(agent, overrides, parent)  # before anything is written
         user = UserMessage(message)
         if thread is not None:
             run.said = (thread.id, run.next_seq + len(repairs), user)
         # 4. append the user message (answering a crashed run's calls): written with the
         # run's first events, so a quick model's first step shares its transaction
-        run.log.write(
-            ops(
-                []
-                if thread is None
-                else self.store.runs.abandon_ops(  # runs that died holding this thread (now ours)
-                    thread.id, run_id, message_count=thread.message_count, last_seq=last_seq
-                ),
-                [self.store.runs.begin_op(run_id, trace_id)]  # a queued run's row exists
-                if claimed_run_id
-                else self.store.runs.insert_op(
-                    run_id=run.run_id,
-                    agent_id=agent_id,
-                    thread_id=thread_id,
-                    status="running",
-                    parent_run_id=parent.run_id if parent else None,
-                    depth=parent.depth + 1 if parent else 0,
-                    trace_id=trace_id,
-                ),
-                self._append(run, [*repairs, user], session=False, final=False),
-            )
+        self.lifecycle.begin(
+            live,
+            before=[]
+            if thread is None
+            else self.store.runs.abandon_ops(  # runs that died holding this thread (now ours)
+                thread.id, run_id, message_count=thread.message_count, last_seq=last_seq
+            ),
+            after=self._append(run, [*repairs, user], session=False, final=False),
+            claimed=claimed is not None,  # a queued run's row exists
+            trace_id=trace_id,
         )
-        working: AgentWorking = {"agent_id": agent_id, "run_id": run_id, "thread_id": thread_id}
-        run.log.emit("agent.working", working)
         with in_run(run_id, agent_id, trace_id):  # what is logged meanwhile names the run
             return await self._outcome(run, recent, repairs, user, request, last_seq == 0)
 
@@ -588,7 +511,7 @@ class AgentRunner:
     ) -> RunResult:
         """Steps 8-13 of a recorded run: the engine call, then the run settled however it
         ended."""
-        overrides, abort, held = request.overrides, request.abort, run.lock
+        overrides, abort = request.overrides, request.abort
         agent_id, thread_id, callbacks = request.agent_id, request.thread_id, request.callbacks
         if request.parent is not None and abort is not None:
             self.delegations[run.run_id] = abort
@@ -603,27 +526,19 @@ class AgentRunner:
                 request.input,
                 request.parent,
             )
-        except TurnError as exc:
-            return await self._settle_failure(run, exc, exc.result)
-        except AgentRunnerError as exc:
-            return await self._settle_failure(run, exc, None)
         except asyncio.CancelledError as exc:  # the caller's task, not an abort signal
-            partial = cancelled_result(exc)
-            stopped = AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
             # Shielded: recording the run must not be cut short by a second cancel.
-            await asyncio.shield(self._settle_failure(run, stopped, partial))
+            await asyncio.shield(self._settle_failure(run, as_error(exc), cancelled_result(exc)))
             raise
         except Exception as exc:
-            internal = AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-            internal.__cause__ = exc
-            return await self._settle_failure(run, internal, None)
-        self._idle(run, "completed")
-        await run.log.flush_with(  # 9-11. assistant messages, manifest, usage
-            ops(
-                self._append(run, result.new_messages[run.saved :], session=True),
-                self._finish_op(run, "completed", result.stop_reason, result),
-                held.release_ops() if held else [],  # 14. others may take the thread now
-            )
+            partial = exc.result if isinstance(exc, TurnError) else None
+            return await self._settle_failure(run, as_error(exc), partial)
+        await self.lifecycle.complete(  # 9-11. assistant messages, manifest, usage; 14. the
+            run.live,  # thread's lock released with them: others may take the thread now
+            self._append(run, result.new_messages[run.saved :], session=True),
+            stop_reason=result.stop_reason,
+            model=result.model,
+            usage=result.usage,
         )
         safely(callbacks.on_response, agent_id, thread_id or "", result.text)  # 12.
         thread = run.thread
@@ -642,8 +557,8 @@ class AgentRunner:
             agent_id,
             result.stop_reason,
             result.usage,
-            run.cost.micros,
-            run.cost.known,
+            run.live.cost.micros,
+            run.live.cost.known,
             result.model,
             result.output,
         )
@@ -703,9 +618,6 @@ class AgentRunner:
         run.log.message("user_message", user.content)
         limits = agent.limits
         chain = self._chain(agent, overrides)
-        budget = DailyBudgets.applying(
-            self.store.costs, agent.id, run.run_id, self.config.budgets, run.log.write
-        )
         fitted = Fitted([], None)
         if recent is not None:  # what the window has room for of the thread, compacted
             fitted = await self.compactor.fit(
@@ -721,15 +633,7 @@ class AgentRunner:
                     max_output_tokens=output_cap(limits.max_output_tokens, settings),
                     history_tokens=limits.history_tokens,
                 ),
-                Account(
-                    run_id=run.run_id,
-                    emit=run.log.emit,
-                    write=run.log.write,
-                    cost=run.cost,
-                    budget=budget,
-                    timeout_s=limits.timeout_s,
-                    abort=abort,
-                ),
+                Account.of(run.live, limits.timeout_s, abort),
             )
         history = fitted.history
         return await self.engine.run(  # 8. the engine call
@@ -749,10 +653,10 @@ class AgentRunner:
             abort=abort,
             stream=overrides.stream,
             output_schema=agent.output_schema,
-            cost=run.cost,
+            cost=run.live.cost,
             tool_context={"agent_id": agent.id, "thread_id": thread_id, "run_id": run.run_id},
             before_tools=lambda new: self._save_progress(run, new),
-            budget=budget,
+            budget=run.live.budget,
             # A thread's turns share their prefix; runs on no thread share their agent's.
             cache_key=prompt_cache_key(f"thread:{thread_id}" if thread_id else f"agent:{agent.id}"),
             settings=settings,
@@ -786,14 +690,10 @@ class AgentRunner:
         self, run: _Run, exc: AgentRunnerError, partial: TurnResult | None
     ) -> RunResult:
         """Seed 000's abort and engine-error semantics; the error itself goes to the run
-        record, the events and the caller, never into the conversation (DESIGN decision 11),
-        every secret the runtime holds cut from it (an MCP server's last words may quote one).
-        A run that ended before any model request was sent (refused by a budget, say) leaves
-        its message in the thread marked ``unsent``, so that no later request sends it."""
-        secrets = self.engine.models.secrets
-        if secrets:
-            secrets.scrub_error(exc)
-        cancelled = exc.code is ErrorCode.CANCELLED
+        record, the events and the caller, never into the conversation (DESIGN decision 11).
+        What the turn said stays in the thread, ending in a message marked ``interrupted``. A
+        run that ended before any model request was sent (refused by a budget, say) leaves its
+        message in the thread marked ``unsent``, so that no later request sends it."""
         kept = list(partial.new_messages[run.saved :]) if partial else []
         last = kept[-1] if kept else None
         if not (isinstance(last, AssistantMessage) and last.interrupted):
@@ -802,32 +702,18 @@ class AgentRunner:
             )
         elif last.text:  # cut off mid-reply: what it said so far is part of the run's record
             run.log.message("assistant_message", last.text)
-        stop = partial.stop_reason if partial else ("cancelled" if cancelled else "error")
-        run.rows.fail_step()
-        if not cancelled:
-            run.log.emit(
-                "agent.failed",
-                {
-                    "agent_id": run.agent.id,
-                    "run_id": run.run_id,
-                    "thread_id": run.thread.id if run.thread else None,
-                    "error_code": str(exc.code),
-                    "message": exc.message,
-                },
-            )
-        self._idle(run, "cancelled" if cancelled else "failed")
         unsent = []
         if run.said is not None and (partial is None or not partial.usage.requests):
             unsent.append(self.store.messages.unsent_op(*run.said))
-        await run.log.flush_with(
-            ops(
-                self._append(run, kept, session=False),  # the session does not advance
-                unsent,
-                self._finish_op(run, "cancelled" if cancelled else "failed", stop, partial, exc),
-                run.lock.release_ops() if run.lock else [],
-            )
+        await self.lifecycle.fail(
+            run.live,
+            exc,
+            ops(self._append(run, kept, session=False), unsent),  # the session does not advance
+            stop_reason=partial.stop_reason if partial else None,
+            model=partial.model if partial else None,
+            usage=partial.usage if partial else None,
         )
-        if cancelled:
+        if exc.code is ErrorCode.CANCELLED:
             return RunResult(
                 "",
                 run.run_id,
@@ -835,8 +721,8 @@ class AgentRunner:
                 run.agent.id,
                 "cancelled",
                 partial.usage if partial else Usage(),
-                run.cost.micros,
-                run.cost.known,
+                run.live.cost.micros,
+                run.live.cost.known,
                 partial.model if partial else None,
             )
         thread_id = run.thread.id if run.thread else ""
@@ -844,18 +730,6 @@ class AgentRunner:
         raise exc
 
     # -- helpers --------------------------------------------------------------------------
-
-    def _idle(self, run: _Run, outcome: str) -> None:
-        """The run's last event, written with its settle: the agent no longer works on it."""
-        run.log.emit(
-            "agent.idle",
-            {
-                "agent_id": run.agent.id,
-                "run_id": run.run_id,
-                "thread_id": run.thread.id if run.thread else None,
-                "outcome": outcome,
-            },
-        )
 
     async def _save_progress(self, run: _Run, new: Sequence[Message]) -> None:
         """Before tools run: the model's tool calls (and earlier results) go into the thread,
@@ -882,26 +756,6 @@ class AgentRunner:
                 )
             )
         return rows
-
-    def _finish_op(
-        self,
-        run: _Run,
-        status: str,
-        stop_reason: str,
-        result: TurnResult | None,
-        error: AgentRunnerError | None = None,
-    ) -> Any:
-        return self.store.runs.finish_op(
-            run.run_id,
-            status=status,
-            stop_reason=stop_reason,
-            model=result.model if result else None,
-            usage=result.usage.to_dict() if result else None,
-            cost_micros=run.cost.micros,
-            cost_known=run.cost.known,
-            error_code=str(error.code) if error else None,
-            error_message=error.message if error else None,
-        )
 
     def _agent(self, agent_id: str) -> AgentSpec:
         """The agent as its file is now (read again if it changed since; refused if it may
@@ -1061,7 +915,9 @@ class AgentRunner:
 
         async def ask(target: str, message: str) -> str:
             thread_id = run.thread.id if run.thread else None
-            parent = _Parent(run.run_id, thread_id, context.depth, grant, context.trust, run.cost)
+            parent = _Parent(
+                run.run_id, thread_id, context.depth, grant, context.trust, run.live.cost
+            )
             # Its own signal: cancelling the delegation stops it alone (its caller is told and
             # goes on); the caller's abort stops it too.
             own = AbortSignal()
@@ -1091,23 +947,3 @@ class AgentRunner:
             return child.text
 
         return ask
-
-
-def _as_error(exc: BaseException) -> AgentRunnerError:
-    """What a run's record says of ``exc``."""
-    if isinstance(exc, AgentRunnerError):
-        return exc
-    if isinstance(exc, asyncio.CancelledError):
-        return AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
-    return AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-
-
-def _changed(thread_id: str | None, parent: _Parent | None) -> tuple[str, ...]:
-    """Whose readers a run's events wake besides its own (``store/changes``): those of its
-    thread's events, and its parent's (a job followed with its delegations)."""
-    keys = []
-    if thread_id is not None:
-        keys.append(thread_key(thread_id))
-    if parent is not None:
-        keys.append(run_key(parent.run_id))
-    return tuple(keys)
