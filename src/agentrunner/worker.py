@@ -183,7 +183,7 @@ class Worker:
         if claimed.request.get("kind") == "channel":
             await self.channels.serve(claimed, abort=abort)
         else:
-            from agentrunner.runner import RunAgentOverrides  # loaded with the runner
+            from agentrunner.run_request import RunAgentOverrides  # loaded with the runner
 
             settings = claimed.request.get("model_settings")  # checked when it was queued
             await self.runner.run_agent(

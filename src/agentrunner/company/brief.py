@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from agentrunner.company.jobs import Killed
     from agentrunner.config import Config
     from agentrunner.engine.abort import AbortSignal
-    from agentrunner.runner import AgentRunner, RunResult
+    from agentrunner.run_request import RunResult
+    from agentrunner.runner import AgentRunner
     from agentrunner.store.company import CompanySession, JournalEntry
     from agentrunner.store.store import Store
 
