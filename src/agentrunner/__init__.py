@@ -127,14 +127,14 @@ if TYPE_CHECKING:
     from agentrunner.project import Project as Project
     from agentrunner.project import load_project as load_project
     from agentrunner.prompt import PromptContext as PromptContext
-    from agentrunner.runner import (
-        AgentRunner as AgentRunner,
-    )
-    from agentrunner.runner import (
+    from agentrunner.run_request import (
         RunAgentOverrides as RunAgentOverrides,
     )
-    from agentrunner.runner import (
+    from agentrunner.run_request import (
         RunResult as RunResult,
+    )
+    from agentrunner.runner import (
+        AgentRunner as AgentRunner,
     )
     from agentrunner.scaffold import create_project as create_project
     from agentrunner.store import Store as Store
@@ -149,9 +149,9 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "AgentRunner": "agentrunner.runner",
     "AgentRunnerCallbacks": "agentrunner.callbacks",
-    "RunAgentOverrides": "agentrunner.runner",
+    "RunAgentOverrides": "agentrunner.run_request",
     "ModelSettings": "agentrunner.model_settings",
-    "RunResult": "agentrunner.runner",
+    "RunResult": "agentrunner.run_request",
     "RunEvent": "agentrunner.callbacks",
     "Extensions": "agentrunner.extensions",
     "PromptContext": "agentrunner.prompt",

@@ -167,8 +167,8 @@ async def request_floors(
     if not config.budgets.daily:
         return {}
     from agentrunner.capabilities.builtin import builtin_capabilities
-    from agentrunner.capabilities.registry import CapabilityContext
     from agentrunner.capabilities.scope import RuntimeFiles
+    from agentrunner.capabilities.toolset import capability_context
     from agentrunner.engine.budget import smallest_request_micros
     from agentrunner.engine.models import ModelRegistry
     from agentrunner.prompt import PromptBuilder, PromptContext
@@ -189,17 +189,8 @@ async def request_floors(
             system = await prompt.build(
                 PromptContext(agent, input=_unfilled(agent)), memory=agent.memory
             )
-            context = CapabilityContext(
-                agent=agent,
-                thread_id=None,
-                run_id="",
-                store=store,
-                project_root=config.root,
-                state_dir=config.state_dir,
-                trust=agent.trust,
-                runtime_files=unscoped,
-                team=agents.others(agent.id),
-                reports=[a for a in agents.direct_reports(agent.id) if a.enabled],
+            context = capability_context(
+                agent, agents=agents, store=store, config=config, runtime_files=unscoped
             )
             tools = capabilities.resolve(context, capabilities.grant(agent))
         except AgentRunnerError:

@@ -45,6 +45,7 @@ from agentrunner.json_text import json_text
 from agentrunner.store.records import ThreadSummary
 
 if TYPE_CHECKING:
+    from agentrunner.agents.spec import AgentSpec
     from agentrunner.config import Config
     from agentrunner.engine.abort import AbortSignal
     from agentrunner.engine.budget import CostTracker, ExternalBudget
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.fallback import FallbackChain
     from agentrunner.engine.tools import Tool
     from agentrunner.events import EventData, EventSink
+    from agentrunner.run_lifecycle import LiveRun
     from agentrunner.store.drivers import Op
     from agentrunner.store.records import Thread
     from agentrunner.store.store import Store
@@ -162,6 +164,12 @@ class Account:
     spent: int | None = 0  # by this account's summary requests; None once a price is unknown
     requests: int = 0
 
+    @classmethod
+    def of(cls, run: LiveRun, timeout_s: float | None, abort: AbortSignal | None) -> Account:
+        """``run``'s account, its requests bounded by ``timeout_s`` and stopped by ``abort``."""
+        log = run.log
+        return cls(run.run_id, log.emit, log.write, run.cost, run.budget, timeout_s, abort)
+
     def forward(self, kind: str, data: EventData) -> None:
         """A summary request's events that belong to the run: what it cost, and a failed try.
         Its text is not the agent's: it is neither shown nor stored as an answer."""
@@ -193,6 +201,20 @@ class Compactor:
         self.model = config.compaction_model
         self.history_tokens = config.history_tokens
         self._model_known = False  # [compaction] model resolved once: it cannot change
+
+    def summarizer(self, agent: AgentSpec) -> str:
+        """The model that compacts ``agent``'s threads when asked (``threads compact``):
+        ``[compaction] model``, else the agent's own (first) model. One that cannot be used (an
+        unknown model, a key not set) is refused, said of the config's key if it named it."""
+        config = self.config
+        model = self.model or agent.model_refs(config.default_model or "test")[0][1]
+        try:
+            self.engine.chain(model)
+        except AgentRunnerError as exc:
+            if not self.model:
+                raise
+            raise configured_model_error(config, exc) from exc
+        return model
 
     def check_model(self) -> None:
         """``[compaction] model`` resolves (no request is made): else every run on a thread is

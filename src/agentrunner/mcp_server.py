@@ -25,7 +25,8 @@ from agentrunner.compose import runner_with_tasks
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode, error_line
 from agentrunner.events import EventData, typed
-from agentrunner.runner import AgentRunner, RunAgentOverrides
+from agentrunner.run_request import RunAgentOverrides
+from agentrunner.runner import AgentRunner
 from agentrunner.store.records import thread_message_dict
 from agentrunner.tasks import TaskRunner
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 import difflib
 import tomllib
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentrunner._paths import display_path
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.inputs import TEXT_PATTERN
 
@@ -30,6 +33,8 @@ __all__ = [
     "TOOL_CHOICES",
     "ModelSettings",
     "Problem",
+    "RunSettings",
+    "SettingsFile",
     "merge_settings",
     "model_settings",
     "parse_assignments",
@@ -263,6 +268,108 @@ def unknown_providers(
                 (provider, f"names provider '{provider}', which the project does not have{guess}")
             )
     return found
+
+
+class SettingsFile(Protocol):
+    """An agent file as far as its settings go (an ``AgentSpec``): what it set, and where."""
+
+    @property
+    def model_settings(self) -> ModelSettings | None: ...
+
+    @property
+    def path(self) -> Path | None: ...
+
+    def line_of(self, key: str) -> int | None: ...
+
+
+_TOOL_CHOICE_HINT = "Name one of the agent's tools, or auto, required (with tools) or none."
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """One run's settings: ``merged``, the run's own (``run``) over its agent file's
+    (``agent``) over ``[defaults]``' (of ``config_file``), setting by setting. A setting that
+    names what the run will not have is refused as an error of whoever set it: the caller's
+    (``validation``), else the agent file's at its line, else the config file's
+    (``invalid_specification``), with ``details["invalid"]`` naming it."""
+
+    merged: ModelSettings
+    run: ModelSettings | None
+    agent: SettingsFile
+    config_file: str
+
+    @classmethod
+    def of(
+        cls,
+        defaults: ModelSettings | None,
+        agent: SettingsFile,
+        run: ModelSettings | None,
+        config_file: str,
+    ) -> RunSettings | None:
+        """The run's settings; ``None`` when no layer sets any."""
+        merged = merge_settings(defaults, agent.model_settings, run)
+        return None if merged is None else cls(merged, run, agent, config_file)
+
+    @property
+    def names_a_tool(self) -> bool:
+        """Whether ``tool_choice`` names a tool (rather than ``auto``, ``required``, ``none``)."""
+        return self.merged.forces_tool and self.merged.tool_choice != "required"
+
+    def refuse_before_run(
+        self,
+        providers: Collection[str],
+        tools: tuple[Collection[str], Collection[str]] | None,
+    ) -> None:
+        """Refuse, before the run writes anything, settings that name what it will not have:
+        an ``extra`` for a provider the project lacks (its fields would reach no request,
+        unsaid); a ``tool_choice`` naming none of the tools it is granted. ``tools``: the
+        names it is granted, and those it is offered by name (which an error lists); None
+        while not known (its MCP servers' tools are known once they run: ``for_tools``)."""
+        for provider, problem in unknown_providers(self.merged, providers):
+            hint = f"extra is keyed by provider: {', '.join(sorted(providers))}."
+            raise self.error(f"extra.{provider}", problem, hint)
+        if tools is None or not self.names_a_tool or self.merged.tool_choice in tools[0]:
+            return
+        refused = tool_choice_problem(self.merged, tools[1])
+        if refused is not None:
+            raise self.error("tool_choice", refused)
+
+    def for_tools(self, tools: Iterable[str]) -> ModelSettings:
+        """The settings for a run offered ``tools`` (its MCP servers' too, known only once
+        they run): a ``tool_choice`` naming none of them is refused."""
+        problem = tool_choice_problem(self.merged, tools)
+        if problem is not None:
+            raise self.error("tool_choice", problem)
+        return self.merged
+
+    def error(self, key: str, problem: str, hint: str = _TOOL_CHOICE_HINT) -> AgentRunnerError:
+        """``problem`` of the setting at ``key`` (``tool_choice``, ``extra.openai``) as an
+        error of whoever set it."""
+        name, field = key.split(".")[0], f"model_settings.{key}"
+
+        def sets(layer: ModelSettings | None) -> bool:
+            if layer is None or getattr(layer, name) is None:
+                return False
+            return name != "extra" or key.split(".")[1] in (layer.extra or {})
+
+        code, file, line = ErrorCode.VALIDATION, None, None  # the caller's
+        if not sets(self.run):  # the file's, or else [defaults]'
+            code = ErrorCode.INVALID_SPECIFICATION
+            agent = self.agent
+            if sets(agent.model_settings):
+                if agent.path is not None:
+                    file = display_path(agent.path)
+                    line = agent.line_of(field) or agent.line_of(f"model_settings.{name}")
+            else:
+                file = self.config_file
+        return AgentRunnerError(
+            code,
+            f"'model_settings.{name}' {problem}",
+            hint=hint,
+            file=file,
+            line=line,
+            details={"invalid": field},
+        )
 
 
 def parse_assignments(assignments: Sequence[str]) -> dict[str, Any]:

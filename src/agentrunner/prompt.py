@@ -17,11 +17,14 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentrunner.agents.personas import Personas
 from agentrunner.agents.spec import AgentSpec
 from agentrunner.errors import AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.store.repositories import Memory
 
 __all__ = [
     "ContextProvider",
@@ -31,6 +34,7 @@ __all__ = [
     "agent_notes",
     "caller_context_message",
     "notes_message",
+    "run_context",
 ]
 
 log = logging.getLogger("agentrunner.prompt")
@@ -171,6 +175,24 @@ def caller_context_message(context: str | None) -> str | None:
     if not context or not context.strip():
         return None
     return f"{_CALLER_INTRO}\n\n{context.strip()}"
+
+
+async def run_context(agent: AgentSpec, memory: Memory, caller: str | None) -> str | None:
+    """A run's user-position context: what its caller sent for it (``caller``), then the
+    agent's own notes — the memory blocks it wrote (its file's seeds are stored first, as the
+    start of the blocks its memory tools change). Both untrusted; None without either."""
+    notes: dict[str, str] = {}
+    if agent.memory or "memory" in agent.capabilities:
+        blocks = await memory.blocks(agent.id)
+        missing = {k: v for k, v in agent.memory.items() if k not in blocks}
+        if missing:
+            await memory.seed(agent.id, missing)
+            blocks.update(missing)
+        notes = agent_notes(agent.memory, blocks)
+    said, written = caller_context_message(caller), notes_message(notes)
+    if said is None or written is None:
+        return said or written
+    return f"{said}\n\n{written}"
 
 
 async def _call(name: str, provider: ContextProvider, ctx: PromptContext) -> str | None:

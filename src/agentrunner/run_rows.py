@@ -97,15 +97,23 @@ class RunRows:
             changed=channel_key(channel.channel_id),
         )
 
-    def _charge(self, cost: CostUpdated, now: float) -> None:
+    def charge(self, cost: CostUpdated, now: float) -> dict[str, int]:
+        """The cost row of a request's attempt (its ``cost.updated``); its usage. A request
+        made for the run after its turn (``side_requests``) is recorded by this alone."""
         usage = {
             "input_tokens": cost["input_tokens"],
             "output_tokens": cost["output_tokens"],
             "cache_read_tokens": cost["cache_read_tokens"],
             "cache_write_tokens": cost["cache_write_tokens"],
         }
+        self.log.cost(cost["model"], usage, cost["cost_micros"], cost["estimated"], now)
+        return usage
+
+    def _charge(self, cost: CostUpdated, now: float) -> None:
+        """A cost row, and the attempt counted in its step (completed by the one that
+        succeeded)."""
+        usage = self.charge(cost, now)
         micros, model = cost["cost_micros"], cost["model"]
-        self.log.cost(model, usage, micros, cost["estimated"], now)
         for key, value in usage.items():
             self._usage[key] = self._usage.get(key, 0) + value
         self._cost = None if micros is None or self._cost is None else self._cost + micros

@@ -1,222 +1,74 @@
 """``AgentRunner.run_agent``: seed 000's seam — one agent turn on one thread, recorded.
 
-The runner is sequencing only. It knows no prompt text (the prompt builder does), no tool
-wiring (the capability registry does), no provider (the engine does) and no SQL (the store
-does). The numbered comments are seed 000's execution sequence.
+The runner is sequencing only: it takes a run through seed 000's execution sequence (the
+numbered comments), and each step's rules are another module's. ``run_lifecycle`` begins and
+settles the run, ``run_thread`` reads and writes its thread, the prompt builder writes its
+prompt, ``capabilities/toolset`` assembles its tools, ``model_settings`` checks its settings,
+``compaction`` fits its history, the engine alone calls a model and the store alone knows SQL.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrunner._paths import display_path
-from agentrunner.budgets import DailyBudgets, request_floors, run_limit
-from agentrunner.callbacks import (
-    AgentRunnerCallbacks,
-    MessageHandlers,
-    child_callbacks,
-    event_adapter,
-    safely,
-    tee,
-)
+from agentrunner.budgets import request_floors
+from agentrunner.callbacks import AgentRunnerCallbacks, MessageHandlers, child_callbacks, safely
 from agentrunner.capabilities.mcp import McpServers
-from agentrunner.capabilities.registry import AskAgent, CapabilityContext, CapabilityRegistry
+from agentrunner.capabilities.registry import AskAgent, CapabilityRegistry
 from agentrunner.capabilities.scope import RuntimeFiles
-from agentrunner.compaction import (
-    HISTORY_PAGE,
-    Account,
-    Compactor,
-    Fitted,
-    Recent,
-    RequestShape,
-    configured_model_error,
-)
+from agentrunner.capabilities.toolset import Caller, RunToolset, Toolsets
+from agentrunner.compaction import Account, Compactor, Fitted, RequestShape
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.history import missing_results, window
-from agentrunner.engine.messages import (
-    AssistantMessage,
-    Message,
-    Usage,
-    UserMessage,
-    prompt_cache_key,
-)
-from agentrunner.engine.tools import Tool, ToolRetry
-from agentrunner.engine.turn import (
-    CostTracker,
-    TurnError,
-    TurnLimits,
-    TurnResult,
-    cancelled_result,
-    output_cap,
-)
+from agentrunner.engine.messages import UserMessage, prompt_cache_key
+from agentrunner.engine.tools import ToolRetry
+from agentrunner.engine.turn import TurnError, TurnLimits, TurnResult, cancelled_result, output_cap
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.events import AgentWorking
 from agentrunner.ids import new_id
 from agentrunner.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, check_text
 from agentrunner.log_format import in_run
-from agentrunner.prompt import (
-    PromptBuilder,
-    PromptContext,
-    agent_notes,
-    caller_context_message,
-    notes_message,
-)
-from agentrunner.run_rows import ChannelRun, RunRows
-from agentrunner.sessions import agent_thread, check_owner, find_thread, session_thread
-from agentrunner.store.changes import run_key, thread_key
-from agentrunner.store.repositories import ops
+from agentrunner.prompt import PromptBuilder, PromptContext, run_context
+from agentrunner.run_lifecycle import LiveRun, RunLifecycle, as_error
+from agentrunner.run_request import Parent, RunAgentOverrides, RunRequest, RunResult
+from agentrunner.run_thread import RunThread
+from agentrunner.sessions import agent_thread, find_thread, session_thread
 
 if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
-    from agentrunner.agents.spec import AgentSpec, Trust
+    from agentrunner.agents.spec import AgentSpec
     from agentrunner.config import Config
     from agentrunner.effects import PostRunEffects
     from agentrunner.engine.engine import Engine
     from agentrunner.engine.fallback import FallbackChain
-    from agentrunner.model_settings import ModelSettings
+    from agentrunner.model_settings import ModelSettings, RunSettings
     from agentrunner.store.locks import HeldLock
-    from agentrunner.store.records import Thread, ThreadSummary
+    from agentrunner.store.records import ThreadSummary
     from agentrunner.store.run_log import RunLog
     from agentrunner.store.store import Store
 
-__all__ = ["AgentRunner", "RunAgentOverrides", "RunResult"]
-
-
-@dataclass(frozen=True, slots=True)
-class RunAgentOverrides:
-    """How this run executes, not what the agent is (seed 000).
-
-    ``model`` replaces the agent's whole fallback chain for this run (a one-off choice means
-    that model only), unless ``fallback`` names models to fall back to. ``tools`` are run-time
-    injections (step 7), e.g. a channel's ``send_message``; ``channel_mode`` tells the prompt
-    builder the agent speaks only through them; with ``history=False`` the thread's earlier
-    messages are not sent (the caller's message carries the context, as a channel transcript
-    does); with ``stream=False`` the model's answers arrive whole (nobody watches tokens).
-    ``model_settings`` (a ``ModelSettings`` or a mapping, checked here: ``validation`` naming
-    a bad setting) win over the agent file's and ``[defaults]``', setting by setting.
-    ``context`` is what the caller sends for this run besides its message (an OpenAI client's
-    system message): untrusted, it goes in the user position before the transcript, marked as
-    the caller's, and is kept in the run's record, not in the thread (DESIGN decision 1).
-    """
-
-    model: str | None = None
-    fallback: tuple[str, ...] = ()
-    max_steps: int | None = None
-    background: bool = False
-    channel_mode: bool = False
-    channel: ChannelRun | None = None
-    history: bool = True
-    tools: tuple[Tool, ...] = ()
-    stream: bool = True
-    model_settings: ModelSettings | Mapping[str, Any] | None = None
-    context: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid
-            raise AgentRunnerError(
-                ErrorCode.VALIDATION,
-                "fallback models need a model to fall back from",
-                hint="Name the model too (--model with --fallback); the agent's own chain "
-                "is in its file's fallback:.",
-            )
-        if self.context is not None:  # it is stored with the run: what could not be, refused
-            check_text(self.context, "context", max_chars=None)
-        if self.model_settings is not None:  # pydantic only for runs that set some
-            from agentrunner.model_settings import model_settings
-
-            object.__setattr__(self, "model_settings", model_settings(self.model_settings))
-
-    @property
-    def settings(self) -> ModelSettings | None:
-        """``model_settings``, checked."""
-        value = self.model_settings
-        return None if isinstance(value, Mapping) else value
-
-
-@dataclass(slots=True)
-class RunResult:
-    text: str
-    run_id: str
-    thread_id: str | None
-    agent_id: str
-    stop_reason: str
-    usage: Usage
-    cost_micros: int
-    cost_known: bool
-    model: str | None
-    output: Any = None
-
-    @property
-    def cost_usd(self) -> float:
-        return self.cost_micros / 1_000_000
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``run --json`` and of the stdio protocol's run result."""
-        return {
-            "status": "cancelled" if self.stop_reason == "cancelled" else "completed",
-            "text": self.text,
-            "output": self.output,
-            "agent_id": self.agent_id,
-            "thread_id": self.thread_id,
-            "run_id": self.run_id,
-            "stop_reason": self.stop_reason,
-            "model": self.model,
-            "usage": self.usage.to_dict(),
-            "cost_usd": self.cost_usd if self.cost_known else None,
-            "cost_known": self.cost_known,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class _Parent:
-    """The run that started this one through ``ask_agent`` or ``delegate``."""
-
-    run_id: str
-    thread_id: str | None
-    depth: int
-    grant: frozenset[str]
-    trust: Trust  # the child's is no higher
-    cost: CostTracker  # the child's tracker adds to it, so its limit bounds the child too
-
-
-@dataclass(frozen=True, slots=True)
-class _Request:
-    """What a run was asked to do: by ``run_agent``, ``run_task``, ``ask_agent`` or
-    ``delegate``."""
-
-    agent_id: str
-    thread_id: str | None  # None: a task, a run on no thread
-    message: str
-    callbacks: AgentRunnerCallbacks
-    overrides: RunAgentOverrides
-    abort: AbortSignal | None
-    input: dict[str, Any]
-    parent: _Parent | None = None
-    claimed_run_id: str | None = None  # a run already claimed from a mailbox
+__all__ = ["AgentRunner"]
 
 
 @dataclass(slots=True)
 class _Run:
-    """One run in progress: what the settle steps need."""
+    """One run of an agent in progress."""
 
     agent: AgentSpec
-    thread: Thread | None  # None: a task, a run on no thread
-    run_id: str
-    rows: RunRows  # its log, and what its events mean for its record
-    callbacks: AgentRunnerCallbacks
-    next_seq: int
-    cost: CostTracker = field(default_factory=CostTracker)
-    saved: int = 0  # how many of the turn's new messages are already in the thread
-    lock: HeldLock | None = None
-    # the run's message as written in its thread: the thread, its number there, the message
-    said: tuple[str, int, UserMessage] | None = None
+    thread: RunThread  # what it reads of its thread and writes there (a task's: nothing)
+    live: LiveRun  # its rows, cost and lock (``run_lifecycle``)
+    request: RunRequest
+    settings: RunSettings | None  # its model settings; None: none set
+
+    @property
+    def run_id(self) -> str:
+        return self.live.run_id
 
     @property
     def log(self) -> RunLog:
-        return self.rows.log
+        return self.live.rows.log
 
 
 class AgentRunner:
@@ -243,10 +95,18 @@ class AgentRunner:
         self.capabilities = capabilities
         self.effects = effects
         self.compactor = Compactor(engine, store, config)
-        self.max_depth = max_depth
         self.mcp = mcp or McpServers(config.root, config.state_dir / "logs")
-        self.runtime_files = runtime_files or RuntimeFiles.of(config, agents)
+        self.toolsets = Toolsets(
+            capabilities,
+            self.mcp,
+            runtime_files or RuntimeFiles.of(config, agents),
+            config=config,
+            agents=agents,
+            store=store,
+            max_depth=max_depth,
+        )
         self.handlers = handlers or MessageHandlers()  # taps on every run's events
+        self.lifecycle = RunLifecycle(store, config.budgets, self.handlers, engine.models)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
         # Delegations running in this process, by run id: each has a signal of its own (its
         # caller's aborts it too), for a cancel asked of it alone (``abort_delegations``).
@@ -314,75 +174,24 @@ class AgentRunner:
         in its ``details["run_id"]``."""
         found = await find_thread(self.store, thread_id)
         agent = self.agents.get(found.agent_id)
-        model = (
-            self.config.compaction_model
-            or agent.model_refs(self.config.default_model or "test")[0][1]
-        )
-        try:  # an unknown model, a missing key: refused before any row
-            self.engine.chain(model)
-        except AgentRunnerError as exc:
-            if not self.config.compaction_model:
-                raise
-            raise configured_model_error(self.config, exc) from exc
+        model = self.compactor.summarizer(agent)  # refused before any row
         async with self.store.locks.hold(found.id) as held:
             thread = await self.store.threads.get(found.id) or found
             summary, pairs = await self.compactor.unsummarized(thread)
-            run_id = new_id("run_")
-            rows = RunRows(
-                self.store, run_id, agent.id, self.handlers.sink(run_id, agent.id, thread.id)
-            )
-            rows.log.write(
-                [
-                    self.store.runs.insert_op(
-                        run_id=run_id, agent_id=agent.id, thread_id=thread.id, status="running"
-                    )
-                ]
-            )
-            cost = CostTracker()
-            limit = run_limit(agent, self.config.budgets)
-            if limit is not None:
-                cost.limit, cost.label = limit
-            account = Account(
-                run_id=run_id,
-                emit=rows.log.emit,
-                write=rows.log.write,
-                cost=cost,
-                budget=DailyBudgets.applying(
-                    self.store.costs, agent.id, run_id, self.config.budgets, rows.log.write
-                ),
-                timeout_s=agent.limits.timeout_s,
-                abort=abort,
-            )
+            run = self.lifecycle.open(agent, new_id("run_"), thread.id, lock=held)
+            self.lifecycle.begin(run)
+            account = Account.of(run, agent.limits.timeout_s, abort)
             try:
                 made = await self.compactor.compact_all(thread, summary, pairs, model, account)
             except BaseException as exc:
-                failed = _as_error(exc)
-                end = self._compaction_end(run_id, model, cost, failed)
-                await asyncio.shield(rows.log.flush_with(ops(end, held.release_ops())))
+                failed = self.lifecycle.fail(run, as_error(exc), model=model, usage=run.cost.usage)
+                await asyncio.shield(failed)
                 if isinstance(exc, AgentRunnerError):  # which run to look at
-                    exc.details["run_id"] = run_id
+                    exc.details["run_id"] = run.run_id
                 raise
-            end = self._compaction_end(run_id, model, cost, None)
-            await rows.log.flush_with(ops(end, held.release_ops()))
+            usage = run.cost.usage
+            await self.lifecycle.complete(run, stop_reason="compacted", model=model, usage=usage)
             return made
-
-    def _compaction_end(
-        self, run_id: str, model: str, cost: CostTracker, error: AgentRunnerError | None
-    ) -> Any:
-        status, stop = ("completed", "compacted") if error is None else ("failed", "error")
-        if error is not None and error.code is ErrorCode.CANCELLED:
-            status = stop = "cancelled"  # as a run's
-        return self.store.runs.finish_op(
-            run_id,
-            status=status,
-            stop_reason=stop,
-            model=model,
-            usage=cost.usage.to_dict(),
-            cost_micros=cost.micros,
-            cost_known=cost.known,
-            error_code=str(error.code) if error else None,
-            error_message=error.message if error else None,
-        )
 
     async def run_agent(
         self,
@@ -416,7 +225,7 @@ class AgentRunner:
         check_text(message, "message", max_chars=None)
         input = check_input(input, max_bytes=None)
         return await self._run(
-            _Request(
+            RunRequest(
                 agent_id,
                 thread_id,
                 message,
@@ -445,7 +254,7 @@ class AgentRunner:
         check_text(message, "message", max_chars=None)
         input = check_input(input, max_bytes=None)
         return await self._run(
-            _Request(
+            RunRequest(
                 agent_id,
                 None,
                 message,
@@ -456,7 +265,7 @@ class AgentRunner:
             )
         )
 
-    async def _run(self, request: _Request) -> RunResult:
+    async def _run(self, request: RunRequest) -> RunResult:
         tracing = self.engine.tracing
         parent = request.parent
         with tracing.run(  # the run's span: its requests, tool calls and child runs nest
@@ -478,7 +287,7 @@ class AgentRunner:
             )
             return result
 
-    async def _locked(self, request: _Request) -> RunResult:
+    async def _locked(self, request: RunRequest) -> RunResult:
         thread_id = request.thread_id
         if thread_id is None:  # a task: no thread, so nothing to lock
             return await self._turn(request, None)
@@ -487,214 +296,103 @@ class AgentRunner:
             return await self._turn(request, held)
         # 14. the lock is released when the block exits
 
-    async def _turn(self, request: _Request, held: HeldLock | None) -> RunResult:
-        agent_id, thread_id, message = request.agent_id, request.thread_id, request.message
-        callbacks, overrides = request.callbacks, request.overrides
-        parent, claimed_run_id = request.parent, request.claimed_run_id
-        agent = self._agent(agent_id)  # 2. agent config (agent_disabled: not run)
-        thread: Thread | None = None
-        recent: Recent | None = None
-        last_seq = 0
-        if thread_id is not None:
-            thread = await self.store.threads.open(  # 3. thread manifest
-                thread_id, agent_id, parent.thread_id if parent else None
-            )
-            check_owner(thread, agent_id)
-            # its newest messages after its summary: more are read if the window has room
-            newest, last_seq = await self.store.messages.tail(
-                thread_id, HISTORY_PAGE, after=thread.summary_through
-            )
-            recent = Recent(thread, newest, last_seq)
-        repairs = missing_results(window(recent.messages)) if recent else []
-        run_id = claimed_run_id or new_id("run_")
+    async def _turn(self, request: RunRequest, held: HeldLock | None) -> RunResult:
+        parent, overrides = request.parent, request.overrides
+        agent = self._agent(request.agent_id)  # 2. agent config (agent_disabled: not run)
+        thread = await RunThread.read(  # 3. thread manifest, and its newest messages
+            self.store, request.thread_id, agent.id, parent.thread_id if parent else None
+        )
+        run_id = request.claimed_run_id or new_id("run_")
         # the run's span is current: what it now knows
         trace_id = self.engine.tracing.run_started(run_id, agent.name, agent.description)
-        run = _Run(
+        live = self.lifecycle.open(
             agent,
-            thread,
             run_id,
-            RunRows(
-                self.store,
-                run_id,
-                agent_id,
-                tee(
-                    event_adapter(callbacks, agent_id, thread_id or ""),
-                    self.handlers.sink(run_id, agent_id, thread_id),
-                ),
-                overrides.channel,
-                changed=_changed(thread_id, parent),
-            ),
-            callbacks,
-            last_seq + 1,
-            parent.cost.child() if parent else CostTracker(),
+            thread.id,
+            callbacks=request.callbacks,
+            channel=overrides.channel,
+            parent_run_id=parent.run_id if parent else None,
+            parent_cost=parent.cost if parent else None,
+            depth=parent.depth + 1 if parent else 0,
             lock=held,
         )
-        limit = run_limit(agent, self.config.budgets)
-        if limit is not None:
-            run.cost.limit, run.cost.label = limit
-        self._refuse_bad_settings(agent, overrides, parent)  # before anything is written
-        user = UserMessage(message)
-        if thread is not None:
-            run.said = (thread.id, run.next_seq + len(repairs), user)
+        settings = self._settings(agent, overrides.settings)
+        if settings is not None:  # what names what the run will not have: before any write
+            known = self.toolsets.known(agent, request.caller, overrides.tools)
+            settings.refuse_before_run(self.engine.models.providers, known)
+        run = _Run(agent, thread, live, request, settings)
+        user = UserMessage(request.message)
         # 4. append the user message (answering a crashed run's calls): written with the
         # run's first events, so a quick model's first step shares its transaction
-        run.log.write(
-            ops(
-                []
-                if thread is None
-                else self.store.runs.abandon_ops(  # runs that died holding this thread (now ours)
-                    thread.id, run_id, message_count=thread.message_count, last_seq=last_seq
-                ),
-                [self.store.runs.begin_op(run_id, trace_id)]  # a queued run's row exists
-                if claimed_run_id
-                else self.store.runs.insert_op(
-                    run_id=run.run_id,
-                    agent_id=agent_id,
-                    thread_id=thread_id,
-                    status="running",
-                    parent_run_id=parent.run_id if parent else None,
-                    depth=parent.depth + 1 if parent else 0,
-                    trace_id=trace_id,
-                ),
-                self._append(run, [*repairs, user], session=False, final=False),
-            )
-        )
-        working: AgentWorking = {"agent_id": agent_id, "run_id": run_id, "thread_id": thread_id}
-        run.log.emit("agent.working", working)
-        with in_run(run_id, agent_id, trace_id):  # what is logged meanwhile names the run
-            return await self._outcome(run, recent, repairs, user, request, last_seq == 0)
+        abandoned, said = thread.opening(run_id, user)
+        claimed = request.claimed_run_id is not None  # a queued run's row exists
+        self.lifecycle.begin(live, before=abandoned, after=said, claimed=claimed, trace_id=trace_id)
+        with in_run(run_id, agent.id, trace_id):  # what is logged meanwhile names the run
+            return await self._outcome(run, user)
 
-    async def _outcome(
-        self,
-        run: _Run,
-        recent: Recent | None,
-        repairs: Sequence[Message],
-        user: UserMessage,
-        request: _Request,
-        new_thread: bool,
-    ) -> RunResult:
+    async def _outcome(self, run: _Run, user: UserMessage) -> RunResult:
         """Steps 8-13 of a recorded run: the engine call, then the run settled however it
         ended."""
-        overrides, abort, held = request.overrides, request.abort, run.lock
-        agent_id, thread_id, callbacks = request.agent_id, request.thread_id, request.callbacks
-        if request.parent is not None and abort is not None:
-            self.delegations[run.run_id] = abort
+        request, thread = run.request, run.thread
+        if request.parent is not None and request.abort is not None:
+            self.delegations[run.run_id] = request.abort
         try:
-            result = await self._execute(
-                run,
-                recent if overrides.history else None,
-                repairs,
-                user,
-                overrides,
-                abort,
-                request.input,
-                request.parent,
-            )
-        except TurnError as exc:
-            return await self._settle_failure(run, exc, exc.result)
-        except AgentRunnerError as exc:
-            return await self._settle_failure(run, exc, None)
+            result = await self._execute(run, user)
         except asyncio.CancelledError as exc:  # the caller's task, not an abort signal
-            partial = cancelled_result(exc)
-            stopped = AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
             # Shielded: recording the run must not be cut short by a second cancel.
-            await asyncio.shield(self._settle_failure(run, stopped, partial))
+            await asyncio.shield(self._settle_failure(run, as_error(exc), cancelled_result(exc)))
             raise
         except Exception as exc:
-            internal = AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-            internal.__cause__ = exc
-            return await self._settle_failure(run, internal, None)
-        self._idle(run, "completed")
-        await run.log.flush_with(  # 9-11. assistant messages, manifest, usage
-            ops(
-                self._append(run, result.new_messages[run.saved :], session=True),
-                self._finish_op(run, "completed", result.stop_reason, result),
-                held.release_ops() if held else [],  # 14. others may take the thread now
-            )
+            partial = exc.result if isinstance(exc, TurnError) else None
+            return await self._settle_failure(run, as_error(exc), partial)
+        await self.lifecycle.complete(  # 9-11. assistant messages, manifest, usage; 14. the
+            run.live,  # thread's lock released with them: others may take the thread now
+            thread.answer(result),
+            stop_reason=result.stop_reason,
+            model=result.model,
+            usage=result.usage,
         )
-        safely(callbacks.on_response, agent_id, thread_id or "", result.text)  # 12.
-        thread = run.thread
-        if thread is not None and thread.title is None and new_thread:  # 13. effects
+        safely(request.callbacks.on_response, run.agent.id, thread.id or "", result.text)  # 12.
+        if (untitled := thread.untitled) is not None:  # 13. effects
             self.effects.dispatch_title(
-                thread.id,
+                untitled,
                 result.model or "test",
                 request.message,
-                agent_id=agent_id,
+                agent_id=run.agent.id,
                 run_id=run.run_id,
             )
-        return RunResult(
-            result.text,
-            run.run_id,
-            thread_id,
-            agent_id,
-            result.stop_reason,
-            result.usage,
-            run.cost.micros,
-            run.cost.known,
-            result.model,
-            result.output,
-        )
+        return RunResult.of(result, run.run_id, thread.id, run.agent.id, run.live.cost)
 
-    async def _execute(
-        self,
-        run: _Run,
-        recent: Recent | None,
-        repairs: Sequence[Message],
-        user: UserMessage,
-        overrides: RunAgentOverrides,
-        abort: AbortSignal | None,
-        input: dict[str, Any],
-        parent: _Parent | None,
-    ) -> TurnResult:
-        agent = run.agent
-        thread_id = run.thread.id if run.thread else None
+    async def _execute(self, run: _Run, user: UserMessage) -> TurnResult:
+        agent, overrides, abort = run.agent, run.request.overrides, run.request.abort
+        thread_id = run.thread.id
         tracing = self.engine.tracing
         with tracing.step("build_prompt") as span:
-            system, notes = await self._prompt(run, overrides, input)
+            system, notes = await self._prompt(run)
             tracing.prompt_built(span, system, notes)
-        grant = self.capabilities.grant(agent)
-        if parent is not None:
-            grant = grant & parent.grant  # a child never gets more than its caller
-        context = CapabilityContext(
-            agent=agent,
-            thread_id=thread_id,
+        toolset = await self.toolsets.assemble(  # 6-7. capabilities, MCP servers, injections
+            agent,
             run_id=run.run_id,
-            store=self.store,
-            project_root=self.config.root,
-            state_dir=self.config.state_dir,
-            trust=agent.narrow_trust(parent.trust if parent else None),
-            runtime_files=self.runtime_files,
-            callbacks=run.callbacks,
+            thread_id=thread_id,
+            caller=run.request.caller,
+            callbacks=run.request.callbacks,
             emit=run.log.emit,
-            depth=parent.depth + 1 if parent else 0,
-            max_depth=self.max_depth,
-            team=self.agents.others(agent.id),
-            reports=[a for a in self.agents.direct_reports(agent.id) if a.enabled],
+            injected=overrides.tools,
         )
-        tools = self.capabilities.resolve(context, grant)  # 6. capabilities → tools
-        if agent.mcp_servers:  # … and the agent's MCP servers'
-            served = await self.mcp.tools(agent, taken=[t.name for t in tools])
-            if parent is not None:
-                served = [t for t in served if t.name in parent.grant]
-            tools += served
-            grant = grant | {t.name for t in served}
-        tools += self._injections(overrides, context)  # 7. run-time injections
-        context.ask_agent = self._child_runs(run, context, grant, overrides, abort)
-        settings = self._checked_settings(agent, overrides.settings, tools)
+        tools = toolset.tools
+        toolset.context.ask_agent = self._child_runs(run, toolset)
+        settings = run.settings.for_tools(t.name for t in tools) if run.settings else None
         run.log.message("system_message", system)
         if notes:
             run.log.message("context_message", notes)
         run.log.message("user_message", user.content)
         limits = agent.limits
         chain = self._chain(agent, overrides)
-        budget = DailyBudgets.applying(
-            self.store.costs, agent.id, run.run_id, self.config.budgets, run.log.write
-        )
         fitted = Fitted([], None)
-        if recent is not None:  # what the window has room for of the thread, compacted
-            fitted = await self.compactor.fit(
-                recent,
-                repairs,
+        if run.thread.recent is not None and overrides.history:  # what the window has room
+            fitted = await self.compactor.fit(  # for of the thread, compacted
+                run.thread.recent,
+                run.thread.repairs,
                 RequestShape(
                     chain=chain,
                     system=system,
@@ -705,15 +403,7 @@ class AgentRunner:
                     max_output_tokens=output_cap(limits.max_output_tokens, settings),
                     history_tokens=limits.history_tokens,
                 ),
-                Account(
-                    run_id=run.run_id,
-                    emit=run.log.emit,
-                    write=run.log.write,
-                    cost=run.cost,
-                    budget=budget,
-                    timeout_s=limits.timeout_s,
-                    abort=abort,
-                ),
+                Account.of(run.live, limits.timeout_s, abort),
             )
         history = fitted.history
         return await self.engine.run(  # 8. the engine call
@@ -733,159 +423,56 @@ class AgentRunner:
             abort=abort,
             stream=overrides.stream,
             output_schema=agent.output_schema,
-            cost=run.cost,
+            cost=run.live.cost,
             tool_context={"agent_id": agent.id, "thread_id": thread_id, "run_id": run.run_id},
-            before_tools=lambda new: self._save_progress(run, new),
-            budget=budget,
+            # before tools run: the model's tool calls (and earlier results) go into the
+            # thread, with the events so far, in one transaction
+            before_tools=lambda new: run.log.flush_with(run.thread.progress(new)),
+            budget=run.live.budget,
             # A thread's turns share their prefix; runs on no thread share their agent's.
             cache_key=prompt_cache_key(f"thread:{thread_id}" if thread_id else f"agent:{agent.id}"),
             settings=settings,
         )
 
-    async def _prompt(
-        self, run: _Run, overrides: RunAgentOverrides, input: dict[str, Any]
-    ) -> tuple[str, str | None]:
+    async def _prompt(self, run: _Run) -> tuple[str, str | None]:
         """The system prompt (5: the seeded memory only) and the user-position context: the
         caller's for this run and the agent's own notes (what it wrote into its memory is
         untrusted, as the caller's is)."""
-        agent = run.agent
+        agent, overrides, thread = run.agent, run.request.overrides, run.thread.manifest
         system = await self.prompt.build(
             PromptContext(
                 agent,
-                run.thread.id if run.thread else None,
-                input,
+                run.thread.id,
+                run.request.input,
                 overrides.background,
                 channel_mode=overrides.channel_mode,
-                task=run.thread.active_task if run.thread else None,
+                task=thread.active_task if thread else None,
             ),
             memory=agent.memory,
         )
-        notes = notes_message(await self._notes(agent))
-        caller = caller_context_message(overrides.context)
-        if caller is None:
-            return system, notes
-        return system, caller if notes is None else f"{caller}\n\n{notes}"
+        return system, await run_context(agent, self.store.memory, overrides.context)
 
     async def _settle_failure(
         self, run: _Run, exc: AgentRunnerError, partial: TurnResult | None
     ) -> RunResult:
-        """Seed 000's abort and engine-error semantics; the error itself goes to the run
-        record, the events and the caller, never into the conversation (DESIGN decision 11),
-        every secret the runtime holds cut from it (an MCP server's last words may quote one).
-        A run that ended before any model request was sent (refused by a budget, say) leaves
-        its message in the thread marked ``unsent``, so that no later request sends it."""
-        secrets = self.engine.models.secrets
-        if secrets:
-            secrets.scrub_error(exc)
-        cancelled = exc.code is ErrorCode.CANCELLED
-        kept = list(partial.new_messages[run.saved :]) if partial else []
-        last = kept[-1] if kept else None
-        if not (isinstance(last, AssistantMessage) and last.interrupted):
-            kept.append(
-                AssistantMessage(model=partial.model if partial else None, interrupted=True)
-            )
-        elif last.text:  # cut off mid-reply: what it said so far is part of the run's record
-            run.log.message("assistant_message", last.text)
-        stop = partial.stop_reason if partial else ("cancelled" if cancelled else "error")
-        run.rows.fail_step()
-        if not cancelled:
-            run.log.emit(
-                "agent.failed",
-                {
-                    "agent_id": run.agent.id,
-                    "run_id": run.run_id,
-                    "thread_id": run.thread.id if run.thread else None,
-                    "error_code": str(exc.code),
-                    "message": exc.message,
-                },
-            )
-        self._idle(run, "cancelled" if cancelled else "failed")
-        unsent = []
-        if run.said is not None and (partial is None or not partial.usage.requests):
-            unsent.append(self.store.messages.unsent_op(*run.said))
-        await run.log.flush_with(
-            ops(
-                self._append(run, kept, session=False),  # the session does not advance
-                unsent,
-                self._finish_op(run, "cancelled" if cancelled else "failed", stop, partial, exc),
-                run.lock.release_ops() if run.lock else [],
-            )
+        """Seed 000's abort and engine-error semantics: the error goes to the run record, the
+        events and the caller (``on_error``, then raised), never into the conversation, which
+        keeps what the turn said (``RunThread.interrupted``); a cancelled run's result."""
+        await self.lifecycle.fail(
+            run.live,
+            exc,
+            run.thread.interrupted(partial, run.log),
+            stop_reason=partial.stop_reason if partial else None,
+            model=partial.model if partial else None,
+            usage=partial.usage if partial else None,
         )
-        if cancelled:
-            return RunResult(
-                "",
-                run.run_id,
-                run.thread.id if run.thread else None,
-                run.agent.id,
-                "cancelled",
-                partial.usage if partial else Usage(),
-                run.cost.micros,
-                run.cost.known,
-                partial.model if partial else None,
-            )
-        thread_id = run.thread.id if run.thread else ""
-        safely(run.callbacks.on_error, run.agent.id, thread_id, exc.message)
+        if exc.code is ErrorCode.CANCELLED:
+            thread_id, cost = run.thread.id, run.live.cost
+            return RunResult.cancelled(partial, run.run_id, thread_id, run.agent.id, cost)
+        safely(run.request.callbacks.on_error, run.agent.id, run.thread.id or "", exc.message)
         raise exc
 
     # -- helpers --------------------------------------------------------------------------
-
-    def _idle(self, run: _Run, outcome: str) -> None:
-        """The run's last event, written with its settle: the agent no longer works on it."""
-        run.log.emit(
-            "agent.idle",
-            {
-                "agent_id": run.agent.id,
-                "run_id": run.run_id,
-                "thread_id": run.thread.id if run.thread else None,
-                "outcome": outcome,
-            },
-        )
-
-    async def _save_progress(self, run: _Run, new: Sequence[Message]) -> None:
-        """Before tools run: the model's tool calls (and earlier results) go into the thread,
-        with the events so far, in one transaction."""
-        unsaved = list(new[run.saved :])
-        run.saved = len(new)
-        await run.log.flush_with(self._append(run, unsaved, session=False, final=False))
-
-    def _append(
-        self, run: _Run, messages: list[Message], *, session: bool, final: bool = True
-    ) -> list[Any]:
-        """Append messages; ``final`` appends also update the manifest (step 10), and
-        ``session`` advances it to this run."""
-        if run.thread is None:  # a task keeps no conversation
-            return []
-        first, run.next_seq = run.next_seq, run.next_seq + len(messages)
-        rows = self.store.messages.append_ops(run.thread.id, first, messages, run.run_id)
-        if final:
-            rows.append(
-                self.store.threads.manifest_op(
-                    run.thread.id,
-                    message_count=run.next_seq - 1,
-                    session_run_id=run.run_id if session else None,
-                )
-            )
-        return rows
-
-    def _finish_op(
-        self,
-        run: _Run,
-        status: str,
-        stop_reason: str,
-        result: TurnResult | None,
-        error: AgentRunnerError | None = None,
-    ) -> Any:
-        return self.store.runs.finish_op(
-            run.run_id,
-            status=status,
-            stop_reason=stop_reason,
-            model=result.model if result else None,
-            usage=result.usage.to_dict() if result else None,
-            cost_micros=run.cost.micros,
-            cost_known=run.cost.known,
-            error_code=str(error.code) if error else None,
-            error_message=error.message if error else None,
-        )
 
     def _agent(self, agent_id: str) -> AgentSpec:
         """The agent as its file is now (read again if it changed since; refused if it may
@@ -896,108 +483,18 @@ class AgentRunner:
     def settings_for(self, agent: AgentSpec, run: ModelSettings | None) -> ModelSettings | None:
         """The model settings a run of ``agent`` asks for: ``run``'s over the agent file's over
         ``[defaults]``', setting by setting."""
-        layers = (self.config.model_settings, agent.model_settings, run)
-        if all(layer is None for layer in layers):
+        settings = self._settings(agent, run)
+        return settings.merged if settings else None
+
+    def _settings(self, agent: AgentSpec, run: ModelSettings | None) -> RunSettings | None:
+        """A run's settings and whose each is (``model_settings.RunSettings``); None when none
+        is set, and then ``model_settings`` (pydantic) is not imported."""
+        config = self.config
+        if run is None and agent.model_settings is None and config.model_settings is None:
             return None
-        from agentrunner.model_settings import merge_settings
+        from agentrunner.model_settings import RunSettings
 
-        return merge_settings(*layers)
-
-    def _refuse_bad_settings(
-        self, agent: AgentSpec, overrides: RunAgentOverrides, parent: _Parent | None
-    ) -> None:
-        """Refuse, before the run writes anything, settings that name what the run will not
-        have: a provider in ``extra`` the project lacks, a ``tool_choice`` naming no tool the
-        run is granted or injected. Its MCP servers' tools are known only once they run, and
-        the tools every agent is granted only where offered: ``_checked_settings`` again."""
-        run = overrides.settings
-        settings = self.settings_for(agent, run)
-        if settings is None:
-            return
-        if settings.extra:
-            self._check_providers(agent, run, settings)
-        if not settings.forces_tool or settings.tool_choice == "required" or agent.mcp_servers:
-            return
-        try:
-            grant = self.capabilities.grant(agent)
-        except AgentRunnerError:  # refused by the run itself, recorded
-            return
-        if parent is not None:
-            grant = grant & parent.grant
-        injected = {t.name for t in overrides.tools}
-        if settings.tool_choice in grant or settings.tool_choice in injected:
-            return
-        from agentrunner.model_settings import tool_choice_problem  # loaded: settings are set
-
-        named = grant & set(self.capabilities.tool_names)  # an implicit tool: only if offered
-        problem = tool_choice_problem(settings, named | injected)
-        if problem is not None:
-            raise self._settings_error(agent, run, "tool_choice", problem)
-
-    def _checked_settings(
-        self, agent: AgentSpec, run: ModelSettings | None, tools: Sequence[Tool]
-    ) -> ModelSettings | None:
-        """The run's settings; a ``tool_choice`` naming no tool of the run is refused, as an
-        error of the file that set it, or of the caller (``validation``). Most are refused
-        before the run is recorded (``_refuse_bad_settings``); what is left are the tools
-        known only now."""
-        settings = self.settings_for(agent, run)
-        if settings is None or not settings.forces_tool:
-            return settings
-        from agentrunner.model_settings import tool_choice_problem
-
-        problem = tool_choice_problem(settings, [t.name for t in tools])
-        if problem is None:
-            return settings
-        raise self._settings_error(agent, run, "tool_choice", problem)
-
-    def _check_providers(
-        self, agent: AgentSpec, run: ModelSettings | None, settings: ModelSettings
-    ) -> None:
-        """Refuse an ``extra`` for a provider the project does not have: its fields would
-        reach no request, unsaid."""
-        from agentrunner.model_settings import unknown_providers
-
-        providers = self.engine.models.providers
-        for provider, problem in unknown_providers(settings, providers):
-            key = f"extra.{provider}"
-            hint = f"extra is keyed by provider: {', '.join(sorted(providers))}."
-            raise self._settings_error(agent, run, key, problem, hint)
-
-    def _settings_error(
-        self,
-        agent: AgentSpec,
-        run: ModelSettings | None,
-        key: str,
-        problem: str,
-        hint: str = "Name one of the agent's tools, or auto, required (with tools) or none.",
-    ) -> AgentRunnerError:
-        """``problem`` of the setting at ``key`` as an error of whoever set it: the caller's
-        (``validation``), else the agent file's, else ``[defaults]``'."""
-        name, field = key.split(".")[0], f"model_settings.{key}"
-
-        def sets(layer: ModelSettings | None) -> bool:
-            if layer is None or getattr(layer, name) is None:
-                return False
-            return name != "extra" or key.split(".")[1] in (layer.extra or {})
-
-        code, file, line = ErrorCode.VALIDATION, None, None  # the caller's
-        if not sets(run):  # the file's, or else [defaults]'
-            code = ErrorCode.INVALID_SPECIFICATION
-            if sets(agent.model_settings):
-                if agent.path is not None:
-                    file = display_path(agent.path)
-                    line = agent.line_of(field) or agent.line_of(f"model_settings.{name}")
-            else:
-                file = display_path(self.config.path) if self.config.path else "agentrunner.toml"
-        return AgentRunnerError(
-            code,
-            f"'model_settings.{name}' {problem}",
-            hint=hint,
-            file=file,
-            line=line,
-            details={"invalid": field},
-        )
+        return RunSettings.of(config.model_settings, agent, run, config.file)
 
     def _chain(self, agent: AgentSpec, overrides: RunAgentOverrides) -> FallbackChain:
         if overrides.model:
@@ -1012,49 +509,29 @@ class AgentRunner:
                     exc.file, exc.line = display_path(agent.path), agent.line_of(key)
             raise
 
-    async def _notes(self, agent: AgentSpec) -> dict[str, str]:
-        """The memory blocks the agent wrote (its file's seeds are stored first, as the start of
-        the blocks its memory tools change)."""
-        if not agent.memory and "memory" not in agent.capabilities:
-            return {}
-        blocks = await self.store.memory.blocks(agent.id)
-        missing = {k: v for k, v in agent.memory.items() if k not in blocks}
-        if missing:
-            await self.store.memory.seed(agent.id, missing)
-            blocks.update(missing)
-        return agent_notes(agent.memory, blocks)
-
-    def _injections(self, overrides: RunAgentOverrides, context: CapabilityContext) -> list[Tool]:
-        """Tools the caller injects for this run (seed 000 step 7), e.g. a channel's tools."""
-        return list(overrides.tools)
-
-    def _child_runs(
-        self,
-        run: _Run,
-        context: CapabilityContext,
-        grant: frozenset[str],
-        overrides: RunAgentOverrides,
-        abort: AbortSignal | None,
-    ) -> AskAgent:
+    def _child_runs(self, run: _Run, toolset: RunToolset) -> AskAgent:
         """How ``ask_agent`` and ``delegate`` run another agent: a child run of this one, on
         a thread of its own under this run's (``<thread>.<agent>``), drawing on this run's
         budget, its grant and trust no wider than this run's, one level deeper."""
+        request, abort = run.request, run.request.abort
+        context = toolset.context
+        caller = Caller(toolset.grant, context.trust, context.depth)
 
         async def ask(target: str, message: str) -> str:
-            thread_id = run.thread.id if run.thread else None
-            parent = _Parent(run.run_id, thread_id, context.depth, grant, context.trust, run.cost)
+            thread_id = run.thread.id
+            parent = Parent(run.run_id, thread_id, run.live.cost, caller)
             # Its own signal: cancelling the delegation stops it alone (its caller is told and
             # goes on); the caller's abort stops it too.
             own = AbortSignal()
             unlink = abort.on_abort(lambda: own.abort(abort.reason or "")) if abort else None
             try:
                 child = await self._run(
-                    _Request(
+                    RunRequest(
                         target,
                         f"{thread_id}.{target}" if thread_id else None,  # a task's are tasks
                         message,
-                        child_callbacks(run.callbacks, target, context.depth + 1),
-                        RunAgentOverrides(background=overrides.background),
+                        child_callbacks(request.callbacks, target, caller.depth + 1),
+                        RunAgentOverrides(background=request.overrides.background),
                         own,
                         {},
                         parent,
@@ -1072,23 +549,3 @@ class AgentRunner:
             return child.text
 
         return ask
-
-
-def _as_error(exc: BaseException) -> AgentRunnerError:
-    """What a run's record says of ``exc``."""
-    if isinstance(exc, AgentRunnerError):
-        return exc
-    if isinstance(exc, asyncio.CancelledError):
-        return AgentRunnerError(ErrorCode.CANCELLED, "stopped by user")
-    return AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-
-
-def _changed(thread_id: str | None, parent: _Parent | None) -> tuple[str, ...]:
-    """Whose readers a run's events wake besides its own (``store/changes``): those of its
-    thread's events, and its parent's (a job followed with its delegations)."""
-    keys = []
-    if thread_id is not None:
-        keys.append(thread_key(thread_id))
-    if parent is not None:
-        keys.append(run_key(parent.run_id))
-    return tuple(keys)

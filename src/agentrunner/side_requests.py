@@ -1,7 +1,8 @@
 """A model request made for a run but outside its turn — a thread's title, a brief's journal
-entry — paid for like any other: its worst case reserved against the daily budgets of the run's
-agent first (refused, or its reply shortened, as any request is), and what it cost written as a
-cost row with the run, so that `cost`, `status` and the next budget check count it."""
+entry — paid for like any other, on the run's account (``run_lifecycle``'s ``after``): its worst
+case reserved against the daily budgets of the run's agent first (refused, or its reply
+shortened, as any request is), and what it cost written as a cost row with the run, so that
+`cost`, `status` and the next budget check count it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ if TYPE_CHECKING:
 
 __all__ = ["paid_request"]
 
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-
 
 async def paid_request(
     engine: Engine,
@@ -31,16 +30,13 @@ async def paid_request(
     message: str,
     limits: TurnLimits,
 ) -> TurnResult:
-    from agentrunner.budgets import DailyBudgets
-    from agentrunner.store.run_log import RunLog
+    from agentrunner.run_lifecycle import RunLifecycle
 
-    log = RunLog(store, run_id, agent_id)
-    budget = DailyBudgets.applying(store.costs, agent_id, run_id, budgets, log.write)
+    run = RunLifecycle(store, budgets).after(agent_id, run_id)
 
     def charge(kind: str, data: Any) -> None:
         if kind == "cost.updated":
-            usage = {key: data[key] for key in _USAGE_KEYS}
-            log.cost(data["model"], usage, data["cost_micros"], data["estimated"], time.time())
+            run.rows.charge(data, time.time())
 
     try:
         return await engine.run(
@@ -50,7 +46,7 @@ async def paid_request(
             limits=limits,
             stream=False,
             emit=charge,
-            budget=budget,
+            budget=run.budget,
         )
     finally:
-        await log.flush()
+        await run.log.flush()

@@ -21,7 +21,8 @@ from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import EventData
 from agentrunner.json_text import json_bytes, loads_exact
-from agentrunner.runner import AgentRunner, RunAgentOverrides
+from agentrunner.run_request import RunAgentOverrides
+from agentrunner.runner import AgentRunner
 from agentrunner.tasks import TaskRunner
 
 __all__ = ["StdioServer", "serve_stdio"]

@@ -25,7 +25,8 @@ import time
 from typing import TYPE_CHECKING
 
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.errors import AgentRunnerError
+from agentrunner.run_lifecycle import as_error
 from agentrunner.store.drivers import is_unavailable
 
 if TYPE_CHECKING:
@@ -160,12 +161,10 @@ class Worker:
                 await self._run(claimed, abort)
         except AgentRunnerError as exc:  # recorded on the run by the runner, once it started
             log.info("run %s failed: %s: %s", claimed.id, exc.code, exc.message)
-            await self._settle_unstarted(claimed.id, exc)
+            await self.runner.lifecycle.fail_unstarted(claimed.id, exc)
         except Exception as exc:
             log.exception("run %s crashed", claimed.id)
-            await self._settle_unstarted(
-                claimed.id, AgentRunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-            )
+            await self.runner.lifecycle.fail_unstarted(claimed.id, as_error(exc))
         finally:
             self.served += 1
             self._inflight.pop(claimed.id, None)
@@ -175,7 +174,7 @@ class Worker:
         if claimed.request.get("kind") == "channel":
             await self.channels.serve(claimed, abort=abort)
         else:
-            from agentrunner.runner import RunAgentOverrides  # loaded with the runner
+            from agentrunner.run_request import RunAgentOverrides  # loaded with the runner
 
             settings = claimed.request.get("model_settings")  # checked when it was queued
             await self.runner.run_agent(
@@ -187,20 +186,6 @@ class Worker:
                 input=dict(claimed.request.get("input") or {}),
                 run_id=claimed.id,
             )
-
-    async def _settle_unstarted(self, run_id: str, exc: AgentRunnerError) -> None:
-        """A run that failed before the runner took it over (its agent's file gone or broken
-        since it was queued) is failed here with its error, not left running until its lease
-        runs out. One the runner settled stays as it is (the update is guarded)."""
-        finish = self.store.runs.finish_op(
-            run_id,
-            status="failed",
-            stop_reason="error",
-            error_code=str(exc.code),
-            error_message=exc.message,
-        )
-        with contextlib.suppress(AgentRunnerError):  # run_settled: the runner recorded it
-            await self.store.batch([finish])
 
     async def _queued(self) -> bool:
         depths = await self.store.mailbox.depths()

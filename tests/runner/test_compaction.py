@@ -545,6 +545,82 @@ async def test_threads_compact_refuses_an_unknown_or_empty_thread_before_writing
     assert len(summary_requests(mock)) == 1
 
 
+async def activity(runner: AgentRunner, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """The run's stored events that say who is working (``agent.working``, ``agent.failed``,
+    ``agent.idle``), in order; the first of its events and the last are of them."""
+    from agentrunner.events import ACTIVITY
+
+    events = await runner.store.events.list(run_id)
+    assert events[0].type == "agent.working" and events[-1].type == "agent.idle"
+    return [(e.type, e.payload) for e in events if e.type in ACTIVITY]
+
+
+async def test_a_compaction_run_says_who_works_and_settles_as_any_run(
+    agent: Agent, open_runner: Any, mock: MockProvider, project: Path, mock_server: Any
+) -> None:
+    """`threads compact` is a run of the thread's agent: like an agent's run it begins with
+    `agent.working` and ends with `agent.idle` (completed, failed after `agent.failed`, or
+    cancelled), each naming its own agent, run and thread; the run's record settles alike."""
+    from agentrunner.engine.abort import AbortSignal
+
+    configure(project, mock_server)
+    agent("helper", "model: mockai:gpt-mock")
+    agent("scribe", "model: mockai:gpt-mock")
+    runner: AgentRunner = await open_runner()
+    await seed(runner.store, "helper-chat", "helper", turns("alpha", 3))
+    await seed(runner.store, "scribe-notes", "scribe", turns("beta", 5))
+    mock.queue(Reply(text="Alpha weather."), Reply(text="Beta weather."), model="gpt-summary")
+
+    done = {}
+    for agent_id, thread_id in (("helper", "helper-chat"), ("scribe", "scribe-notes")):
+        summary = await runner.compact_thread(thread_id)
+        who = {"agent_id": agent_id, "run_id": summary.run_id, "thread_id": thread_id}
+        assert await activity(runner, summary.run_id) == [
+            ("agent.working", who),
+            ("agent.idle", {**who, "outcome": "completed"}),
+        ]
+        done[agent_id] = summary
+    assert done["helper"].run_id != done["scribe"].run_id
+    assert done["helper"].summary == "Alpha weather." and done["scribe"].through_seq == 20
+
+    # an agent's run on the same thread says the same, in the same shape
+    answered = await runner.run_agent("helper", "helper-chat", "And today?")
+    asked = {"agent_id": "helper", "run_id": answered.run_id, "thread_id": "helper-chat"}
+    assert await activity(runner, answered.run_id) == [
+        ("agent.working", asked),
+        ("agent.idle", {**asked, "outcome": "completed"}),
+    ]
+
+    mock.queue(Reply(fault=Fault.http(400)), model="gpt-summary")  # not retried
+    with pytest.raises(AgentRunnerError) as failed:
+        await runner.compact_thread("helper-chat")
+    run_id = failed.value.details["run_id"]
+    who = {"agent_id": "helper", "run_id": run_id, "thread_id": "helper-chat"}
+    assert await activity(runner, run_id) == [
+        ("agent.working", who),
+        ("agent.failed", {**who, "error_code": "validation", "message": failed.value.message}),
+        ("agent.idle", {**who, "outcome": "failed"}),
+    ]
+    run = await runner.store.runs.get(run_id)
+    assert run is not None
+    assert (run.status, run.stop_reason, run.error_code) == ("failed", "error", "validation")
+
+    await seed(runner.store, "scribe-notes", "scribe", turns("gamma", 2))
+    abort = AbortSignal()
+    abort.abort("stopped by its caller")
+    with pytest.raises(AgentRunnerError) as cancelled:
+        await runner.compact_thread("scribe-notes", abort)
+    assert cancelled.value.code is ErrorCode.CANCELLED
+    run_id = cancelled.value.details["run_id"]
+    who = {"agent_id": "scribe", "run_id": run_id, "thread_id": "scribe-notes"}
+    assert await activity(runner, run_id) == [
+        ("agent.working", who),
+        ("agent.idle", {**who, "outcome": "cancelled"}),
+    ]
+    run = await runner.store.runs.get(run_id)
+    assert run is not None and (run.status, run.stop_reason) == ("cancelled", "cancelled")
+
+
 def test_the_cli_compacts_a_thread_and_shows_its_summary(
     agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str], store_url: str
 ) -> None:

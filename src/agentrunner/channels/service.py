@@ -32,7 +32,8 @@ from agentrunner.store.channels import Channel, ChannelMessage
 from agentrunner.store.mailbox import NewRun
 
 if TYPE_CHECKING:
-    from agentrunner.runner import AgentRunner, RunResult
+    from agentrunner.run_request import RunResult
+    from agentrunner.runner import AgentRunner
     from agentrunner.store.mailbox import ClaimedRun
 
 __all__ = ["ChannelService", "Posted"]
@@ -312,8 +313,8 @@ class ChannelService:
     async def serve(self, claimed: ClaimedRun, *, abort: Any = None) -> RunResult:
         """Run the agent on a queued channel run: the last 20 messages of the channel (in user
         position) and the triggering message; it may answer with ``send_message``."""
+        from agentrunner.run_request import RunAgentOverrides
         from agentrunner.run_rows import ChannelRun
-        from agentrunner.runner import RunAgentOverrides
 
         channel = await self.store.channels.by_id(claimed.channel_id or "")
         trigger = await self.store.channels.message(

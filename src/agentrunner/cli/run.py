@@ -19,7 +19,8 @@ from agentrunner.cli.project import SET_HELP
 if TYPE_CHECKING:
     from agentrunner.events import Event, EventData, ThreadCompacted
     from agentrunner.model_settings import ModelSettings
-    from agentrunner.runner import AgentRunner, RunResult
+    from agentrunner.run_request import RunResult
+    from agentrunner.runner import AgentRunner
 
 __all__ = ["EventPrinter", "chat", "run"]
 
@@ -205,7 +206,7 @@ async def _turn(
 ) -> RunResult:
     from agentrunner.callbacks import AgentRunnerCallbacks
     from agentrunner.engine.abort import AbortSignal
-    from agentrunner.runner import RunAgentOverrides
+    from agentrunner.run_request import RunAgentOverrides
 
     abort = AbortSignal()
     loop = asyncio.get_running_loop()

@@ -102,7 +102,7 @@ class _Plan:
     settings: ModelSettings | None = None
 
     def __post_init__(self) -> None:
-        from agentrunner.runner import RunAgentOverrides
+        from agentrunner.run_request import RunAgentOverrides
 
         RunAgentOverrides(model=self.model, fallback=self.fallback)  # its checks, up front
 

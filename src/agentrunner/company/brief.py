@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from agentrunner.company.jobs import Killed
     from agentrunner.config import Config
     from agentrunner.engine.abort import AbortSignal
-    from agentrunner.runner import AgentRunner, RunResult
+    from agentrunner.run_request import RunResult
+    from agentrunner.runner import AgentRunner
     from agentrunner.store.company import CompanySession, JournalEntry
     from agentrunner.store.store import Store
 
@@ -369,16 +370,8 @@ async def _run_here(
         )
     except AgentRunnerError as exc:
         # Failed before the runner took the run over (the root's file broke since it was
-        # read): failed here, not left running. One the runner settled stays as it is.
-        finish = store.runs.finish_op(
-            run_id,
-            status="failed",
-            stop_reason="error",
-            error_code=str(exc.code),
-            error_message=exc.message,
-        )
-        with contextlib.suppress(AgentRunnerError):
-            await store.batch([finish])
+        # read): failed here, not left running.
+        await runner.lifecycle.fail_unstarted(run_id, exc)
         exc.details.setdefault("job_id", run_id)  # the failed job, for whoever shows it
         raise
     finally:

@@ -143,7 +143,7 @@ class _Chat:
 
     async def run(self) -> dict[str, Any]:
         from agentrunner.callbacks import AgentRunnerCallbacks
-        from agentrunner.runner import RunAgentOverrides
+        from agentrunner.run_request import RunAgentOverrides
 
         def on_event(kind: str, data: EventData) -> None:
             match typed(kind, data):

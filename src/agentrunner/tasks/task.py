@@ -251,7 +251,7 @@ class Task:
             )
 
     async def _run(self) -> Outcome:
-        from agentrunner.runner import RunAgentOverrides
+        from agentrunner.run_request import RunAgentOverrides
 
         runner = self._runner.runner
         overrides = RunAgentOverrides(  # a bad setting: a failed outcome, as a bad input is
@@ -336,12 +336,14 @@ class Task:
         model chain, the model settings (the run's, the file's and ``[defaults]``'), the tone it
         is given (the project's persona configuration and files), the memory the agent may have
         written, and the reports it may delegate to (the delegate tool lists them)."""
+        from agentrunner.capabilities.toolset import delegates  # loaded with the runner
+
         runner = self._runner.runner
         facts: dict[str, Any] = {"input": dict(sent), "agent": spec.digest, "models": models}
         settings = runner.settings_for(spec, run_settings)
         if settings is not None:
             facts["model_settings"] = settings.to_dict()
-        reports = [r for r in runner.agents.direct_reports(spec.id) if r.enabled]
+        reports = delegates(runner.agents, spec.id)
         if reports:
             facts["reports"] = {r.id: r.description or r.name for r in reports}
         facts["persona"] = runner.prompt.personas.tone(spec)
