@@ -17,12 +17,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import from_child
 from agentrunner.run_ids import find_run
+from agentrunner.spend import with_spend
 
 if TYPE_CHECKING:
     from agentrunner.compose import Workspace
@@ -35,7 +36,6 @@ __all__ = [
     "Healed",
     "Job",
     "Killed",
-    "TreeCost",
     "descendants",
     "ensure_worker",
     "find_job",
@@ -45,8 +45,6 @@ __all__ = [
     "process_alive",
     "replay",
     "serve_background",
-    "spent_so_far",
-    "tree_cost",
 ]
 
 log = logging.getLogger("agentrunner.company")
@@ -109,17 +107,6 @@ class Killed:
     job_id: str
     outcome: str
     status: str
-
-
-@dataclass
-class TreeCost:
-    """What a job cost: the whole tree, and per agent and per model (from its runs' steps)."""
-
-    micros: int = 0
-    known: bool = True
-    tokens: int = 0
-    by_agent: dict[str, int] = field(default_factory=dict)
-    by_model: dict[str, int] = field(default_factory=dict)
 
 
 # -- processes ------------------------------------------------------------------------------
@@ -270,9 +257,13 @@ async def _write_journals(runner: AgentRunner, failed: set[str]) -> None:
 
 
 async def list_jobs(store: Store, *, limit: int = 20) -> list[Job]:
-    """The company's jobs, newest first, stale ones healed first."""
+    """The company's jobs, newest first, stale ones healed first; each with what it has spent
+    so far (``spend.with_spend``)."""
     await heal(store)
-    return [Job(run, session_id) for run, session_id in await store.company.jobs(limit=limit)]
+    return [
+        Job(await with_spend(store, run), session_id)
+        for run, session_id in await store.company.jobs(limit=limit)
+    ]
 
 
 async def find_job(store: Store, job_id: str | None) -> RunRecord:
@@ -374,33 +365,3 @@ async def replay(
             if done or watch is None:
                 return root
             await watch.wait()
-
-
-async def tree_cost(store: Store, run_id: str) -> TreeCost:
-    """The job's cost: the whole tree, per agent and per model, from its runs' steps."""
-    cost = TreeCost()
-    root = await store.runs.get(run_id)
-    if root is None:
-        return cost
-    cost.micros, cost.known = root.cost_micros, root.cost_known
-    for run in [root, *await descendants(store, run_id)]:
-        for step in await store.runs.steps(run.id):
-            usage = step.token_usage or {}
-            cost.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-            if step.cost_micros is None:
-                # a step still in progress has no cost yet; a finished one of no price does
-                cost.known = cost.known and step.status == "running"
-                continue
-            cost.by_agent[run.agent_id] = cost.by_agent.get(run.agent_id, 0) + step.cost_micros
-            cost.by_model[step.model_id] = cost.by_model.get(step.model_id, 0) + step.cost_micros
-    return cost
-
-
-async def spent_so_far(store: Store, run: RunRecord, cost: TreeCost | None = None) -> int:
-    """What a job has cost in micro-dollars: its own figure once it has ended (written as it
-    ends); until then, what the finished steps of its runs have cost (``cost``, its tree's,
-    where the caller has read it already)."""
-    if run.status in _SETTLED:
-        return run.cost_micros
-    cost = cost or await tree_cost(store, run.id)
-    return max(cost.micros, sum(cost.by_agent.values()))

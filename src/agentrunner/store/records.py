@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.messages import Message
 
 __all__ = [
+    "RUN_SETTLED",
     "RUN_STATUSES",
     "AgentState",
     "EventRecord",
@@ -107,6 +108,7 @@ def thread_message_dict(
 
 # Seed 003's run statuses: created -> running -> completed / failed / cancelled.
 RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
+RUN_SETTLED = frozenset(("completed", "failed", "cancelled"))  # ended: its figures are written
 
 
 @dataclass(slots=True)
@@ -141,6 +143,12 @@ class RunRecord:
         row["token_usage"] = from_json(row["token_usage"])
         row["cost_known"] = bool(row["cost_known"])
         return cls(**row)
+
+    @property
+    def settled(self) -> bool:
+        """Whether it has ended: its usage and cost are then its own figures, written as it
+        ended (until then, ``spend.run_spend`` says what it has spent so far)."""
+        return self.status in RUN_SETTLED
 
     def to_dict(self) -> dict[str, Any]:
         """The run as the HTTP API and MCP show it (docs/http-api.md)."""

@@ -18,8 +18,6 @@ from agentrunner.company.jobs import (
     kill,
     list_jobs,
     replay,
-    spent_so_far,
-    tree_cost,
 )
 from agentrunner.company.session import active
 from agentrunner.compose import Workspace
@@ -30,6 +28,7 @@ from agentrunner.server.dashboard.money import money
 from agentrunner.server.dashboard.run_view import TERMINAL
 from agentrunner.server.dashboard.templating import page
 from agentrunner.server.fields import Id
+from agentrunner.spend import run_spend
 from agentrunner.store.changes import Watch, run_key
 from agentrunner.store.records import RunRecord
 from agentrunner.store.store import Store
@@ -128,13 +127,11 @@ async def _job(store: Store, run: RunRecord) -> dict[str, Any]:
     # The run as it was when its last event was read: a status read before the events, so
     # that a job seen ended has every event shown.
     run = await replay(store, run.id, lines)
-    cost = await tree_cost(store, run.id)
     return {
         "money": money,
         "job": Job(run, session_id),
         "lines": lines.lines,
-        "cost": cost,
-        "cost_micros": await spent_so_far(store, run, cost),
+        "cost": await run_spend(store, run, split=True),
         "finished": run.status in TERMINAL,
         "version": f"{run.status}.{len(lines.lines)}.{sum(len(line.text) for line in lines.lines)}",
     }
