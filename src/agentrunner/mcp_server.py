@@ -147,10 +147,12 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
     @server.tool()
     async def get_run(run_id: str) -> dict[str, Any]:
         """One run: status, stop reason, model, error, usage, cost and times."""
+        from agentrunner.spend import with_spend
+
         run = await runner.store.runs.get(run_id)
         if run is None:
             raise failed(_not_found("run", run_id))
-        return run.to_dict()
+        return (await with_spend(runner.store, run)).to_dict()
 
     return server
 

@@ -1,9 +1,11 @@
 """What has been spent, against which limit: ``agentrunner cost``, ``status`` and the budget
-check before a brief all read it here, so they always agree.
+check before a brief all read it here, so they always agree; and what one run has spent so far
+(``run_spend``), which every place that shows a run or a job says.
 
 Every figure comes from the store's cost rows (one per model request, integer micro-dollars,
-each on the UTC day it was made: ``Costs.summary``), never from the runs' own totals or a
-second tally. The daily limits are ``[budgets]`` of ``agentrunner.toml`` (DESIGN decision 5):
+each on the UTC day it was made: ``Costs.summary``, a run's ``Costs.of_run``), never from a
+second tally; a run that has ended has its own total, written as it ended from the same
+requests. The daily limits are ``[budgets]`` of ``agentrunner.toml`` (DESIGN decision 5):
 ``per_agent_daily_usd`` for each agent and ``global_daily_usd`` for all; ``per_run_usd`` bounds
 each run and is shown, not compared with a day's spend. Enforcement is the runtime's
 (``budgets``, before every model request); this module only reports, and ``preflight`` refuses
@@ -25,6 +27,7 @@ from agentrunner.store.repositories import today
 if TYPE_CHECKING:
     from agentrunner.config import Budgets
     from agentrunner.engine.pricing import PriceBook
+    from agentrunner.store.records import RunRecord
     from agentrunner.store.store import Store
 
 __all__ = [
@@ -32,12 +35,15 @@ __all__ = [
     "WARN_PERCENT",
     "CacheSpend",
     "LimitUse",
+    "RunSpend",
     "Spend",
     "SpendReport",
     "check_days",
     "limit_uses",
     "preflight",
+    "run_spend",
     "spend_report",
+    "with_spend",
 ]
 
 WARN_PERCENT = 80  # a daily limit this much used is warned about; used up, work is refused
@@ -265,6 +271,60 @@ class SpendReport:
             "session": None if self.session is None else self.session.to_dict(),
             "cache": self.cache.to_dict(),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpend:
+    """What a run and the runs it started (its delegations, at any depth) have spent:
+    ``micros`` (requests of unknown price count as nothing, and make ``known`` false);
+    ``settled``: the run has ended, and these are its own figures. Where its cost rows were
+    read (``split``, or while it runs): their ``tokens`` in and out, and what they cost per
+    agent and per model where asked for."""
+
+    micros: int
+    known: bool
+    settled: bool
+    tokens: int = 0
+    by_agent: dict[str, int] = field(default_factory=dict)
+    by_model: dict[str, int] = field(default_factory=dict)
+
+
+async def run_spend(store: Store, run: RunRecord, *, split: bool = False) -> RunSpend:
+    """What ``run`` and its delegations have spent: the cost rows each of them made until it
+    ended — a request still waiting on its model has none yet; a title or journal entry paid
+    for once a run has ended is in ``agentrunner cost``, not in the run's spend. Once ``run``
+    has ended this is its own total (written as it ended, from the same requests), read from
+    its record unless ``split``: per agent and per model too. Runs, jobs, the API and the
+    dashboard all show this, so a running run never reads $0 and its figure does not jump as
+    it ends."""
+    if run.settled and not split:
+        return RunSpend(run.cost_micros, run.cost_known, True)
+    micros = tokens = unknown = 0
+    by_agent: dict[str, int] = {}
+    by_model: dict[str, int] = {}
+    for row in await store.costs.of_run(run):
+        cost = int(row["cost_micros"])
+        micros += cost
+        tokens += int(row["tokens"] or 0)
+        unknown += int(row["unknown"] or 0)
+        if split:
+            by_agent[row["agent_id"]] = by_agent.get(row["agent_id"], 0) + cost
+            by_model[row["model"]] = by_model.get(row["model"], 0) + cost
+    if run.settled:
+        micros, known = run.cost_micros, run.cost_known
+    else:
+        known = not unknown
+    return RunSpend(micros, known, run.settled, tokens, by_agent, by_model)
+
+
+async def with_spend(store: Store, run: RunRecord) -> RunRecord:
+    """``run`` as it is shown (``runs list``, ``runs show``, ``GET /runs/{id}``, jobs, the
+    dashboard): its cost what it has spent so far (``run_spend``). A run that has ended is
+    returned as it is."""
+    if run.settled:
+        return run
+    spent = await run_spend(store, run)
+    return replace(run, cost_micros=spent.micros, cost_known=spent.known)
 
 
 async def spend_report(

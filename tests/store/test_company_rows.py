@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any
 
 from agentrunner.store import Store
 from agentrunner.store.repositories import today
@@ -174,23 +176,128 @@ async def test_a_sessions_cost_is_its_briefs_and_their_delegations(store: Store)
 async def test_a_jobs_step_in_progress_is_not_a_cost_of_unknown_price(store: Store) -> None:
     """A running step has no cost yet: the job's cost is known so far. A finished step of
     unknown price makes it unknown."""
-    from agentrunner.company.jobs import tree_cost
+    from agentrunner.spend import run_spend
     from agentrunner.store.run_log import RunLog
 
     await store.threads.open("ceo-s1", "ceo")
     await store.batch(
         [store.runs.insert_op(run_id="run_1", agent_id="ceo", thread_id="ceo-s1", status="running")]
     )
+    run = await store.runs.get("run_1")
+    assert run is not None
     log = RunLog(store, "run_1", "ceo")
-    usage = {"input_tokens": 10, "output_tokens": 5}
-    log.start_step(1, "x:m", 1.0)
-    log.finish_step("completed", "x:m", usage, 120, [], 2.0)
-    log.start_step(2, "x:m", 3.0)
+    usage = {
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+    }
+    now = time.time()
+    log.start_step(1, "x:m", now)
+    log.cost("x:m", usage, 120, False, now)  # each request's cost row, as a run writes it
+    log.finish_step("completed", "x:m", usage, 120, [], now)
+    log.start_step(2, "x:m", now)
     await log.flush()
-    running = await tree_cost(store, "run_1")
+    running = await run_spend(store, run, split=True)
     assert (running.known, running.by_agent, running.tokens) == (True, {"ceo": 120}, 15)
 
-    log.finish_step("completed", "x:m", usage, None, [], 4.0)  # a model of unknown price
+    log.cost("x:m", usage, None, False, now)  # a model of unknown price
+    log.finish_step("completed", "x:m", usage, None, [], now)
     await log.flush()
-    finished = await tree_cost(store, "run_1")
+    finished = await run_spend(store, run, split=True)
     assert (finished.known, finished.by_agent, finished.tokens) == (False, {"ceo": 120}, 30)
+
+
+async def test_what_a_run_spent_is_its_cost_rows_and_its_delegations_until_each_ended(
+    store: Store,
+) -> None:
+    """``run_spend``: the cost rows of a run and of the runs it started (at any depth), no
+    other run's, each made until its run ended — a title a delegation pays for once it has
+    ended is not its caller's, before or after the caller ends; once the run has ended, its own
+    total, and the split of its rows adds up to it."""
+    from agentrunner.spend import run_spend, with_spend
+    from agentrunner.store.run_log import RunLog
+
+    usage = {
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+    }
+    tree = [("boss", "run_b", None, 0), ("cto", "run_c", "run_b", 1), ("dev", "run_d", "run_c", 2)]
+    await store.threads.open("t-boss", "boss")
+    await store.threads.open("t-other", "other")
+    await store.batch(
+        [
+            store.runs.insert_op(
+                run_id=run_id,
+                agent_id=agent_id,
+                thread_id="t-boss",
+                status="running",
+                parent_run_id=parent,
+                depth=depth,
+            )
+            for agent_id, run_id, parent, depth in tree
+        ]
+        + [
+            store.runs.insert_op(
+                run_id="run_o", agent_id="other", thread_id="t-other", status="running"
+            )
+        ]
+    )
+
+    async def charge(agent_id: str, run_id: str, model: str, *costs: int | None) -> None:
+        log = RunLog(store, run_id, agent_id)
+        for micros in costs:
+            log.cost(model, usage, micros, False, time.time())
+        await log.flush()
+
+    async def of(run_id: str) -> Any:
+        run = await store.runs.get(run_id)
+        assert run is not None
+        return run
+
+    async def spent(run_id: str) -> int:
+        return (await run_spend(store, await of(run_id))).micros
+
+    await charge("boss", "run_b", "x:big", 100, 7)
+    await charge("cto", "run_c", "x:small", 2_000)
+    await charge("dev", "run_d", "x:big", 30_000)
+    await charge("other", "run_o", "x:big", 400_000)
+    assert [await spent(r) for r in ("run_b", "run_c", "run_o")] == [32_107, 32_000, 400_000]
+    boss = await run_spend(store, await of("run_b"), split=True)
+    assert boss.by_agent == {"boss": 107, "cto": 2_000, "dev": 30_000}  # as they first spent
+    assert boss.by_model == {"x:big": 30_107, "x:small": 2_000}
+    assert (boss.settled, boss.known, boss.tokens) == (False, True, 4 * 15)
+    shown = await with_spend(store, await of("run_b"))
+    assert (shown.cost_micros, shown.cost_known, shown.to_dict()["cost_usd"]) == (
+        32_107,
+        True,
+        0.032107,
+    )
+
+    # the dev's run ends, then pays for its thread's title: not its callers' spend
+    await store.batch([store.runs.finish_op("run_d", status="completed", stop_reason="end_turn")])
+    await charge("dev", "run_d", "x:title", 5)
+    assert [await spent(r) for r in ("run_b", "run_c")] == [32_107, 32_000]
+    await charge("cto", "run_c", "x:big", None)  # a request of unknown price
+    unknown = await run_spend(store, await of("run_b"))
+    assert (unknown.micros, unknown.known) == (32_107, False)
+
+    await store.batch(
+        [
+            store.runs.finish_op(
+                "run_b",
+                status="completed",
+                stop_reason="end_turn",
+                cost_micros=32_107,
+                cost_known=False,
+            )
+        ]
+    )
+    await charge("boss", "run_b", "x:title", 9)  # its own title, once it has ended
+    ended = await of("run_b")
+    assert await with_spend(store, ended) is ended  # its own figures
+    settled = await run_spend(store, ended, split=True)
+    assert (settled.settled, settled.micros, settled.known) == (True, 32_107, False)
+    assert sum(settled.by_agent.values()) == 32_107 and "x:title" not in settled.by_model

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.company.brief import Briefed
-    from agentrunner.company.jobs import TreeCost
     from agentrunner.runner import AgentRunner
+    from agentrunner.spend import RunSpend
     from agentrunner.store.records import RunRecord
     from agentrunner.store.store import Store
 
@@ -229,10 +229,10 @@ def _say_header(agent_id: str) -> None:
 async def _print_end(store: Store, run: RunRecord, *, with_error: bool = True) -> None:
     """The job's last lines: its state, tokens and cost, per agent and per model, and why it
     failed (left out where the command's own error line follows and says it, with its hint)."""
-    from agentrunner.company.jobs import tree_cost
     from agentrunner.errors import error_line
+    from agentrunner.spend import run_spend
 
-    cost = await tree_cost(store, run.id)
+    cost = await run_spend(store, run, split=True)
     color = _STATE_COLORS.get(run.status, "white")
     err.print(
         f"[{color}]{run.status}[/] [dim]· {cost.tokens:,} tokens · {_usd(cost)} · "
@@ -245,7 +245,7 @@ async def _print_end(store: Store, run: RunRecord, *, with_error: bool = True) -
         err.print(f"[red]  {escape(error_line(run.error_code, run.error_message))}[/]")
 
 
-def _usd(cost: TreeCost) -> str:
+def _usd(cost: RunSpend) -> str:
     return f"${cost.micros / 1e6:.4f}" + ("" if cost.known else " (some cost unknown)")
 
 
@@ -309,16 +309,13 @@ def jobs(
     """The company's jobs, running and recent: state, age, spend. A job whose process is gone
     is marked failed here, with the reason."""
 
-    async def work(store: Store) -> tuple[list[Any], list[Any], dict[str, int]]:
-        from agentrunner.company.jobs import heal, list_jobs, spent_so_far
+    async def work(store: Store) -> tuple[list[Any], list[Any]]:
+        from agentrunner.company.jobs import heal, list_jobs
 
         healed = await heal(store)
-        listed = await list_jobs(store, limit=limit)
-        # a running job's figure is written as it ends: until then, its steps' costs so far
-        spent = {job.id: await spent_so_far(store, job.run) for job in listed}
-        return healed, listed, spent
+        return healed, await list_jobs(store, limit=limit)  # with what each spent so far
 
-    healed, listed, spent = _with_store(work)
+    healed, listed = _with_store(work)
     for fixed in healed:
         err.print(f"[yellow]healed[/] job {escape(fixed.run_id)}: {escape(fixed.reason)}")
     if as_json:
@@ -341,7 +338,7 @@ def jobs(
                 job.kind + (" (bg)" if job.background else ""),
                 f"[{_STATE_COLORS.get(job.run.status, 'white')}]{job.run.status}[/]",
                 _age(now - job.run.created_at),
-                f"${spent[job.id] / 1e6:.4f}",
+                f"${job.run.cost_micros / 1e6:.4f}",
                 escape(job.directive or "—"),
             ]
             for job in listed

@@ -264,7 +264,14 @@ def runs_list(
     as_json: bool = _JSON,
 ) -> None:
     """The most recent runs."""
-    runs = _with_store(lambda s: s.runs.list(agent_id=agent, thread_id=thread, limit=limit))
+
+    async def load(store: Store) -> list[RunRecord]:
+        from agentrunner.spend import with_spend
+
+        listed = await store.runs.list(agent_id=agent, thread_id=thread, limit=limit)
+        return [await with_spend(store, run) for run in listed]
+
+    runs = _with_store(load)
     if as_json:
         out.print_json(data=[r.to_dict() for r in runs])
         return
@@ -319,8 +326,9 @@ def runs_show(
 
     async def load(store: Store) -> Any:
         from agentrunner.run_ids import find_run
+        from agentrunner.spend import with_spend
 
-        run = await find_run(store, run_id)
+        run = await with_spend(store, await find_run(store, run_id))
         return run, await store.runs.steps(run.id), await store.runs.messages(run.id)
 
     run, steps, messages = _with_store(load)

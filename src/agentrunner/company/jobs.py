@@ -17,12 +17,14 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.feeds import RunFeed, descendants
 from agentrunner.run_ids import find_run
+from agentrunner.spend import with_spend
+from agentrunner.store.records import RUN_ENDED
 
 if TYPE_CHECKING:
     from agentrunner.compose import Workspace
@@ -35,7 +37,6 @@ __all__ = [
     "Healed",
     "Job",
     "Killed",
-    "TreeCost",
     "ensure_worker",
     "find_job",
     "heal",
@@ -44,13 +45,10 @@ __all__ = [
     "process_alive",
     "replay",
     "serve_background",
-    "spent_so_far",
-    "tree_cost",
 ]
 
 log = logging.getLogger("agentrunner.company")
 
-_SETTLED = ("completed", "failed", "cancelled")
 _KILL_WAIT_S = 15.0
 _JOURNAL_POLL_S = 0.5
 _spawned: list[subprocess.Popen[bytes]] = []  # kept, so none is reaped (and warned about) early
@@ -108,17 +106,6 @@ class Killed:
     job_id: str
     outcome: str
     status: str
-
-
-@dataclass
-class TreeCost:
-    """What a job cost: the whole tree, and per agent and per model (from its runs' steps)."""
-
-    micros: int = 0
-    known: bool = True
-    tokens: int = 0
-    by_agent: dict[str, int] = field(default_factory=dict)
-    by_model: dict[str, int] = field(default_factory=dict)
 
 
 # -- processes ------------------------------------------------------------------------------
@@ -269,9 +256,13 @@ async def _write_journals(runner: AgentRunner, failed: set[str]) -> None:
 
 
 async def list_jobs(store: Store, *, limit: int = 20) -> list[Job]:
-    """The company's jobs, newest first, stale ones healed first."""
+    """The company's jobs, newest first, stale ones healed first; each with what it has spent
+    so far (``spend.with_spend``)."""
     await heal(store)
-    return [Job(run, session_id) for run, session_id in await store.company.jobs(limit=limit)]
+    return [
+        Job(await with_spend(store, run), session_id)
+        for run, session_id in await store.company.jobs(limit=limit)
+    ]
 
 
 async def find_job(store: Store, job_id: str | None) -> RunRecord:
@@ -299,12 +290,12 @@ async def kill(store: Store, job_id: str) -> Killed:
     run = await find_job(store, job_id)
     outcome = await store.mailbox.cancel(run.id)
     if outcome == "not_cancellable":
-        return Killed(run.id, "settled", run.status if run.status in _SETTLED else "unknown")
+        return Killed(run.id, "settled", run.status if run.status in RUN_ENDED else "unknown")
     if outcome == "requested":
         waited = 0.0
         while waited < _KILL_WAIT_S:
             current = await store.runs.get(run.id)
-            if current is None or current.status in _SETTLED:
+            if current is None or current.status in RUN_ENDED:
                 break
             await asyncio.sleep(0.1)
             waited += 0.1
@@ -332,33 +323,3 @@ async def replay(
     if feed.run is None:
         raise AgentRunnerError(ErrorCode.NOT_FOUND, f"no job '{job_id}'")
     return feed.run
-
-
-async def tree_cost(store: Store, run_id: str) -> TreeCost:
-    """The job's cost: the whole tree, per agent and per model, from its runs' steps."""
-    cost = TreeCost()
-    root = await store.runs.get(run_id)
-    if root is None:
-        return cost
-    cost.micros, cost.known = root.cost_micros, root.cost_known
-    for run in [root, *await descendants(store, run_id)]:
-        for step in await store.runs.steps(run.id):
-            usage = step.token_usage or {}
-            cost.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-            if step.cost_micros is None:
-                # a step still in progress has no cost yet; a finished one of no price does
-                cost.known = cost.known and step.status == "running"
-                continue
-            cost.by_agent[run.agent_id] = cost.by_agent.get(run.agent_id, 0) + step.cost_micros
-            cost.by_model[step.model_id] = cost.by_model.get(step.model_id, 0) + step.cost_micros
-    return cost
-
-
-async def spent_so_far(store: Store, run: RunRecord, cost: TreeCost | None = None) -> int:
-    """What a job has cost in micro-dollars: its own figure once it has ended (written as it
-    ends); until then, what the finished steps of its runs have cost (``cost``, its tree's,
-    where the caller has read it already)."""
-    if run.status in _SETTLED:
-        return run.cost_micros
-    cost = cost or await tree_cost(store, run.id)
-    return max(cost.micros, sum(cost.by_agent.values()))

@@ -275,7 +275,10 @@ class Run(BaseModel):
     model: str | None
     error: RunError | None
     usage: Usage | None
-    cost_usd: float | None = Field(description="null when a price was unknown")
+    cost_usd: float | None = Field(
+        description="what it cost, its delegations included; while it runs, what their "
+        "finished requests cost so far; null when a price was unknown"
+    )
     created_at: float
     started_at: float | None
     completed_at: float | None

@@ -48,6 +48,7 @@ from agentrunner.server.responses import (
     event_stream,
     operation,
 )
+from agentrunner.spend import with_spend
 from agentrunner.store.channels import Channel, ChannelMessage
 from agentrunner.store.records import thread_message_dict
 
@@ -208,7 +209,8 @@ async def start_run(
 
 @router.get("/runs/{run_id}", **operation("get_run", Run, tag="runs"))
 async def get_run(run_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    return _found(await ws.runner.store.runs.get(run_id), "run", run_id).to_dict()
+    store = ws.runner.store
+    return (await with_spend(store, _found(await store.runs.get(run_id), "run", run_id))).to_dict()
 
 
 @router.post("/runs/{run_id}/cancel", **operation("cancel_run", Cancelled, tag="runs"))

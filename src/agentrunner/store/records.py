@@ -108,7 +108,8 @@ def thread_message_dict(
 
 # Seed 003's run statuses: created -> running -> completed / failed / cancelled.
 RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
-# A run in one of these has ended: every event it has is written (its events before its end).
+# A run in one of these has ended: every event it has is written (its events before its end),
+# and its figures (its cost, its usage) are settled.
 RUN_ENDED = frozenset({"completed", "failed", "cancelled"})
 
 
@@ -144,6 +145,12 @@ class RunRecord:
         row["token_usage"] = from_json(row["token_usage"])
         row["cost_known"] = bool(row["cost_known"])
         return cls(**row)
+
+    @property
+    def settled(self) -> bool:
+        """Whether it has ended: its usage and cost are then its own figures, written as it
+        ended (until then, ``spend.run_spend`` says what it has spent so far)."""
+        return self.status in RUN_ENDED
 
     def to_dict(self) -> dict[str, Any]:
         """The run as the HTTP API and MCP show it (docs/http-api.md)."""

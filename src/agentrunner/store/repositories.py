@@ -51,6 +51,7 @@ HOLD_TTL_S = 3600.0
 # A listing by agent first looks for the agent's threads among this many times the page of
 # the most recently updated threads (one index walk), before reading all of the agent's own.
 _RECENT_SCAN = 20
+_LAST_DAY = "9999-12-31"  # the cost rows of every day from a given one on
 
 
 _day: tuple[float, float, str] = (0.0, 0.0, "")  # [start, end) of the last day asked for
@@ -538,6 +539,15 @@ class Costs(Repository):
         return await self.db.fetch_all(
             self.sql["cost_summary"], {"since": since, "agent_id": agent_id}
         )
+
+    async def of_run(self, run: RunRecord) -> list[dict[str, Any]]:
+        """The cost rows ``run`` and the runs it started, at any depth, made until each of them
+        ended, summed per agent and model (in the order they first spent): ``requests``,
+        ``tokens`` (in and out), ``cost_micros`` (requests of unknown price count as nothing)
+        and ``unknown`` (how many those were)."""
+        until = _LAST_DAY if run.completed_at is None else today(run.completed_at)
+        params = {"run_id": run.id, "since": today(run.created_at), "until_day": until}
+        return await self.db.fetch_all(self.sql["cost_of_run"], params)
 
 
 class Memory(Repository):

@@ -17,8 +17,6 @@ from agentrunner.company.jobs import (
     kill,
     list_jobs,
     replay,
-    spent_so_far,
-    tree_cost,
 )
 from agentrunner.company.session import active
 from agentrunner.compose import Workspace
@@ -30,6 +28,7 @@ from agentrunner.server.dashboard.money import money
 from agentrunner.server.dashboard.run_view import TERMINAL
 from agentrunner.server.dashboard.templating import page
 from agentrunner.server.fields import Id
+from agentrunner.spend import run_spend
 from agentrunner.store.records import EventRecord, RunRecord
 from agentrunner.store.store import Store
 
@@ -135,13 +134,11 @@ async def _job(store: Store, run: RunRecord, lines: LogLines) -> dict[str, Any]:
     """The job's part of its page: ``run`` as it was when the events of ``lines`` were read."""
     company = (run.request or {}).get("company")
     session_id = company.get("session") if isinstance(company, dict) else None
-    cost = await tree_cost(store, run.id)
     return {
         "money": money,
         "job": Job(run, session_id),
         "lines": lines.lines,
-        "cost": cost,
-        "cost_micros": await spent_so_far(store, run, cost),
+        "cost": await run_spend(store, run, split=True),
         "finished": run.status in TERMINAL,
         "version": f"{run.status}.{len(lines.lines)}.{sum(len(line.text) for line in lines.lines)}",
     }

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentrunner.spend import with_spend
+
 if TYPE_CHECKING:
     from agentrunner.store.records import (
         EventRecord,
@@ -123,22 +125,6 @@ class RunView:
         return self.run.completed_at - self.run.started_at
 
     @property
-    def cost_so_far(self) -> tuple[int, bool]:
-        """What its steps have cost so far (micro-dollars) and whether every price was known:
-        a run's own figure is written when it ends."""
-        micros, known = 0, True
-        for step in self.steps:
-            if step.record is not None and step.record.cost_micros is not None:
-                micros += step.record.cost_micros
-                continue
-            for attempt in step.attempts:
-                if attempt.cost_micros is None:
-                    known = known and attempt.outcome == "started"
-                else:
-                    micros += attempt.cost_micros
-        return micros, known
-
-    @property
     def tokens_so_far(self) -> dict[str, int]:
         """Its steps' tokens so far, in and out (those of attempts where a step has no row)."""
         tokens = {"input_tokens": 0, "output_tokens": 0}
@@ -161,11 +147,13 @@ class RunView:
 
 
 async def load_run_view(store: Store, run: RunRecord) -> RunView:
+    """The view of ``run``; it and its delegations with what they have spent so far
+    (``spend.with_spend``: a running run's cost is its finished requests')."""
     steps = await store.runs.steps(run.id)
     messages = await store.runs.messages(run.id)
     events = await _events(store, run.id)
-    children = await store.company.children(run.id)
-    return build(run, steps, messages, events, children)
+    children = [await with_spend(store, child) for child in await store.company.children(run.id)]
+    return build(await with_spend(store, run), steps, messages, events, children)
 
 
 async def _events(store: Store, run_id: str) -> list[EventRecord]:

@@ -326,6 +326,25 @@ FROM costs
 WHERE day >= :since AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id)
 GROUP BY agent_id, model, day ORDER BY day DESC, agent_id, model;
 
+-- name: cost_of_run
+-- What a run and the runs it started, at any depth, spent (spend.run_spend): the cost rows
+-- each of them made until it ended (a title it paid for afterwards is not the run's), per
+-- agent and model in the order they first spent, from the UTC day it was made on to :until_day
+-- (the costs key's first column). The casts: as cost_summary's.
+WITH RECURSIVE tree(id, ended) AS (
+    SELECT id, completed_at FROM runs WHERE id = :run_id
+    UNION ALL
+    SELECT c.id, c.completed_at FROM runs c JOIN tree t ON c.parent_run_id = t.id
+)
+SELECT spent.agent_id, spent.model, COUNT(*) AS requests,
+       CAST(SUM(spent.input_tokens + spent.output_tokens) AS BIGINT) AS tokens,
+       CAST(COALESCE(SUM(spent.cost_micros), 0) AS BIGINT) AS cost_micros,
+       SUM(CASE WHEN spent.cost_micros IS NULL THEN 1 ELSE 0 END) AS unknown
+FROM costs spent JOIN tree ON tree.id = spent.run_id
+WHERE spent.day >= :since AND spent.day <= :until_day
+  AND (tree.ended IS NULL OR spent.created_at <= tree.ended)
+GROUP BY spent.agent_id, spent.model ORDER BY MIN(spent.created_at);
+
 -- name: memory_list
 SELECT label, content FROM memory_blocks WHERE agent_id = :agent_id ORDER BY label;
 
