@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -443,7 +444,10 @@ def test_the_test_model_changes_no_memory_or_note_it_was_not_asked_to(tmp_path: 
         return done
 
     def written() -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
-        with sqlite3.connect(tmp_path / "acme" / ".agentrunner" / "agentrunner.db") as db:
+        # closing(): sqlite3's own 'with' commits and leaves the connection open
+        with contextlib.closing(
+            sqlite3.connect(tmp_path / "acme" / ".agentrunner" / "agentrunner.db")
+        ) as db:
             blocks = db.execute("SELECT agent_id, label, content FROM memory_blocks").fetchall()
             notes = db.execute("SELECT agent_id, slug FROM notes").fetchall()
         return sorted(blocks), sorted(notes)
