@@ -56,8 +56,9 @@ class Worker:
         drain_s: float = 30.0,
     ) -> None:
         self.runner = runner
+        self.app = runner.app
         self.channels = channels
-        self.store = runner.store
+        self.store = runner.app.store
         self.concurrency = max(1, concurrency)
         self.lease_s = lease_s
         self.idle_poll_s = idle_poll_s
@@ -135,7 +136,7 @@ class Worker:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def _claim(self) -> ClaimedRun | None:
-        tracing = self.runner.engine.tracing
+        tracing = self.app.engine.tracing
         if tracing is None:
             return await self.store.mailbox.claim(self.id, self.lease_s)
         asked = time.time_ns()
@@ -154,7 +155,7 @@ class Worker:
         return claimed
 
     def _start(self, claimed: ClaimedRun) -> None:
-        if (tracing := self.runner.engine.tracing) is not None:  # telemetry on
+        if (tracing := self.app.engine.tracing) is not None:  # telemetry on
             tracing.metrics.claimed(claimed.agent_id, claimed.waited_s)
         abort = AbortSignal()
         task = asyncio.ensure_future(self._serve(claimed, abort))
@@ -162,7 +163,7 @@ class Worker:
 
     async def _serve(self, claimed: ClaimedRun, abort: AbortSignal) -> None:
         try:
-            tracing = self.runner.engine.tracing
+            tracing = self.app.engine.tracing
             if tracing is None:
                 await self._run(claimed, abort)
             else:  # in the trace it was queued in, from whichever process queued it
@@ -204,7 +205,7 @@ class Worker:
         """With telemetry on, every agent's queued runs counted for the queue depth gauge:
         as the worker starts and stops, and with its heartbeat. A count that fails (the
         database gone meanwhile) is skipped: a gauge never stops a worker."""
-        if (tracing := self.runner.engine.tracing) is None:
+        if (tracing := self.app.engine.tracing) is None:
             return
         try:
             tracing.metrics.queue_depths(await self.store.mailbox.depths())
