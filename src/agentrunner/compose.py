@@ -86,7 +86,7 @@ async def open_task_runner(start: Path | None = None) -> TaskRunner:
     """A task runner for the project at (or above) ``start``, over a runner of its own (closed
     with it) and the configured result cache."""
     runner = await open_runner(start)
-    return TaskRunner(runner, open_cache(runner.config, runner.store), owns_runner=True)
+    return TaskRunner(runner, open_cache(runner.app.config, runner.app.store), owns_runner=True)
 
 
 @contextlib.asynccontextmanager
@@ -96,7 +96,7 @@ async def runner_with_tasks(
     """The project's runner and a task runner over it, as a long-lived interface (stdio, MCP)
     serves both; on exit the result cache is flushed, then the runner closed."""
     runner = await open_runner(start)
-    tasks = TaskRunner(runner, open_cache(runner.config, runner.store))
+    tasks = TaskRunner(runner, open_cache(runner.app.config, runner.app.store))
     try:
         yield runner, tasks
     finally:
@@ -143,15 +143,16 @@ class Workspace:
         from agentrunner.channels import ChannelService
         from agentrunner.queueing import RunQueue
 
-        config = runner.config
+        config = runner.app.config
         self.runner = runner
+        self.app = runner.app
         self.channels = ChannelService(
             runner, chain_depth=config.chain_depth, max_queue=config.max_queue
         )
         self.runs = RunQueue(runner, max_queue=config.max_queue)
 
     def worker(self, *, concurrency: int | None = None) -> Worker:
-        config = self.runner.config
+        config = self.app.config
         return Worker(
             self.runner,
             self.channels,
@@ -169,7 +170,7 @@ async def open_workspace(
     """The runner plus channels; channels declared in ``agentrunner.toml`` exist afterwards."""
     workspace = Workspace(await open_runner(start, database_url=database_url))
     try:
-        for channel in workspace.runner.config.channels.values():
+        for channel in workspace.app.config.channels.values():
             await workspace.channels.create(
                 channel.name, private=channel.private, members=list(channel.members)
             )

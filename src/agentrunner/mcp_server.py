@@ -51,7 +51,7 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
     @server.tool()
     async def list_agents() -> list[dict[str, Any]]:
         """The project's agents: id, name, description, model, tools, who they report to."""
-        return [spec.summary() for spec in runner.agents]
+        return [spec.summary() for spec in runner.app.agents]
 
     @server.tool()
     async def run_agent(
@@ -123,20 +123,20 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         """Threads, most recently updated first; only ``agent``'s when given."""
         if agent is not None:
             try:
-                runner.agents.get(agent)
+                runner.app.agents.get(agent)
             except AgentRunnerError as exc:
                 raise failed(exc) from exc
-        threads = await runner.store.threads.list(agent_id=agent, limit=max(1, min(limit, 500)))
+        threads = await runner.app.store.threads.list(agent_id=agent, limit=max(1, min(limit, 500)))
         return [t.to_dict() for t in threads]
 
     @server.tool()
     async def read_thread(thread_id: str, after: int = 0, limit: int = 50) -> dict[str, Any]:
         """A thread and its messages from number ``after`` + 1 on (at most ``limit``); page on
         with the last message's ``seq``."""
-        thread = await runner.store.threads.get(thread_id)
+        thread = await runner.app.store.threads.get(thread_id)
         if thread is None:
             raise failed(_not_found("thread", thread_id))
-        page = await runner.store.messages.page(
+        page = await runner.app.store.messages.page(
             thread_id, after=max(0, after), limit=max(1, min(limit, 1000))
         )
         return {
@@ -149,10 +149,10 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         """One run: status, stop reason, model, error, usage, cost and times."""
         from agentrunner.spend import with_spend
 
-        run = await runner.store.runs.get(run_id)
+        run = await runner.app.store.runs.get(run_id)
         if run is None:
             raise failed(_not_found("run", run_id))
-        return (await with_spend(runner.store, run)).to_dict()
+        return (await with_spend(runner.app.store, run)).to_dict()
 
     return server
 

@@ -81,6 +81,7 @@ async def _ensure_room(store: Store, agent_ids: Iterable[str], max_queue: int) -
 class RunQueue:
     def __init__(self, runner: AgentRunner, *, max_queue: int = DEFAULT_MAX_QUEUE) -> None:
         self.runner = runner
+        self.app = runner.app
         self.max_queue = max_queue
 
     async def queue(
@@ -100,7 +101,7 @@ class RunQueue:
         ``idempotency`` returns the first run. ``model_settings`` are checked now
         (``validation`` naming a bad one) and kept with the run. With telemetry on, an
         ``enqueue`` span whose trace the run keeps."""
-        tracing = self.runner.engine.tracing
+        tracing = self.app.engine.tracing
         with tracing.enqueue(agent_id) as (span, carrier):
             queued = await self._queue(
                 agent_id, thread_id, message, input, model_settings, idempotency, carrier
@@ -128,11 +129,11 @@ class RunQueue:
             settings = checked(check_input(model_settings, "model_settings"))
             if settings is not None:
                 request["model_settings"] = settings.to_dict()
-        store = self.runner.store
+        store = self.app.store
         first = await first_result(store, idempotency)
         if first is not None:
             return QueuedRun(first["run_id"], first["thread_id"], repeated=True)
-        self.runner.agents.runnable(agent_id)  # agent_disabled: nothing queued
+        self.app.agents.runnable(agent_id)  # agent_disabled: nothing queued
         await agent_thread(store, agent_id, thread_id, prefix=False)  # the agent's own, or 404
         run = NewRun(new_id("run_"), agent_id, thread_id, request)
         first = await queue_runs(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentrunner._paths import display_path
+from agentrunner.app import App, AppParts
 from agentrunner.budgets import request_floors
 from agentrunner.callbacks import AgentRunnerCallbacks, MessageHandlers, child_callbacks, safely
 from agentrunner.capabilities.mcp import McpServers
@@ -71,7 +72,10 @@ class _Run:
         return self.live.rows.log
 
 
-class AgentRunner:
+class AgentRunner(AppParts):
+    """Runs agents over an application (``app``: its config, agents, store and engine, which
+    it closes with itself)."""
+
     def __init__(
         self,
         *,
@@ -87,10 +91,7 @@ class AgentRunner:
         runtime_files: RuntimeFiles | None = None,
         handlers: MessageHandlers | None = None,
     ) -> None:
-        self.config = config
-        self.agents = agents
-        self.store = store
-        self.engine = engine
+        self.app = App(config, agents, store, engine)
         self.prompt = prompt
         self.capabilities = capabilities
         self.effects = effects
@@ -123,8 +124,7 @@ class AgentRunner:
     async def close(self) -> None:
         await self.effects.drain(timeout_s=self.shutdown_grace_s)
         await self.mcp.aclose()
-        await self.engine.aclose()
-        await self.store.close()
+        await self.app.close()
 
     async def __aenter__(self) -> AgentRunner:
         return self

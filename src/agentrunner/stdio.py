@@ -35,6 +35,7 @@ class StdioServer:
 
     def __init__(self, runner: AgentRunner, tasks: TaskRunner, output: BinaryIO) -> None:
         self.runner = runner
+        self.app = runner.app
         self.tasks = tasks
         self._output = output
         self._inflight: dict[Any, tuple[asyncio.Task[None], AbortSignal]] = {}
@@ -180,7 +181,7 @@ class StdioServer:
                 "model": spec.model,
                 "reports_to": spec.reports_to,
             }
-            for spec in self.runner.agents
+            for spec in self.app.agents
         ]
 
     async def _ping(self, request_id: Any, params: dict[str, Any]) -> Any:

@@ -56,8 +56,9 @@ class Worker:
         drain_s: float = 30.0,
     ) -> None:
         self.runner = runner
+        self.app = runner.app
         self.channels = channels
-        self.store = runner.store
+        self.store = runner.app.store
         self.concurrency = max(1, concurrency)
         self.lease_s = lease_s
         self.idle_poll_s = idle_poll_s
@@ -138,7 +139,7 @@ class Worker:
         asked = time.time_ns()
         claimed = await self.store.mailbox.claim(self.id, self.lease_s)
         if claimed is not None:  # a span per run claimed, none for each empty look
-            self.runner.engine.tracing.claimed(
+            self.app.engine.tracing.claimed(
                 run_id=claimed.id,
                 agent_id=claimed.agent_id,
                 attempt=claimed.attempts,
@@ -157,7 +158,7 @@ class Worker:
     async def _serve(self, claimed: ClaimedRun, abort: AbortSignal) -> None:
         try:
             # in the trace it was queued in, from whichever process queued it
-            with self.runner.engine.tracing.continued(claimed.trace_context):
+            with self.app.engine.tracing.continued(claimed.trace_context):
                 await self._run(claimed, abort)
         except AgentRunnerError as exc:  # recorded on the run by the runner, once it started
             log.info("run %s failed: %s: %s", claimed.id, exc.code, exc.message)
@@ -196,7 +197,7 @@ class Worker:
         as the worker starts and stops, and with its heartbeat. A count that fails (the
         database gone meanwhile) is skipped: a gauge never stops a worker."""
         try:
-            await self.runner.engine.tracing.count_queues(self.store.mailbox.depths)
+            await self.app.engine.tracing.count_queues(self.store.mailbox.depths)
         except Exception as exc:
             log.debug("counting the queues failed: %s", exc)
 

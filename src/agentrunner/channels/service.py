@@ -62,7 +62,8 @@ class ChannelService:
         max_queue: int = DEFAULT_MAX_QUEUE,
     ) -> None:
         self.runner = runner
-        self.store = runner.store
+        self.app = runner.app
+        self.store = runner.app.store
         self.chain_depth = chain_depth
         self.max_queue = max_queue
 
@@ -105,7 +106,7 @@ class ChannelService:
         """The DM between ``agent_id`` and ``person`` (default: the project's person), opened
         if new. ``validation`` for a person's name that is not one (``person``)."""
         person = self.person(person)
-        self.runner.agents.runnable(agent_id)  # a disabled agent is no one to write to
+        self.app.agents.runnable(agent_id)  # a disabled agent is no one to write to
         a, b = sorted((agent_id, person))
         return await self._ensure(
             f"dm:{a}:{b}", "dm", [(agent_id, "agent"), (person, self._kind_of(person))]
@@ -120,7 +121,7 @@ class ChannelService:
         return channel
 
     def _kind_of(self, member: str) -> str:
-        return "agent" if member in self.runner.agents else "person"
+        return "agent" if member in self.app.agents else "person"
 
     def person(self, sender: str | None) -> str:
         """Who posts from outside a run: ``sender``, else the project's person (``[defaults]
@@ -128,10 +129,10 @@ class ChannelService:
         of one of the project's agents, in any case (``CEO`` reads as ``ceo`` in a transcript):
         an agent's messages come only from its runs, so no interface may post as one (its
         reports would take the words for their manager's)."""
-        name = self.runner.config.person if sender is None else sender
+        name = self.app.config.person if sender is None else sender
         check_id(name, "sender")
         folded = name.casefold()
-        agent = next((a for a in self.runner.agents.ids() if a.casefold() == folded), None)
+        agent = next((a for a in self.app.agents.ids() if a.casefold() == folded), None)
         if agent is not None:
             whose = " ([defaults] person in agentrunner.toml)" if sender is None else ""
             raise invalid(
@@ -205,7 +206,7 @@ class ChannelService:
         idempotency: IdempotencyKey | None,
     ) -> Posted:
         """The post, a person's or an agent's, inside its ``enqueue`` span (telemetry on)."""
-        tracing = self.runner.engine.tracing
+        tracing = self.app.engine.tracing
         with tracing.enqueue(channel.label) as (span, carrier):
             posted, agents = await self._post(
                 channel, sender, text, thread_root, depth, run_id, idempotency, carrier
@@ -267,9 +268,7 @@ class ChannelService:
         targets = resolve_targets(
             kind=channel.kind, members=members, sender=sender, thread_participants=participants
         )
-        targets = [
-            t for t in targets if t in self.runner.agents and self.runner.agents.get(t).enabled
-        ]
+        targets = [t for t in targets if t in self.app.agents and self.app.agents.get(t).enabled]
         runs = [
             NewRun(
                 new_id("run_"),

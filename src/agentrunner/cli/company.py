@@ -180,7 +180,7 @@ async def _foreground(
     from agentrunner.engine.abort import AbortSignal
     from agentrunner.errors import AgentRunnerError
 
-    root = root_agent(runner.config, runner.agents)
+    root = root_agent(runner.app.config, runner.app.agents)
     abort = AbortSignal()
     printer = EventPrinter()
     loop = asyncio.get_running_loop()
@@ -191,9 +191,9 @@ async def _foreground(
     except AgentRunnerError as exc:
         printer.end()
         job_id = exc.details.get("job_id")  # set when the job itself failed
-        failed = await runner.store.runs.get(job_id) if isinstance(job_id, str) else None
+        failed = await runner.app.store.runs.get(job_id) if isinstance(job_id, str) else None
         if failed is not None:
-            await _print_end(runner.store, failed, with_error=False)  # the error line follows
+            await _print_end(runner.app.store, failed, with_error=False)  # the error line follows
         raise
     finally:
         loop.remove_signal_handler(signal.SIGINT)
@@ -203,9 +203,9 @@ async def _foreground(
     if briefed.opened and briefed.run_id is not None:
         err.print(f"[dim]started session {escape(briefed.session.id)}[/]")
     if briefed.run_id is not None:
-        run = await runner.store.runs.get(briefed.run_id)
+        run = await runner.app.store.runs.get(briefed.run_id)
         if run is not None:
-            await _print_end(runner.store, run)
+            await _print_end(runner.app.store, run)
     return briefed
 
 

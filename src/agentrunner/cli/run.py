@@ -126,9 +126,9 @@ async def _open(session: _Session) -> tuple[AgentRunner, str]:
     runner = await open_runner()
     try:
         # disabled or missing inputs: refused up front, before a thread is opened
-        runner.agents.runnable(session.agent_id).render_system(session.values)
+        runner.app.agents.runnable(session.agent_id).render_system(session.values)
         if session.model is not None:  # a typo fails before the first turn, not after it
-            runner.engine.chain([session.model, *session.fallback])
+            runner.app.engine.chain([session.model, *session.fallback])
         if session.thread is not None:
             return runner, await runner.agent_thread(session.agent_id, session.thread)
         return runner, await runner.session_thread(session.agent_id, new=session.new)

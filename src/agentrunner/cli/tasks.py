@@ -248,7 +248,7 @@ def cache_clear(agent: str | None = typer.Option(None, "--agent", help="Only thi
     async def work() -> int:
         async with await _open() as tasks:
             if agent is not None:
-                tasks.runner.agents.get(agent)  # a typo is agent_not_found, not "removed 0"
+                tasks.app.agents.get(agent)  # a typo is agent_not_found, not "removed 0"
             return await tasks.cache.clear(agent)
 
     out.print(f"removed {asyncio.run(work())} cached result(s)")

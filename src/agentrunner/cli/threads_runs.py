@@ -216,7 +216,7 @@ def threads_compact(
             run_id = exc.details.get("run_id")
             if exc.code is not ErrorCode.CANCELLED or run_id is None:
                 raise
-            run = await runner.store.runs.get(run_id)
+            run = await runner.app.store.runs.get(run_id)
             if run is None:
                 raise
             _cancelled(run)  # said as `run` says it

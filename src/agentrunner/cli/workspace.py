@@ -59,8 +59,8 @@ def channels_create(
 
     async def work(ws: Workspace) -> tuple[Channel, list[tuple[str, str]], list[str]]:
         channel = await ws.channels.create(name, private=private, members=member)
-        members = await ws.runner.store.channels.members(channel.id)
-        return channel, members, [agent.id for agent in ws.runner.agents]
+        members = await ws.app.store.channels.members(channel.id)
+        return channel, members, [agent.id for agent in ws.app.agents]
 
     channel, members, agents = _with_workspace(work)
     people = {m for m, kind in members if kind != "agent"}
@@ -81,7 +81,7 @@ def channels_create(
 @channels_app.command("list")
 def channels_list() -> None:
     """Every channel, with its kind and member count."""
-    channels = _with_workspace(lambda ws: ws.runner.store.channels.all())
+    channels = _with_workspace(lambda ws: ws.app.store.channels.all())
     listing(
         "Channels",
         [Column("name", whole=True), Column("kind", whole=True), Column("members", number=True)],
@@ -105,7 +105,7 @@ def channels_show(
 
     async def work(ws: Workspace) -> Any:
         channel = await ws.channels.channel(name)
-        store = ws.runner.store
+        store = ws.app.store
         messages = await store.channels.after(channel.id, "", 10_000)
         return channel, await store.channels.members(channel.id), messages
 
@@ -182,7 +182,7 @@ async def _raise_if_failed(ws: Workspace, run_ids: list[str]) -> None:
     from agentrunner.errors import AgentRunnerError, ErrorCode, code_info
 
     for run_id in run_ids:
-        run = await ws.runner.store.runs.get(run_id)
+        run = await ws.app.store.runs.get(run_id)
         if run is not None and run.status in ("failed", "cancelled"):
             code = ErrorCode(run.error_code or "cancelled")
             raise AgentRunnerError(
@@ -320,7 +320,7 @@ async def _feed_from_now(ws: Workspace, channel: Channel) -> ChannelFeed:
     posted meanwhile, are followed however their commits interleave with the post's."""
     from agentrunner.feeds import ChannelFeed
 
-    feed = ChannelFeed(ws.runner.store, channel.id, backlog=0)
+    feed = ChannelFeed(ws.app.store, channel.id, backlog=0)
     await feed.start()
     return feed
 
@@ -333,10 +333,10 @@ async def _settle(
 
     Ctrl-C cancels the runs this process is serving (each leaves its notice, printed here) or,
     with a worker elsewhere, stops following. Returns whether the person pressed it."""
-    serving = None if await ws.runner.store.workers.alive() else ws.worker(concurrency=4)
+    serving = None if await ws.app.store.workers.alive() else ws.worker(concurrency=4)
     if serving is None and not follow:
         return False
-    with ws.runner.engine.tracing.wait(channel.label, posted.run_ids, posted.trace_context):
+    with ws.app.engine.tracing.wait(channel.label, posted.run_ids, posted.trace_context):
         return await _follow(ws, channel, feed, posted.message.id, serving)
 
 
@@ -400,12 +400,12 @@ async def _follow(
 
 
 async def _busy(ws: Workspace) -> bool:
-    depths = await ws.runner.store.mailbox.depths()
+    depths = await ws.app.store.mailbox.depths()
     return any(d.get("created") or d.get("running") for d in depths.values())
 
 
 async def _queued(ws: Workspace) -> int:
-    depths = await ws.runner.store.mailbox.depths()
+    depths = await ws.app.store.mailbox.depths()
     return sum(d.get("created", 0) for d in depths.values())
 
 

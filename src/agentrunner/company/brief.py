@@ -120,8 +120,8 @@ async def start(
     confirms its team. ``session_active`` when one is active — unless ``resume``, which
     returns the active one, running nothing. Before it runs, ``budget_exceeded`` when the
     root's or the global daily limit is used up; the limits 80 % used are warnings."""
-    store = runner.store
-    root = session.root_agent(runner.config, runner.agents)
+    store = runner.app.store
+    root = session.root_agent(runner.app.config, runner.app.agents)
     if resume:
         current = await session.active(store)
         if current is not None:
@@ -130,7 +130,7 @@ async def start(
     history = await _history(store, warnings)
     opened = await session.open_session(store, root.id)
     briefed = Briefed(opened, root, warnings=warnings, opened=True)
-    message = _with_history(history, intro_message(runner.agents, root))
+    message = _with_history(history, intro_message(runner.app.agents, root))
     try:
         briefed.run_id, briefed.result = await _run_here(
             runner, opened, root, message, {"kind": "start"}, callbacks, abort
@@ -154,8 +154,8 @@ async def brief(
     its journal entry. A failed run raises its error, as ``run_agent`` does; a journal that
     cannot be written is a warning in the result. The budget is checked first, as ``start`` does."""
     _check_directive(directive)
-    store = runner.store
-    root = session.root_agent(runner.config, runner.agents)
+    store = runner.app.store
+    root = session.root_agent(runner.app.config, runner.app.agents)
     spending = _told(await _budget_warnings(runner, root), warn)
     current, message, warnings, opened = await _session_for(store, root.id, directive)
     briefed = Briefed(current, root, warnings=spending + warnings, opened=opened)
@@ -212,7 +212,7 @@ async def stop(runner: AgentRunner) -> Stopped:
     is marked ended. Nothing to do when none is active."""
     from agentrunner.company import jobs
 
-    store = runner.store
+    store = runner.app.store
     current = await session.active(store)
     if current is None:
         return Stopped(None)
@@ -228,7 +228,7 @@ async def stop(runner: AgentRunner) -> Stopped:
     if briefs:
         run_id, company = briefs[-1]
         try:
-            root = runner.agents.get(current.root_agent)
+            root = runner.app.agents.get(current.root_agent)
             stopped.journal = await journal.write_entry(
                 runner, current, root, run_id, str(company.get("directive", ""))
             )
@@ -255,10 +255,10 @@ async def _budget_warnings(runner: AgentRunner, root: AgentSpec) -> list[str]:
     """Today's spend before the work starts: ``budget_exceeded`` (nothing started) when what
     is left of the root's or the global daily limit cannot pay for the root's smallest
     request; a warning for each limit at 80 % or more, or exhausted for its agent."""
-    team = session.team_ids(runner.agents, root)
+    team = session.team_ids(runner.app.agents, root)
     uses = await preflight(
-        runner.store,
-        runner.config.budgets,
+        runner.app.store,
+        runner.app.config.budgets,
         root.id,
         team=team,
         floors=await runner.smallest_requests([root.id, *team]),
@@ -348,7 +348,7 @@ async def _run_here(
     """Run the root on the session thread in this process, as a job ``kill`` can reach."""
     from agentrunner.engine.abort import AbortSignal
 
-    store = runner.store
+    store = runner.app.store
     run_id = new_id("run_")
     me = this_process()
     await store.batch(
@@ -384,7 +384,7 @@ async def _run_here(
 async def _watch_kill(runner: AgentRunner, run_id: str, me: str, abort: AbortSignal) -> None:
     """``agentrunner kill`` of this job from another process: abort the run (and its
     delegations, which its abort reaches); a cancel asked of one delegation stops it alone."""
-    store = runner.store
+    store = runner.app.store
     while True:
         await asyncio.sleep(_KILL_POLL_S)
         try:

@@ -190,7 +190,7 @@ def _spawn(config: Config) -> int:
 async def serve_background(workspace: Workspace) -> int:
     """What a detached worker does: serve the mailboxes until nothing is queued or running,
     writing the journal entry of each background brief as it completes. Returns runs served."""
-    store = workspace.runner.store
+    store = workspace.app.store
     failed: set[str] = set()
     journals = asyncio.ensure_future(_journal_loop(workspace.runner, failed))
     served = 0
@@ -220,7 +220,7 @@ async def _journal_loop(runner: AgentRunner, failed: set[str]) -> None:
         rounds += 1
         if rounds % 10 == 0:
             try:
-                for healed in await heal(runner.store):
+                for healed in await heal(runner.app.store):
                     log.warning("job %s: %s", healed.run_id, healed.reason)
             except Exception as exc:
                 log.warning("healing stale jobs failed: %r", exc)
@@ -232,11 +232,11 @@ async def _write_journals(runner: AgentRunner, failed: set[str]) -> None:
     from agentrunner.company import journal, session
 
     try:
-        current = await session.active(runner.store)
+        current = await session.active(runner.app.store)
         if current is None:
             return
-        pending = await runner.store.company.unjournaled(current.id)
-        root = runner.agents.get(current.root_agent)
+        pending = await runner.app.store.company.unjournaled(current.id)
+        root = runner.app.agents.get(current.root_agent)
     except Exception as exc:
         log.warning("journal: cannot look for briefs without an entry: %r", exc)
         return

@@ -77,7 +77,7 @@ async def load_history(store: Store) -> str | None:
 
 def journal_model(runner: AgentRunner, root: AgentSpec) -> str:
     """``[journal] model``, else the root agent's own (first) model."""
-    config = runner.config
+    config = runner.app.config
     if config.journal_model:
         return config.journal_model
     refs = root.model_refs(config.default_model or "test")
@@ -93,9 +93,9 @@ async def _paid_request(
     from agentrunner.side_requests import paid_request
 
     return await paid_request(
-        runner.engine,
-        runner.store,
-        runner.config.budgets,
+        runner.app.engine,
+        runner.app.store,
+        runner.app.config.budgets,
         agent_id=root.id,
         run_id=run_id,
         model=model,
@@ -116,7 +116,7 @@ async def write_entry(
     one model request, no tools. None when the brief has an entry already (another process
     wrote it first). Raises the model's or the store's error: the caller warns."""
 
-    store = runner.store
+    store = runner.app.store
     run = await store.runs.get(run_id)
     cost = run.cost_micros if run is not None else 0
     answer = ""

@@ -71,7 +71,7 @@ def create_app(
         opened = workspace or await open_workspace(start)
         await dashboard.ready()
         app.state.workspace = opened
-        hosts.update(opened.runner.config.allowed_hosts)
+        hosts.update(opened.app.config.allowed_hosts)
         serving = opened.worker() if worker else None
         app.state.worker = serving  # stopped at the signal, before connections close
         task = asyncio.create_task(serving.run()) if serving else None

@@ -92,7 +92,7 @@ async def models(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
         "object": "list",
         "data": [
             {"id": a.id, "object": "model", "created": 0, "owned_by": "agentrunner"}
-            for a in ws.runner.agents
+            for a in ws.app.agents
             if a.enabled  # a disabled agent is no model to talk to
         ],
     }
@@ -110,7 +110,7 @@ async def chat_completions(
     ws: Workspace = Depends(workspace),
     x_agentrunner_thread: Id | None = Header(default=None),
 ) -> dict[str, Any] | StreamingResponse:
-    agent = ws.runner.agents.runnable(body.model)  # refused before a stream starts
+    agent = ws.app.agents.runnable(body.model)  # refused before a stream starts
     asked = chat_run(body)  # … as is what a run does not do
     thread = x_agentrunner_thread or (
         f"{agent.id}-{body.user}" if body.user else new_id(f"{agent.id}-")
@@ -154,7 +154,7 @@ class _Chat:
 
         asked = self.asked
         if asked.earlier:  # a thread this opens takes them; one that exists has its own
-            threads = self.ws.runner.store.threads
+            threads = self.ws.app.store.threads
             await threads.open_with_history(self.thread, self.agent_id, asked.earlier)
         result = await self.ws.runner.run_agent(
             self.agent_id,
@@ -175,7 +175,7 @@ class _Chat:
     async def complete(self, key: IdempotencyKey | None) -> tuple[dict[str, Any], bool]:
         if key is None:
             return await self.run(), False
-        return await run_once(self.ws.runner.store, key, self.run)
+        return await run_once(self.ws.app.store, key, self.run)
 
     async def stream(self, key: IdempotencyKey | None) -> AsyncIterator[bytes]:
         async def finish() -> tuple[dict[str, Any], bool]:

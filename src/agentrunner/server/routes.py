@@ -118,20 +118,18 @@ def _found(record: T | None, what: str, key: str) -> T:
 
 @router.get("/agents", **operation("list_agents", AgentList, tag="agents"))
 async def list_agents(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    return {"data": [a.summary() for a in ws.runner.agents]}
+    return {"data": [a.summary() for a in ws.app.agents]}
 
 
 @router.get("/agents/{agent_id}", **operation("get_agent", Agent, tag="agents"))
 async def get_agent(agent_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    return ws.runner.agents.get(agent_id).summary()
+    return ws.app.agents.get(agent_id).summary()
 
 
 @router.post("/threads", status_code=201, **operation("create_thread", Thread, tag="threads"))
 async def create_thread(body: ThreadCreate, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    ws.runner.agents.get(body.agent_id)
-    thread = await ws.runner.store.threads.open(
-        body.id or new_id(f"{body.agent_id}-"), body.agent_id
-    )
+    ws.app.agents.get(body.agent_id)
+    thread = await ws.app.store.threads.open(body.id or new_id(f"{body.agent_id}-"), body.agent_id)
     return thread.to_dict()
 
 
@@ -142,7 +140,7 @@ async def list_threads(
     limit: int = Query(default=50, ge=1, le=500),
     ws: Workspace = Depends(workspace),
 ) -> dict[str, Any]:
-    threads = await ws.runner.store.threads.list(agent_id=agent_id, before=cursor, limit=limit)
+    threads = await ws.app.store.threads.list(agent_id=agent_id, before=cursor, limit=limit)
     return {
         "data": [t.to_dict() for t in threads],
         "next_cursor": threads[-1].updated_at if len(threads) == limit else None,
@@ -151,7 +149,7 @@ async def list_threads(
 
 @router.get("/threads/{thread_id}", **operation("get_thread", ThreadDetail, tag="threads"))
 async def get_thread(thread_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    store = ws.runner.store
+    store = ws.app.store
     thread = _found(await store.threads.get(thread_id), "thread", thread_id)
     summary = await store.threads.summary(thread.id) if thread.summary_through else None
     return {**thread.to_dict(), "summary": summary.to_dict() if summary else None}
@@ -171,7 +169,7 @@ async def thread_messages(
     limit: int = Query(default=100, ge=1, le=1000),
     ws: Workspace = Depends(workspace),
 ) -> dict[str, Any]:
-    page = await ws.runner.store.messages.page(thread_id, after=cursor, limit=limit)
+    page = await ws.app.store.messages.page(thread_id, after=cursor, limit=limit)
     data = [thread_message_dict(*entry) for entry in page]
     return {"data": data, "next_cursor": page[-1][0] if len(page) == limit else None}
 
@@ -209,15 +207,15 @@ async def start_run(
 
 @router.get("/runs/{run_id}", **operation("get_run", Run, tag="runs"))
 async def get_run(run_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    store = ws.runner.store
+    store = ws.app.store
     return (await with_spend(store, _found(await store.runs.get(run_id), "run", run_id))).to_dict()
 
 
 @router.post("/runs/{run_id}/cancel", **operation("cancel_run", Cancelled, tag="runs"))
 async def cancel_run(run_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    if await ws.runner.store.runs.get(run_id) is None:
+    if await ws.app.store.runs.get(run_id) is None:
         raise _not_found("run", run_id)
-    return {"run_id": run_id, "cancel": await ws.runner.store.mailbox.cancel(run_id)}
+    return {"run_id": run_id, "cancel": await ws.app.store.mailbox.cancel(run_id)}
 
 
 @router.get(
@@ -230,10 +228,10 @@ async def run_events(
     last_event_id: str | None = Header(default=None),
     ws: Workspace = Depends(workspace),
 ) -> EventSourceResponse:
-    if await ws.runner.store.runs.get(run_id) is None:
+    if await ws.app.store.runs.get(run_id) is None:
         raise _not_found("run", run_id)
     start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
-    return event_source(_tail_run(RunFeed(ws.runner.store, run_id, start)))
+    return event_source(_tail_run(RunFeed(ws.app.store, run_id, start)))
 
 
 @router.get(
@@ -247,14 +245,14 @@ async def thread_events(
     last_event_id: str | None = Header(default=None),
     ws: Workspace = Depends(workspace),
 ) -> EventSourceResponse:
-    if await ws.runner.store.threads.get(thread_id) is None:
+    if await ws.app.store.threads.get(thread_id) is None:
         raise _not_found("thread", thread_id)
-    return event_source(_tail_thread(ThreadFeed(ws.runner.store, thread_id, last_event_id or "")))
+    return event_source(_tail_thread(ThreadFeed(ws.app.store, thread_id, last_event_id or "")))
 
 
 @router.get("/channels", **operation("list_channels", ChannelList, tag="channels"))
 async def list_channels(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    return {"data": await ws.runner.store.channels.all()}
+    return {"data": await ws.app.store.channels.all()}
 
 
 def _channel_post(
@@ -310,7 +308,7 @@ async def channel_messages(
     ws: Workspace = Depends(workspace),
 ) -> dict[str, Any]:
     channel = await ws.channels.channel(name)
-    messages = await ws.runner.store.channels.after(channel.id, cursor or "", limit)
+    messages = await ws.app.store.channels.after(channel.id, cursor or "", limit)
     return {
         "data": [_message(m) for m in messages],
         "next_cursor": messages[-1].id if len(messages) == limit else None,
@@ -331,7 +329,7 @@ async def channel_events(
     """Opened without `Last-Event-ID`, the stream starts with the channel's newest 50 events;
     with it, it gives every event after that one."""
     channel = await ws.channels.channel(name)
-    feed = ChannelFeed(ws.runner.store, channel.id, last_event_id, field="Last-Event-ID")
+    feed = ChannelFeed(ws.app.store, channel.id, last_event_id, field="Last-Event-ID")
     await feed.start()  # a position the channel lacks is refused here, not in the stream
     return event_source(_tail_channel(feed))
 
@@ -341,7 +339,7 @@ async def costs(
     days: int = Query(default=7, ge=1, le=366), ws: Workspace = Depends(workspace)
 ) -> dict[str, Any]:
     since = time.strftime("%Y-%m-%d", time.gmtime(time.time() - (days - 1) * 86400))
-    rows = await ws.runner.store.costs.summary(since=since)
+    rows = await ws.app.store.costs.summary(since=since)
     return {"since": since, "data": [{**r, "cost_usd": int(r["cost_micros"]) / 1e6} for r in rows]}
 
 

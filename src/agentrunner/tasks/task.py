@@ -19,15 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentrunner.app import AppParts
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.tasks.cache import ResultCache, cache_key
 
 if TYPE_CHECKING:
-    from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
-    from agentrunner.config import Config
     from agentrunner.engine.abort import AbortSignal
-    from agentrunner.engine.engine import Engine
     from agentrunner.model_settings import ModelSettings
     from agentrunner.runner import AgentRunner
 
@@ -79,7 +77,7 @@ class Outcome:
         return cls("failed", agent, model, error=error)
 
 
-class TaskRunner:
+class TaskRunner(AppParts):
     """Runs tasks for a project: its agents, through its runner, with its result cache.
 
     ``agentrunner.compose.open_task_runner`` builds one for a project:
@@ -90,20 +88,9 @@ class TaskRunner:
         self, runner: AgentRunner, cache: ResultCache, *, owns_runner: bool = False
     ) -> None:
         self.runner = runner
+        self.app = runner.app
         self.cache = cache
         self._owns_runner = owns_runner  # opened for this task runner: closed with it
-
-    @property
-    def config(self) -> Config:
-        return self.runner.config
-
-    @property
-    def agents(self) -> AgentRegistry:
-        return self.runner.agents
-
-    @property
-    def engine(self) -> Engine:
-        return self.runner.engine
 
     async def close(self) -> None:
         try:
@@ -228,7 +215,7 @@ class Task:
             raise RuntimeError("a Task runs once; create another for another run")
         self._spent = True
         try:
-            tracing = self._runner.engine.tracing
+            tracing = self._runner.app.engine.tracing
             with tracing.task(self._agent) as span:  # its cache lookup and run nest under it
                 outcome = await self._run()
                 tracing.task_done(
@@ -258,15 +245,15 @@ class Task:
             model=self._model, fallback=self._fallback, stream=False, model_settings=self._settings
         )
         cache = self._runner.cache  # 1. obtain the cache
-        spec = runner.agents.runnable(self._agent)  # before the cache: no answer when disabled
+        spec = runner.app.agents.runnable(self._agent)  # before the cache: no answer when disabled
         if not isinstance(self._input, Mapping):
             raise AgentRunnerError(ErrorCode.VALIDATION, "input must be a JSON object")
         chain = (
             [self._model, *self._fallback]
             if self._model
-            else [spec.model or runner.config.default_model or "test", *spec.fallback]
+            else [spec.model or runner.app.config.default_model or "test", *spec.fallback]
         )
-        models = [runner.engine.models.resolve(m).ref for m in chain]  # 2. resolve the model
+        models = [runner.app.engine.models.resolve(m).ref for m in chain]  # 2. resolve the model
         system = spec.render_system(self._input)  # templating first: its values make the key
         prompt = spec.render_prompt(self._input)
         message = prompt.text if prompt else json.dumps(dict(self._input), ensure_ascii=False)
@@ -318,7 +305,7 @@ class Task:
     async def _look_up(
         self, cache: ResultCache, agent_id: str, model: str, key: str
     ) -> dict[str, Any] | None:
-        tracing = self._runner.engine.tracing
+        tracing = self._runner.app.engine.tracing
         with tracing.step("cache_lookup") as span:
             hit = await cache.get(agent_id, model, key)
             tracing.cache_looked_up(span, hit=hit is not None)
@@ -343,10 +330,10 @@ class Task:
         settings = runner.settings_for(spec, run_settings)
         if settings is not None:
             facts["model_settings"] = settings.to_dict()
-        reports = delegates(runner.agents, spec.id)
+        reports = delegates(runner.app.agents, spec.id)
         if reports:
             facts["reports"] = {r.id: r.description or r.name for r in reports}
         facts["persona"] = runner.prompt.personas.tone(spec)
         if "memory" in spec.capabilities:
-            facts["memory"] = await runner.store.memory.blocks(spec.id)
+            facts["memory"] = await runner.app.store.memory.blocks(spec.id)
         return facts

@@ -37,7 +37,7 @@ _CURSORS = ("m_",)  # a page starts at a message
 @router.get("/ui/channels")
 async def channel_list(request: Request) -> Response:
     ws: Workspace = request.app.state.workspace
-    channels = [(c, _path(c.name)) for c in await ws.runner.store.channels.overview()]
+    channels = [(c, _path(c.name)) for c in await ws.app.store.channels.overview()]
     return page(request, "channels.html", {"active": "channels", "channels": channels})
 
 
@@ -48,7 +48,7 @@ async def conversation(
     """The newest page, or the page ``before`` or ``after`` a message."""
     ws: Workspace = request.app.state.workspace
     channel = await ws.channels.channel(name)
-    read = ws.runner.store.channels
+    read = ws.app.store.channels
     if before is not None and after is not None:
         raise invalid("before", "and after cannot both be given", "Page one way at a time.")
     # The newest end is live: its stream starts where the page's read of the feed ended, so it
@@ -96,7 +96,7 @@ async def message_thread(
     a reply."""
     ws: Workspace = request.app.state.workspace
     channel = await ws.channels.channel(name)
-    read = ws.runner.store.channels
+    read = ws.app.store.channels
     root = await read.message(channel.id, check_id(message_id, "message"))
     if root is None or root.thread_root_id is not None:
         raise AgentRunnerError(
@@ -120,7 +120,7 @@ async def _thread(
 ) -> dict[str, Any]:
     """What a thread's page shows: a page of replies from its newest end (or before or after
     a reply), as a conversation's page does."""
-    read = ws.runner.store.channels
+    read = ws.app.store.channels
     if after is not None:
         rows = await read.replies(channel.id, root.id, _cursor(after, "after"), PAGE + 1)
         newer, rows = len(rows) > PAGE, rows[:PAGE]
@@ -153,7 +153,7 @@ async def post_message(request: Request, name: str) -> Response:
     form = await checked_form(request)
     ws: Workspace = request.app.state.workspace
     channel = await ws.channels.channel(name)
-    members = await ws.runner.store.channels.members(channel.id)
+    members = await ws.app.store.channels.members(channel.id)
     thread = str(form.get("thread") or "") or None
     composer = _composer(ws, channel, members, thread=thread)
     composer.sender = str(form.get("sender") or "").strip() or composer.sender
@@ -174,7 +174,7 @@ async def post_message(request: Request, name: str) -> Response:
         return response
     root = posted.message.thread_root_id  # a reply to a reply is in its root's thread
     if is_htmx(request) and root is not None:
-        found = await ws.runner.store.channels.message(channel.id, root)
+        found = await ws.app.store.channels.message(channel.id, root)
         if found is not None:
             context = await _thread(ws, channel, found)
             context["composer"].sender = composer.sender
@@ -200,7 +200,7 @@ async def stream(
     ws: Workspace = request.app.state.workspace
     channel = await ws.channels.channel(name)
     field = "Last-Event-ID" if last_event_id else "after"
-    feed = ChannelFeed(ws.runner.store, channel.id, last_event_id or after, field=field)
+    feed = ChannelFeed(ws.app.store, channel.id, last_event_id or after, field=field)
     await feed.start()  # a position the channel lacks is refused here, not in the stream
     return event_source(_tail(ws, channel, feed))
 
@@ -245,7 +245,7 @@ class Activity:
 async def _tail(
     ws: Workspace, channel: Channel, feed: ChannelFeed
 ) -> AsyncGenerator[dict[str, Any], None]:
-    store = ws.runner.store
+    store = ws.app.store
     activity = Activity(await _working_now(ws, channel, await store.channels.members(channel.id)))
     # no id: the browser's position stays where it was
     yield {"event": "working", "data": fragment("_working.html", activity.context())}
@@ -275,7 +275,7 @@ async def _working_now(
 ) -> dict[str, str]:
     """The runs of the channel's agents under way in it now, by id (what the page shows before
     its stream says more)."""
-    store = ws.runner.store
+    store = ws.app.store
     working: dict[str, str] = {}
     for member, kind in members:
         if kind != "agent":
@@ -294,7 +294,7 @@ def _composer(
 ) -> Composer:
     """The form, as the project's person by default (in a DM: the person in it)."""
     people = [name for name, kind in members if kind == "person"]
-    person = ws.runner.config.person
+    person = ws.app.config.person
     sender = people[0] if channel.kind == "dm" and people and person not in people else person
     return Composer(_path(channel.name) + "/messages", sender, thread)
 

@@ -89,13 +89,13 @@ async def _report(request: Request, days: int) -> dict[str, Any]:
 
     ws: Workspace = request.app.state.workspace
     runner = ws.runner
-    store, config = runner.store, runner.config
+    store, config = runner.app.store, runner.app.config
     # As `agentrunner cost` asks for it, so that the figures are the same.
     report = await spend_report(
         store,
         config.budgets,
         days=days,
-        agents=runner.agents.ids(),
+        agents=runner.app.agents.ids(),
         prices=PriceBook(config.prices),
         floors=await runner.smallest_requests(),
     )

@@ -127,7 +127,7 @@ async def stop_job(request: Request, job_id: Id) -> Response:
 
 def _store(request: Request) -> Store:
     ws: Workspace = request.app.state.workspace
-    return ws.runner.store
+    return ws.app.store
 
 
 async def _job(store: Store, run: RunRecord, lines: LogLines) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def _cancel_said(view: RunView, cancel: str | None) -> dict[str, Any]:
 
 def _store(request: Request) -> Store:
     ws: Workspace = request.app.state.workspace
-    return ws.runner.store
+    return ws.app.store
 
 
 async def _run(request: Request, run_id: str) -> RunRecord:

@@ -32,9 +32,9 @@ async def _team(request: Request) -> dict[str, Any]:
     ws: Workspace = request.app.state.workspace
     runner = ws.runner
     status = await project_status(
-        runner.store,
-        runner.agents,
-        runner.config.budgets,
+        runner.app.store,
+        runner.app.agents,
+        runner.app.config.budgets,
         floors=await runner.smallest_requests(),
     )
     children: dict[str | None, list[AgentStatus]] = {}
@@ -42,7 +42,7 @@ async def _team(request: Request) -> dict[str, Any]:
     for agent in status.agents:
         boss = agent.reports_to if agent.reports_to in ids and agent.depth else None
         children.setdefault(boss, []).append(agent)
-    channels = await ws.runner.store.channels.all()
+    channels = await ws.app.store.channels.all()
     return {
         "active": "team",
         "status": status,

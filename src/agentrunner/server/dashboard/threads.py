@@ -33,12 +33,12 @@ async def thread_list(
     agent = agent or None  # the filter's "every agent" sends it empty
     if agent is not None:
         check_id(agent, "agent")
-    rows = await ws.runner.store.threads.list(agent_id=agent, before=before, limit=PAGE + 1)
+    rows = await ws.app.store.threads.list(agent_id=agent, before=before, limit=PAGE + 1)
     context = {
         "active": "threads",
         "threads": rows[:PAGE],
         "agent": agent,
-        "agents": ws.runner.agents.ids(),
+        "agents": ws.app.agents.ids(),
         "older": rows[PAGE - 1].updated_at if len(rows) > PAGE else None,
         "paged": before is not None,
     }
@@ -54,7 +54,7 @@ async def thread_page(
 ) -> Response:
     """The newest page of messages, or the page ``before`` or ``after`` a message number."""
     ws: Workspace = request.app.state.workspace
-    store = ws.runner.store
+    store = ws.app.store
     thread = await store.threads.get(check_id(thread_id, "thread"))
     if thread is None:
         raise AgentRunnerError(
