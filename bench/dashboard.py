@@ -32,8 +32,8 @@ CONFIG = '[defaults]\nmodel = "test"\n\n[channels.general]\nmembers = ["you", "c
 
 async def seed(ws: Any, messages: int) -> dict[str, str]:
     """The long thread and the long channel; the cursors of their older pages."""
+    from agentrunner.core.ids import new_id
     from agentrunner.engine import AssistantMessage, ToolCall, ToolResult, UserMessage
-    from agentrunner.ids import new_id
     from agentrunner.store.channels import ChannelMessage
 
     store = ws.runner.store
@@ -83,8 +83,8 @@ async def seed(ws: Any, messages: int) -> dict[str, str]:
 async def measure(root: Path, url: str, messages: int, requests: int) -> dict[str, Any]:
     import httpx2
 
-    from agentrunner.compose import open_workspace
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
+    from agentrunner.runtime.compose import open_workspace
 
     ws = await open_workspace(root, database_url=url)
     try:

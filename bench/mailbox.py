@@ -56,7 +56,7 @@ async def claimer(url: str, ready: Path, go: Path) -> None:
 
 
 async def queue_runs(url: str, runs: int, agents: int) -> None:
-    from agentrunner.ids import new_id
+    from agentrunner.core.ids import new_id
     from agentrunner.store import open_store
     from agentrunner.store.mailbox import NewRun
 
@@ -95,7 +95,7 @@ def make_project(root: Path, url: str, mock_url: str, agents: int) -> None:
 
 
 async def served_and_latency(root: Path, url: str, runs: int, workers: int) -> dict[str, Any]:
-    from agentrunner.compose import open_workspace
+    from agentrunner.runtime.compose import open_workspace
 
     env = {**os.environ, "AGENTRUNNER_DATABASE_URL": url}
     ws = await open_workspace(root, database_url=url)

@@ -181,7 +181,7 @@ async def fill_runs(runner: Any, thread_id: str, runs: int) -> None:
 
 async def fill_costs(runner: Any, agent_id: str, requests: int) -> None:
     """``requests`` priced model requests today, recorded as runs record them."""
-    from agentrunner.run_rows import RunRows
+    from agentrunner.run.run_rows import RunRows
 
     store = runner.store
     await store.batch(

@@ -194,8 +194,8 @@ async def store(store_url: str) -> AsyncIterator[object]:
 
 from blockbuster import BlockBuster, blockbuster_ctx  # noqa: E402
 
-from agentrunner._paths import display_path  # noqa: E402
 from agentrunner.agents.registry import AgentRegistry  # noqa: E402
+from agentrunner.core.paths import display_path  # noqa: E402
 from agentrunner.engine.http_pool import provider_transport  # noqa: E402
 from agentrunner.store.drivers import SQLiteDriver  # noqa: E402
 from agentrunner.store.drivers.sqlite_wal import Checkpointer  # noqa: E402
@@ -205,7 +205,7 @@ from agentrunner.store.wake import (  # noqa: E402
     listened,
     notify_changes,
 )
-from agentrunner.tasks.cache import FileCache  # noqa: E402
+from agentrunner.workspace.tasks.cache import FileCache  # noqa: E402
 
 Where = Callable[..., object] | tuple[str, str]  # a function, or (a file's ending, a name)
 

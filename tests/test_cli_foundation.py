@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.cli import main
+from agentrunner.interfaces.cli import main
 from tests.conftest import WriteAgent
 
 

@@ -7,8 +7,8 @@ import io
 import pytest
 from rich.console import Console
 
-from agentrunner.cli import console
-from agentrunner.cli.console import Column, listing
+from agentrunner.interfaces.cli import console
+from agentrunner.interfaces.cli.console import Column, listing
 
 RUN_ID = "run_01a20350012e0000eb3bb2"
 THREAD_ID = "assistant-01a2034effdb0000542515"

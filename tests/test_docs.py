@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.scaffold import create_project
+from agentrunner.runtime.scaffold import create_project
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -328,8 +328,8 @@ def _toml(block: Block, tmp_path: Path) -> None:
 
 def _agent_file(block: Block, tmp_path: Path) -> None:
     """An agent file (or a piece of frontmatter) loads, and passes ``agents validate``."""
-    from agentrunner.compose import check_project
-    from agentrunner.project import load_project
+    from agentrunner.agents.project import load_project
+    from agentrunner.runtime.compose import check_project
 
     text = block.body
     if block.lang == "yaml":

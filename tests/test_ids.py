@@ -1,4 +1,4 @@
-from agentrunner.ids import new_id
+from agentrunner.core.ids import new_id
 
 
 def test_ids_are_strictly_increasing_and_unique() -> None:

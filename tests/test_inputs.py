@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.inputs import (
+from agentrunner.core.inputs import (
     MAX_DEPTH,
     check_id,
     check_input,
@@ -16,6 +15,7 @@ from agentrunner.inputs import (
     input_problem,
     text_problem,
 )
+from agentrunner.errors import AgentRunnerError, ErrorCode
 
 
 def _nested(levels: int) -> Any:

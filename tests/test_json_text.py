@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentrunner.json_text import json_bytes, json_text, loads_exact
+from agentrunner.core.json_text import json_bytes, json_text, loads_exact
 
 
 def standard(value: Any) -> str:

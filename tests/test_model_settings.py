@@ -10,14 +10,14 @@ import pytest
 
 from agentrunner.agents import parse_agent_text
 from agentrunner.config import load_config
-from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
-from agentrunner.model_settings import (
+from agentrunner.core.model_settings import (
     ModelSettings,
     merge_settings,
     model_settings,
     parse_assignments,
     tool_choice_problem,
 )
+from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
 
 def agent(front: str) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentrunner.core.ids import new_id, short_id
 from agentrunner.errors import AgentRunnerError
-from agentrunner.ids import new_id, short_id
-from agentrunner.run_ids import find_run
+from agentrunner.run.run_ids import find_run
 from agentrunner.store import Store
 
 

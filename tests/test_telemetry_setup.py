@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN = """\
 import asyncio, sys
 {before}
-from agentrunner.compose import open_runner
+from agentrunner.runtime.compose import open_runner
 
 async def main() -> None:
     async with await open_runner() as runner:
@@ -48,7 +48,7 @@ asyncio.run(main())
 # Every seam telemetry has: a run with a tool call, and a queued run a worker claims and serves.
 WORK = """\
 import asyncio, sys
-from agentrunner.compose import open_workspace
+from agentrunner.runtime.compose import open_workspace
 
 async def main() -> None:
     workspace = await open_workspace()
@@ -171,7 +171,7 @@ from pathlib import Path
 import agentrunner
 
 ON = ("agentrunner.telemetry.otel", "agentrunner.telemetry.spans", "agentrunner.telemetry.metrics")
-OTHERS = ("agentrunner.server", "agentrunner.mcp_server")
+OTHERS = ("agentrunner.interfaces.server", "agentrunner.interfaces.mcp_server")
 root = Path(agentrunner.__file__).parent
 for path in sorted(root.rglob("*.py")):
     name = ".".join(("agentrunner", *path.relative_to(root).with_suffix("").parts))
@@ -335,7 +335,7 @@ def test_a_second_endpoint_gets_the_spans_instead(project: Path, receiver: Recei
 
 WAIT = """\
 import asyncio, sys
-from agentrunner.compose import open_runner
+from agentrunner.runtime.compose import open_runner
 
 async def main() -> None:
     async with await open_runner() as runner:
@@ -383,7 +383,8 @@ def test_telemetry_on_without_the_sdk_says_which_extra_to_install(project: Path)
         toml.write("[telemetry]\nenabled = true\n")
     # as if the otel extra were not installed (the API comes with agentrunner), through the CLI
     code = (
-        "import sys; sys.modules['opentelemetry.sdk'] = None; from agentrunner.cli import main; "
+        "import sys; sys.modules['opentelemetry.sdk'] = None; "
+        "from agentrunner.interfaces.cli import main; "
         "sys.argv = ['agentrunner', 'run', 'clerk', 'hi']; main()"
     )
     done = subprocess.run(
@@ -431,7 +432,7 @@ def _refusing_endpoint() -> str:
 
 def _cli(project: Path, *args: str) -> subprocess.Popen[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AGENTRUNNER_"))}
-    code = "import sys; from agentrunner.cli import main; main(sys.argv[1:])"
+    code = "import sys; from agentrunner.interfaces.cli import main; main(sys.argv[1:])"
     return subprocess.Popen(
         [sys.executable, "-c", code, *args],
         cwd=project,

@@ -42,11 +42,8 @@ if TYPE_CHECKING:
     from agentrunner.agents import (
         parse_agent_text as parse_agent_text,
     )
-    from agentrunner.callbacks import AgentRunnerCallbacks as AgentRunnerCallbacks
-    from agentrunner.callbacks import RunEvent as RunEvent
-    from agentrunner.compose import execute as execute
-    from agentrunner.compose import open_runner as open_runner
-    from agentrunner.compose import open_task_runner as open_task_runner
+    from agentrunner.agents.project import Project as Project
+    from agentrunner.agents.project import load_project as load_project
     from agentrunner.config import (
         Budgets as Budgets,
     )
@@ -71,6 +68,7 @@ if TYPE_CHECKING:
     from agentrunner.config import (
         register_config_extension as register_config_extension,
     )
+    from agentrunner.core.model_settings import ModelSettings as ModelSettings
     from agentrunner.engine import (
         AbortSignal as AbortSignal,
     )
@@ -122,39 +120,41 @@ if TYPE_CHECKING:
     from agentrunner.errors import (
         ErrorCode as ErrorCode,
     )
-    from agentrunner.extensions import Extensions as Extensions
-    from agentrunner.model_settings import ModelSettings as ModelSettings
-    from agentrunner.project import Project as Project
-    from agentrunner.project import load_project as load_project
-    from agentrunner.prompt import PromptContext as PromptContext
-    from agentrunner.run_request import (
+    from agentrunner.run.callbacks import AgentRunnerCallbacks as AgentRunnerCallbacks
+    from agentrunner.run.callbacks import RunEvent as RunEvent
+    from agentrunner.run.extensions import Extensions as Extensions
+    from agentrunner.run.prompt import PromptContext as PromptContext
+    from agentrunner.run.request import (
         RunAgentOverrides as RunAgentOverrides,
     )
-    from agentrunner.run_request import (
+    from agentrunner.run.request import (
         RunResult as RunResult,
     )
-    from agentrunner.runner import (
+    from agentrunner.run.runner import (
         AgentRunner as AgentRunner,
     )
-    from agentrunner.scaffold import create_project as create_project
+    from agentrunner.runtime.compose import execute as execute
+    from agentrunner.runtime.compose import open_runner as open_runner
+    from agentrunner.runtime.compose import open_task_runner as open_task_runner
+    from agentrunner.runtime.scaffold import create_project as create_project
     from agentrunner.store import Store as Store
     from agentrunner.store import open_store as open_store
-    from agentrunner.tasks import FileCache as FileCache
-    from agentrunner.tasks import Outcome as Outcome
-    from agentrunner.tasks import ResultCache as ResultCache
-    from agentrunner.tasks import Task as Task
-    from agentrunner.tasks import TaskRunner as TaskRunner
-    from agentrunner.tasks import cache_key as cache_key
+    from agentrunner.workspace.tasks import FileCache as FileCache
+    from agentrunner.workspace.tasks import Outcome as Outcome
+    from agentrunner.workspace.tasks import ResultCache as ResultCache
+    from agentrunner.workspace.tasks import Task as Task
+    from agentrunner.workspace.tasks import TaskRunner as TaskRunner
+    from agentrunner.workspace.tasks import cache_key as cache_key
 
 _EXPORTS: dict[str, str] = {
-    "AgentRunner": "agentrunner.runner",
-    "AgentRunnerCallbacks": "agentrunner.callbacks",
-    "RunAgentOverrides": "agentrunner.run_request",
-    "ModelSettings": "agentrunner.model_settings",
-    "RunResult": "agentrunner.run_request",
-    "RunEvent": "agentrunner.callbacks",
-    "Extensions": "agentrunner.extensions",
-    "PromptContext": "agentrunner.prompt",
+    "AgentRunner": "agentrunner.run.runner",
+    "AgentRunnerCallbacks": "agentrunner.run.callbacks",
+    "RunAgentOverrides": "agentrunner.run.request",
+    "ModelSettings": "agentrunner.core.model_settings",
+    "RunResult": "agentrunner.run.request",
+    "RunEvent": "agentrunner.run.callbacks",
+    "Extensions": "agentrunner.run.extensions",
+    "PromptContext": "agentrunner.run.prompt",
     "Store": "agentrunner.store",
     "open_store": "agentrunner.store",
     "AbortSignal": "agentrunner.engine",
@@ -183,27 +183,27 @@ _EXPORTS: dict[str, str] = {
     "Limits": "agentrunner.agents",
     "McpServerSpec": "agentrunner.agents",
     "PriceOverride": "agentrunner.config",
-    "Project": "agentrunner.project",
+    "Project": "agentrunner.agents.project",
     "ProviderConfig": "agentrunner.config",
     "Rendered": "agentrunner.agents",
     "RetryPolicy": "agentrunner.agents",
     "Template": "agentrunner.agents",
-    "create_project": "agentrunner.scaffold",
+    "create_project": "agentrunner.runtime.scaffold",
     "find_config_file": "agentrunner.config",
     "load_agent_file": "agentrunner.agents",
     "load_config": "agentrunner.config",
-    "load_project": "agentrunner.project",
+    "load_project": "agentrunner.agents.project",
     "parse_agent_text": "agentrunner.agents",
     "register_config_extension": "agentrunner.config",
-    "FileCache": "agentrunner.tasks",
-    "Outcome": "agentrunner.tasks",
-    "ResultCache": "agentrunner.tasks",
-    "Task": "agentrunner.tasks",
-    "TaskRunner": "agentrunner.tasks",
-    "cache_key": "agentrunner.tasks",
-    "execute": "agentrunner.compose",
-    "open_runner": "agentrunner.compose",
-    "open_task_runner": "agentrunner.compose",
+    "FileCache": "agentrunner.workspace.tasks",
+    "Outcome": "agentrunner.workspace.tasks",
+    "ResultCache": "agentrunner.workspace.tasks",
+    "Task": "agentrunner.workspace.tasks",
+    "TaskRunner": "agentrunner.workspace.tasks",
+    "cache_key": "agentrunner.workspace.tasks",
+    "execute": "agentrunner.runtime.compose",
+    "open_runner": "agentrunner.runtime.compose",
+    "open_task_runner": "agentrunner.runtime.compose",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

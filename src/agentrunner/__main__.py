@@ -1,3 +1,3 @@
-from agentrunner.cli import main
+from agentrunner.interfaces.cli import main
 
 main()

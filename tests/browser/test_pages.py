@@ -15,7 +15,7 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from agentrunner.ids import short_id
+from agentrunner.core.ids import short_id
 from agentrunner.testing import MockProvider, Reply
 from tests.browser.conftest import Served, accessible, fits
 

@@ -366,7 +366,7 @@ def test_a_killed_worker_process_is_healed_with_the_reason(
 
 
 def _alive(pid: int) -> bool:
-    from agentrunner.company.jobs import process_alive
+    from agentrunner.workspace.company.jobs import process_alive
 
     return process_alive(pid)
 

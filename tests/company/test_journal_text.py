@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agentrunner.company.journal import HISTORY_INTRO, history_text
 from agentrunner.store.company import JournalEntry
+from agentrunner.workspace.company.journal import HISTORY_INTRO, history_text
 
 
 def entries(count: int, size: int) -> list[JournalEntry]:

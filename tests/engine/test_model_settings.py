@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 
+from agentrunner.core.model_settings import ModelSettings
 from agentrunner.engine import ModelRequest, ToolDefinition, UserMessage, run_turn
 from agentrunner.engine.wire_anthropic import AnthropicWire
 from agentrunner.engine.wire_openai import OpenAIWire
 from agentrunner.engine.wire_responses import ResponsesWire
-from agentrunner.model_settings import ModelSettings
 from agentrunner.testing import Fault, MockProvider, MockProviderServer, Reply
 from tests.engine.helpers import Recorder, registry, turn
 from tests.engine.test_wire_fixtures import anthropic_request, openai_request

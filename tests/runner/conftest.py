@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agentrunner import AgentRunner
-from agentrunner.compose import open_runner as open_project_runner
+from agentrunner.runtime.compose import open_runner as open_project_runner
 from agentrunner.testing import MockProviderServer
 
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner, RunAgentOverrides
-from agentrunner.compose import open_runner as open_project_runner
 from agentrunner.engine import AssistantMessage, ToolResult, UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.runtime.compose import open_runner as open_project_runner
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from tests.runner.conftest import CONFIG, Agent
 
@@ -345,7 +345,7 @@ async def test_a_brief_refused_before_any_request_is_not_sent_with_the_next(
 ) -> None:
     """A foreground brief the budget refuses before its first request stays in the session's
     thread for people; the next brief's request does not carry it."""
-    from agentrunner.company.brief import brief
+    from agentrunner.workspace.company.brief import brief
 
     configure(project, mock_server, 'per_agent_daily_usd = 0.05\n\n[journal]\nmodel = "test"')
     agent("ceo", "model: mockai:gpt-pricey")

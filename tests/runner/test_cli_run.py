@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentrunner.cli import console, main
+from agentrunner.interfaces.cli import console, main
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 

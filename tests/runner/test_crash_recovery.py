@@ -25,7 +25,7 @@ CHILD = textwrap.dedent(
     """
     import asyncio, sys
     from agentrunner import open_runner
-    from agentrunner.capabilities import builtin
+    from agentrunner.run.capabilities import builtin
 
     real = builtin.notes_tools
 

@@ -206,8 +206,8 @@ async def test_ask_agent_refuses_a_disabled_agent_it_is_asked_for(
 
 
 def test_naming_delegate_in_a_file_is_an_error_with_the_reason(agent: Agent, project: Path) -> None:
-    from agentrunner.compose import check_project
-    from agentrunner.project import load_project
+    from agentrunner.agents.project import load_project
+    from agentrunner.runtime.compose import check_project
 
     agent("ceo", "name: CEO\ntools: [delegate]")
     agent("cto", "name: CTO\ntools: [delegate, memory_append]\nreports_to: ceo")

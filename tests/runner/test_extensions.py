@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.compose import open_runner
 from agentrunner.errors import AgentRunnerError
+from agentrunner.runtime.compose import open_runner
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner
-from agentrunner.prompt import agent_notes, notes_message
+from agentrunner.run.prompt import agent_notes, notes_message
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 

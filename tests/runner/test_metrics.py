@@ -19,9 +19,9 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentrunner import AgentRunner, AgentRunnerCallbacks
-from agentrunner.compose import open_workspace
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.runtime.compose import open_workspace
 from agentrunner.telemetry import NO_TRACING
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner, RunAgentOverrides
-from agentrunner.cli import main
-from agentrunner.compose import open_task_runner, runner_with_tasks
+from agentrunner.core.model_settings import ModelSettings
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.model_settings import ModelSettings
-from agentrunner.stdio import StdioServer
+from agentrunner.interfaces.cli import main
+from agentrunner.interfaces.stdio import StdioServer
+from agentrunner.runtime.compose import open_task_runner, runner_with_tasks
 from agentrunner.testing import MockProvider, Reply
 from tests.conftest import WriteAgent
 from tests.runner.conftest import Agent

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agentrunner.agents.spec import PERSONA_PRESETS
-from agentrunner.compose import open_runner
 from agentrunner.errors import AgentRunnerError
+from agentrunner.runtime.compose import open_runner
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from tests.runner.conftest import CONFIG
 

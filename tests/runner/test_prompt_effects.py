@@ -10,7 +10,7 @@ import pytest
 
 from agentrunner.agents import parse_agent_text
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.prompt import ContextProviders, PromptBuilder, PromptContext
+from agentrunner.run.prompt import ContextProviders, PromptBuilder, PromptContext
 
 AGENT = parse_agent_text(
     "---\nmodel: test\ncapabilities: [memory, agents]\npersona: concise\n---\n"
@@ -89,8 +89,8 @@ async def test_failing_provider_is_logged_and_skipped(caplog: pytest.LogCaptureF
 async def test_title_failure_is_logged_not_raised(
     caplog: pytest.LogCaptureFixture, tmp_path: Any
 ) -> None:
-    from agentrunner.effects import PostRunEffects
     from agentrunner.engine import Engine
+    from agentrunner.run.effects import PostRunEffects
     from agentrunner.store import open_store
 
     store = await open_store(f"sqlite:///{tmp_path / 's.db'}")
@@ -114,8 +114,8 @@ async def test_title_failure_is_logged_not_raised(
 async def test_shutdown_cancels_effects_past_the_grace(
     caplog: pytest.LogCaptureFixture, tmp_path: Any
 ) -> None:
-    from agentrunner.effects import PostRunEffects
     from agentrunner.engine import Engine
+    from agentrunner.run.effects import PostRunEffects
     from agentrunner.store import open_store
 
     store = await open_store(f"sqlite:///{tmp_path / 's.db'}")

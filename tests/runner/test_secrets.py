@@ -191,7 +191,7 @@ def name_secret_env(project: Any, *names: str) -> None:
 
 async def open_with(project: Any, store_url: str) -> AgentRunner:
     """The project's runner on the test's store, whatever AGENTRUNNER_DATABASE_URL says."""
-    from agentrunner.compose import open_runner
+    from agentrunner.runtime.compose import open_runner
 
     return await open_runner(project, database_url=store_url)
 

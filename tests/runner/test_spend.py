@@ -18,9 +18,9 @@ import pytest
 
 from agentrunner import AgentRunner
 from agentrunner.config import Budgets
+from agentrunner.core.ids import new_id
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.ids import new_id
-from agentrunner.spend import preflight, spend_report
+from agentrunner.run.spend import preflight, spend_report
 from agentrunner.store import RunLog, Store
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
@@ -362,8 +362,8 @@ async def test_a_limit_is_shown_exhausted_exactly_when_the_budget_refuses_a_requ
     message on a new thread) agree — exhausted exactly when refused, well before 100 %. Then a
     brief to it is refused before a job is made, in the foreground and in the background, and
     `status` and `cost` say why."""
-    from agentrunner.company.brief import brief, queue_brief
-    from agentrunner.status import project_status
+    from agentrunner.workspace.company.brief import brief, queue_brief
+    from agentrunner.workspace.status import project_status
 
     agent("writer", "model: mockai:gpt-mock", "You write careful, sourced reports. " * 45)
     agent("idle", "model: mockai:gpt-mock")  # it never runs: its limit is listed all the same

@@ -25,10 +25,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from agentrunner import AgentRunner, AgentRunnerCallbacks, RunAgentOverrides, Tool, ToolContext
-from agentrunner.compose import open_task_runner, open_workspace
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.idempotency import IdempotencyKey
+from agentrunner.run.idempotency import IdempotencyKey
+from agentrunner.runtime.compose import open_task_runner, open_workspace
 from agentrunner.telemetry import NO_TRACING
 from agentrunner.testing import Fault, MockProvider, Reply
 from tests.runner.conftest import Agent
@@ -864,7 +864,7 @@ def test_a_post_served_by_a_worker_in_another_process_is_one_trace(
     """The HTTP API here, a worker in a process of its own (exporting over OTLP/HTTP): the
     worker continues the trace each run was queued in, the runs it delegates to nested in it;
     a request's ``traceparent`` is continued, a malformed one ignored (a new trace)."""
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     with Receiver() as receiver:
         telemetry(project, "enabled = true", f'endpoint = "{receiver.url}"')
@@ -1017,7 +1017,7 @@ async def test_json_log_lines_carry_each_runs_id_and_the_trace(
     """A decision logged inside a delegated run names that run, and the trace all share."""
     import io
 
-    from agentrunner.log_format import use_format
+    from agentrunner.core.log_format import use_format
 
     telemetry(project, "enabled = true")
     org(agent)

@@ -20,11 +20,11 @@ import pytest
 from agentrunner import AgentRunner
 from agentrunner.agents.spec import AgentSpec, Trust
 from agentrunner.agents.templating import Template
-from agentrunner.capabilities.scope import FileScope, RuntimeFiles
 from agentrunner.config import Config, find_config_file, load_config
 from agentrunner.engine import ToolResult, ToolRetry
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.extensions import load_extensions
+from agentrunner.run.capabilities.scope import FileScope, RuntimeFiles
+from agentrunner.run.extensions import load_extensions
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 
@@ -619,7 +619,7 @@ def test_a_background_worker_imports_nothing_from_the_project(project: Path) -> 
     """``brief --background`` starts ``python -m agentrunner serve-briefs`` in the project
     directory; Python would put that directory first on its import path, so a file an agent
     wrote there (``agentrunner.py`` itself, or any module the worker imports) would run."""
-    from agentrunner.company import jobs
+    from agentrunner.workspace.company import jobs
 
     (project / "agentrunner.py").write_text(OWNED)
     pid = jobs._spawn(load_config(project))

@@ -63,7 +63,7 @@ class ServerThread:
 @pytest.fixture
 def server(project: Path) -> Iterator[Any]:
     """Start the API (after the test has written its agents): ``srv = server()``."""
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     started: list[ServerThread] = []
 

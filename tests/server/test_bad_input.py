@@ -73,7 +73,7 @@ def _lobby() -> None:
     import asyncio
     from pathlib import Path
 
-    from agentrunner.compose import open_workspace
+    from agentrunner.runtime.compose import open_workspace
 
     async def make() -> None:
         ws = await open_workspace(Path.cwd())

@@ -161,7 +161,7 @@ def _read_sse(response: httpx2.Response, limit: int | None = None) -> list[dict[
 def test_sse_resume_with_last_event_id_across_processes(
     agent: Agent, project: Path, mock: MockProvider
 ) -> None:
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     agent("talker")
     api = ServerThread(
@@ -413,7 +413,7 @@ def test_thread_and_channel_streams_resume(agent: Agent, server: Any, mock: Mock
     httpx2.post(
         f"{srv.url}/channels/general/messages", headers=AUTH, json={"text": "x"}
     )  # no such channel
-    from agentrunner.compose import open_workspace
+    from agentrunner.runtime.compose import open_workspace
 
     async def make_channel() -> None:
         ws = await open_workspace(Path.cwd())
@@ -579,8 +579,8 @@ def test_a_thread_shows_its_summary(agent: Agent, server: Any, mock: MockProvide
     """GET /threads/{id}: the thread with its newest summary (null before one is made)."""
     import asyncio
 
-    from agentrunner.compose import open_runner
     from agentrunner.engine.messages import AssistantMessage, UserMessage
+    from agentrunner.runtime.compose import open_runner
 
     agent("helper")
     srv = server()

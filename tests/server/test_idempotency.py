@@ -21,7 +21,7 @@ AUTH = {"authorization": "Bearer secret-token"}
 def _store_counts(project: Path) -> tuple[dict[str, dict[str, int]], int]:
     """Queued runs per agent, and how many messages #lobby holds (read straight from the
     store, not through the API under test)."""
-    from agentrunner.compose import open_workspace
+    from agentrunner.runtime.compose import open_workspace
 
     async def read() -> tuple[dict[str, dict[str, int]], int]:
         ws = await open_workspace(project)
@@ -37,7 +37,7 @@ def _store_counts(project: Path) -> tuple[dict[str, dict[str, int]], int]:
 
 
 def _lobby(project: Path, *members: str) -> None:
-    from agentrunner.compose import open_workspace
+    from agentrunner.runtime.compose import open_workspace
 
     async def make() -> None:
         ws = await open_workspace(project)
@@ -110,7 +110,7 @@ def test_concurrent_repeats_start_one_run(agent: Agent, server: Any, project: Pa
 
 
 def test_keys_hold_across_processes_and_are_scoped_per_token(agent: Agent, project: Path) -> None:
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     agent("helper")
     first = ServerThread(create_app(project, token="token-a", worker=False))

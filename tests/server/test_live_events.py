@@ -34,7 +34,7 @@ def api_and_worker(
 ) -> Iterator[ServerThread]:
     """The API in this process, with the fallback timer of its streams an hour long, and a
     worker process serving the runs."""
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     monkeypatch.setattr(changes, "FALLBACK_S", 3600.0)
     agent("talker")
@@ -141,7 +141,7 @@ def test_served_connections_send_small_writes_at_once() -> None:
     goes out at once, not after the client's delayed ACK (up to 40 ms)."""
     import asyncio
 
-    from agentrunner.cli.serve import _listen
+    from agentrunner.interfaces.cli.serve import _listen
 
     async def accept() -> int:
         sock = _listen("127.0.0.1", 0)

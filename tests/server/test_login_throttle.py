@@ -14,7 +14,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from agentrunner.server.throttle import LoginThrottle, Refused, ThrottlePolicy, client_of
+from agentrunner.interfaces.server.throttle import LoginThrottle, Refused, ThrottlePolicy, client_of
 from tests.runner.conftest import Agent
 from tests.server.conftest import ServerThread
 
@@ -115,8 +115,8 @@ async def test_the_table_is_bounded_and_forgets_the_oldest_first() -> None:
 @contextlib.contextmanager
 def serving(project: Path, policy: ThrottlePolicy, **config: Any) -> Iterator[str]:
     """The app under ``agentrunner serve``'s uvicorn configuration (``config``: its options)."""
-    from agentrunner.server import create_app
-    from agentrunner.server.protocol import uvicorn_config
+    from agentrunner.interfaces.server import create_app
+    from agentrunner.interfaces.server.protocol import uvicorn_config
 
     app = create_app(project, token=TOKEN, login_policy=policy)
     running = ServerThread(app, uvicorn_config(app, log_level="critical", **config))

@@ -11,7 +11,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from agentrunner.server.chat_request import IGNORED, REFUSED, SETTINGS, ChatRequest
+from agentrunner.interfaces.server.chat_request import IGNORED, REFUSED, SETTINGS, ChatRequest
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 

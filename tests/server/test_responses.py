@@ -46,7 +46,7 @@ STREAMS = {"stream_run_events", "stream_thread_events", "stream_channel_events"}
 def test_every_route_declares_its_body_and_a_stable_operation_id(tmp_path: Path) -> None:
     """Ids are set by hand (FastAPI's own would change with a function's name), unique, and
     pinned here; every success answers a named schema with properties, or an event stream."""
-    from agentrunner.server import create_app, openai_compat, routes
+    from agentrunner.interfaces.server import create_app, openai_compat, routes
 
     app = create_app(tmp_path, token="t")
     every_route = [*app.routes, *routes.router.routes, *openai_compat.router.routes]
@@ -102,7 +102,7 @@ def test_bodies_are_the_library_s_own_dicts_byte_for_byte(
     """The response models describe the JSON; they change nothing in it — not a key's
     presence (an assistant message's optional keys), not its order (a run's usage as the
     database keeps it), not a number's form — on SQLite and PostgreSQL."""
-    from agentrunner.compose import open_workspace
+    from agentrunner.runtime.compose import open_workspace
     from agentrunner.store.records import thread_message_dict
 
     agent("helper", "name: helper\ncapabilities: [notes]\nreports_to: boss")

@@ -25,7 +25,7 @@ AGENT = "---\nname: helper\ncapabilities: [notes]\n---\nYou help.\n"
 
 @pytest.fixture(scope="module")
 def api_schema(mock_server: MockProviderServer) -> Iterator[Any]:
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

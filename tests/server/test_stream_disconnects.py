@@ -51,7 +51,7 @@ def _ended(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_clients_leaving_streams_mid_read_leave_the_pool_as_it_was(
     project: Path, store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     async def thread() -> None:
         store = await open_store(store_url)

@@ -16,9 +16,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from agentrunner import feeds
-from agentrunner.compose import open_workspace
+from agentrunner.runtime.compose import open_workspace
 from agentrunner.testing import MockProvider, Reply
+from agentrunner.workspace import feeds
 from tests.runner.conftest import Agent
 
 AUTH = {"authorization": "Bearer secret-token"}

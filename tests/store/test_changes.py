@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from agentrunner.feeds import ChannelFeed
 from agentrunner.store import RunLog, Store, changes, run_log
 from agentrunner.store.changes import channel_key, run_key, thread_key
 from agentrunner.store.channels import ChannelMessage
+from agentrunner.workspace.feeds import ChannelFeed
 
 DEADLINE_S = 60.0  # far below the fallback timer's hour
 
@@ -225,7 +225,7 @@ asyncio.run(main(*sys.argv[1:]))
 async def test_a_job_followed_in_another_process_is_woken_by_it_and_its_delegations(
     store: Store, store_url: str
 ) -> None:
-    from agentrunner.company.jobs import replay
+    from agentrunner.workspace.company.jobs import replay
 
     await store.batch(
         [store.runs.insert_op(run_id="root", agent_id="ceo", thread_id=None, status="running")]

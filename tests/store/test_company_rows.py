@@ -176,7 +176,7 @@ async def test_a_sessions_cost_is_its_briefs_and_their_delegations(store: Store)
 async def test_a_jobs_step_in_progress_is_not_a_cost_of_unknown_price(store: Store) -> None:
     """A running step has no cost yet: the job's cost is known so far. A finished step of
     unknown price makes it unknown."""
-    from agentrunner.spend import run_spend
+    from agentrunner.run.spend import run_spend
     from agentrunner.store.run_log import RunLog
 
     await store.threads.open("ceo-s1", "ceo")
@@ -215,7 +215,7 @@ async def test_what_a_run_spent_is_its_cost_rows_and_its_delegations_until_each_
     other run's, each made until its run ended — a title a delegation pays for once it has
     ended is not its caller's, before or after the caller ends; once the run has ended, its own
     total, and the split of its rows adds up to it."""
-    from agentrunner.spend import run_spend, with_spend
+    from agentrunner.run.spend import run_spend, with_spend
     from agentrunner.store.run_log import RunLog
 
     usage = {

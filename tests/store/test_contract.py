@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentrunner.engine import AssistantMessage, ToolCall, ToolResult, UserMessage
-from agentrunner.run_rows import RunRows
+from agentrunner.run.run_rows import RunRows
 from agentrunner.store import RunLog, Store, open_store
 from agentrunner.store.mailbox import NewRun
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from agentrunner.core.ids import new_id
 from agentrunner.engine import AssistantMessage, UserMessage
 from agentrunner.engine.messages import Message
-from agentrunner.ids import new_id
 from agentrunner.store import Store
 from agentrunner.store.channels import ChannelMessage
 

@@ -14,10 +14,10 @@ from typing import TypeVar
 
 import pytest
 
-from agentrunner import feeds
-from agentrunner.feeds import RunFeed, ThreadFeed
 from agentrunner.store import RunLog, Store, changes
 from agentrunner.store.records import EventRecord
+from agentrunner.workspace import feeds
+from agentrunner.workspace.feeds import RunFeed, ThreadFeed
 
 DEADLINE_S = 60.0  # far below the fallback timer's hour
 T = TypeVar("T")

@@ -198,7 +198,8 @@ async def test_cancelling_the_call_stops_the_run_and_records_it_cancelled(
 
 def test_without_the_mcp_extra_the_command_says_what_to_install(root: Path) -> None:
     script = (
-        "import sys; sys.modules['mcp'] = None\nfrom agentrunner.cli import main\nmain(['mcp'])\n"
+        "import sys; sys.modules['mcp'] = None\n"
+        "from agentrunner.interfaces.cli import main\nmain(['mcp'])\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agentrunner.compose import open_task_runner
+from agentrunner.runtime.compose import open_task_runner
 from agentrunner.store import Store
-from agentrunner.tasks import StoreCache
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
+from agentrunner.workspace.tasks import StoreCache
 
 
 async def test_get_put_stats_clear(store: Store) -> None:

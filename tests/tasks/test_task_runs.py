@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from agentrunner.compose import open_task_runner
 from agentrunner.engine import AbortSignal
+from agentrunner.runtime.compose import open_task_runner
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 
 CONFIG = """\

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from agentrunner.compose import open_task_runner
-from agentrunner.tasks import FileCache, cache_key, canonical_json
+from agentrunner.runtime.compose import open_task_runner
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
+from agentrunner.workspace.tasks import FileCache, cache_key, canonical_json
 
 CONFIG = """\
 [defaults]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.compose import open_workspace
+from agentrunner.runtime.compose import open_workspace
 from tests.runner.conftest import Agent, agent, open_runner, project
 
 __all__ = ["agent", "open_runner", "project", "team"]

@@ -20,8 +20,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from agentrunner.compose import open_workspace
-from agentrunner.ids import new_id
+from agentrunner.core.ids import new_id
+from agentrunner.runtime.compose import open_workspace
 from agentrunner.store import open_store
 from agentrunner.store.channels import ChannelMessage
 from agentrunner.testing import Fault, MockProvider, Reply
@@ -75,7 +75,7 @@ def _idle_for(runs: list[str]) -> Any:
 def test_a_channel_stream_shows_two_agents_working_at_once_served_in_another_process(
     team: Path, worker: subprocess.Popen[bytes], mock: MockProvider
 ) -> None:
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     # Each model call takes 2 s: the worker serves both runs at once meanwhile.
     mock.queue(Reply(text="Ann here.", delay_s=2), model="ann-mock")
@@ -286,7 +286,7 @@ def test_on_a_terminal_each_working_agent_has_a_spinner_gone_once_it_is_idle() -
 
     from rich.console import Console
 
-    from agentrunner.cli.activity import ActivityDisplay
+    from agentrunner.interfaces.cli.activity import ActivityDisplay
 
     def shown(display: ActivityDisplay) -> list[str]:
         plain = Console(file=io.StringIO(), width=60, color_system=None)
@@ -325,7 +325,7 @@ def test_each_working_agent_is_closed_with_what_came_of_it(terminal: bool) -> No
 
     from rich.console import Console
 
-    from agentrunner.cli.activity import ActivityDisplay
+    from agentrunner.interfaces.cli.activity import ActivityDisplay
 
     screen = Console(file=io.StringIO(), force_terminal=terminal, width=60, color_system=None)
     piped = Console(file=io.StringIO(), force_terminal=False)
@@ -363,7 +363,7 @@ def test_a_follow_cut_short_does_not_call_an_unanswered_run_silent() -> None:
 
     from rich.console import Console
 
-    from agentrunner.cli.activity import ActivityDisplay
+    from agentrunner.interfaces.cli.activity import ActivityDisplay
 
     piped = Console(file=io.StringIO(), force_terminal=False)
     display = ActivityDisplay(stdout=piped, stderr=piped)

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from agentrunner.compose import Workspace, open_workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.idempotency import IdempotencyKey
+from agentrunner.run.idempotency import IdempotencyKey
+from agentrunner.runtime.compose import open_workspace
+from agentrunner.workspace.workspace import Workspace
 from tests.runner.conftest import Agent
 
 

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentrunner.core.ids import new_id
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.feeds import ChannelFeed, FeedItem, FeedPosition
-from agentrunner.ids import new_id
 from agentrunner.store import Store
 from agentrunner.store.channels import ChannelMessage
 from agentrunner.store.drivers import Op
+from agentrunner.workspace.feeds import ChannelFeed, FeedItem, FeedPosition
 
 postgres_only = pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 
@@ -129,7 +129,7 @@ async def test_a_fresh_feed_starts_with_the_newest_items_not_the_channels_first(
 ) -> None:
     """A stream opened without a position replays the newest ``BACKLOG`` items, whatever the
     channel holds; with a position, everything after it."""
-    from agentrunner.feeds import BACKLOG
+    from agentrunner.workspace.feeds import BACKLOG
 
     channel = await _channel(store)
     items = [new_id("m_" if n % 3 else "a_") for n in range(BACKLOG + 7)]

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from agentrunner.channels import resolve_targets
-from agentrunner.compose import Workspace, open_workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.runtime.compose import open_workspace
 from agentrunner.testing import MockProvider, Reply
+from agentrunner.workspace.channels import resolve_targets
+from agentrunner.workspace.workspace import Workspace
 from tests.runner.conftest import Agent
 
 A, P = "agent", "person"

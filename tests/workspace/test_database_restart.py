@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from agentrunner.compose import open_workspace
+from agentrunner.runtime.compose import open_workspace
 from agentrunner.testing import MockProvider, Reply
 from tests.server.conftest import ServerThread
 from tests.workspace.test_workers import fleet, start_worker, stop, wait_for
@@ -25,7 +25,7 @@ SETTLED = ("completed", "failed", "cancelled")
 async def test_a_postgres_restart_loses_no_queued_run_and_fails_no_read(
     fleet: Path, mock: MockProvider, restart_postgres: Callable[[], None]
 ) -> None:
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     api = ServerThread(create_app(fleet, token="secret-token", worker=False))
     worker = start_worker(fleet, concurrency=1)
@@ -92,7 +92,7 @@ async def test_a_database_away_past_the_retries_is_a_503_to_try_again(
 ) -> None:
     """What the store could not serve within its retries is answered 503 with Retry-After —
     the client's cue to try again — not 500; other errors keep their statuses."""
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
     from agentrunner.store.drivers import DatabaseUnavailable
 
     ws = await open_workspace(fleet)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.compose import open_task_runner, open_workspace
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.runtime.compose import open_task_runner, open_workspace
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 

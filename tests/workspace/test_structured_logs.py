@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from agentrunner.compose import open_workspace
-from agentrunner.log_format import JsonFormatter, in_run, use_format
+from agentrunner.core.log_format import JsonFormatter, in_run, use_format
+from agentrunner.runtime.compose import open_workspace
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 

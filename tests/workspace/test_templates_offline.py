@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrunner.compose import open_runner, open_workspace
-from agentrunner.scaffold import create_project
+from agentrunner.runtime.compose import open_runner, open_workspace
+from agentrunner.runtime.scaffold import create_project
 
 
 @pytest.fixture

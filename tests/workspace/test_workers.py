@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from agentrunner.compose import Workspace, open_workspace
+from agentrunner.runtime.compose import open_workspace
 from agentrunner.store.mailbox import NewRun
 from agentrunner.testing import Fault, MockProvider, Reply
+from agentrunner.workspace.workspace import Workspace
 from tests.runner.conftest import Agent
 
 AGENTS = [f"a{n}" for n in range(10)]
@@ -477,8 +478,8 @@ async def test_a_worker_paused_past_its_lease_cannot_settle_its_run_later(
 # A worker whose notes tool never returns: killed (kill -9) while the tool call is in flight.
 HANGING_WORKER = """
 import asyncio
-from agentrunner.capabilities import builtin
-from agentrunner.compose import open_workspace
+from agentrunner.run.capabilities import builtin
+from agentrunner.runtime.compose import open_workspace
 
 real = builtin.notes_tools
 

@@ -34,7 +34,7 @@ from agentrunner.config import MIN_HISTORY_TOKENS, WHOLE_WINDOW
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
-    from agentrunner.model_settings import ModelSettings
+    from agentrunner.core.model_settings import ModelSettings
 
 __all__ = ["load_agent_file", "parse_agent_text"]
 
@@ -523,7 +523,7 @@ class _Reader:
     def _model_settings(self, value: Any) -> ModelSettings | None:
         if value is None:
             return None
-        from agentrunner.model_settings import settings_problems  # only files that set some
+        from agentrunner.core.model_settings import settings_problems  # only files that set some
 
         settings, problems = settings_problems(value)
         for key, message, hint in problems:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from agentrunner._paths import display_path
 from agentrunner.agents.spec import PERSONA_PRESETS, AgentSpec
+from agentrunner.core.paths import display_path
 
 __all__ = ["DEFAULT_PERSONA", "PERSONAS_DIR", "Personas"]
 

@@ -8,9 +8,9 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentrunner._paths import display_path
 from agentrunner.agents.loader import load_agent_file
 from agentrunner.agents.spec import PERSONA_PRESETS, AgentSpec
+from agentrunner.core.paths import display_path
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
 __all__ = ["AgentRegistry"]

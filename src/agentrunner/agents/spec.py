@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentrunner.agents.templating import Rendered, Template
 
 if TYPE_CHECKING:
-    from agentrunner.model_settings import ModelSettings
+    from agentrunner.core.model_settings import ModelSettings
 
 __all__ = [
     "BACKOFFS",

@@ -12,7 +12,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from agentrunner._paths import display_path
 from agentrunner.config.providers import (
     BUILTIN_PROVIDERS,
     Aliases,
@@ -46,10 +45,11 @@ from agentrunner.config.serving import (
 from agentrunner.config.source import CONFIG_FILE, Source, Table, line_of
 from agentrunner.config.spending import Budgets, PriceOverride, Prices
 from agentrunner.config.telemetry import Telemetry
+from agentrunner.core.paths import display_path
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
-    from agentrunner.model_settings import ModelSettings
+    from agentrunner.core.model_settings import ModelSettings
 
 __all__ = ["Config", "find_config_file", "load_config"]
 

@@ -19,7 +19,7 @@ from agentrunner.config.telemetry import Telemetry
 from agentrunner.config.values import count, flag, holds_password, name, optional_name
 
 if TYPE_CHECKING:
-    from agentrunner.model_settings import ModelSettings
+    from agentrunner.core.model_settings import ModelSettings
 
 __all__ = [
     "DEFAULT_HISTORY_TOKENS",
@@ -106,7 +106,7 @@ def _model_settings(table: Table) -> ModelSettings | None:
     value = table.get("model_settings")
     if value is None:
         return None
-    from agentrunner.model_settings import settings_problems
+    from agentrunner.core.model_settings import settings_problems
 
     settings, problems = settings_problems(value)
     if problems:

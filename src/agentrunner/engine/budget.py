@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentrunner.core.json_text import json_bytes
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -30,7 +31,6 @@ from agentrunner.engine.messages import (
     UserMessage,
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.json_text import json_bytes
 
 if TYPE_CHECKING:
     from agentrunner.engine.models import ResolvedModel

@@ -26,7 +26,7 @@ from agentrunner.engine.turn import (
 from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:
-    from agentrunner.model_settings import ModelSettings
+    from agentrunner.core.model_settings import ModelSettings
 
 __all__ = ["Engine"]
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import httpx2
 
+from agentrunner.core.json_text import json_bytes, loads_exact
 from agentrunner.engine.failures import FailureKind, ProviderError, http_error, parse_retry_after
 from agentrunner.engine.fold import DeltaSink, ResponseFold
 from agentrunner.engine.http_pool import provider_transport
@@ -27,7 +28,6 @@ from agentrunner.engine.messages import ModelRequest, ModelResponse
 from agentrunner.engine.secrets import Secrets
 from agentrunner.engine.sse import SSEDecoder
 from agentrunner.errors import AgentRunnerError
-from agentrunner.json_text import json_bytes, loads_exact
 
 __all__ = ["HttpModelClient", "ModelClient", "Wire"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from agentrunner.model_settings import ModelSettings
+    from agentrunner.core.model_settings import ModelSettings
 
 __all__ = [
     "AssistantMessage",

@@ -31,6 +31,7 @@ __all__ = [
     "ToolContext",
     "ToolDenied",
     "ToolRetry",
+    "is_strict_schema",
     "render_result",
     "schema_problem",
     "tool",
@@ -222,3 +223,20 @@ def _schema_of(annotation: Any) -> dict[str, Any]:
             return {"anyOf": [_schema_of(options[0]), {"type": "null"}]}
         return {"anyOf": [_schema_of(a) for a in get_args(annotation)]}
     return {}
+
+
+def is_strict_schema(schema: Any) -> bool:
+    """Whether OpenAI's strict mode accepts the schema: every object closed, all keys required."""
+    if isinstance(schema, list):
+        return all(is_strict_schema(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    if schema.get("type") == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        if schema.get("additionalProperties") is not False:
+            return False
+        if set(schema.get("required", [])) != set(props):
+            return False
+    return all(
+        is_strict_schema(v) for k, v in schema.items() if k not in ("enum", "const", "default")
+    )

@@ -63,7 +63,7 @@ from agentrunner.events import Emit, EventData, EventSink
 from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:
-    from agentrunner.model_settings import ModelSettings
+    from agentrunner.core.model_settings import ModelSettings
 
 __all__ = [
     "CostTracker",

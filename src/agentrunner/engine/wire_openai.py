@@ -18,6 +18,7 @@ from typing import Any, assert_never
 
 import orjson
 
+from agentrunner.core.json_text import json_text
 from agentrunner.engine.failures import FailureKind, ProviderError, stream_error
 from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
@@ -27,9 +28,9 @@ from agentrunner.engine.messages import (
     ToolResult,
     UserMessage,
 )
-from agentrunner.json_text import json_text
+from agentrunner.engine.tools import is_strict_schema
 
-__all__ = ["OpenAIWire", "is_strict_schema"]
+__all__ = ["OpenAIWire"]
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -171,23 +172,6 @@ class OpenAIWire:
             _fold_usage(usage, fold)
         for choice in chunk.get("choices") or ():
             _fold_choice(choice, choice.get("delta"), fold)
-
-
-def is_strict_schema(schema: Any) -> bool:
-    """Whether OpenAI's strict mode accepts the schema: every object closed, all keys required."""
-    if isinstance(schema, list):
-        return all(is_strict_schema(s) for s in schema)
-    if not isinstance(schema, dict):
-        return True
-    if schema.get("type") == "object" or "properties" in schema:
-        props = schema.get("properties", {})
-        if schema.get("additionalProperties") is not False:
-            return False
-        if set(schema.get("required", [])) != set(props):
-            return False
-    return all(
-        is_strict_schema(v) for k, v in schema.items() if k not in ("enum", "const", "default")
-    )
 
 
 def _assistant(message: AssistantMessage) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from typing import Any, assert_never
 
 import orjson
 
+from agentrunner.core.json_text import json_text
 from agentrunner.engine.failures import stream_error
 from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
@@ -44,8 +45,7 @@ from agentrunner.engine.messages import (
     ToolResult,
     UserMessage,
 )
-from agentrunner.engine.wire_openai import is_strict_schema
-from agentrunner.json_text import json_text
+from agentrunner.engine.tools import is_strict_schema
 
 __all__ = ["ResponsesWire", "reasons"]
 

@@ -1,4 +1,5 @@
-"""Channels, members and channel messages: every database operation of ``agentrunner.channels``."""
+"""Channels, members and channel messages: every database operation of
+``agentrunner.workspace.channels``."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentrunner.ids import new_id
+from agentrunner.core.ids import new_id
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import RunRecord, from_json, to_json
 from agentrunner.store.repositories import Repository

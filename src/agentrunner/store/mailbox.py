@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentrunner.ids import new_id
+from agentrunner.core.ids import new_id
 from agentrunner.store.changes import channel_key, run_key
 from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.records import from_json, to_json

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.json_text import json_text, loads_exact
+from agentrunner.core.json_text import json_text, loads_exact
 
 if TYPE_CHECKING:
     from agentrunner.engine.messages import Message

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from agentrunner.core.ids import new_id
 from agentrunner.engine.messages import Message, UserMessage, message_from_dict
-from agentrunner.ids import new_id
 from agentrunner.store.changes import payload
 from agentrunner.store.drivers import Driver, GuardRefused, Op
 from agentrunner.store.records import (

@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agentrunner.core.ids import new_id
 from agentrunner.events import DELTA_TEXT, EventData, EventSink
-from agentrunner.ids import new_id
 from agentrunner.store.changes import payload, run_key
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import to_json

@@ -30,9 +30,9 @@ from opentelemetry.context import Context
 from opentelemetry.metrics import NoOpMeter
 from opentelemetry.trace import SpanKind
 
+from agentrunner.core.json_text import json_text
 from agentrunner.engine.fold import Delta, DeltaSink
 from agentrunner.errors import ErrorCode
-from agentrunner.json_text import json_text
 from agentrunner.telemetry.content import (
     assistant_message,
     conversation_message,

@@ -9,7 +9,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from agentrunner.server.dashboard.auth import session_value
+from agentrunner.interfaces.server.dashboard.auth import session_value
 from tests.runner.conftest import Agent
 
 
@@ -210,7 +210,7 @@ def test_no_template_runs_inline_script() -> None:
     import re
     from pathlib import Path
 
-    from agentrunner.server import dashboard
+    from agentrunner.interfaces.server import dashboard
 
     templates = sorted((Path(dashboard.__file__).parent / "templates").glob("*.html"))
     assert len(templates) > 15

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import httpx2
 import pytest
 
+from agentrunner.core.ids import new_id
 from agentrunner.engine import AssistantMessage, ToolCall, ToolResult, UserMessage
-from agentrunner.ids import new_id
 from agentrunner.store import Store, open_store
 from agentrunner.store.channels import ChannelMessage
 from agentrunner.testing import Fault, MockProvider, Reply

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from agentrunner.ids import new_id
-from agentrunner.server.dashboard.money import money
+from agentrunner.core.ids import new_id
+from agentrunner.interfaces.server.dashboard.money import money
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 from tests.server.dashboard.pages_html import Browser, Node, wait_for

@@ -46,8 +46,8 @@ def _store_call(store_url: str, work: Any) -> Any:
 
 def brief(project: Path, store_url: str, directive: str) -> str:
     """``agentrunner brief --background`` as the library does it: queued for a worker."""
-    from agentrunner.company.brief import queue_brief
     from agentrunner.config import load_config
+    from agentrunner.workspace.company.brief import queue_brief
 
     config = load_config(project)  # files read here, off any loop
 

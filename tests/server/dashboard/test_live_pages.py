@@ -34,7 +34,7 @@ class Live:
     worker process the test starts when its pages are open."""
 
     def __init__(self, project: Path) -> None:
-        from agentrunner.server import create_app
+        from agentrunner.interfaces.server import create_app
 
         self.app = create_app(project, token=None, worker=False)
         self.api = ServerThread(self.app)
@@ -172,7 +172,7 @@ def test_a_job_page_follows_its_job_and_its_delegation_in_a_worker_process(
     mock: MockProvider,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agentrunner.company import jobs
+    from agentrunner.workspace.company import jobs
 
     agent("ceo", "name: Chief Executive\ncapabilities: [agents]")
     agent("cto", "name: Chief Technology Officer\nreports_to: ceo")
@@ -219,7 +219,7 @@ def test_a_job_whose_process_died_is_said_failed_by_its_page(
 ) -> None:
     """A dead process commits nothing: the job's stream, at its fallback timer (short here),
     finds it gone, says so and ends."""
-    from agentrunner.company import jobs
+    from agentrunner.workspace.company import jobs
 
     agent("ceo", "name: Chief Executive")
     mock.queue(Reply(text="Too late.", delay_s=60))
@@ -303,9 +303,9 @@ def test_on_a_guarded_server_a_pages_stream_wants_a_session(
 
 def _brief(project: Path, store_url: str, directive: str) -> str:
     """``agentrunner brief --background`` as the library does it: queued for a worker."""
-    from agentrunner.company.brief import queue_brief
     from agentrunner.config import load_config
     from agentrunner.store import open_store
+    from agentrunner.workspace.company.brief import queue_brief
 
     config = load_config(project)  # files read here, off any loop
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agentrunner.server.dashboard.costs import chart
-from agentrunner.server.dashboard.money import money
-from agentrunner.spend import Spend, SpendReport
+from agentrunner.interfaces.server.dashboard.costs import chart
+from agentrunner.interfaces.server.dashboard.money import money
+from agentrunner.run.spend import Spend, SpendReport
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 from tests.server.dashboard.pages_html import Browser, wait_for
@@ -191,7 +191,7 @@ def test_money_is_written_one_way_on_the_team_page(
 
 
 def test_hints_show_their_code_as_code() -> None:
-    from agentrunner.server.dashboard.templating import code_spans
+    from agentrunner.interfaces.server.dashboard.templating import code_spans
 
     said = code_spans("Create it with `agentrunner channels create <x>` & go")
     assert str(said) == (

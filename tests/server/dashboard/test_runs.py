@@ -278,7 +278,7 @@ async def test_the_app_is_made_on_a_running_loop_without_blocking_it(project: Pa
     """An application may make the server's app inside its own loop (tests/workspace do):
     the dashboard's static files and templates are read as the app starts, off the loop, not
     while it is made."""
-    from agentrunner.server import create_app
+    from agentrunner.interfaces.server import create_app
 
     app = create_app(project, worker=False)  # blockbuster fails the test on a blocking call
     assert app.state.dashboard_login is False

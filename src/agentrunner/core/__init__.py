@@ -1,0 +1,3 @@
+"""Plain types and rules every layer uses: ids, input rules, JSON text, log lines, paths, model
+settings. No I/O.
+"""

@@ -1,0 +1,3 @@
+"""The ways in: the CLI, the HTTP API and dashboard, stdio and MCP. Thin: they parse, call the
+library and shape output.
+"""

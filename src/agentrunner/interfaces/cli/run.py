@@ -1,0 +1,352 @@
+"""``agentrunner run`` and ``agentrunner chat``: a turn, streamed live; Ctrl-C cancels it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markup import escape
+
+from agentrunner.interfaces.cli.console import err, out, print_error
+from agentrunner.interfaces.cli.project import SET_HELP
+
+if TYPE_CHECKING:
+    from agentrunner.core.model_settings import ModelSettings
+    from agentrunner.events import Event, EventData, ThreadCompacted
+    from agentrunner.run.request import RunResult
+    from agentrunner.run.runner import AgentRunner
+
+__all__ = ["EventPrinter", "chat", "run"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Session:
+    """What a person chose for the turns of one command."""
+
+    agent_id: str
+    new: bool = False
+    thread: str | None = None
+    model: str | None = None
+    fallback: tuple[str, ...] = ()
+    max_steps: int | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+    settings: ModelSettings | None = None
+
+    def __post_init__(self) -> None:
+        from agentrunner.errors import AgentRunnerError, ErrorCode
+
+        if self.new and self.thread is not None:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                "--new and --thread ask for different threads",
+                hint="Use --new for a fresh session thread, or --thread ID to continue one.",
+            )
+
+
+_THREAD = typer.Option(
+    None, "--thread", help="Continue this thread of the agent (an id or its beginning)."
+)
+_MODEL = typer.Option(
+    None, "--model", "-m", help="Use this model only, instead of the agent's models."
+)
+_FALLBACK = typer.Option([], "--fallback", help="With --model: a model to fall back to (repeat).")
+
+
+def run(
+    agent_id: str = typer.Argument(..., help="The agent id."),
+    message: str = typer.Argument(
+        ..., help="Your message; - reads it from stdin, @FILE from a file (@@… for a literal @)."
+    ),
+    new: bool = typer.Option(False, "--new", help="Start a new session thread."),
+    thread: str | None = _THREAD,
+    model: str | None = _MODEL,
+    fallback: list[str] = _FALLBACK,
+    max_steps: int | None = typer.Option(
+        None,
+        "--max-steps",
+        "--max-turns",
+        help="Override limits.max_steps (--max-turns: old name).",
+    ),
+    input: str | None = typer.Option(
+        None, "--input", "-i", help="Template input: JSON, @file or -."
+    ),
+    assignments: list[str] = typer.Option([], "--set", help=SET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no streaming)."),
+) -> None:
+    """Run one turn of an agent, streaming its answer and tool calls."""
+    from agentrunner.interfaces.cli.project import parse_input, parse_settings, read_message
+
+    if message == "-" and input == "-":
+        from agentrunner.errors import AgentRunnerError, ErrorCode
+
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            "the message and --input cannot both come from stdin",
+            hint="Pass one of them as @file.",
+        )
+    settings = parse_settings(assignments)  # before stdin is read: a typo fails at once
+    text = read_message(message)
+    values = parse_input(input) if input else {}
+    session = _Session(agent_id, new, thread, model, tuple(fallback), max_steps, values, settings)
+    result = asyncio.run(_run_once(session, text, as_json))
+    if result is not None and result.stop_reason == "cancelled":
+        raise typer.Exit(130)
+
+
+def chat(
+    agent_id: str = typer.Argument(..., help="The agent id."),
+    new: bool = typer.Option(False, "--new", help="Start a new session thread."),
+    thread: str | None = _THREAD,
+    model: str | None = _MODEL,
+    fallback: list[str] = _FALLBACK,
+    input: str | None = typer.Option(
+        None, "--input", "-i", help="Template input for every turn: JSON or @file."
+    ),
+    assignments: list[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """An interactive session: each line you type is a turn. Ctrl-C stops a turn; Ctrl-C at
+    the prompt, Ctrl-D or /exit quits. An error is printed and the session goes on."""
+    from agentrunner.interfaces.cli.project import parse_input, parse_settings
+
+    settings = parse_settings(assignments)
+    values = parse_input(input) if input else {}
+    session = _Session(agent_id, new, thread, model, tuple(fallback), None, values, settings)
+    asyncio.run(_chat(session))
+
+
+async def _open(session: _Session) -> tuple[AgentRunner, str]:
+    from agentrunner.runtime.compose import open_runner
+
+    runner = await open_runner()
+    try:
+        # disabled or missing inputs: refused up front, before a thread is opened
+        runner.app.agents.runnable(session.agent_id).render_system(session.values)
+        if session.model is not None:  # a typo fails before the first turn, not after it
+            runner.app.engine.chain([session.model, *session.fallback])
+        if session.thread is not None:
+            return runner, await runner.agent_thread(session.agent_id, session.thread)
+        return runner, await runner.session_thread(session.agent_id, new=session.new)
+    except BaseException:
+        await runner.close()
+        raise
+
+
+async def _run_once(session: _Session, message: str, as_json: bool) -> RunResult | None:
+    runner, thread_id = await _open(session)
+    try:
+        result = await _turn(runner, session, thread_id, message, stream=not as_json)
+        if as_json:
+            out.print_json(data=result.to_dict())
+        return result
+    finally:
+        await runner.close()
+
+
+async def _chat(session: _Session) -> None:
+    from agentrunner.errors import AgentRunnerError
+
+    runner, thread_id = await _open(session)
+    err.print(
+        f"[dim]chatting with [bold]{escape(session.agent_id)}[/bold] on thread "
+        f"{escape(thread_id)} — Ctrl-D to quit[/]"
+    )
+    try:
+        while True:
+            line = await _prompt("you › ")
+            if line is None or line.strip() in ("/exit", "/quit"):
+                return
+            if not line.strip():
+                continue
+            try:
+                await _turn(runner, session, thread_id, line, stream=True)
+            except AgentRunnerError as exc:  # recorded with the run; the session goes on
+                print_error(exc)
+    finally:
+        await runner.close()
+
+
+async def _prompt(text: str) -> str | None:
+    """A line from the person, or None when they quit (Ctrl-D, or Ctrl-C at the prompt).
+
+    The line is read on a daemon thread: a thread blocked in ``input()`` cannot be stopped,
+    and a pool thread would keep the process alive after Ctrl-C until Enter is pressed."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str | None] = loop.create_future()
+
+    def settle(value: str | None) -> None:
+        if not answer.done():
+            answer.set_result(value)
+
+    def read() -> None:
+        try:
+            line: str | None = input(text)
+        except (EOFError, KeyboardInterrupt):
+            line = None
+        loop.call_soon_threadsafe(settle, line)
+
+    threading.Thread(target=read, daemon=True, name="agentrunner-chat-input").start()
+    loop.add_signal_handler(signal.SIGINT, settle, None)
+    try:
+        line = await answer
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if line is None:
+        sys.stderr.write("\n")  # leave the terminal on a fresh line
+    return line
+
+
+async def _turn(
+    runner: AgentRunner, session: _Session, thread_id: str, message: str, *, stream: bool
+) -> RunResult:
+    from agentrunner.engine.abort import AbortSignal
+    from agentrunner.run.callbacks import AgentRunnerCallbacks
+    from agentrunner.run.request import RunAgentOverrides
+
+    abort = AbortSignal()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
+    printer = EventPrinter() if stream else None
+    overrides = RunAgentOverrides(
+        model=session.model,
+        fallback=session.fallback,
+        max_steps=session.max_steps,
+        model_settings=session.settings,
+    )
+    try:
+        result = await runner.run_agent(
+            session.agent_id,
+            thread_id,
+            message,
+            AgentRunnerCallbacks(on_event=printer) if printer else None,
+            overrides,
+            abort,
+            input=session.values,
+        )
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        if printer is not None:
+            printer.end()
+    if stream:
+        _footer(result, thread_id)
+    return result
+
+
+class EventPrinter:
+    """Streams tokens to stdout and tool activity to stderr as events arrive."""
+
+    def __init__(self) -> None:
+        from agentrunner.events import child_of, typed
+
+        self.mid_line = False
+        self.typed, self.child_of = typed, child_of
+
+    def __call__(self, kind: str, data: EventData) -> None:
+        event = self.typed(kind, data)
+        child = self.child_of(data)
+        told = _told(event)
+        if told is not None:  # what a tool produced for the person: always shown
+            self.end()
+            who = f"{escape(child[0])} › " if child else ""
+            err.print(f"[magenta]{who}{told}[/]")
+            return
+        if child is not None:  # a delegated run: show its tool use, not its tokens
+            match event:
+                case ("agent.tool_call", call):
+                    what = call["name"]
+                case ("agent.message", _):
+                    what = "answered"
+                case _:
+                    return
+            self.end()
+            agent_id, depth = child
+            err.print(f"[dim]{'  ' * depth}{escape(agent_id)} › {escape(what)}[/]")
+            return
+        match event:
+            case ("agent.token", token):
+                sys.stdout.write(token["token"])
+                sys.stdout.flush()
+                self.mid_line = not token["token"].endswith("\n")
+            case ("agent.tool_call", call):
+                self.end()
+                args = json.dumps(call["input"], ensure_ascii=False)
+                err.print(
+                    f"[cyan]→ {escape(call['name'])}[/] [dim]{escape(args[:160])}[/]",
+                )
+            case ("agent.tool_result", result):
+                mark = "[red]✗[/]" if result["is_error"] else "[green]←[/]"
+                summary = escape(result["output_summary"][:160])
+                err.print(f"{mark} [dim]{summary}[/]")
+            case ("thread.compacted", compacted):  # why this turn took longer, and cost more
+                requests = compacted["requests"]
+                err.print(
+                    f"[dim]… {compacted['messages']} earlier messages summarized by "
+                    f"{escape(compacted['model'])} ({requests} request"
+                    f"{'s' if requests != 1 else ''}): {_outgrew(compacted)}[/]"
+                )
+            case ("model.setting_dropped", dropped):
+                self.end()
+                err.print(
+                    f"[yellow]! {escape(dropped['model'])}: {escape(dropped['setting'])} not "
+                    f"sent — {escape(dropped['reason'])}[/]",
+                )
+            case ("model.attempt_failed", failed):
+                self.end()
+                said = f"! {escape(failed['model'])}: {escape(failed['error_code'])}"
+                if failed["failover"]:
+                    err.print(f"[yellow]{said} — retrying or failing over[/]")
+                else:  # a bad request or rejected key: the run ends with it, tried nowhere else
+                    status = f" (HTTP {failed['status']})" if failed["status"] else ""
+                    err.print(f"[yellow]{said}{status}[/]")
+
+    def end(self) -> None:
+        if self.mid_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.mid_line = False
+
+
+def _outgrew(compacted: ThreadCompacted) -> str:
+    """Which bound on its history the thread outgrew."""
+    tokens = compacted["bound_tokens"]
+    match compacted["bound"]:
+        case "history_tokens":
+            return f"the thread outgrew history_tokens ({tokens:,} tokens)"
+        case "context_window":
+            return f"the thread outgrew the context window ({tokens:,} tokens for history)"
+    return "asked for"
+
+
+def _told(event: Event) -> str | None:
+    """A capability's output for the person, as a line of markup; None for other events."""
+    match event:
+        case ("agent.notify", notify):
+            return f"🔔 {escape(notify['message'])}"
+        case ("agent.file", file):
+            caption = f" — {escape(file['caption'])}" if file["caption"] else ""
+            return f"📎 file sent: {escape(file['path'])}{caption}"
+        case ("agent.note_shared", note):
+            message = f" — {escape(note['message'])}" if note["message"] else ""
+            return f"📝 note shared: {escape(note['title'])} ({escape(note['slug'])}){message}"
+    return None
+
+
+def _footer(result: RunResult, thread_id: str) -> None:
+    if result.stop_reason == "cancelled":
+        cost = f"${result.cost_usd:.4f}" if result.cost_known else "cost unknown"
+        estimated = " (estimated)" if result.usage.estimated else ""
+        err.print(
+            f"[yellow]cancelled[/] [dim]· {result.usage.total_tokens:,} tokens{estimated} · "
+            f"{cost} · run {result.run_id}[/]"
+        )
+        return
+    cost = f"${result.cost_usd:.4f}" if result.cost_known else "cost unknown"
+    err.print(
+        f"[dim]{result.usage.total_tokens:,} tokens · {cost} · {result.stop_reason} · "
+        f"{escape(result.model or '')} · run {result.run_id} · thread {escape(thread_id)}[/]"
+    )

@@ -1,0 +1,424 @@
+"""``agentrunner channels|post|dm|worker|status``: agents as members of a workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import signal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
+from rich.markup import escape
+
+from agentrunner.interfaces.cli.console import Column, err, listing, out
+
+if TYPE_CHECKING:
+    from agentrunner.agents.project import Project
+    from agentrunner.store.channels import Channel, ChannelMessage
+    from agentrunner.store.store import Store
+    from agentrunner.workspace.channels import Posted
+    from agentrunner.workspace.feeds import ChannelFeed
+    from agentrunner.workspace.status import ProjectStatus
+    from agentrunner.workspace.worker import Worker
+    from agentrunner.workspace.workspace import Workspace
+
+__all__ = ["channels_app", "dm", "post", "status", "worker"]
+
+channels_app = typer.Typer(
+    help="Channels: rooms with people and agents as members.", no_args_is_help=True
+)
+T = TypeVar("T")
+# How often `post`/`dm` look whether runs are still queued or running anywhere (a commit in the
+# channel, Ctrl-C or the in-process worker's end wakes them sooner).
+_FOLLOW_S = 0.1
+
+
+def _with_workspace(work: Callable[[Workspace], Awaitable[T]]) -> T:
+    async def main() -> T:
+        from agentrunner.runtime.compose import open_workspace
+
+        workspace = await open_workspace()
+        try:
+            return await work(workspace)
+        finally:
+            await workspace.close()
+
+    return asyncio.run(main())
+
+
+@channels_app.command("create")
+def channels_create(
+    name: str = typer.Argument(..., help="Channel name (with or without #)."),
+    member: list[str] = typer.Option(
+        [], "--member", "-m", help="An agent id or a person (repeat)."
+    ),
+    private: bool = typer.Option(False, "--private", help="Only members may post and be heard."),
+) -> None:
+    """Create a channel (or add members to it)."""
+
+    async def work(ws: Workspace) -> tuple[Channel, list[tuple[str, str]], list[str]]:
+        channel = await ws.channels.create(name, private=private, members=member)
+        members = await ws.app.store.channels.members(channel.id)
+        return channel, members, [agent.id for agent in ws.app.agents]
+
+    channel, members, agents = _with_workspace(work)
+    people = {m for m, kind in members if kind != "agent"}
+    for name_given in dict.fromkeys(member):  # a person spelt like an agent: likely a typo
+        near = difflib.get_close_matches(name_given, agents, n=1, cutoff=0.75)
+        if name_given in people and near:
+            err.print(
+                f"[yellow]warning:[/] '{escape(name_given)}' is no agent, so it joined as a "
+                f"person (did you mean '{escape(near[0])}'?)",
+            )
+    everyone = ", ".join(m if kind == "agent" else f"{m} (person)" for m, kind in members)
+    out.print(
+        f"[green]#{escape(channel.name)}[/] ({channel.kind}) with "
+        f"{escape(everyone or 'no members')}"
+    )
+
+
+@channels_app.command("list")
+def channels_list() -> None:
+    """Every channel, with its kind and member count."""
+    channels = _with_workspace(lambda ws: ws.app.store.channels.all())
+    listing(
+        "Channels",
+        [Column("name", whole=True), Column("kind", whole=True), Column("members", number=True)],
+        [
+            [
+                escape(row["name"] if row["kind"] == "dm" else "#" + row["name"]),
+                row["kind"],
+                str(row["members"]),
+            ]
+            for row in channels
+        ],
+    )
+
+
+@channels_app.command("show")
+def channels_show(
+    name: str = typer.Argument(..., help="Channel name."),
+    limit: int = typer.Option(30, "--limit", help="How many recent messages."),
+) -> None:
+    """A channel's members and recent messages."""
+
+    async def work(ws: Workspace) -> Any:
+        channel = await ws.channels.channel(name)
+        store = ws.app.store
+        messages = await store.channels.after(channel.id, "", 10_000)
+        return channel, await store.channels.members(channel.id), messages
+
+    channel, members, messages = _with_workspace(work)
+    people = ", ".join(f"{m}{'' if k == 'agent' else ' (person)'}" for m, k in members)
+    heading = f"[bold]#{escape(channel.name)}[/] [dim]· {channel.kind}"
+    out.print(f"{heading} · {escape(people) or 'no members'}[/]\n")
+    if len(messages) > limit:
+        out.print(f"[dim]… {len(messages) - limit} earlier message(s); --limit shows more[/]")
+    for message in messages[-limit:] if limit > 0 else []:
+        _print_message(message, channel)
+
+
+def post(
+    channel: str = typer.Argument(..., help="Channel name."),
+    message: str = typer.Argument(..., help="What to say."),
+    sender: str | None = typer.Option(
+        None,
+        "--as",
+        help="Who is speaking: a person's name, never an agent's id "
+        "(default: `person` in agentrunner.toml).",
+    ),
+    thread: str | None = typer.Option(
+        None, "--thread", help="Reply in the thread of this message id."
+    ),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Show the agents' replies as they arrive."
+    ),
+) -> None:
+    """Post to a channel; the agents who should hear it reply.
+
+    With no worker running, this process serves the mailboxes until the conversation settles.
+    """
+
+    async def work(ws: Workspace) -> None:
+        target = await ws.channels.channel(channel)
+        feed = await _feed_from_now(ws, target)
+        posted = await ws.channels.post(target, sender, message, thread_root=thread)
+        err.print(
+            f"[dim]posted {posted.message.id} · {len(posted.run_ids)} agent(s) will read it[/]"
+        )
+        if await _settle(ws, target, posted, feed, follow):
+            raise typer.Exit(130)
+
+    _with_workspace(work)
+
+
+def dm(
+    agent_id: str = typer.Argument(..., help="The agent to message."),
+    message: str = typer.Argument(..., help="What to say."),
+    sender: str | None = typer.Option(
+        None,
+        "--as",
+        help="Who is speaking: a person's name, never an agent's id "
+        "(default: `person` in agentrunner.toml).",
+    ),
+) -> None:
+    """A direct message to an agent; its reply is printed."""
+
+    async def work(ws: Workspace) -> None:
+        target = await ws.channels.dm_channel(agent_id, sender)
+        feed = await _feed_from_now(ws, target)
+        posted = await ws.channels.post(target, sender, message)
+        if await _settle(ws, target, posted, feed, True):
+            raise typer.Exit(130)
+        await _raise_if_failed(ws, posted.run_ids)
+
+    _with_workspace(work)
+
+
+async def _raise_if_failed(ws: Workspace, run_ids: list[str]) -> None:
+    """The agent's reply failed (its notice is printed above): fail the command with its error,
+    unless a worker elsewhere is still on it."""
+    from agentrunner.errors import AgentRunnerError, ErrorCode, code_info
+
+    for run_id in run_ids:
+        run = await ws.app.store.runs.get(run_id)
+        if run is not None and run.status in ("failed", "cancelled"):
+            code = ErrorCode(run.error_code or "cancelled")
+            raise AgentRunnerError(
+                code, run.error_message or "the reply was cancelled", hint=code_info(code).action
+            )
+
+
+def worker(
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", "-c", help="Runs served at once."
+    ),
+) -> None:
+    """Serve agents' mailboxes until SIGTERM or Ctrl-C (then drain: nothing is left running)."""
+
+    async def work(ws: Workspace) -> None:
+        serving = ws.worker(concurrency=concurrency)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, serving.stop)
+        err.print(
+            f"[green]worker {escape(serving.id)}[/] serving with concurrency {serving.concurrency}"
+        )
+        served = await serving.run()
+        err.print(f"[dim]stopped after {served} run(s)[/]")
+
+    _with_workspace(work)
+
+
+def status(
+    as_json: bool = typer.Option(False, "--json", help="Print it as JSON, for scripts."),
+) -> None:
+    """The agents down the org chart: state, current run, queued runs, today's spend; live
+    workers; the daily limits nearly or wholly used up."""
+    from agentrunner.interfaces.cli.cost import floors_of, with_project_store
+    from agentrunner.workspace.status import project_status
+
+    async def work(project: Project, store: Store) -> ProjectStatus:
+        floors = await floors_of(project, store)
+        return await project_status(store, project.agents, project.config.budgets, floors=floors)
+
+    report = with_project_store(work)
+    if as_json:
+        out.print_json(data=report.to_dict())
+        return
+    _print_status(report)
+
+
+_STATE_COLORS = {
+    "idle": "green",
+    "working": "cyan",
+    "error": "red",
+    "disabled": "dim",
+}
+
+
+def _print_status(report: ProjectStatus) -> None:
+    from agentrunner.interfaces.cli.cost import usd
+
+    rows = []
+    for branch, agent in zip(
+        _branches([a.depth for a in report.agents]), report.agents, strict=True
+    ):
+        run = agent.run_id or (agent.last_run_id if agent.state == "error" else None)
+        rows.append(
+            [
+                f"[dim]{branch}[/]{escape(agent.agent_id)}",
+                f"[{_STATE_COLORS.get(agent.state, 'white')}]{agent.state}[/]",
+                escape(run or "—"),
+                str(agent.queued),
+                usd(agent.spent_today.micros),
+            ]
+        )
+    listing(
+        "Org chart" if report.org_chart else "Agents",
+        [
+            Column("agent", whole=True),
+            Column("state", whole=True),
+            Column("run", whole=True, drop=2),
+            Column("queued", number=True, drop=1),
+            Column("today", number=True),
+        ],
+        rows,
+    )
+    if report.problems:
+        out.print(
+            f"[yellow]{report.problems} agent file(s) left out for their problems[/] "
+            "[dim]· see `agentrunner agents validate`[/]"
+        )
+    if report.session is not None:
+        s = report.session
+        out.print(
+            f"session [bold]{escape(s['id'])}[/] · {escape(s['root_agent'])} · "
+            f"{usd(s['spent']['cost_micros'])} so far"
+        )
+    for job in report.jobs:
+        where = "background" if job["background"] else "here"
+        what = job["directive"] or job["kind"]
+        out.print(
+            f"[cyan]job[/] {escape(job['id'])} · {job['status']} · {where} · {escape(what[:60])}",
+        )
+    out.print(f"today (UTC): {usd(report.spent_today.micros)} spent")
+    for use in report.warnings:
+        color = "red" if use.state == "exceeded" else "yellow"
+        out.print(f"[{color}]! {escape(use.message())}[/]")
+    if report.workers:
+        for w in report.workers:
+            out.print(f"[green]worker[/] {escape(w['id'])} · concurrency {w['concurrency']}")
+    else:
+        out.print("[dim]no live workers (post and dm serve the mailboxes themselves)[/]")
+
+
+def _branches(depths: list[int]) -> list[str]:
+    """The tree's guide lines before each agent, from the depths of a depth-first listing:
+    ``├── `` / ``└── `` before a report, ``│   `` under a manager with reports still to come."""
+    last = []
+    for i, depth in enumerate(depths):
+        after = next((d for d in depths[i + 1 :] if d <= depth), None)
+        last.append(after != depth)
+    out: list[str] = []
+    open_levels: list[bool] = []  # per depth above this one: whether a sibling follows there
+    for depth, is_last in zip(depths, last, strict=True):
+        del open_levels[depth:]
+        if depth == 0:
+            out.append("")
+        else:
+            guides = "".join("│   " if more else "    " for more in open_levels[1:depth])
+            out.append(guides + ("└── " if is_last else "├── "))
+        open_levels.extend([False] * (depth + 1 - len(open_levels)))
+        open_levels[depth] = not is_last
+    return out
+
+
+async def _feed_from_now(ws: Workspace, channel: Channel) -> ChannelFeed:
+    """The channel's feed from now on, taken before posting: the replies, and whatever else is
+    posted meanwhile, are followed however their commits interleave with the post's."""
+    from agentrunner.workspace.feeds import ChannelFeed
+
+    feed = ChannelFeed(ws.app.store, channel.id, backlog=0)
+    await feed.start()
+    return feed
+
+
+async def _settle(
+    ws: Workspace, channel: Channel, posted: Posted, feed: ChannelFeed, follow: bool
+) -> bool:
+    """Serve in-process when no worker is alive; print replies while the cascade settles, and
+    who is working meanwhile (with telemetry on, a ``wait`` span in the post's trace).
+
+    Ctrl-C cancels the runs this process is serving (each leaves its notice, printed here) or,
+    with a worker elsewhere, stops following. Returns whether the person pressed it."""
+    serving = None if await ws.app.store.workers.alive() else ws.worker(concurrency=4)
+    if serving is None and not follow:
+        return False
+    with ws.app.engine.tracing.wait(channel.label, posted.run_ids, posted.trace_context):
+        return await _follow(ws, channel, feed, posted.message.id, serving)
+
+
+async def _follow(
+    ws: Workspace, channel: Channel, feed: ChannelFeed, own: str, serving: Worker | None
+) -> bool:
+    """Print what ``feed`` gives but the post ``own`` until the conversation settles."""
+    from agentrunner.interfaces.cli.activity import ActivityDisplay
+    from agentrunner.store.channels import ChannelMessage
+
+    interrupted = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    activity = ActivityDisplay()
+    # Woken by a commit in the channel, Ctrl-C or the in-process worker's end; the timer for
+    # runs elsewhere that keep the mailboxes busy.
+    async with feed.watching():
+        if serving is not None:
+            served = asyncio.ensure_future(serving.run(until_idle=True))
+            served.add_done_callback(lambda _: feed.wake())
+
+        def stop() -> None:
+            interrupted.set()
+            feed.wake()
+
+        loop.add_signal_handler(signal.SIGINT, stop)
+        idle = False  # nothing was queued or running at the last look
+        settled = False  # everything posted was read: what ended unanswered stayed silent
+        try:
+            while True:
+                if interrupted.is_set() and serving is not None:
+                    serving.cancel("Ctrl-C")
+                # Idle twice in a row, a wake-up or _FOLLOW_S apart: a reply is posted just
+                # after its run ends (woken by that end, the first look can come between).
+                was_idle, idle = idle, serving is None and not await _busy(ws)
+                done = serving is None and (interrupted.is_set() or (idle and was_idle))
+                if serving is not None and served.done():
+                    served.result()
+                    done = True
+                while read := await feed.read(100):
+                    for _, item in read:
+                        if not isinstance(item, ChannelMessage):
+                            activity.show(item.type, item.payload)
+                        elif item.id != own:
+                            _print_message(item, channel)
+                            activity.message(item)
+                # rows that wait for an earlier transaction are shown once it ends
+                if done and (not feed.waiting or interrupted.is_set()):
+                    settled = not interrupted.is_set()
+                    break
+                await feed.wait(_FOLLOW_S)
+        finally:
+            activity.close(settled=settled)
+            loop.remove_signal_handler(signal.SIGINT)
+    if interrupted.is_set() and serving is None:
+        err.print("[yellow]stopped following[/] [dim]· a worker is still serving the replies[/]")
+    elif interrupted.is_set():
+        queued = await _queued(ws)
+        left = f" · {queued} queued run(s) wait for the next post or a worker" if queued else ""
+        err.print(f"[yellow]cancelled[/][dim]{left}[/]")
+    return interrupted.is_set()
+
+
+async def _busy(ws: Workspace) -> bool:
+    depths = await ws.app.store.mailbox.depths()
+    return any(d.get("created") or d.get("running") for d in depths.values())
+
+
+async def _queued(ws: Workspace) -> int:
+    depths = await ws.app.store.mailbox.depths()
+    return sum(d.get("created", 0) for d in depths.values())
+
+
+def _print_message(message: ChannelMessage, channel: Channel) -> None:
+    """One message; its id first, the one ``post --thread`` replies to."""
+    ident = f"[dim]{message.id}[/] "
+    if message.sender_kind == "notice":
+        out.print(f"{ident}[yellow]! {escape(message.content)}[/]")
+        return
+    color = "green" if message.sender_kind == "agent" else "blue"
+    # a DM is one conversation: its replies being threaded under the message says nothing
+    in_thread = message.thread_root_id and channel.kind != "dm"
+    thread = f" [dim](in thread {message.thread_root_id})[/]" if in_thread else ""
+    out.print(
+        f"{ident}[bold {color}]{escape(message.sender)}[/]{thread}: {escape(message.content)}",
+    )

@@ -1,0 +1,227 @@
+"""``agentrunner mcp``: the project's agents served over MCP (stdio), for MCP clients — an IDE, a
+desktop assistant, another agent framework — to run them and read their threads.
+
+A thin interface (DESIGN layering): each tool is one call into the runner, the task runner or
+the store's repositories, and returns the same JSON shapes as the HTTP API and the stdio
+protocol. Failures come back as tool errors (``is_error``) whose text, after the SDK's
+``Error executing tool <name>:``, starts with the error taxonomy's code, so a model reading them
+can tell a bad argument from a provider outage. The
+tools are in docs/mcp.md. Needs the ``mcp`` extra; ``agentrunner mcp`` says so when it is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from agentrunner._version import __version__
+from agentrunner.engine.abort import AbortSignal
+from agentrunner.errors import AgentRunnerError, ErrorCode, error_line
+from agentrunner.events import EventData, typed
+from agentrunner.run.callbacks import AgentRunnerCallbacks
+from agentrunner.run.request import RunAgentOverrides
+from agentrunner.run.runner import AgentRunner
+from agentrunner.runtime.compose import runner_with_tasks
+from agentrunner.store.records import thread_message_dict
+from agentrunner.workspace.tasks import TaskRunner
+
+__all__ = ["build_mcp_server", "serve_mcp"]
+
+INSTRUCTIONS = """\
+agentrunner runs the agents of one project. list_agents says who they are; run_agent sends one
+of them a message on a thread (its current session unless you name one) and returns its answer
+with the run's id, usage and cost; execute_task runs an agent's prompt template once with
+structured input. list_threads, read_thread and get_run read what was recorded."""
+
+
+def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
+    """An MCP server whose tools call ``runner`` and ``tasks``."""
+    server: MCPServer = MCPServer(
+        "agentrunner", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+
+    def failed(exc: AgentRunnerError) -> ToolError:
+        return ToolError(_error_text(str(exc.code), exc.message, exc.hint))
+
+    @server.tool()
+    async def list_agents() -> list[dict[str, Any]]:
+        """The project's agents: id, name, description, model, tools, who they report to."""
+        return [spec.summary() for spec in runner.app.agents]
+
+    @server.tool()
+    async def run_agent(
+        agent: str,
+        message: str,
+        ctx: Context,
+        thread_id: str | None = None,
+        new_thread: bool = False,
+        input: dict[str, Any] | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """Send ``message`` to ``agent`` and return its answer (``text``) with the run's id,
+        thread, stop reason, usage and cost. The run continues the agent's current session
+        thread unless ``thread_id`` names one or ``new_thread`` starts one; ``input`` fills the
+        agent's ``{{input.x}}`` placeholders. Cancelling the call stops the run, recorded as
+        cancelled."""
+        try:
+            thread = (
+                await runner.agent_thread(agent, thread_id)
+                if thread_id
+                else await runner.session_thread(agent, new=new_thread)
+            )
+            progress = _Progress(ctx)
+            abort = AbortSignal()
+            run = asyncio.ensure_future(
+                runner.run_agent(
+                    agent,
+                    thread,
+                    message,
+                    AgentRunnerCallbacks(on_event=progress.event),
+                    RunAgentOverrides(model=model),
+                    abort,
+                    input=input or {},
+                )
+            )
+            try:
+                result = await asyncio.shield(run)
+            except asyncio.CancelledError:
+                progress.cancel()
+                await _stop(run, abort)
+                raise
+            except BaseException:
+                progress.cancel()
+                raise
+            await progress.close()
+        except AgentRunnerError as exc:
+            raise failed(exc) from exc
+        return result.to_dict()
+
+    @server.tool()
+    async def execute_task(
+        agent: str,
+        input: dict[str, Any] | None = None,
+        model: str | None = None,
+        cache: bool | None = None,
+    ) -> dict[str, Any]:
+        """Run ``agent``'s prompt template once with ``input``, on no thread: a one-shot task.
+        Returns its status, text, structured output (when the agent declares an output
+        schema), usage, cost and whether the answer came from the result cache (used when the
+        agent file says ``cache: true``, or ``cache`` asks for it)."""
+        outcome = await tasks.execute(agent, input or {}, model=model, cache=cache)
+        if outcome.error is not None:
+            error = outcome.error
+            raise ToolError(_error_text(error["code"], error["message"], error.get("hint")))
+        return outcome.to_dict()
+
+    @server.tool()
+    async def list_threads(agent: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+        """Threads, most recently updated first; only ``agent``'s when given."""
+        if agent is not None:
+            try:
+                runner.app.agents.get(agent)
+            except AgentRunnerError as exc:
+                raise failed(exc) from exc
+        threads = await runner.app.store.threads.list(agent_id=agent, limit=max(1, min(limit, 500)))
+        return [t.to_dict() for t in threads]
+
+    @server.tool()
+    async def read_thread(thread_id: str, after: int = 0, limit: int = 50) -> dict[str, Any]:
+        """A thread and its messages from number ``after`` + 1 on (at most ``limit``); page on
+        with the last message's ``seq``."""
+        thread = await runner.app.store.threads.get(thread_id)
+        if thread is None:
+            raise failed(_not_found("thread", thread_id))
+        page = await runner.app.store.messages.page(
+            thread_id, after=max(0, after), limit=max(1, min(limit, 1000))
+        )
+        return {
+            "thread": thread.to_dict(),
+            "messages": [thread_message_dict(*entry) for entry in page],
+        }
+
+    @server.tool()
+    async def get_run(run_id: str) -> dict[str, Any]:
+        """One run: status, stop reason, model, error, usage, cost and times."""
+        from agentrunner.run.spend import with_spend
+
+        run = await runner.app.store.runs.get(run_id)
+        if run is None:
+            raise failed(_not_found("run", run_id))
+        return (await with_spend(runner.app.store, run)).to_dict()
+
+    return server
+
+
+class _Progress:
+    """Forwards a run's steps, tool calls and what its tools produce for people (notifications,
+    files, shared notes) as MCP progress notifications, in order; the result's events are the
+    full record. A client that sent no progress token gets none (the SDK drops them)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._count = 0
+        self._sender = asyncio.ensure_future(self._send())
+
+    def event(self, kind: str, data: EventData) -> None:
+        match typed(kind, data):
+            case ("agent.token", _):
+                pass  # the most frequent
+            case ("step.started", step):
+                self._queue.put_nowait(f"step {step['step']} ({step['model']})")
+            case ("agent.tool_call", call):
+                self._queue.put_nowait(f"calling {call['name']}")
+            case ("agent.notify", notify):
+                self._queue.put_nowait(f"notification: {notify['message']}")
+            case ("agent.file", file):
+                self._queue.put_nowait(f"file sent: {file['path']}")
+            case ("agent.note_shared", note):
+                self._queue.put_nowait(f"note shared: {note['title']}")
+
+    async def _send(self) -> None:
+        while (message := await self._queue.get()) is not None:
+            self._count += 1
+            with contextlib.suppress(Exception):  # a client that went away misses progress
+                await self._ctx.report_progress(self._count, message=message)
+
+    async def close(self) -> None:
+        """Send what is queued, then stop."""
+        self._queue.put_nowait(None)
+        await self._sender
+
+    def cancel(self) -> None:
+        self._sender.cancel()
+
+
+async def _stop(run: asyncio.Future[Any], abort: AbortSignal) -> None:
+    """The client cancelled the call: stop the run at its next step and wait until it has
+    recorded itself as cancelled, so the thread is left whole for the next call."""
+    abort.abort("cancelled by the MCP client")
+    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+        await run
+
+
+def _error_text(code: str, message: str, hint: str | None) -> str:
+    said = error_line(code, message)
+    return f"{said} (hint: {hint})" if hint else said
+
+
+_FINDING = {
+    "thread": "list_threads lists the threads.",
+    "run": "run_agent returns its run_id; read_thread shows the run_id of each message.",
+}
+
+
+def _not_found(kind: str, key: str) -> AgentRunnerError:
+    return AgentRunnerError(ErrorCode.NOT_FOUND, f"no {kind} '{key}'", hint=_FINDING[kind])
+
+
+async def serve_mcp() -> None:
+    """Serve MCP on stdin/stdout for the project at or above the working directory."""
+    async with runner_with_tasks() as (runner, tasks):
+        await build_mcp_server(runner, tasks).run_stdio_async()

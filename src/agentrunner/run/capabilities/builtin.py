@@ -1,0 +1,199 @@
+"""The built-in capabilities: memory, notes, notify, agents, delegation (files lives in
+``files``)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from agentrunner.engine.tools import Tool, ToolContext, ToolRetry, tool
+from agentrunner.run.capabilities.files import TOOL_NAMES as FILE_TOOLS
+from agentrunner.run.capabilities.files import files_tools
+from agentrunner.run.capabilities.registry import CapabilityContext, CapabilityRegistry
+
+if TYPE_CHECKING:
+    from agentrunner.agents.spec import AgentSpec
+
+__all__ = ["builtin_capabilities"]
+
+log = logging.getLogger("agentrunner.memory")
+
+
+def memory_tools(ctx: CapabilityContext) -> list[Tool]:
+    memory, agent_id = ctx.store.memory, ctx.agent.id
+
+    @tool(writes=True)
+    async def memory_append(label: str, text: str) -> str:
+        """Append text to one of your core memory blocks (created if missing)."""
+        blocks = await memory.blocks(agent_id)
+        current = blocks.get(label, "")
+        await memory.set(agent_id, label, f"{current}\n{text}".strip())
+        ctx.tell("agent.memory_updated", {"label": label})
+        _updated(label, "append")
+        return f"appended to {label}"
+
+    @tool(writes=True)
+    async def memory_replace(label: str, old: str, new: str) -> str:
+        """Replace text in one of your core memory blocks."""
+        blocks = await memory.blocks(agent_id)
+        if label not in blocks:
+            raise ToolRetry(f"no memory block '{label}'; blocks: {', '.join(blocks) or 'none'}")
+        if old not in blocks[label]:
+            raise ToolRetry(f"'{old}' is not in block '{label}'")
+        await memory.set(agent_id, label, blocks[label].replace(old, new))
+        ctx.tell("agent.memory_updated", {"label": label})
+        _updated(label, "replace")
+        return f"updated {label}"
+
+    return [memory_append, memory_replace]
+
+
+def _updated(label: str, change: str) -> None:
+    """An agent's decision to change its memory, logged (the block's label, never its text)."""
+    log.info(
+        "memory block %r updated (%s)", label, change, extra={"label": label, "change": change}
+    )
+
+
+def notes_tools(ctx: CapabilityContext) -> list[Tool]:
+    notes, agent_id = ctx.store.notes, ctx.agent.id
+
+    @tool(writes=True)
+    async def note_create(title: str, body: str) -> str:
+        """Write a note; returns its slug."""
+        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:60] or "note"
+        await notes.upsert(agent_id, slug, title, body)
+        return slug
+
+    @tool
+    async def note_read(slug: str) -> str:
+        """Read one of your notes by slug."""
+        note = await notes.get(agent_id, slug)
+        if note is None:
+            raise ToolRetry(f"no note '{slug}'")
+        return f"# {note.title}\n\n{note.body}"
+
+    @tool
+    async def note_list() -> list[str]:
+        """List your notes (slug: title)."""
+        return [f"{n.slug}: {n.title}" for n in await notes.list(agent_id)]
+
+    @tool
+    async def note_share(slug: str, message: str | None = None) -> str:
+        """Share one of your notes with the user."""
+        note = await notes.get(agent_id, slug)
+        if note is None:
+            raise ToolRetry(f"no note '{slug}'")
+        ctx.tell(
+            "agent.note_shared",
+            {"slug": slug, "title": note.title, "body": note.body, "message": message},
+        )
+        return f"shared {slug}"
+
+    return [note_create, note_read, note_list, note_share]
+
+
+def notify_tools(ctx: CapabilityContext) -> list[Tool]:
+    @tool
+    async def notify_user(message: str) -> str:  # async: nothing to wait for, no thread hop
+        """Send the user a notification, even when no one is watching this conversation."""
+        ctx.tell("agent.notify", {"message": message})
+        return "notified"
+
+    return [notify_user]
+
+
+def agents_tools(ctx: CapabilityContext) -> list[Tool]:
+    team = list(ctx.team)
+    names = [a.id for a in team]
+
+    async def ask(args: dict[str, Any], call: ToolContext) -> str:
+        target = args["agent"]
+        if target not in names:
+            raise ToolRetry(
+                f"ask_agent refused: '{target}' is not an agent you may ask; "
+                f"agents: {', '.join(names) or 'none'}"
+            )
+        return await _child_run(ctx, "ask_agent", target, args["message"])
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "enum": names} if names else {"type": "string"},
+            "message": {"type": "string"},
+        },
+        "required": ["agent", "message"],
+        "additionalProperties": False,
+    }
+    return [
+        Tool(
+            "ask_agent",
+            f"Ask another agent and get its answer. Agents: {_described(team)}.",
+            schema,
+            ask,
+        )
+    ]
+
+
+def delegation_tools(ctx: CapabilityContext) -> list[Tool]:
+    """``delegate``, offered only to an agent with (enabled) direct reports: the org chart is
+    the grant, so a head of department hands work down to its own reports and no further."""
+    reports = list(ctx.reports)
+    if not reports:
+        return []
+    names = [a.id for a in reports]
+
+    async def delegate(args: dict[str, Any], call: ToolContext) -> str:
+        # anyone else is refused before this, by the schema's enum, naming the reports
+        return await _child_run(ctx, "delegate", args["agent"], args["task"])
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "enum": names},
+            "task": {"type": "string", "description": "What to do, with what they need to know."},
+        },
+        "required": ["agent", "task"],
+        "additionalProperties": False,
+    }
+    return [
+        Tool(
+            "delegate",
+            "Hand a task to one of your direct reports; they do it in a run of their own and "
+            f"you get their result. Your direct reports: {_described(reports)}.",
+            schema,
+            delegate,
+        )
+    ]
+
+
+async def _child_run(ctx: CapabilityContext, tool_name: str, target: str, message: str) -> str:
+    if ctx.ask_agent is None:
+        raise ToolRetry(f"{tool_name} is not available in this run")
+    if ctx.depth >= ctx.max_depth:
+        raise ToolRetry(
+            f"{tool_name} refused: the delegation depth limit ({ctx.max_depth}) is reached; "
+            "answer with what you have"
+        )
+    return await ctx.ask_agent(target, message)
+
+
+def _described(agents: list[AgentSpec]) -> str:
+    return "; ".join(f"{a.id}: {a.description or a.name}" for a in agents) or "none"
+
+
+def builtin_capabilities() -> CapabilityRegistry:
+    registry = CapabilityRegistry()
+    registry.register("memory", memory_tools, ["memory_append", "memory_replace"])
+    registry.register("notes", notes_tools, ["note_create", "note_read", "note_list", "note_share"])
+    registry.register("files", files_tools, FILE_TOOLS)
+    registry.register("notify", notify_tools, ["notify_user"])
+    registry.register("agents", agents_tools, ["ask_agent"])
+    registry.register(
+        "delegation",
+        delegation_tools,
+        ["delegate"],
+        implicit="An agent may delegate to the agents whose files say `reports_to: {agent}`.",
+    )
+    return registry

@@ -1,0 +1,131 @@
+"""What a run's events mean for its record: the rows beside the events that ``RunLog`` writes.
+
+A ``step.started`` begins a step; each ``cost.updated`` is a cost row (and the agent's day's
+total) and adds to its step's usage, cost and attempts, and the attempt that succeeded completes
+the step; a tool call, its result and the final answer are run messages of the step. A run that
+ends inside a step fails it. A run that answers in a channel has its activity events
+(``agent.working``, ``agent.failed``, ``agent.idle``) written to the channel's feed too. Each row
+is added to the batch of the event that implies it, so it commits in the same transaction as the
+event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentrunner.core.ids import new_id
+from agentrunner.events import ACTIVITY, CostUpdated, EventData, EventSink, typed
+from agentrunner.store.changes import channel_key
+from agentrunner.store.records import to_json
+from agentrunner.store.run_log import RunLog
+from agentrunner.store.store import Store
+
+__all__ = ["ChannelRun", "RunRows"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRun:
+    """Where a run answers in a channel: its activity events go to the channel's feed too, for
+    the people following the channel."""
+
+    channel_id: str
+    message_id: str  # the message it answers
+    thread: str | None  # the first message of that message's thread; None: top level
+
+
+class RunRows:
+    """A run's log (``log``), and the reader of its events that adds the rows they imply."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        agent_id: str,
+        forward: EventSink | None = None,
+        channel: ChannelRun | None = None,
+        changed: Sequence[str] = (),
+    ) -> None:
+        self.log = RunLog(store, run_id, agent_id, forward, derive=self.derive, changed=changed)
+        self._store = store
+        self._channel = channel
+        self._usage: dict[str, int] = {}  # the step in progress': summed over its attempts
+        self._cost: int | None = 0  # None once an attempt's cost is unknown
+        self._attempts: list[dict[str, Any]] = []
+
+    def derive(self, kind: str, data: EventData, now: float) -> None:
+        log = self.log
+        if self._channel is not None and kind in ACTIVITY:
+            self._to_channel(self._channel, kind, data, now)
+        match typed(kind, data):
+            case ("step.started", step):
+                self._usage, self._cost, self._attempts = {}, 0, []
+                log.start_step(step["step"], step["model"], now)
+            case ("cost.updated", cost):
+                self._charge(cost, now)
+            case ("agent.tool_call", call):
+                log.run_message(
+                    "tool_call_message",
+                    to_json(call["input"]) or "{}",
+                    now,
+                    tool_name=call["name"],
+                    tool_input=call["input"],
+                    tool_call_id=call["call_id"],
+                )
+            case ("agent.tool_result", result):
+                log.run_message(
+                    "tool_return_message",
+                    result["output_summary"],
+                    now,
+                    tool_name=result["name"],
+                    tool_call_id=result["call_id"],
+                    is_error=result["is_error"],
+                )
+            case ("agent.message", message):
+                log.run_message("assistant_message", message["text"], now)
+
+    def _to_channel(self, channel: ChannelRun, kind: str, data: EventData, now: float) -> None:
+        payload = {**data, "message_id": channel.message_id, "thread": channel.thread}
+        self.log.write(
+            [
+                self._store.channels.activity_op(
+                    channel.channel_id, new_id("a_"), self.log.run_id, kind, payload, now
+                )
+            ],
+            changed=channel_key(channel.channel_id),
+        )
+
+    def charge(self, cost: CostUpdated, now: float) -> dict[str, int]:
+        """The cost row of a request's attempt (its ``cost.updated``); its usage. A request
+        made for the run after its turn (``side_requests``) is recorded by this alone."""
+        usage = {
+            "input_tokens": cost["input_tokens"],
+            "output_tokens": cost["output_tokens"],
+            "cache_read_tokens": cost["cache_read_tokens"],
+            "cache_write_tokens": cost["cache_write_tokens"],
+        }
+        self.log.cost(cost["model"], usage, cost["cost_micros"], cost["estimated"], now)
+        return usage
+
+    def _charge(self, cost: CostUpdated, now: float) -> None:
+        """A cost row, and the attempt counted in its step (completed by the one that
+        succeeded)."""
+        usage = self.charge(cost, now)
+        micros, model = cost["cost_micros"], cost["model"]
+        for key, value in usage.items():
+            self._usage[key] = self._usage.get(key, 0) + value
+        self._cost = None if micros is None or self._cost is None else self._cost + micros
+        self._attempts.append(
+            {"model": model, "attempt": cost["attempt"], "outcome": cost["outcome"]}
+        )
+        if cost["outcome"] == "ok" and self.log.step_id is not None:
+            self.log.finish_step("completed", model, self._usage, self._cost, self._attempts, now)
+
+    def fail_step(self) -> None:
+        """Mark the step in progress failed (the run ended inside it)."""
+        if self.log.step_id is None:
+            return
+        model = self._attempts[-1]["model"] if self._attempts else "unknown"
+        self.log.finish_step("failed", model, self._usage, self._cost, self._attempts, time.time())

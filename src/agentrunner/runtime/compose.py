@@ -1,0 +1,272 @@
+"""The composition root: what builds a runner, a task runner and a workspace from a project's
+configuration. Construction lives here, not on the classes it builds (no ``AgentRunner.open``):
+the modules below never import this one, so the layers stay a straight line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentrunner.agents.project import Project, load_project
+from agentrunner.config import CONFIG_FILE
+from agentrunner.core.paths import display_path
+from agentrunner.engine.budget import price_unknown
+from agentrunner.engine.engine import Engine
+from agentrunner.engine.models import ModelRegistry
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.run.budgets import binding_budget
+from agentrunner.run.capabilities.builtin import builtin_capabilities
+from agentrunner.run.capabilities.mcp import unset_variables
+from agentrunner.run.capabilities.scope import RuntimeFiles
+from agentrunner.run.compaction import configured_model_error
+from agentrunner.run.effects import PostRunEffects
+from agentrunner.run.extensions import Extensions, load_extensions
+from agentrunner.run.prompt import PromptBuilder
+from agentrunner.run.runner import AgentRunner
+from agentrunner.store.store import open_store
+from agentrunner.telemetry.setup import start_tracing
+from agentrunner.workspace.tasks.cache import open_cache
+from agentrunner.workspace.tasks.task import Outcome, TaskRunner
+from agentrunner.workspace.workspace import Workspace
+
+if TYPE_CHECKING:
+    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.engine.models import ResolvedModel
+    from agentrunner.run.capabilities.registry import CapabilityRegistry
+
+__all__ = [
+    "ProjectCheck",
+    "Workspace",
+    "check_project",
+    "execute",
+    "open_runner",
+    "open_task_runner",
+    "open_workspace",
+    "runner_with_tasks",
+]
+
+
+async def open_runner(start: Path | None = None, *, database_url: str | None = None) -> AgentRunner:
+    """Load the project at (or above) ``start`` and open its store (migrating it) and engine."""
+    # Reading the config and agent files and resolving the runtime's own paths is file system
+    # work: on a thread, so a runner opened inside a running application stalls nothing.
+    # Extensions are imported there too (an import reads files, and runs the module).
+    project, runtime_files, extensions = await asyncio.to_thread(_load, start)
+    config = project.config
+    store = await open_store(database_url or config.resolved_database_url, tables=extensions.tables)
+    models = ModelRegistry.from_config(config)
+    engine = Engine(models, tracing=start_tracing(config.telemetry, models.secrets))
+    return AgentRunner(
+        config=config,
+        agents=project.agents,
+        store=store,
+        engine=engine,
+        prompt=PromptBuilder(personas=project.personas, providers=extensions.context_providers),
+        capabilities=builtin_capabilities(),
+        effects=PostRunEffects(
+            engine, store, title_model=config.title_model, budgets=config.budgets
+        ),
+        runtime_files=runtime_files,
+        handlers=extensions.message_handlers,
+    )
+
+
+def _load(start: Path | None) -> tuple[Project, RuntimeFiles, Extensions]:
+    project = load_project(start)
+    extensions = load_extensions(project.config)
+    project = replace(project, config=extensions.apply(project.config))
+    return project, RuntimeFiles.of(project.config, project.agents), extensions
+
+
+async def open_task_runner(start: Path | None = None) -> TaskRunner:
+    """A task runner for the project at (or above) ``start``, over a runner of its own (closed
+    with it) and the configured result cache."""
+    runner = await open_runner(start)
+    return TaskRunner(runner, open_cache(runner.app.config, runner.app.store), owns_runner=True)
+
+
+@contextlib.asynccontextmanager
+async def runner_with_tasks(
+    start: Path | None = None,
+) -> AsyncIterator[tuple[AgentRunner, TaskRunner]]:
+    """The project's runner and a task runner over it, as a long-lived interface (stdio, MCP)
+    serves both; on exit the result cache is flushed, then the runner closed."""
+    runner = await open_runner(start)
+    tasks = TaskRunner(runner, open_cache(runner.app.config, runner.app.store))
+    try:
+        yield runner, tasks
+    finally:
+        try:
+            await tasks.close()
+        finally:
+            await runner.close()
+
+
+async def execute(
+    agent: str,
+    input: Mapping[str, Any],
+    *,
+    model: str | None = None,
+    fallback: Sequence[str] = (),
+    cache: bool | None = None,
+    model_settings: Mapping[str, Any] | None = None,
+) -> Outcome:
+    """Run ``agent`` once on ``input`` in the project at or above the working directory;
+    ``model_settings`` win over the agent file's.
+
+    A project that cannot be loaded (a broken agent file is ``invalid_specification``, an
+    unreadable one ``runner_io``) is a failed outcome too, never a raised error.
+    """
+    try:
+        tasks = await open_task_runner()
+    except AgentRunnerError as exc:
+        return Outcome.failure(agent, exc, model)
+    async with tasks:
+        return await tasks.execute(
+            agent,
+            input,
+            model=model,
+            fallback=fallback,
+            cache=cache,
+            model_settings=model_settings,
+        )
+
+
+async def open_workspace(
+    start: Path | None = None, *, database_url: str | None = None
+) -> Workspace:
+    """The runner plus channels; channels declared in ``agentrunner.toml`` exist afterwards."""
+    workspace = Workspace(await open_runner(start, database_url=database_url))
+    try:
+        for channel in workspace.app.config.channels.values():
+            await workspace.channels.create(
+                channel.name, private=channel.private, members=list(channel.members)
+            )
+    except BaseException:
+        await workspace.close()
+        raise
+    return workspace
+
+
+@dataclass
+class ProjectCheck:
+    """``problems``: every problem of every agent file that a run would reject, in file and
+    line order. ``warnings``: what would fail only in this environment (a missing key)."""
+
+    problems: list[AgentRunnerError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_project(project: Project) -> ProjectCheck:
+    """Check the project's agents against what runs use: the files themselves (as loaded), the
+    tools the capabilities provide, the models the configured providers serve (the agents' and
+    ``[compaction] model``), the persona configuration (warnings) and the extensions (imported
+    and registered, as a run would)."""
+    check = ProjectCheck(list(project.agents.problems))
+    config = project.config
+    try:  # the project's extensions, loaded as a run loads them
+        load_extensions(config)
+    except AgentRunnerError as exc:
+        check.problems.append(exc)
+    check.warnings.extend(
+        project.personas.warnings(
+            {*project.agents.ids(), *project.agents.partial},
+            display_path(config.path) if config.path else CONFIG_FILE,
+        )
+    )
+    capabilities = builtin_capabilities()
+    models = ModelRegistry.from_config(project.config)
+    for spec in [*project.agents, *project.agents.partial.values()]:
+        file = display_path(spec.path)
+        check.warnings.extend(spec.notices)
+        # the loader already refused capabilities it does not know: each problem once
+        seen = {problem.one_line() for problem in check.problems}
+        check.problems.extend(p for p in capabilities.problems(spec) if p.one_line() not in seen)
+        budget = binding_budget(spec, config.budgets)
+        for key, ref in spec.model_refs(project.config.default_model):
+            try:
+                resolved = models.resolve(ref)
+            except AgentRunnerError as exc:
+                exc.file, exc.line = file, spec.line_of(key) or 1
+                check.problems.append(exc)
+                continue
+            if budget is not None and _unpriced(models, resolved):  # its runs are refused
+                unpriced = price_unknown(resolved.ref, budget)
+                unpriced.file, unpriced.line = file, spec.line_of(key) or 1
+                check.problems.append(unpriced)
+            variable = resolved.provider.api_key_env
+            if variable and not models.has_credential(resolved):
+                check.warnings.append(
+                    f"{file}: {variable} is not set in this environment; runs on {ref} "
+                    "would fail (provider_auth)"
+                )
+        check.problems.extend(_settings_problems(spec, capabilities, models))
+        for key, variable in unset_variables(spec):
+            check.warnings.append(
+                f"{file}: {key} needs {variable}, which is not set in this environment; runs "
+                "would fail (validation)"
+            )
+    if config.compaction_model:  # else every run's compaction would fail on it
+        try:
+            resolved = models.resolve(config.compaction_model)
+        except AgentRunnerError as exc:
+            check.problems.append(configured_model_error(config, exc))
+        else:
+            budget = binding_budget(None, config.budgets)
+            if budget is not None and _unpriced(models, resolved):
+                unpriced = price_unknown(resolved.ref, budget)
+                check.problems.append(configured_model_error(config, unpriced))
+    check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
+    return check
+
+
+def _unpriced(models: ModelRegistry, model: ResolvedModel) -> bool:
+    """Whether a budget would refuse ``model``: its price unknown, and that not allowed."""
+    prices = models.prices
+    return not prices.allow_unpriced and prices.rates(model.provider.name, model.name) is None
+
+
+def _settings_problems(
+    spec: AgentSpec, capabilities: CapabilityRegistry, models: ModelRegistry
+) -> list[AgentRunnerError]:
+    """What a file's ``model_settings`` name that is not there: a ``tool_choice`` naming no
+    tool the agent is granted (its MCP servers' tools are known only once they run), an
+    ``extra`` for a provider the project does not have."""
+    settings = spec.model_settings
+    if settings is None:
+        return []
+    from agentrunner.core.model_settings import tool_choice_problem, unknown_providers
+
+    found = []
+    file = display_path(spec.path) if spec.path else None
+
+    def problem(key: str, message: str, hint: str) -> AgentRunnerError:
+        line = spec.line_of(f"model_settings.{key}") or spec.line_of("model_settings")
+        return AgentRunnerError(
+            ErrorCode.INVALID_SPECIFICATION, message, hint=hint, file=file, line=line
+        )
+
+    if settings.forces_tool and not spec.mcp_servers:
+        try:
+            granted = capabilities.grant(spec)
+        except AgentRunnerError:  # its tools are wrong: reported on their own
+            granted = None
+        # the tools every agent is granted (delegate) are offered only where a run calls
+        # for them: accepted, not listed
+        named = set(capabilities.tool_names)
+        wrong = (
+            granted is not None
+            and settings.tool_choice not in granted
+            and tool_choice_problem(settings, [t for t in granted if t in named])
+        )
+        if wrong:
+            hint = "Name one of its tools, or auto, required (with tools) or none."
+            found.append(problem("tool_choice", f"'model_settings.tool_choice' {wrong}", hint))
+    for provider, wrong in unknown_providers(settings, models.providers):
+        hint = f"extra is keyed by provider: {', '.join(sorted(models.providers))}."
+        found.append(problem(f"extra.{provider}", f"'model_settings.extra' {wrong}", hint))
+    return found
