@@ -389,7 +389,7 @@ def logs(
             printer.end()
         if not header.said:
             _say_header(final.agent_id)
-        if final.status in ("completed", "failed", "cancelled"):
+        if final.settled:
             await _print_end(store, final)
         else:
             err.print(

@@ -14,7 +14,6 @@ from agentrunner.interfaces.server.dashboard.forms import checked_form
 from agentrunner.interfaces.server.dashboard.job_log import LogLines
 from agentrunner.interfaces.server.dashboard.live import Look, Renderer, live_stream
 from agentrunner.interfaces.server.dashboard.money import money
-from agentrunner.interfaces.server.dashboard.run_view import TERMINAL
 from agentrunner.interfaces.server.dashboard.templating import page
 from agentrunner.interfaces.server.fields import Id
 from agentrunner.run.spend import run_spend
@@ -139,6 +138,6 @@ async def _job(store: Store, run: RunRecord, lines: LogLines) -> dict[str, Any]:
         "job": Job(run, session_id),
         "lines": lines.lines,
         "cost": await run_spend(store, run, split=True),
-        "finished": run.status in TERMINAL,
+        "finished": run.settled,
         "version": f"{run.status}.{len(lines.lines)}.{sum(len(line.text) for line in lines.lines)}",
     }

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from agentrunner.store.store import Store
 
 __all__ = [
-    "TERMINAL",
     "Attempt",
     "RunView",
     "Step",
@@ -34,7 +33,6 @@ __all__ = [
     "version_of",
 ]
 
-TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _EVENT_PAGE = 1000
 
 
@@ -103,7 +101,7 @@ class RunView:
 
     @property
     def finished(self) -> bool:
-        return self.run.status in TERMINAL
+        return self.run.settled
 
     @property
     def model(self) -> str | None:
@@ -231,7 +229,7 @@ def build(
     _claim_children(calls.values(), children)
     prompt = next((m.content for m in messages if m.message_type == "user_message"), None)
     system = next((m.content for m in messages if m.message_type == "system_message"), None)
-    if answer is None and run.status in TERMINAL:
+    if answer is None and run.settled:
         answer = next(
             (m.content for m in reversed(messages) if m.message_type == "assistant_message"), None
         )

@@ -15,7 +15,6 @@ from agentrunner.interfaces.server.dashboard.forms import checked_form
 from agentrunner.interfaces.server.dashboard.live import Look, Renderer, live_stream
 from agentrunner.interfaces.server.dashboard.money import money
 from agentrunner.interfaces.server.dashboard.run_view import (
-    TERMINAL,
     RunView,
     load_run_view,
     unchanged,
@@ -64,7 +63,7 @@ async def run_stream(
         if run is None:  # deleted meanwhile: nothing more to show
             return Look(None, True)
         if shown and await unchanged(store, run, shown):
-            return Look(None, run.status in TERMINAL)
+            return Look(None, run.settled)
         view = await load_run_view(
             store, run
         )  # the run read first: a finished one's events are all there
