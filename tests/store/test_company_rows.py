@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from agentrunner.store import Store
-from agentrunner.store.repositories import today
+from agentrunner.store.costs import today
 
 
 async def test_one_active_session_at_a_time(store: Store) -> None:

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from agentrunner.config import Budgets, Config
     from agentrunner.engine.models import ModelRegistry
     from agentrunner.run.capabilities.registry import CapabilityRegistry
+    from agentrunner.store.costs import Costs
     from agentrunner.store.drivers import Op
-    from agentrunner.store.repositories import Costs
     from agentrunner.store.store import Store
 
 __all__ = [

@@ -24,7 +24,7 @@ from agentrunner.agents.spec import AgentSpec
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
-    from agentrunner.store.repositories import Memory
+    from agentrunner.store.agents import Memory
 
 __all__ = [
     "ContextProvider",

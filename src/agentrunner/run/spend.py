@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentrunner.engine.budget import DAILY_BUDGET_HINT
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.budgets import GLOBAL_DAILY_LABEL, agent_daily_label, usd_to_micros
-from agentrunner.store.repositories import today
+from agentrunner.store.costs import today
 
 if TYPE_CHECKING:
     from agentrunner.config import Budgets

@@ -30,9 +30,9 @@ from typing import Any
 from agentrunner.core.ids import new_id
 from agentrunner.events import DELTA_TEXT, EventData, EventSink
 from agentrunner.store.changes import payload, run_key
+from agentrunner.store.costs import today
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import to_json
-from agentrunner.store.repositories import today
 from agentrunner.store.store import Store
 
 __all__ = ["Derive", "RunLog"]

@@ -11,25 +11,18 @@ import asyncio
 from collections.abc import Sequence
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.store.agents import AgentStates, Memory, Notes, TaskCacheRows
 from agentrunner.store.changes import Changes
 from agentrunner.store.channels import Channels
 from agentrunner.store.company import Company
+from agentrunner.store.costs import Costs
 from agentrunner.store.drivers import Driver, GuardRefused, Listener, Op, open_driver
 from agentrunner.store.idempotency import IdempotencyKeys
 from agentrunner.store.locks import ThreadLocks
 from agentrunner.store.mailbox import Mailbox, Workers
-from agentrunner.store.repositories import (
-    AgentStates,
-    Costs,
-    Events,
-    Memory,
-    Messages,
-    Notes,
-    Runs,
-    TaskCacheRows,
-    Threads,
-)
+from agentrunner.store.runs import Events, Runs
 from agentrunner.store.sql import ExtensionTable, SqlSet, load_sql, with_tables
+from agentrunner.store.threads import Messages, Threads
 
 __all__ = ["Store", "open_store"]
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from agentrunner.testing.mock_provider import Reply
+from agentrunner.testing.replies import Reply
 
 __all__ = [
     "anthropic_json",

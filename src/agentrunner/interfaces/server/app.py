@@ -18,9 +18,10 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from agentrunner._version import __version__
-from agentrunner.interfaces.server.errors import ERROR_RESPONSES, install_handlers
+from agentrunner.interfaces.server.errors import install_handlers
 from agentrunner.interfaces.server.guard import Guard
 from agentrunner.interfaces.server.responses import Health
+from agentrunner.interfaces.server.statuses import ERROR_RESPONSES
 from agentrunner.interfaces.server.throttle import LoginThrottle, ThrottlePolicy
 
 if TYPE_CHECKING:

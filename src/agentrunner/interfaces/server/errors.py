@@ -1,5 +1,7 @@
 """Every error the HTTP API answers: a JSON body ``{"error": {"code", "message", "hint"}}`` with
-a code from the taxonomy and a status from the code — never an HTML page or a traceback."""
+a code from the taxonomy and a status from the code (``statuses``) — never an HTML page or a
+traceback; an error on a dashboard page is answered as a page of the dashboard, with the same
+status."""
 
 from __future__ import annotations
 
@@ -7,78 +9,16 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match
 
-from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.errors import AgentRunnerError
 from agentrunner.interfaces.server.dashboard.auth import is_dashboard_path
+from agentrunner.interfaces.server.dashboard.templating import problem
+from agentrunner.interfaces.server.statuses import status_for
 
-__all__ = [
-    "ERROR_RESPONSES",
-    "ErrorBody",
-    "error_body",
-    "error_response",
-    "install_handlers",
-    "status_for",
-]
-
-_STATUS: dict[ErrorCode, int] = {
-    ErrorCode.AGENT_NOT_FOUND: 404,
-    ErrorCode.THREAD_NOT_FOUND: 404,
-    ErrorCode.NOT_FOUND: 404,
-    ErrorCode.MODEL_NOT_FOUND: 400,
-    ErrorCode.VALIDATION: 400,
-    ErrorCode.MISSING_MANDATORY_PLACEHOLDER: 400,
-    ErrorCode.INVALID_PLACEHOLDER_PATH: 400,
-    ErrorCode.INVALID_SPECIFICATION: 400,
-    ErrorCode.UNAUTHORIZED: 401,
-    ErrorCode.TOOL_DENIED: 403,
-    ErrorCode.PROVIDER_AUTH: 502,
-    ErrorCode.PROVIDER_RATE_LIMIT: 503,
-    ErrorCode.PROVIDER_UNAVAILABLE: 503,
-    ErrorCode.BUDGET_EXCEEDED: 402,
-    ErrorCode.PRICE_UNKNOWN: 402,
-    ErrorCode.CANCELLED: 409,
-    ErrorCode.AGENT_DISABLED: 409,
-    ErrorCode.QUEUE_FULL: 429,
-    ErrorCode.RUN_TIMEOUT: 504,
-}
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    hint: str | None = None
-
-
-class ErrorBody(BaseModel):
-    """Every error response: a code from the taxonomy, a message, maybe a hint."""
-
-    error: ErrorDetail
-
-
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": description}
-    for status, description in {
-        400: "bad input (template and model errors, a body that is not JSON)",
-        401: "missing or wrong bearer token",
-        402: "budget exceeded; a model whose price is unknown under a budget",
-        403: "tool denied; a Host not accepted by a server without a token",
-        404: "no such agent, thread, run or channel",
-        405: "method not allowed (the Allow header lists those that are)",
-        409: "cancelled; the agent is disabled (enabled: false in its file)",
-        413: "request body too large",
-        422: "bad input: the request does not match the schema, or a field breaks its rules",
-        429: "the agent's queue is full; too many wrong tokens from this client (Retry-After "
-        "says when to try again)",
-        500: "internal error",
-        502: "the model provider rejected the credentials",
-        503: "the model provider is rate limiting or unavailable, or the database is",
-        504: "the run passed its deadline (limits.timeout_s)",
-    }.items()
-}
+__all__ = ["error_body", "error_response", "install_handlers"]
 
 
 def error_body(code: str, message: str, hint: str | None = None) -> dict[str, Any]:
@@ -98,22 +38,6 @@ def error_response(
     return JSONResponse(error_body(code, message, hint), status_code=status, headers=headers)
 
 
-def _status(exc: AgentRunnerError) -> int:
-    if exc.details.get("not_found"):
-        return 404
-    if exc.details.get("invalid"):  # a field of the request breaks its rules (inputs.py)
-        return 422
-    if exc.details.get("unavailable"):  # the database stayed away past the store's retries
-        return 503
-    return _STATUS.get(exc.code, 500)
-
-
-def status_for(exc: AgentRunnerError) -> int:
-    """The HTTP status an error is answered with (a dashboard form that shows it in place
-    answers with the same)."""
-    return 403 if exc.details.get("forbidden") else _status(exc)
-
-
 def _for_a_person(request: Request) -> bool:
     """A dashboard page's error is a page too (the JSON API's stays JSON)."""
     return is_dashboard_path(request.url.path) and request.method in ("GET", "HEAD", "POST")
@@ -124,8 +48,6 @@ def install_handlers(app: FastAPI) -> None:
     async def runner_error(request: Request, exc: AgentRunnerError) -> Response:
         status = status_for(exc)
         if _for_a_person(request):
-            from agentrunner.interfaces.server.dashboard.templating import problem
-
             return problem(request, status, str(exc.code), exc.message, exc.hint)
         retry_after = exc.details.get("retry_after_s")
         headers = {"retry-after": str(int(retry_after))} if retry_after is not None else None
@@ -142,8 +64,6 @@ def install_handlers(app: FastAPI) -> None:
         where = ".".join(str(p) for p in first.get("loc", ()))
         what = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
         if _for_a_person(request):
-            from agentrunner.interfaces.server.dashboard.templating import problem
-
             return problem(request, 422, "validation", f"{where}: {what}")
         return error_response(422, "validation", f"{where}: {what}")
 
@@ -151,8 +71,6 @@ def install_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = "not_found" if exc.status_code == 404 else "validation"
         if _for_a_person(request) and exc.status_code in (404, 422):
-            from agentrunner.interfaces.server.dashboard.templating import problem
-
             return problem(request, exc.status_code, code, "there is no page here", None)
         headers = {k: v for k, v in (exc.headers or {}).items() if k.lower() != "allow"}
         if exc.status_code == 405:

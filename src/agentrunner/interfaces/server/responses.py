@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
 
-from agentrunner.interfaces.server.errors import ErrorBody
+from agentrunner.interfaces.server.statuses import ErrorBody
 from agentrunner.store import detach_reads
 
 __all__ = [

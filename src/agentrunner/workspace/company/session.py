@@ -139,7 +139,7 @@ def team_lines(agents: AgentRegistry, root: AgentSpec) -> list[str]:
 async def spent(store: Store, current: CompanySession) -> Spend:
     """What the session's briefs and their delegations have cost so far (the cost rows)."""
     from agentrunner.run.spend import Spend  # the CLI's startup path imports this module
-    from agentrunner.store.repositories import today
+    from agentrunner.store.costs import today
 
     spend = Spend()
     row = await store.company.cost(current.id, today(current.started_at))

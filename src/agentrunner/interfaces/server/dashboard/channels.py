@@ -20,8 +20,8 @@ from agentrunner.core.inputs import check_id, invalid
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.interfaces.server.dashboard.forms import checked_form, is_htmx
 from agentrunner.interfaces.server.dashboard.templating import fragment, page
-from agentrunner.interfaces.server.errors import status_for
 from agentrunner.interfaces.server.responses import event_source
+from agentrunner.interfaces.server.statuses import status_for
 from agentrunner.store.channels import Channel, ChannelActivityRow, ChannelMessage
 from agentrunner.store.store import Store
 from agentrunner.workspace.feeds import ChannelFeed, FeedPosition
