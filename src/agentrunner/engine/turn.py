@@ -14,50 +14,30 @@ the whole turn — requests, retries, backoff waits and tool calls — and ends 
 a history that can be sent again: interrupted tool calls get a synthetic error result, streamed
 text is kept as an interrupted message, and a request cut off mid-way is charged at the
 provider's figures or, failing those, an estimate marked as such.
+
+Each request's attempts (built, reserved, streamed, charged) are ``engine.model_calls``'; the
+tool calls, run and each answered, are ``engine.tool_calls``'. This module is the loop between
+them: the limits, the steps, the deadline and cancellation, and what the turn comes to.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, assert_never
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.budget import (
-    BudgetGate,
-    CostTracker,
-    ExternalBudget,
-    Reservation,
-    budget_cut_off,
-    estimate_output_tokens,
-)
+from agentrunner.engine.budget import CostTracker, ExternalBudget, Reservation, budget_cut_off
 from agentrunner.engine.failures import ProviderError
-from agentrunner.engine.fallback import Attempt, ChainEntry, FallbackChain
-from agentrunner.engine.fold import Delta
-from agentrunner.engine.http_client import HttpModelClient
-from agentrunner.engine.messages import (
-    AssistantMessage,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
-    ToolResult,
-    Usage,
-    UserMessage,
-)
+from agentrunner.engine.fallback import Attempt, FallbackChain
+from agentrunner.engine.messages import AssistantMessage, Message, Usage, UserMessage
+from agentrunner.engine.model_calls import ModelCalls
 from agentrunner.engine.pricing import PriceBook
-from agentrunner.engine.secrets import Secrets, SecretStream
-from agentrunner.engine.structured_output import (
-    correction,
-    parse_output,
-    schema_instructions,
-    takes_schema_natively,
-)
-from agentrunner.engine.tools import Tool, ToolContext, ToolDenied, ToolRetry, render_result
+from agentrunner.engine.secrets import Secrets
+from agentrunner.engine.structured_output import correction, parse_output
+from agentrunner.engine.tool_calls import INTERRUPTED, ToolCalls
+from agentrunner.engine.tools import Tool
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import Emit, EventData, EventSink
 from agentrunner.telemetry.tracing import NO_TRACING, Tracing
@@ -75,11 +55,8 @@ __all__ = [
     "TurnLimits",
     "TurnResult",
     "cancelled_result",
-    "output_cap",
     "run_turn",
 ]
-
-log = logging.getLogger("agentrunner.engine")
 
 StopReason = Literal[
     "end_turn",
@@ -92,7 +69,6 @@ StopReason = Literal[
     "budget_exceeded",
     "timeout",
 ]
-INTERRUPTED = "interrupted: the run stopped before this tool call finished"
 
 
 @dataclass(slots=True)
@@ -262,44 +238,21 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
 
 
 class _TurnRun:
+    """One turn as it runs: its steps, each a model request (``model_calls``) and the tool
+    calls its reply makes (``tool_calls``), until an answer or a failure settles it."""
+
     def __init__(self, turn: Turn) -> None:
         self.turn = turn
         self.start = len(turn.messages)
         self.silenced = False
         self.expired = False  # the deadline passed
         self.responses = 0
-        self.tool_calls = 0
-        self.corrections = 0
         self.output_retries = 0
-        self.usage = Usage()
-        self.cost = 0
-        self.cost_known = True
         self.model: str | None = None
-        self.partial: list[str] = []
-        self.current = ""
-        self.finished: dict[str, ToolResult] = {}
-        self.tools = {t.name: t for t in turn.tools}
-        self.definitions = [t.definition for t in turn.tools]
-        self.gate = BudgetGate(
-            turn.cost, turn.budget, turn.prices, self.definitions, turn.output_schema
-        )
-        self.inflight: tuple[ChainEntry, ModelRequest] | None = None
-        settings = turn.settings
-        self.settings = settings
-        # A tool choice that forces a call holds until the model has called tools: forced
-        # every time, it would never let the model answer.
-        self.after_tools = settings
-        if settings is not None and settings.forces_tool:
-            self.after_tools = settings.model_copy(update={"tool_choice": None})
-        self.warned: set[str] = set()  # settings dropped with a warning: once a run each
-        self.cut_by_budget: Reservation | None = None  # the last response's, if it lowered
         self.emit: Emit = self._emit
-        # What the model says is passed on with the secrets cut (None: there are none).
-        self.secrets = turn.secrets if turn.secrets else None
-        self.text_stream: SecretStream | None = None
-        self.thinking_stream: SecretStream | None = None
-        if self.secrets is not None and turn.emit is not None and turn.stream:
-            self.text_stream, self.thinking_stream = self.secrets.stream(), self.secrets.stream()
+        self.model_calls = ModelCalls(turn, self.emit)
+        self.gate = self.model_calls.gate
+        self.tool_calls = ToolCalls(turn, self.emit, self.error, self.start)
 
     def _emit(self, kind: str, data: EventData) -> None:
         if not self.silenced and self.turn.emit is not None:
@@ -307,41 +260,41 @@ class _TurnRun:
 
     async def run(self) -> TurnResult:
         turn = self.turn
+        model_calls, tool_calls = self.model_calls, self.tool_calls
         while True:
             self.check_limits()
             if self.gate.active:  # refused here, a request never becomes a step
                 primary = turn.chain.entries[0]
-                await self.gate.reserve(primary.model, self.request(primary))
+                await self.gate.reserve(primary.model, model_calls.request(primary))
             self.emit(
                 "step.started",
                 {"step": self.responses + 1, "model": turn.chain.entries[0].model.ref},
             )
             try:
                 response, entry = await turn.chain.request(
-                    self.build, self.on_delta if turn.stream else None, self.on_attempt
+                    model_calls.build,
+                    model_calls.on_delta if turn.stream else None,
+                    model_calls.on_attempt,
                 )
             except ProviderError as exc:
                 raise self.error(
                     exc.code, exc.message, "error", hint=exc.hint, retryable=exc.retryable
                 ) from exc
-            self.partial = []
-            message = self.said(response.message)
+            message = model_calls.reply(response.message)
             turn.messages.append(message)
             self.responses += 1
             self.model = entry.model.ref
-            if not turn.stream:
-                self.emit_whole(message)
             if response.finish_reason == "content_filter":
                 raise self.error(
                     ErrorCode.CONTENT_FILTER,
                     f"{entry.model.ref} refused to answer: {message.text[:200]}",
                     "error",
                 )
-            if response.finish_reason == "length" and self.cut_by_budget is not None:
-                self.stop_at_budget(message, self.cut_by_budget)
+            if response.finish_reason == "length" and model_calls.cut_by_budget is not None:
+                self.stop_at_budget(message, model_calls.cut_by_budget)
             if message.tool_calls:
                 if response.finish_reason == "length":
-                    self.answer_calls(
+                    tool_calls.answer(
                         message.tool_calls,
                         "not run: the call was cut off at the output token limit",
                     )
@@ -351,7 +304,8 @@ class _TurnRun:
                         "max_tokens_exceeded",
                         hint="Raise limits.max_output_tokens.",
                     )
-                await self.run_tools(message.tool_calls)
+                await tool_calls.run(message.tool_calls, model_calls.current)
+                model_calls.tools_ran()
                 continue
             output: Any = message.text
             if turn.output_schema is not None:
@@ -373,203 +327,6 @@ class _TurnRun:
             )
             return self.result(message.text, output, stop)
 
-    # -- requests ------------------------------------------------------------------------
-
-    def request(self, entry: ChainEntry) -> ModelRequest:
-        turn = self.turn
-        native = turn.output_schema is None or takes_schema_natively(entry)
-        system = turn.system if native else turn.system + schema_instructions(turn.output_schema)
-        settings = self.settings
-        cap = output_cap(turn.limits.max_output_tokens, settings)
-        if settings is not None and self.tool_calls:
-            settings = self.after_tools
-        return ModelRequest(
-            model=entry.model.name,
-            system=system,
-            messages=turn.messages,
-            tools=self.definitions,
-            max_output_tokens=cap,
-            output_schema=turn.output_schema if native else None,
-            stream=turn.stream,
-            cache_key=turn.cache_key,
-            settings=settings,
-        )
-
-    async def build(self, entry: ChainEntry) -> ModelRequest:
-        """One attempt's request, its worst case reserved against the budgets."""
-        self.partial = []
-        for stream in (self.text_stream, self.thinking_stream):
-            if stream is not None:
-                stream.rest()  # what a failed attempt held back: dropped with it
-        self.current = entry.model.ref
-        request = self.request(entry)
-        if self.gate.active:
-            await self.gate.reserve(entry.model, request)
-        client = entry.client
-        if request.settings is not None and isinstance(client, HttpModelClient):
-            self.warn_dropped(entry, client.dropped_settings(request))
-        self.inflight = (entry, request)
-        return request
-
-    def warn_dropped(self, entry: ChainEntry, dropped: list[tuple[str, str]]) -> None:
-        """A setting the provider is not sent (it cannot take it, or not with the others, or
-        not under this output cap) is said once a run, not sent to fail the request."""
-        for setting, reason in dropped:
-            if setting not in self.warned:
-                self.warned.add(setting)
-                self.emit(
-                    "model.setting_dropped",
-                    {"setting": setting, "model": entry.model.ref, "reason": reason},
-                )
-
-    def stop_at_budget(self, message: AssistantMessage, held: Reservation) -> None:
-        """A reply cut off at an output cap the budget lowered: the run ends there."""
-        message.interrupted = not message.tool_calls
-        if message.tool_calls:
-            self.answer_calls(
-                message.tool_calls, "not run: the call was cut off at the budget's output cap"
-            )
-        raise self.error(
-            ErrorCode.BUDGET_EXCEEDED,
-            budget_cut_off(held),
-            "budget_exceeded",
-            hint=held.budget.hint if held.budget is not None else None,
-        )
-
-    def on_delta(self, delta: Delta) -> None:
-        match delta:
-            case TextDelta():
-                self.partial.append(delta.text)
-                if self.turn.emit is not None:  # no event built for a token nobody takes
-                    text = delta.text
-                    if self.text_stream is not None and not (text := self.text_stream.feed(text)):
-                        return  # held back: it may begin a secret
-                    self.emit("agent.token", {"token": text, "model": self.current})
-            case ThinkingDelta():
-                text = delta.text
-                if self.thinking_stream is not None:
-                    text = self.thinking_stream.feed(text)
-                if text:
-                    self.emit("agent.thinking", {"text": text, "model": self.current})
-            case _:
-                assert_never(delta)
-
-    def said(self, message: AssistantMessage) -> AssistantMessage:
-        """A reply as it is kept, sent back and shown: what its streamed deltas held back
-        passed on, and every secret cut from its text, its thinking (a block that held one is
-        not sent back: its signature no longer fits) and its tool calls' arguments."""
-        secrets = self.secrets
-        if secrets is None:
-            return message
-        if self.text_stream is not None and self.thinking_stream is not None:
-            if thought := self.thinking_stream.rest():
-                self.emit("agent.thinking", {"text": thought, "model": self.current})
-            if text := self.text_stream.rest():
-                self.emit("agent.token", {"token": text, "model": self.current})
-        message.text = secrets.scrub(message.text)
-        for thinking in message.thinking:
-            cut = secrets.scrub(thinking.text)
-            if cut != thinking.text:
-                thinking.text, thinking.signature = cut, None
-        for call in message.tool_calls:
-            call.arguments = secrets.scrub_value(call.arguments)
-            if call.raw_arguments is not None:
-                call.raw_arguments = secrets.scrub(call.raw_arguments)
-        return message
-
-    def emit_whole(self, message: AssistantMessage) -> None:
-        for thought in message.thinking:
-            if thought.text:
-                self.emit("agent.thinking", {"text": thought.text, "model": self.current})
-        if message.text:
-            self.emit("agent.token", {"token": message.text, "model": self.current})
-
-    def on_attempt(
-        self, attempt: Attempt, entry: ChainEntry, outcome: ModelResponse | ProviderError
-    ) -> None:
-        if isinstance(outcome, ModelResponse):
-            usage = outcome.usage
-            micros = self.turn.prices.cost_micros(
-                entry.model.provider.name, entry.model.name, usage, outcome.model
-            )
-        elif self.partial:  # it failed mid-stream, after the provider began billing
-            usage, micros = self.estimated_usage(entry)
-        else:
-            usage, micros = Usage(requests=1), 0
-        self.inflight = None
-        self.charge(entry, attempt.number, attempt.outcome, usage, micros)
-        if isinstance(outcome, ProviderError):
-            self.emit(
-                "model.attempt_failed",
-                {
-                    "model": entry.model.ref,
-                    "attempt": attempt.number,
-                    "error_code": str(outcome.code),
-                    "status": outcome.status,
-                    "duration_ms": attempt.duration_ms,
-                    "message": outcome.message,
-                    "failover": outcome.failover,
-                },
-            )
-
-    def estimated_usage(self, entry: ChainEntry) -> tuple[Usage, int | None]:
-        """What the request in flight used by estimate: the size of what it sent (not the
-        worst case its reservation holds), and the output streamed."""
-        request = self.inflight[1] if self.inflight is not None else self.request(entry)
-        usage = Usage(
-            input_tokens=self.gate.sent_tokens(entry.model.ref, request),
-            output_tokens=estimate_output_tokens("".join(self.partial)),
-            requests=1,
-            estimated=True,
-        )
-        prices = self.turn.prices
-        return usage, prices.cost_micros(entry.model.provider.name, entry.model.name, usage)
-
-    def charge(
-        self, entry: ChainEntry, attempt: int, outcome: str, usage: Usage, micros: int | None
-    ) -> None:
-        """Record what one attempt cost; only then is its reservation given back, so what is
-        spent plus what is held never drops below what was really used."""
-        self.usage.add(usage)
-        self.turn.cost.add(micros, usage)
-        self.turn.tracing.charged(entry, usage, micros, answered=outcome == "ok")
-        if micros is None:
-            self.cost_known = False
-        else:
-            self.cost += micros
-        if self.turn.emit is not None:  # even after an abort: money is always recorded
-            emit: Emit = self.turn.emit
-            emit(
-                "cost.updated",
-                {
-                    "model": entry.model.ref,
-                    "attempt": attempt,
-                    "outcome": outcome,
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "cache_read_tokens": usage.cache_read_tokens,
-                    "cache_write_tokens": usage.cache_write_tokens,
-                    "cost_micros": micros,
-                    "cost_known": micros is not None,
-                    "estimated": usage.estimated,
-                    "cumulative_cost_micros": self.turn.cost.root.micros,
-                },
-            )
-        settled = self.gate.settle(usage)
-        self.cut_by_budget = settled if settled is not None and settled.lowered else None
-
-    def charge_interrupted(self) -> None:
-        """A request cut off mid-way (cancelled, or the turn failed around it) was still sent:
-        charge its estimate."""
-        if self.inflight is None:
-            self.gate.release()
-            return
-        entry, _ = self.inflight
-        usage, micros = self.estimated_usage(entry)
-        self.inflight = None
-        self.charge(entry, len(self.turn.chain.attempts) + 1, "cancelled", usage, micros)
-        self.cut_by_budget = None
-
     def check_limits(self) -> None:
         limits = self.turn.limits
         if self.responses >= limits.max_steps:
@@ -579,176 +336,56 @@ class _TurnRun:
                 "max_steps",
                 hint="Raise limits.max_steps in the agent file.",
             )
-        if limits.max_tokens is not None and self.usage.total_tokens >= limits.max_tokens:
+        usage = self.model_calls.usage
+        if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
             raise self.error(
                 ErrorCode.TURN_LIMIT,
-                f"used {self.usage.total_tokens} tokens; "
-                f"the limit is max_tokens ({limits.max_tokens})",
+                f"used {usage.total_tokens} tokens; the limit is max_tokens ({limits.max_tokens})",
                 "max_tokens_exceeded",
             )
 
-    # -- tools ----------------------------------------------------------------------------
-
-    async def run_tools(self, calls: Sequence[ToolCall]) -> None:
-        limits = self.turn.limits
-        if (
-            limits.max_tool_calls is not None
-            and self.tool_calls + len(calls) > limits.max_tool_calls
-        ):
-            self.answer_calls(calls, "not run: the tool call limit was reached")
-            raise self.error(
-                ErrorCode.TURN_LIMIT,
-                f"reached max_tool_calls ({limits.max_tool_calls})",
-                "max_steps",
+    def stop_at_budget(self, message: AssistantMessage, held: Reservation) -> None:
+        """A reply cut off at an output cap the budget lowered: the run ends there."""
+        message.interrupted = not message.tool_calls
+        if message.tool_calls:
+            self.tool_calls.answer(
+                message.tool_calls, "not run: the call was cut off at the budget's output cap"
             )
-        self.tool_calls += len(calls)
-        if log.isEnabledFor(logging.INFO):  # an agent's decision, for structured logs
-            names = [call.name for call in calls]
-            log.info("chose tools: %s", ", ".join(names), extra={"tools": names})
-        for call in calls:
-            self.emit(
-                "agent.tool_call",
-                {
-                    "call_id": call.id,
-                    "name": call.name,
-                    "input": call.arguments,
-                    "model": self.current,  # the model of the attempt that answered
-                },
-            )
-        if self.turn.before_tools is not None:
-            # The conversation so far (ending with these calls) is made durable before any
-            # tool runs, so a crash leaves a record the next run can repair.
-            await self.turn.before_tools(self.turn.messages[self.start :])
-        self.finished = {}
-        try:
-            if len(calls) == 1:
-                await self.run_tool(calls[0])
-            else:
-                async with asyncio.TaskGroup() as group:
-                    for call in calls:
-                        group.create_task(self.run_tool(call))
-        except* ToolDenied as group:
-            self.answer_calls(calls, INTERRUPTED)
-            raise self.error(
-                ErrorCode.TOOL_DENIED, str(group.exceptions[0]) or "tool call denied", "error"
-            ) from None
-        except* _ToolCrashed as group:
-            crash = group.exceptions[0]
-            assert isinstance(crash, _ToolCrashed)
-            self.answer_calls(calls, INTERRUPTED)
-            raise self.error(
-                ErrorCode.TOOL_FAILED, f"tool '{crash.name}' failed: {crash.cause}", "error"
-            ) from crash.__cause__
-        if any(c.id not in self.finished for c in calls):
-            # A tool of several raised CancelledError, which a task group takes for that task
-            # being cancelled: the turn is cancelled, as with a single tool.
-            self.answer_calls(calls, INTERRUPTED)
-            raise asyncio.CancelledError
-        errors = sum(1 for c in calls if self.finished[c.id].is_error)
-        self.turn.messages.extend(self.finished[c.id] for c in calls)
-        self.finished = {}
-        self.corrections += errors
-        if errors and self.corrections > limits.max_corrections:
-            raise self.error(
-                ErrorCode.TOOL_FAILED,
-                f"the model kept making invalid tool calls ({self.corrections} so far)",
-                "invalid_tool_call",
-            )
-
-    async def run_tool(self, call: ToolCall) -> None:
-        tracing = self.turn.tracing
-        with tracing.tool(call) as span:  # current while the tool runs: runs it starts nest
-            await self.call_tool(call)
-            tracing.tool_result(span, self.finished[call.id])
-
-    async def call_tool(self, call: ToolCall) -> None:
-        tool = self.tools.get(call.name)
-        if tool is None:
-            known = ", ".join(self.tools) or "none"
-            self.settle(call, f"Unknown tool '{call.name}'. Available tools: {known}.", error=True)
-            return
-        if call.raw_arguments is not None:
-            self.settle(
-                call, f"The arguments are not valid JSON: {call.raw_arguments[:200]}", error=True
-            )
-            return
-        problem = tool.validation_error(call.arguments)
-        if problem is not None:
-            self.settle(call, f"Invalid arguments for '{call.name}': {problem}", error=True)
-            return
-        try:
-            value = await tool.fn(
-                call.arguments, ToolContext(call.id, call.name, self.turn.tool_context)
-            )
-        except ToolRetry as exc:
-            self.settle(call, str(exc), error=True)
-            return
-        except (ToolDenied, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            raise _ToolCrashed(call.name, exc, self.turn.secrets) from exc
-        self.settle(call, render_result(value), error=False)
-
-    def settle(self, call: ToolCall, content: str, *, error: bool) -> None:
-        if self.turn.secrets:
-            content = self.turn.secrets.scrub(content)
-        result = ToolResult(call.id, call.name, content, is_error=error)
-        self.finished[call.id] = result
-        self.emit(
-            "agent.tool_result",
-            {
-                "call_id": call.id,
-                "name": call.name,
-                "success": not error,
-                "is_error": error,
-                "output_summary": content[:200],
-                "output": content,
-            },
+        raise self.error(
+            ErrorCode.BUDGET_EXCEEDED,
+            budget_cut_off(held),
+            "budget_exceeded",
+            hint=held.budget.hint if held.budget is not None else None,
         )
-
-    def answer_calls(self, calls: Sequence[ToolCall], reason: str) -> None:
-        """Give every call of the last assistant message a result, so the history can be resent."""
-        for call in calls:
-            self.turn.messages.append(
-                self.finished.get(call.id) or ToolResult(call.id, call.name, reason, is_error=True)
-            )
-        self.finished = {}
 
     def repair(self) -> None:
         """After a cancellation or failure: charge the request in flight, keep its streamed
         text as an interrupted message, answer calls that never finished."""
-        self.charge_interrupted()
         messages = self.turn.messages
-        if self.partial:
-            self.model = self.model or self.current  # the model that said it, for the record
-            text = "".join(self.partial)
-            messages.append(
-                AssistantMessage(
-                    text=self.secrets.scrub(text) if self.secrets else text,
-                    model=self.current or None,
-                    interrupted=True,
-                )
-            )
-            self.partial = []
+        cut_off = self.model_calls.cut_off()
+        if cut_off is not None:
+            self.model = self.model or self.model_calls.current  # who said it, for the record
+            messages.append(cut_off)
             return
         last = messages[-1] if len(messages) > self.start else None
         if isinstance(last, AssistantMessage) and last.tool_calls:
-            self.answer_calls(last.tool_calls, INTERRUPTED)
+            self.tool_calls.answer(last.tool_calls, INTERRUPTED)
 
     # -- settling -------------------------------------------------------------------------
 
     def result(self, text: str, output: Any, stop: StopReason) -> TurnResult:
+        model_calls = self.model_calls
         return TurnResult(
             text=text,
             output=output,
             new_messages=self.turn.messages[self.start :],
-            usage=self.usage,
-            cost_micros=self.cost,
-            cost_known=self.cost_known,
+            usage=model_calls.usage,
+            cost_micros=model_calls.cost,
+            cost_known=model_calls.cost_known,
             stop_reason=stop,
             model=self.model,
             attempts=list(self.turn.chain.attempts),
-            tool_calls=self.tool_calls,
+            tool_calls=self.tool_calls.count,
         )
 
     def error(
@@ -779,20 +416,3 @@ class _TurnRun:
             "timeout",
             hint="Raise limits.timeout_s in the agent file if the work needs longer.",
         )
-
-
-class _ToolCrashed(Exception):
-    def __init__(self, name: str, cause: BaseException, secrets: Secrets | None) -> None:
-        self.name = name
-        self.cause = f"{type(cause).__name__}: {cause}"
-        if secrets:  # the run's error, its record and events quote it: no key a tool read
-            self.cause = secrets.scrub(self.cause)
-        super().__init__(f"tool '{name}' failed: {self.cause}")  # what its span says
-
-
-def output_cap(limit: int | None, settings: ModelSettings | None) -> int | None:
-    """A request's output cap: the lower of the agent's limit and the run's
-    ``max_output_tokens`` setting (what the history must leave room for, too)."""
-    asked = settings.max_output_tokens if settings is not None else None
-    caps = [cap for cap in (limit, asked) if cap]
-    return min(caps) if caps else None

@@ -20,8 +20,9 @@ from agentrunner.core.log_format import in_run
 from agentrunner.core.paths import display_path
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.messages import UserMessage, prompt_cache_key
+from agentrunner.engine.model_calls import output_cap
 from agentrunner.engine.tools import ToolRetry
-from agentrunner.engine.turn import TurnError, TurnLimits, TurnResult, cancelled_result, output_cap
+from agentrunner.engine.turn import TurnError, TurnLimits, TurnResult, cancelled_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.app import App, AppParts
 from agentrunner.run.budgets import request_floors

@@ -1,0 +1,182 @@
+"""A turn's tool calls: the calls of one model reply run, and each given its result.
+
+Apart from the turn's loop because of the rule the history depends on: every call the model
+makes gets exactly one result, in the order the model made them, whatever becomes of it — run,
+retried (``ToolRetry``: an error the model is shown and may correct), refused for a name or
+arguments the model got wrong, denied (``ToolDenied`` ends the turn), crashed, cancelled, or
+never run past a limit — so the conversation can always be sent again. The calls' events, their
+spans, the secrets cut from what a tool returns and the correction budget go with it. The loop
+decides when tools run and what the turn's outcome is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from agentrunner.engine.messages import ToolCall, ToolResult
+from agentrunner.engine.secrets import Secrets
+from agentrunner.engine.tools import ToolContext, ToolDenied, ToolRetry, render_result
+from agentrunner.errors import ErrorCode
+from agentrunner.events import Emit
+
+if TYPE_CHECKING:
+    from agentrunner.engine.turn import StopReason, Turn, TurnError
+
+__all__ = ["INTERRUPTED", "ToolCalls"]
+
+log = logging.getLogger("agentrunner.engine")
+
+INTERRUPTED = "interrupted: the run stopped before this tool call finished"
+
+
+class ToolCalls:
+    """One turn's tool calls: ``run`` runs a reply's calls (``count``: how many so far),
+    ``answer`` gives those that will not run a result. A failure that ends the turn is raised
+    as the turn's error, which ``error`` makes with what the turn had done."""
+
+    def __init__(
+        self,
+        turn: Turn,
+        emit: Emit,
+        error: Callable[[ErrorCode, str, StopReason], TurnError],
+        start: int,
+    ) -> None:
+        self.turn = turn
+        self.emit = emit  # the turn's: silent once the turn is cancelled
+        self.error = error
+        self.start = start  # where the turn's messages begin in its history
+        self.tools = {t.name: t for t in turn.tools}
+        self.count = 0
+        self.corrections = 0
+        self.finished: dict[str, ToolResult] = {}
+
+    async def run(self, calls: Sequence[ToolCall], model: str) -> None:
+        """Run the calls of the reply ``model`` (the model of the attempt that answered) made,
+        concurrently, and append their results to the history."""
+        limits = self.turn.limits
+        if limits.max_tool_calls is not None and self.count + len(calls) > limits.max_tool_calls:
+            self.answer(calls, "not run: the tool call limit was reached")
+            raise self.error(
+                ErrorCode.TURN_LIMIT,
+                f"reached max_tool_calls ({limits.max_tool_calls})",
+                "max_steps",
+            )
+        self.count += len(calls)
+        if log.isEnabledFor(logging.INFO):  # an agent's decision, for structured logs
+            names = [call.name for call in calls]
+            log.info("chose tools: %s", ", ".join(names), extra={"tools": names})
+        for call in calls:
+            self.emit(
+                "agent.tool_call",
+                {"call_id": call.id, "name": call.name, "input": call.arguments, "model": model},
+            )
+        if self.turn.before_tools is not None:
+            # The conversation so far (ending with these calls) is made durable before any
+            # tool runs, so a crash leaves a record the next run can repair.
+            await self.turn.before_tools(self.turn.messages[self.start :])
+        self.finished = {}
+        try:
+            if len(calls) == 1:
+                await self.run_one(calls[0])
+            else:
+                async with asyncio.TaskGroup() as group:
+                    for call in calls:
+                        group.create_task(self.run_one(call))
+        except* ToolDenied as group:
+            self.answer(calls, INTERRUPTED)
+            raise self.error(
+                ErrorCode.TOOL_DENIED, str(group.exceptions[0]) or "tool call denied", "error"
+            ) from None
+        except* _ToolCrashed as group:
+            crash = group.exceptions[0]
+            assert isinstance(crash, _ToolCrashed)
+            self.answer(calls, INTERRUPTED)
+            raise self.error(
+                ErrorCode.TOOL_FAILED, f"tool '{crash.name}' failed: {crash.cause}", "error"
+            ) from crash.__cause__
+        if any(c.id not in self.finished for c in calls):
+            # A tool of several raised CancelledError, which a task group takes for that task
+            # being cancelled: the turn is cancelled, as with a single tool.
+            self.answer(calls, INTERRUPTED)
+            raise asyncio.CancelledError
+        errors = sum(1 for c in calls if self.finished[c.id].is_error)
+        self.turn.messages.extend(self.finished[c.id] for c in calls)
+        self.finished = {}
+        self.corrections += errors
+        if errors and self.corrections > limits.max_corrections:
+            raise self.error(
+                ErrorCode.TOOL_FAILED,
+                f"the model kept making invalid tool calls ({self.corrections} so far)",
+                "invalid_tool_call",
+            )
+
+    async def run_one(self, call: ToolCall) -> None:
+        tracing = self.turn.tracing
+        with tracing.tool(call) as span:  # current while the tool runs: runs it starts nest
+            await self.call(call)
+            tracing.tool_result(span, self.finished[call.id])
+
+    async def call(self, call: ToolCall) -> None:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self.tools) or "none"
+            self.settle(call, f"Unknown tool '{call.name}'. Available tools: {known}.", error=True)
+            return
+        if call.raw_arguments is not None:
+            self.settle(
+                call, f"The arguments are not valid JSON: {call.raw_arguments[:200]}", error=True
+            )
+            return
+        problem = tool.validation_error(call.arguments)
+        if problem is not None:
+            self.settle(call, f"Invalid arguments for '{call.name}': {problem}", error=True)
+            return
+        try:
+            value = await tool.fn(
+                call.arguments, ToolContext(call.id, call.name, self.turn.tool_context)
+            )
+        except ToolRetry as exc:
+            self.settle(call, str(exc), error=True)
+            return
+        except (ToolDenied, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise _ToolCrashed(call.name, exc, self.turn.secrets) from exc
+        self.settle(call, render_result(value), error=False)
+
+    def settle(self, call: ToolCall, content: str, *, error: bool) -> None:
+        if self.turn.secrets:
+            content = self.turn.secrets.scrub(content)
+        result = ToolResult(call.id, call.name, content, is_error=error)
+        self.finished[call.id] = result
+        self.emit(
+            "agent.tool_result",
+            {
+                "call_id": call.id,
+                "name": call.name,
+                "success": not error,
+                "is_error": error,
+                "output_summary": content[:200],
+                "output": content,
+            },
+        )
+
+    def answer(self, calls: Sequence[ToolCall], reason: str) -> None:
+        """Give every call of the last assistant message a result, so the history can be resent."""
+        for call in calls:
+            self.turn.messages.append(
+                self.finished.get(call.id) or ToolResult(call.id, call.name, reason, is_error=True)
+            )
+        self.finished = {}
+
+
+class _ToolCrashed(Exception):
+    def __init__(self, name: str, cause: BaseException, secrets: Secrets | None) -> None:
+        self.name = name
+        self.cause = f"{type(cause).__name__}: {cause}"
+        if secrets:  # the run's error, its record and events quote it: no key a tool read
+            self.cause = secrets.scrub(self.cause)
+        super().__init__(f"tool '{name}' failed: {self.cause}")  # what its span says
