@@ -110,3 +110,23 @@ async def test_a_server_that_stays_away_is_reported_unavailable(pg_database: str
         conn.execute("SELECT * FROM nowhere")
     conn.close()
     assert not is_unavailable(wrong.value)  # a wrong statement is not an outage
+
+
+async def test_a_closed_store_fails_at_once_and_is_not_taken_for_a_server_away(
+    pg_database: str,
+) -> None:
+    """A store that was closed (its process shutting down, a cache flushed after it) is not a
+    server gone away: what is asked of it fails at once with the pool's own error, rather than
+    being retried for ``reconnect_s`` and then reported as ``DatabaseUnavailable`` — psycopg's
+    ``PoolClosed`` is an ``OperationalError`` without a SQLSTATE, as a lost connection's is."""
+    import psycopg_pool
+
+    driver = PostgresDriver(pg_database, reconnect_s=0.3)
+    await driver.pool.open(wait=True)
+    assert await driver.fetch_all("SELECT 1 AS one", {}) == [{"one": 1}]
+    await driver.close()
+    for _ in range(2):  # a read and a write alike
+        with pytest.raises(psycopg_pool.PoolClosed):
+            await driver.fetch_all("SELECT 1 AS one", {})
+        with pytest.raises(psycopg_pool.PoolClosed):
+            await driver.execute("SELECT 1", {})

@@ -100,6 +100,8 @@ def _connection_lost(exc: BaseException) -> bool:
 
     if isinstance(exc, _StaleConnection | psycopg_pool.PoolTimeout):
         return True
+    if isinstance(exc, psycopg_pool.PoolClosed):  # closed by us, not lost: no server to wait for
+        return False
     if not isinstance(exc, psycopg.OperationalError):
         return False
     state = exc.sqlstate
