@@ -224,8 +224,7 @@ def test_every_kind_is_named_alike_everywhere() -> None:
             "agent.file",
             "agent.note_shared",
             "agent.memory_updated",
-            "agent.failed",
-            "agent.idle",
+            "agent.failed", 'approval.requested', 'approval.decided', "agent.idle",
         ]
     )
 

@@ -71,6 +71,9 @@ class ErrorCode(StrEnum):
     # Agents: one whose file says `enabled: false` is listed, never run.
     AGENT_DISABLED = "agent_disabled"
     SESSION_ACTIVE = "session_active"
+    # A person in the loop (docs/approvals.md).
+    APPROVAL_DECIDED = "approval_decided"
+    THREAD_WAITING = "thread_waiting"
 
     @property
     def info(self) -> CodeInfo:
@@ -305,6 +308,24 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         "one, which `brief` continues.",
         "Continue it (`agentrunner start --resume`, or just `agentrunner brief`), or end it "
         "first with `agentrunner stop`.",
+        _E.VALIDATION,
+    ),
+    _E.APPROVAL_DECIDED: CodeInfo(
+        False,
+        "The approval request was decided already (the first decision stands, whoever made "
+        "it), or its run no longer waits (cancelled). The message names the first decision; "
+        "nothing was changed (HTTP 409).",
+        "`agentrunner approvals` lists what still waits; `agentrunner runs show RUN` shows "
+        "who decided what.",
+        _E.VALIDATION,
+    ),
+    _E.THREAD_WAITING: CodeInfo(
+        False,
+        "The thread's last run waits for a person's decision on a tool call; the thread is "
+        "held until it goes on, so a new message on it cannot run now (queued messages wait "
+        "their turn behind it). Nothing was written.",
+        "Decide what waits (`agentrunner approvals`, then `approve ID` or `deny ID`), or "
+        "cancel the waiting run (`agentrunner runs cancel RUN`).",
         _E.VALIDATION,
     ),
 }

@@ -37,6 +37,8 @@ __all__ = [
     "AgentToolCall",
     "AgentToolResult",
     "AgentWorking",
+    "ApprovalDecided",
+    "ApprovalRequested",
     "ChannelActivity",
     "ChannelMessageEvent",
     "CostUpdated",
@@ -230,7 +232,41 @@ class AgentIdle(FromChild):
     agent_id: Annotated[str, "the agent"]
     run_id: Annotated[str, "the run that ended"]
     thread_id: Annotated[str | None, "the run's thread; null: a task"]
-    outcome: Annotated[str, "`completed`, `failed` or `cancelled`: the run's status"]
+    outcome: Annotated[
+        str, "`completed`, `failed`, `cancelled`, or `waiting` (for a person): the run's status"
+    ]
+
+
+class ApprovalRequested(FromChild):
+    """a tool call waits for a person's decision (docs/approvals.md): the run settles `waiting`
+    after its step's other calls ran"""
+
+    approval_id: Annotated[str, "the request's id: `agentrunner approve ID` decides it"]
+    run_id: Annotated[str, "the waiting run"]
+    agent_id: Annotated[str, "the agent that asked"]
+    thread_id: Annotated[str | None, "the thread it holds while it waits; null: a task"]
+    call_id: Annotated[str, "the tool call's id"]
+    kind: Annotated[str, "`tool`: a call to approve; `question`: `ask_person`'s question"]
+    tool: Annotated[str, "the tool"]
+    arguments: Annotated[dict[str, Any], "the arguments it would run with"]
+    rule: Annotated[str, "what asked for a decision (the agent file's rule)"]
+    expires_at: Annotated[float, "when an undecided request is denied (UNIX seconds)"]
+
+
+class ApprovalDecided(FromChild):
+    """a person (or the timeout) decided a request; the first decision is the one that counts"""
+
+    approval_id: Annotated[str, "the request"]
+    run_id: Annotated[str, "its run"]
+    call_id: Annotated[str, "the tool call"]
+    tool: Annotated[str, "the tool"]
+    decision: Annotated[str, "`approve` or `deny`"]
+    by: Annotated[str, "who decided (`timeout` for an expired request)"]
+    reason: Annotated[str | None, "the reason given, if any"]
+    arguments: Annotated[dict[str, Any] | None, "the arguments it runs with, if edited"]
+    edited: Annotated[bool, "whether the arguments were edited"]
+    always: Annotated[str | None, "`thread` or `agent`: the tool needs no approval there from now"]
+    timed_out: Annotated[bool, "denied because nobody decided in time"]
 
 
 # Every kind with its shape, in the order the documentation lists them. ``EventData``, the
@@ -252,6 +288,8 @@ Event = (
     | tuple[Literal["agent.note_shared"], AgentNoteShared]
     | tuple[Literal["agent.memory_updated"], AgentMemoryUpdated]
     | tuple[Literal["agent.failed"], AgentFailed]
+    | tuple[Literal["approval.requested"], ApprovalRequested]
+    | tuple[Literal["approval.decided"], ApprovalDecided]
     | tuple[Literal["agent.idle"], AgentIdle]
 )
 EventData = (
@@ -271,6 +309,8 @@ EventData = (
     | AgentNoteShared
     | AgentMemoryUpdated
     | AgentFailed
+    | ApprovalRequested
+    | ApprovalDecided
     | AgentIdle
 )
 EventSink = Callable[[str, EventData], None]
@@ -325,6 +365,10 @@ class Emit(Protocol):
     ) -> None: ...
     @overload
     def __call__(self, kind: Literal["agent.failed"], data: AgentFailed, /) -> None: ...
+    @overload
+    def __call__(self, kind: Literal["approval.requested"], data: ApprovalRequested, /) -> None: ...
+    @overload
+    def __call__(self, kind: Literal["approval.decided"], data: ApprovalDecided, /) -> None: ...
     @overload
     def __call__(self, kind: Literal["agent.idle"], data: AgentIdle, /) -> None: ...
 

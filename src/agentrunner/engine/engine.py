@@ -27,6 +27,7 @@ from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:
     from agentrunner.core.model_settings import ModelSettings
+    from agentrunner.engine.pause import Policy, Resumed
 
 __all__ = ["Engine"]
 
@@ -101,6 +102,8 @@ class Engine:
         budget: ExternalBudget | None = None,
         cache_key: str | None = None,
         settings: ModelSettings | None = None,
+        policy: Policy | None = None,
+        resume: Resumed | None = None,
     ) -> TurnResult:
         """Run one turn: ``history`` plus ``message`` (if given) as the new user message.
 
@@ -137,5 +140,7 @@ class Engine:
             tracing=self.tracing,
             cache_key=cache_key,
             settings=settings,
+            policy=policy,
+            resume=resume,
         )
         return await run_turn(turn)

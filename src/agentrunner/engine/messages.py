@@ -64,6 +64,19 @@ class Usage:
         self.estimated = self.estimated or other.estimated
         self.reasoning_tokens += other.reasoning_tokens
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        """A ``to_dict``'s usage again (a run's row, going on after a wait)."""
+        return cls(
+            int(data.get("input_tokens", 0)),
+            int(data.get("output_tokens", 0)),
+            int(data.get("cache_read_tokens", 0)),
+            int(data.get("cache_write_tokens", 0)),
+            int(data.get("requests", 0)),
+            bool(data.get("estimated", False)),
+            int(data.get("reasoning_tokens", 0)),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "input_tokens": self.input_tokens,

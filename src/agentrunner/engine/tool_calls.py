@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from agentrunner.engine.messages import ToolCall, ToolResult
+from agentrunner.engine.pause import Journal, Pending, Resumed
 from agentrunner.engine.secrets import Secrets
 from agentrunner.engine.tools import ToolContext, ToolDenied, ToolRetry, render_result
 from agentrunner.errors import ErrorCode
@@ -52,10 +53,13 @@ class ToolCalls:
         self.count = 0
         self.corrections = 0
         self.finished: dict[str, ToolResult] = {}
+        self.journal: Journal | None = None  # set while a paused step's approved calls run
 
-    async def run(self, calls: Sequence[ToolCall], model: str) -> None:
+    async def run(self, calls: Sequence[ToolCall], model: str) -> list[Pending]:
         """Run the calls of the reply ``model`` (the model of the attempt that answered) made,
-        concurrently, and append their results to the history."""
+        concurrently, and append their results to the history. With a policy, the calls it
+        asks a person about are left: they are returned (the others ran, their results kept in
+        ``finished``, none appended) for the turn to pause on."""
         limits = self.turn.limits
         if limits.max_tool_calls is not None and self.count + len(calls) > limits.max_tool_calls:
             self.answer(calls, "not run: the tool call limit was reached")
@@ -78,35 +82,104 @@ class ToolCalls:
             # tool runs, so a crash leaves a record the next run can repair.
             await self.turn.before_tools(self.turn.messages[self.start :])
         self.finished = {}
+        pending = self.asked(calls) if self.turn.policy is not None else []
+        if not pending:
+            await self.execute(calls, calls)
+            return []
+        asked = {p.call.id for p in pending}
+        await self.execute([c for c in calls if c.id not in asked], calls, append=False)
+        return pending
+
+    def asked(self, calls: Sequence[ToolCall]) -> list[Pending]:
+        """The calls the policy asks a person about: only those that would run as they are (a
+        known tool, valid arguments), so a person decides on exactly what would run."""
+        policy = self.turn.policy
+        assert policy is not None
+        pending = []
+        for position, call in enumerate(calls):
+            tool = self.tools.get(call.name)
+            if tool is None or call.raw_arguments is not None:
+                continue
+            if tool.validation_error(call.arguments) is not None:
+                continue
+            rule = policy(call, tool)
+            if rule is not None:
+                pending.append(Pending(call, rule, position))
+        return pending
+
+    async def resume(self, resumed: Resumed) -> None:
+        """Finish a paused step: its approved calls run, each between its journal's marks;
+        every call's result, decided before or now, is appended in the order of the calls."""
+        self.count, self.corrections = resumed.tool_calls, resumed.corrections
+        self.finished = dict(resumed.results)
+        approved = [
+            ToolCall(c.id, c.name, dict(resumed.approved[c.id]))
+            for c in resumed.calls
+            if c.id not in resumed.results
+        ]
+        self.journal = resumed.journal
+        try:
+            await self.execute(approved, resumed.calls, keep=True, notes=resumed.notes)
+        except asyncio.CancelledError:  # one call, cancelled as it ran: the step is answered
+            if any(c.id not in self.finished for c in resumed.calls):
+                self.answer(resumed.calls, INTERRUPTED)
+            raise
+        finally:
+            self.journal = None
+
+    async def execute(
+        self,
+        calls: Sequence[ToolCall],
+        step: Sequence[ToolCall],
+        *,
+        append: bool = True,
+        keep: bool = False,
+        notes: Mapping[str, str] | None = None,
+    ) -> None:
+        """Run ``calls`` concurrently; then (``append``) append the results of the ``step``'s
+        calls (those run now, and those ``finished`` already held when ``keep``), in order. If
+        the turn ends here, every call of the step is answered."""
+        if not keep:
+            self.finished = {}
         try:
             if len(calls) == 1:
                 await self.run_one(calls[0])
-            else:
+            elif calls:
                 async with asyncio.TaskGroup() as group:
                     for call in calls:
                         group.create_task(self.run_one(call))
         except* ToolDenied as group:
-            self.answer(calls, INTERRUPTED)
+            self.answer(step, INTERRUPTED)
             raise self.error(
                 ErrorCode.TOOL_DENIED, str(group.exceptions[0]) or "tool call denied", "error"
             ) from None
         except* _ToolCrashed as group:
             crash = group.exceptions[0]
             assert isinstance(crash, _ToolCrashed)
-            self.answer(calls, INTERRUPTED)
+            self.answer(step, INTERRUPTED)
             raise self.error(
                 ErrorCode.TOOL_FAILED, f"tool '{crash.name}' failed: {crash.cause}", "error"
             ) from crash.__cause__
         if any(c.id not in self.finished for c in calls):
             # A tool of several raised CancelledError, which a task group takes for that task
             # being cancelled: the turn is cancelled, as with a single tool.
-            self.answer(calls, INTERRUPTED)
+            self.answer(step, INTERRUPTED)
             raise asyncio.CancelledError
-        errors = sum(1 for c in calls if self.finished[c.id].is_error)
-        self.turn.messages.extend(self.finished[c.id] for c in calls)
+        if not append:
+            return
+        results = [self.finished[c.id] for c in step]
+        if notes:
+            results = [
+                ToolResult(r.call_id, r.name, f"{notes[r.call_id]}\n{r.content}", r.is_error)
+                if r.call_id in notes
+                else r
+                for r in results
+            ]
+        errors = sum(1 for r in results if r.is_error)
+        self.turn.messages.extend(results)
         self.finished = {}
         self.corrections += errors
-        if errors and self.corrections > limits.max_corrections:
+        if errors and self.corrections > self.turn.limits.max_corrections:
             raise self.error(
                 ErrorCode.TOOL_FAILED,
                 f"the model kept making invalid tool calls ({self.corrections} so far)",
@@ -115,9 +188,14 @@ class ToolCalls:
 
     async def run_one(self, call: ToolCall) -> None:
         tracing = self.turn.tracing
+        journal = self.journal
+        if journal is not None:  # an approved call: marked started before, finished after
+            await journal(call.id, None)
         with tracing.tool(call) as span:  # current while the tool runs: runs it starts nest
             await self.call(call)
             tracing.tool_result(span, self.finished[call.id])
+        if journal is not None:
+            await journal(call.id, self.finished[call.id])
 
     async def call(self, call: ToolCall) -> None:
         tool = self.tools.get(call.name)

@@ -33,6 +33,7 @@ from agentrunner.engine.failures import ProviderError
 from agentrunner.engine.fallback import Attempt, FallbackChain
 from agentrunner.engine.messages import AssistantMessage, Message, Usage, UserMessage
 from agentrunner.engine.model_calls import ModelCalls
+from agentrunner.engine.pause import Pending, Policy, Resumed, TurnPaused
 from agentrunner.engine.pricing import PriceBook
 from agentrunner.engine.secrets import Secrets
 from agentrunner.engine.structured_output import correction, parse_output
@@ -68,6 +69,7 @@ StopReason = Literal[
     "invalid_tool_call",
     "budget_exceeded",
     "timeout",
+    "waiting",
 ]
 
 
@@ -159,6 +161,8 @@ class Turn:
     tracing: Tracing = NO_TRACING  # telemetry on: each tool call a span, each charge counted
     cache_key: str | None = None  # the conversation's prompt-cache key (ModelRequest)
     settings: ModelSettings | None = None  # what the requests ask of the model
+    policy: Policy | None = None  # which calls wait for a person (engine.pause); None: none
+    resume: Resumed | None = None  # the paused step this turn finishes first
 
 
 async def run_turn(turn: Turn) -> TurnResult:
@@ -223,7 +227,7 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
         if run.expired:  # asyncio.timeout's TimeoutError, or a tool that turned the
             run.repair()  # cancellation into an error of its own
             raise run.timed_out() from None
-        if isinstance(exc, TurnError):
+        if isinstance(exc, TurnError | TurnPaused):
             run.gate.release()
             raise
         run.repair()
@@ -261,6 +265,10 @@ class _TurnRun:
     async def run(self) -> TurnResult:
         turn = self.turn
         model_calls, tool_calls = self.model_calls, self.tool_calls
+        if turn.resume is not None:
+            self.responses = turn.resume.steps
+            await tool_calls.resume(turn.resume)
+            model_calls.tools_ran()
         while True:
             self.check_limits()
             if self.gate.active:  # refused here, a request never becomes a step
@@ -304,7 +312,9 @@ class _TurnRun:
                         "max_tokens_exceeded",
                         hint="Raise limits.max_output_tokens.",
                     )
-                await tool_calls.run(message.tool_calls, model_calls.current)
+                pending = await tool_calls.run(message.tool_calls, model_calls.current)
+                if pending:
+                    raise self.paused(pending)
                 model_calls.tools_ran()
                 continue
             output: Any = message.text
@@ -399,6 +409,18 @@ class _TurnRun:
         result = self.result("", None, stop)
         return TurnError(
             code, message, stop_reason=stop, result=result, hint=hint, retryable=retryable
+        )
+
+    def paused(self, pending: list[Pending]) -> TurnPaused:
+        """Stopped for a person: the step's other calls ran (their results held, none in the
+        history yet), ``pending`` wait."""
+        tool_calls = self.tool_calls
+        return TurnPaused(
+            self.result("", None, "waiting"),
+            pending,
+            tool_calls.finished,
+            steps=self.responses,
+            corrections=tool_calls.corrections,
         )
 
     def cancelled(self) -> TurnError:

@@ -56,6 +56,7 @@ class LiveRun:
     parent_run_id: str | None = None  # the run that started it (``ask_agent``, ``delegate``)
     depth: int = 0
     lock: HeldLock | None = None  # its thread's, released in its settle's transaction
+    waited: bool = False  # it waited for a person: its thread's hold ends with its settle
 
     @property
     def log(self) -> RunLog:
@@ -232,8 +233,19 @@ class RunLifecycle:
         with contextlib.suppress(AgentRunnerError):  # run_settled: it began, and settled
             await self._store.batch([finish])
 
+    async def wait(self, run: LiveRun, rows: Sequence[Op]) -> None:
+        """Settle the run ``waiting`` for a person (``rows``: its requests and resume point,
+        ``run_approvals``): ``agent.idle`` says so; its thread's lock is released, its hold
+        on the thread stays, and so does its step's record."""
+        self._idle(run, "waiting")
+        lock = run.lock.release_ops() if run.lock is not None else []
+        await run.log.flush_with([*rows, *lock])
+
     def _release(self, run: LiveRun) -> list[Op]:
-        return run.lock.release_ops() if run.lock is not None else []
+        ops = run.lock.release_ops() if run.lock is not None else []
+        if run.waited:
+            ops.extend(self._store.approvals.release_ops(run.run_id, run.thread_id))
+        return ops
 
     def _idle(self, run: LiveRun, outcome: str) -> None:
         """The run's last event, written with its settle: the agent no longer works on it."""

@@ -5,7 +5,7 @@ and ``RunResult``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.core.inputs import check_text
@@ -88,6 +88,15 @@ class RunResult:
     cost_known: bool
     model: str | None
     output: Any = None
+    # a run that waits for a person (stop reason ``waiting``): what it asks (docs/approvals.md)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``completed``, ``cancelled`` or ``waiting`` (a failed run raises instead)."""
+        if self.stop_reason in ("cancelled", "waiting"):
+            return self.stop_reason
+        return "completed"
 
     @classmethod
     def of(
@@ -130,7 +139,7 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``run --json`` and of the stdio protocol's run result."""
         return {
-            "status": "cancelled" if self.stop_reason == "cancelled" else "completed",
+            "status": self.status,
             "text": self.text,
             "output": self.output,
             "agent_id": self.agent_id,
@@ -141,6 +150,7 @@ class RunResult:
             "usage": self.usage.to_dict(),
             "cost_usd": self.cost_usd if self.cost_known else None,
             "cost_known": self.cost_known,
+            **({"approvals": self.approvals} if self.approvals else {}),
         }
 
 

@@ -19,12 +19,14 @@ from agentrunner.core.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, 
 from agentrunner.core.log_format import in_run
 from agentrunner.core.paths import display_path
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.messages import UserMessage, prompt_cache_key
+from agentrunner.engine.messages import ToolResult, Usage, UserMessage, prompt_cache_key
 from agentrunner.engine.model_calls import output_cap
+from agentrunner.engine.pause import Resumed, TurnPaused
 from agentrunner.engine.tools import ToolRetry
 from agentrunner.engine.turn import TurnError, TurnLimits, TurnResult, cancelled_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.app import App, AppParts
+from agentrunner.run.approvals import Waits
 from agentrunner.run.budgets import request_floors
 from agentrunner.run.callbacks import AgentRunnerCallbacks, MessageHandlers, child_callbacks, safely
 from agentrunner.run.capabilities.mcp import McpServers
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.engine import Engine
     from agentrunner.engine.fallback import FallbackChain
     from agentrunner.run.effects import PostRunEffects
+    from agentrunner.store.approvals import ResumePoint
     from agentrunner.store.locks import HeldLock
     from agentrunner.store.records import ThreadSummary
     from agentrunner.store.run_log import RunLog
@@ -63,6 +66,7 @@ class _Run:
     live: LiveRun  # its rows, cost and lock (``run_lifecycle``)
     request: RunRequest
     settings: RunSettings | None  # its model settings; None: none set
+    resumed: Resumed | None = None  # the step it finishes first, going on after a wait
 
     @property
     def run_id(self) -> str:
@@ -109,6 +113,7 @@ class AgentRunner(AppParts):
         )
         self.handlers = handlers or MessageHandlers()  # taps on every run's events
         self.lifecycle = RunLifecycle(store, config.budgets, self.handlers, engine.models)
+        self.waits = Waits(store)  # runs waiting for a person (docs/approvals.md)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
         # Delegations running in this process, by run id: each has a signal of its own (its
         # caller's aborts it too), for a cancel asked of it alone (``abort_delegations``).
@@ -304,6 +309,7 @@ class AgentRunner(AppParts):
             self.store, request.thread_id, agent.id, parent.thread_id if parent else None
         )
         run_id = request.claimed_run_id or new_id("run_")
+        point = await self._waited(thread, request.claimed_run_id)
         # the run's span is current: what it now knows
         trace_id = self.engine.tracing.run_started(run_id, agent.name, agent.description)
         live = self.lifecycle.open(
@@ -322,16 +328,43 @@ class AgentRunner(AppParts):
             known = self.toolsets.known(agent, request.caller, overrides.tools)
             settings.refuse_before_run(self.engine.models.providers, known)
         run = _Run(agent, thread, live, request, settings)
-        user = UserMessage(request.message)
-        # 4. append the user message (answering a crashed run's calls): written with the
-        # run's first events, so a quick model's first step shares its transaction
-        abandoned, said = thread.opening(run_id, user)
+        user: UserMessage | None = None
+        if point is None:
+            # 4. append the user message (answering a crashed run's calls): written with the
+            # run's first events, so a quick model's first step shares its transaction
+            user = UserMessage(request.message)
+            abandoned, said = thread.opening(run_id, user)
+        else:  # going on after a wait: no new message; its paused step first
+            live.waited = True
+            live.log.seq = point.last_seq
+            live.cost.micros, live.cost.known = point.cost_micros, point.cost_known
+            live.cost.usage.add(Usage.from_dict(point.usage or {}))
+            recent = thread.recent.messages if thread.recent else []
+            unanswered = {r.call_id for r in thread.repairs if isinstance(r, ToolResult)}
+            run.resumed = await self.waits.resumed(run_id, point, recent, unanswered)
+            abandoned, said = thread.resuming(run_id, step_paused=run.resumed is not None)
         claimed = request.claimed_run_id is not None  # a queued run's row exists
         self.lifecycle.begin(live, before=abandoned, after=said, claimed=claimed, trace_id=trace_id)
         with in_run(run_id, agent.id, trace_id):  # what is logged meanwhile names the run
             return await self._outcome(run, user)
 
-    async def _outcome(self, run: _Run, user: UserMessage) -> RunResult:
+    async def _waited(self, thread: RunThread, claimed: str | None) -> ResumePoint | None:
+        """Where the run ``claimed`` stopped, if it waited for a person on this thread;
+        ``thread_waiting`` for any other run on a thread a waiting run holds."""
+        holder = thread.manifest.waiting_run_id if thread.manifest is not None else None
+        if holder is None:
+            return None
+        if holder != claimed:
+            raise AgentRunnerError(
+                ErrorCode.THREAD_WAITING,
+                f"thread {thread.id} waits for a person's decision on run {holder}",
+                hint="Decide it (agentrunner approvals; approve ID / deny ID), then send the "
+                "message again; or cancel the waiting run.",
+                details={"run_id": holder},
+            )
+        return await self.waits.resume_point(holder)
+
+    async def _outcome(self, run: _Run, user: UserMessage | None) -> RunResult:
         """Steps 8-13 of a recorded run: the engine call, then the run settled however it
         ended."""
         request, thread = run.request, run.thread
@@ -343,6 +376,8 @@ class AgentRunner(AppParts):
             # Shielded: recording the run must not be cut short by a second cancel.
             await asyncio.shield(self._settle_failure(run, as_error(exc), cancelled_result(exc)))
             raise
+        except TurnPaused as paused:
+            return await self._pause(run, paused)
         except Exception as exc:
             partial = exc.result if isinstance(exc, TurnError) else None
             return await self._settle_failure(run, as_error(exc), partial)
@@ -351,7 +386,7 @@ class AgentRunner(AppParts):
             thread.answer(result),
             stop_reason=result.stop_reason,
             model=result.model,
-            usage=result.usage,
+            usage=run.live.cost.usage if run.live.waited else result.usage,
         )
         safely(request.callbacks.on_response, run.agent.id, thread.id or "", result.text)  # 12.
         if (untitled := thread.untitled) is not None:  # 13. effects
@@ -364,7 +399,26 @@ class AgentRunner(AppParts):
             )
         return RunResult.of(result, run.run_id, thread.id, run.agent.id, run.live.cost)
 
-    async def _execute(self, run: _Run, user: UserMessage) -> TurnResult:
+    async def _pause(self, run: _Run, paused: TurnPaused) -> RunResult:
+        """The run waits for a person: it settles ``waiting``, holding its thread."""
+        ops, requests = self.waits.pause_ops(run.agent, run.live, paused)
+        await self.lifecycle.wait(run.live, ops)
+        partial = paused.result
+        cost = run.live.cost
+        return RunResult(
+            "",
+            run.run_id,
+            run.thread.id,
+            run.agent.id,
+            "waiting",
+            cost.usage,
+            cost.micros,
+            cost.known,
+            partial.model,
+            approvals=requests,
+        )
+
+    async def _execute(self, run: _Run, user: UserMessage | None) -> TurnResult:
         agent, overrides, abort = run.agent, run.request.overrides, run.request.abort
         thread_id = run.thread.id
         tracing = self.engine.tracing
@@ -386,7 +440,8 @@ class AgentRunner(AppParts):
         run.log.message("system_message", system)
         if notes:
             run.log.message("context_message", notes)
-        run.log.message("user_message", user.content)
+        if user is not None:
+            run.log.message("user_message", user.content)
         limits = agent.limits
         chain = self._chain(agent, overrides)
         fitted = Fitted([], None)
@@ -398,7 +453,7 @@ class AgentRunner(AppParts):
                     chain=chain,
                     system=system,
                     notes=notes,
-                    message=user.content,
+                    message=user.content if user is not None else "",
                     tools=tools,
                     output_schema=agent.output_schema,
                     max_output_tokens=output_cap(limits.max_output_tokens, settings),
@@ -407,11 +462,14 @@ class AgentRunner(AppParts):
                 Account.of(run.live, limits.timeout_s, abort),
             )
         history = fitted.history
+        policy = None
+        if run.request.parent is None:  # a delegation cannot wait (yet): see Toolsets
+            policy = await self.waits.policy(agent, thread_id)
         return await self.engine.run(  # 8. the engine call
             chain=chain,
             system=system,
             history=[UserMessage(notes), *history] if notes else history,
-            message=user.content,
+            message=user.content if user is not None else None,
             tools=tools,
             limits=TurnLimits(
                 max_steps=overrides.max_steps or limits.max_steps,
@@ -433,6 +491,8 @@ class AgentRunner(AppParts):
             # A thread's turns share their prefix; runs on no thread share their agent's.
             cache_key=prompt_cache_key(f"thread:{thread_id}" if thread_id else f"agent:{agent.id}"),
             settings=settings,
+            policy=policy,
+            resume=run.resumed,
         )
 
     async def _prompt(self, run: _Run) -> tuple[str, str | None]:

@@ -89,6 +89,21 @@ class RunThread:
         )
         return abandoned, self._append([*self.repairs, user], final=False)
 
+    def resuming(self, run_id: str, *, step_paused: bool) -> tuple[list[Op], list[Op]]:
+        """The rows of run ``run_id`` going on after a wait (it adds no message): as
+        ``opening``'s, but when its ``step_paused`` calls are the unanswered ones, those are
+        its own to answer (``engine.pause``), not repaired."""
+        self.run_id = run_id
+        if step_paused:
+            self.repairs = []
+        thread = self.manifest
+        if thread is None:
+            return [], []
+        abandoned = self._store.runs.abandon_ops(
+            thread.id, run_id, message_count=thread.message_count, last_seq=self.last_seq
+        )
+        return abandoned, self._append(list(self.repairs), final=False) if self.repairs else []
+
     def progress(self, new: Sequence[Message]) -> list[Op]:
         """Before tools run: the turn's ``new`` messages not in the thread yet (the model's
         tool calls, earlier results)."""

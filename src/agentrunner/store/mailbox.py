@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrunner.core.ids import new_id
-from agentrunner.store.changes import channel_key, run_key
+from agentrunner.store.changes import channel_key, run_key, thread_key
 from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.records import from_json, to_json
 from agentrunner.store.repositories import Repository
@@ -133,11 +133,15 @@ class Mailbox(Repository):
     async def fail_expired(self) -> list[str]:
         """Fail runs whose worker stopped renewing their lease, and free their threads.
 
-        A run whose worker died is not run again: its tools may already have had effects. Its
-        thread is released at once (the dead worker's lock tickets are removed)."""
+        A run whose worker died is not run again: its tools may already have had effects —
+        unless it waited for a person (``run_approvals``): it is queued again. Its thread is
+        released at once (the dead worker's lock tickets are removed)."""
         now = time.time()
         failed = []
         for row in await self.db.fetch_all(self.sql["runs_lease_expired"], {"now": now}):
+            if row["resumable"]:
+                await self._requeue(row, now)
+                continue
             message = (
                 f"worker {row['worker_id']} stopped renewing its lease; the run was not retried"
             )
@@ -161,6 +165,21 @@ class Mailbox(Repository):
             if changed:
                 failed.append(row["id"])
         return failed
+
+    async def _requeue(self, row: dict[str, Any], now: float) -> None:
+        """A run that had waited for a person is not failed with its worker: its resume point
+        and its approved calls' journal let any worker go on without running a call twice."""
+        try:
+            requeue = self.op("run_lease_requeue", id=row["id"], now=now)
+            await self.db.batch([requeue, self.changed_op(run_key(row["id"]))])
+        except GuardRefused:
+            return
+        if row["thread_id"] and row["worker_id"]:
+            await self.db.execute(
+                self.sql["locks_drop_owner"],
+                {"thread_id": row["thread_id"], "owner_prefix": f"{row['worker_id']}:%"},
+            )
+        self.db.notify()
 
     async def _ended_in_channel(self, row: dict[str, Any], message: str, now: float) -> list[Op]:
         """A lost run's ``agent.failed`` and ``agent.idle`` in its channel's feed, as its
@@ -200,7 +219,28 @@ class Mailbox(Repository):
             return "cancelled"
         if await self.db.execute(self.sql["run_request_cancel"], {"id": run_id}):
             return "requested"
+        if await self._cancel_waiting(run_id, now):
+            return "cancelled"
         return "not_cancellable"
+
+    async def _cancel_waiting(self, run_id: str, now: float) -> bool:
+        row = await self.db.fetch_one(self.sql["run_get"], {"id": run_id})
+        if row is None or row["status"] != "waiting":
+            return False
+        ops = [
+            self.op("run_cancel_waiting", id=run_id, now=now),
+            self.op("approvals_cancel", run_id=run_id, by="cancel", now=now),
+        ]
+        keys = [run_key(run_id)]
+        if row["thread_id"]:
+            ops.append(self.op("thread_unhold", thread_id=row["thread_id"], run_id=run_id))
+            keys.append(thread_key(row["thread_id"]))
+        try:
+            await self.db.batch([*ops, self.changed_op(*keys)])
+        except GuardRefused:  # it went on meanwhile
+            return False
+        self.db.notify()  # runs queued behind it on its thread may go now
+        return True
 
     async def cancel_requested(self, worker_id: str | None = None) -> list[str]:
         """The running runs someone asked to cancel: ``worker_id``'s, or (None) all of them."""

@@ -53,6 +53,7 @@ class Thread:
     created_at: float
     updated_at: float
     summary_through: int = 0  # the last message its newest summary covers; 0: none
+    waiting_run_id: str | None = None  # the run that holds it while it waits for a person
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Thread:
@@ -107,7 +108,7 @@ def thread_message_dict(
 
 
 # Seed 003's run statuses: created -> running -> completed / failed / cancelled.
-RUN_STATUSES = ("created", "running", "completed", "failed", "cancelled")
+RUN_STATUSES = ("created", "running", "waiting", "completed", "failed", "cancelled")
 # A run in one of these has ended: every event it has is written (its events before its end),
 # and its figures (its cost, its usage) are settled.
 RUN_ENDED = frozenset({"completed", "failed", "cancelled"})

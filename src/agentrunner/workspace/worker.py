@@ -25,7 +25,7 @@ import time
 from typing import TYPE_CHECKING
 
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.errors import AgentRunnerError
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.lifecycle import as_error
 from agentrunner.store.drivers import is_unavailable
 
@@ -161,6 +161,9 @@ class Worker:
             with self.app.engine.tracing.continued(claimed.trace_context):
                 await self._run(claimed, abort)
         except AgentRunnerError as exc:  # recorded on the run by the runner, once it started
+            if exc.code is ErrorCode.THREAD_WAITING:  # claimed as another run began waiting
+                await self.store.mailbox.release(claimed.id)
+                return
             log.info("run %s failed: %s: %s", claimed.id, exc.code, exc.message)
             await self.runner.lifecycle.fail_unstarted(claimed.id, exc)
         except Exception as exc:
@@ -226,6 +229,7 @@ class Worker:
                 await self.store.workers.heartbeat(self.id, self.concurrency)
                 await self._renew_leases()
                 await self._count_queues()
+                await self.runner.waits.expire_due()  # a request nobody decided: denied
                 failed = await self.store.mailbox.fail_expired()
                 if failed:
                     log.warning(

@@ -13,6 +13,7 @@ import typer
 from agentrunner._version import __version__
 from agentrunner.interfaces.cli import (
     agents,
+    approvals,
     company,
     cost,
     project,
@@ -77,6 +78,9 @@ app.command("post")(workspace.post)
 app.command("dm")(workspace.dm)
 app.command("worker")(workspace.worker)
 app.command("status")(workspace.status)
+app.command("approvals")(approvals.approvals)
+app.command("approve")(approvals.approve)
+app.command("deny")(approvals.deny)
 app.command("cost")(cost.cost)
 app.command("serve")(serve.serve)
 app.command("token")(serve.new_token)

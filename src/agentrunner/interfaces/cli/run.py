@@ -97,6 +97,12 @@ def run(
     result = asyncio.run(_run_once(session, text, as_json))
     if result is not None and result.stop_reason == "cancelled":
         raise typer.Exit(130)
+    if result is not None and result.stop_reason == "waiting":
+        raise typer.Exit(WAITING_EXIT)
+
+
+# ``run``'s exit status for a run that waits for a person's decision (docs/approvals.md)
+WAITING_EXIT = 3
 
 
 def chat(
@@ -337,6 +343,20 @@ def _told(event: Event) -> str | None:
 
 
 def _footer(result: RunResult, thread_id: str) -> None:
+    if result.stop_reason == "waiting":
+        for request in result.approvals:
+            arguments = json.dumps(request["arguments"], ensure_ascii=False)
+            err.print(
+                f"[yellow]waiting for a decision[/] on [bold]{escape(request['tool'])}[/]"
+                f"({escape(arguments[:300])}) [dim]· {escape(request['rule'])}[/]\n"
+                f"  [dim]approve:[/] agentrunner approve {request['approval_id']}"
+                f"   [dim]deny:[/] agentrunner deny {request['approval_id']} --reason …"
+            )
+        err.print(
+            f"[dim]run {result.run_id} waits (it holds thread {escape(thread_id)}); "
+            "agentrunner approvals lists what waits[/]"
+        )
+        return
     if result.stop_reason == "cancelled":
         cost = f"${result.cost_usd:.4f}" if result.cost_known else "cost unknown"
         estimated = " (estimated)" if result.usage.estimated else ""

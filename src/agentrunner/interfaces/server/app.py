@@ -122,9 +122,10 @@ def create_app(
             allow_headers=["*"],
         )
 
-    from agentrunner.interfaces.server import openai_compat, routes
+    from agentrunner.interfaces.server import approval_routes, openai_compat, routes
 
     app.include_router(routes.router, responses=ERROR_RESPONSES)
+    app.include_router(approval_routes.router, responses=ERROR_RESPONSES)
     app.include_router(openai_compat.router, responses=ERROR_RESPONSES)
     app.state.token = token  # what /login compares with; in memory only
     dashboard.install(app, login=token is not None)

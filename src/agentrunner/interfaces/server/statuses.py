@@ -34,6 +34,8 @@ _STATUS: dict[ErrorCode, int] = {
     ErrorCode.PRICE_UNKNOWN: 402,
     ErrorCode.CANCELLED: 409,
     ErrorCode.AGENT_DISABLED: 409,
+    ErrorCode.APPROVAL_DECIDED: 409,
+    ErrorCode.THREAD_WAITING: 409,
     ErrorCode.QUEUE_FULL: 429,
     ErrorCode.RUN_TIMEOUT: 504,
 }

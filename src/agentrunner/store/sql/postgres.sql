@@ -16,6 +16,9 @@ WHERE id = (
       AND r.id = (
           SELECT e.id FROM runs e
           WHERE e.agent_id = r.agent_id AND e.status = 'created'
+            -- not a run on a thread another run holds while it waits for a person
+            AND NOT EXISTS (SELECT 1 FROM threads t
+                            WHERE t.id = e.thread_id AND t.waiting_run_id <> e.id)
           ORDER BY e.created_at, e.id
           LIMIT 1)
     ORDER BY r.created_at, r.id
@@ -59,3 +62,6 @@ SELECT pg_advisory_xact_lock(727274002);
 -- What a commit changed (store/changes), for the processes tailing the store: sent when it
 -- commits, one per transaction whatever the number of rows.
 SELECT pg_notify('agentrunner_changes', :keys);
+
+-- name: approval_ids_starting
+SELECT id FROM approvals WHERE starts_with(id, :prefix) ORDER BY id LIMIT :limit;

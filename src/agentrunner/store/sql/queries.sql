@@ -4,7 +4,7 @@
 
 -- name: thread_get
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at, summary_through
+       message_count, created_at, updated_at, summary_through, waiting_run_id
 FROM threads WHERE id = :id;
 
 -- name: thread_ids_starting
@@ -29,7 +29,7 @@ ON CONFLICT (id) DO NOTHING;
 
 -- name: thread_list
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at, summary_through
+       message_count, created_at, updated_at, summary_through, waiting_run_id
 FROM threads
 WHERE updated_at < :before
 ORDER BY updated_at DESC LIMIT :limit;
@@ -39,7 +39,7 @@ ORDER BY updated_at DESC LIMIT :limit;
 -- whole answer for an agent in use, at a bounded cost whatever the project's size.
 SELECT *
 FROM (SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-             message_count, created_at, updated_at, summary_through
+             message_count, created_at, updated_at, summary_through, waiting_run_id
       FROM threads
       WHERE updated_at < :before
       ORDER BY updated_at DESC LIMIT :scan) AS recent
@@ -51,7 +51,7 @@ ORDER BY updated_at DESC LIMIT :limit;
 -- recent ones, this costs its own threads, not everyone's. (The unary plus keeps the planner
 -- off threads_updated, which would walk every other agent's threads too.)
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at, summary_through
+       message_count, created_at, updated_at, summary_through, waiting_run_id
 FROM threads
 WHERE agent_id = :agent_id AND +updated_at < :before
 ORDER BY +updated_at DESC LIMIT :limit;
@@ -427,6 +427,9 @@ WHERE id = (
       AND r.id = (
           SELECT e.id FROM runs e
           WHERE e.agent_id = r.agent_id AND e.status = 'created'
+            -- not a run on a thread another run holds while it waits for a person
+            AND NOT EXISTS (SELECT 1 FROM threads t
+                            WHERE t.id = e.thread_id AND t.waiting_run_id <> e.id)
           ORDER BY e.created_at, e.id
           LIMIT 1)
     ORDER BY r.created_at, r.id
@@ -442,8 +445,15 @@ UPDATE runs SET lease_until = :lease_until
 WHERE id = :id AND worker_id = :worker_id AND status = 'running';
 
 -- name: runs_lease_expired
-SELECT id, agent_id, thread_id, worker_id, channel_id, trigger_message_id FROM runs
+SELECT id, agent_id, thread_id, worker_id, channel_id, trigger_message_id,
+       resume IS NOT NULL AS resumable FROM runs
 WHERE status = 'running' AND lease_until IS NOT NULL AND lease_until < :now;
+
+-- name: run_lease_requeue
+-- guarded: a run that waited for a person and lost its worker goes back to its mailbox (its
+-- journal says which approved call may have run: none runs twice), once.
+UPDATE runs SET status = 'created', worker_id = NULL, lease_until = NULL
+WHERE id = :id AND status = 'running' AND lease_until < :now;
 
 -- name: run_lease_fail
 -- guarded: the run fails once, so what says so in its channel is written once, with it.
@@ -843,3 +853,119 @@ UPDATE runs
 SET status = 'failed', stop_reason = 'error', error_code = 'worker_lost', error_message = :message,
     completed_at = :now
 WHERE id = :id AND status = 'running';
+
+-- name: run_wait
+-- guarded: a run pauses once, from `running`, for a person's decisions (migration 19): it
+-- gives up its worker and lease; what it spent so far stays on its row.
+UPDATE runs
+SET status = 'waiting', resume = :resume{json}, worker_id = NULL, lease_until = NULL,
+    model = :model, token_usage = :token_usage{json}, cost_micros = :cost_micros,
+    cost_known = :cost_known
+WHERE id = :id AND status = 'running';
+
+-- name: run_resume_get
+-- A run going on after a wait: where it stopped, and its last event's number (its events go
+-- on from there).
+SELECT r.resume, r.cost_micros, r.cost_known, r.token_usage,
+       (SELECT COALESCE(MAX(e.seq), 0) FROM events e WHERE e.run_id = r.id) AS last_seq
+FROM runs r WHERE r.id = :id;
+
+-- name: run_resume_clear
+UPDATE runs SET resume = NULL WHERE id = :id;
+
+-- name: thread_hold
+UPDATE threads SET waiting_run_id = :run_id WHERE id = :thread_id;
+
+-- name: thread_unhold
+UPDATE threads SET waiting_run_id = NULL WHERE id = :thread_id AND waiting_run_id = :run_id;
+
+-- name: approval_insert
+INSERT INTO approvals (id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments,
+                       rule, expires_at, created_at)
+VALUES (:id, :run_id, :agent_id, :thread_id, :call_id, :position, :kind, :tool,
+        :arguments{json}, :rule, :expires_at, :now);
+
+-- name: approval_lock_run
+-- A decision takes its run's row first, so two decisions on a run's last two requests are
+-- one after the other: the second sees the first, and one of them queues the run again.
+UPDATE runs SET status = status WHERE id = :run_id AND status = 'waiting';
+
+-- name: approval_decide
+-- guarded: the first decision wins: a request is decided once, from `pending`, and only while its run
+-- waits. A decision that changes no row was not the first (its caller reads the winner).
+UPDATE approvals
+SET status = :status, decision_id = :decision_id, decided_by = :decided_by, decided_at = :now,
+    reason = :reason, arguments_used = :arguments_used{json}, edited = :edited, always = :always
+WHERE id = :id AND status = 'pending'
+  AND EXISTS (SELECT 1 FROM runs WHERE id = approvals.run_id AND status = 'waiting');
+
+-- name: approval_requeue
+-- Every request of the run decided: it is queued again in its agent's mailbox.
+UPDATE runs SET status = 'created', worker_id = NULL, lease_until = NULL
+WHERE id = :run_id AND status = 'waiting'
+  AND NOT EXISTS (SELECT 1 FROM approvals WHERE run_id = :run_id AND status = 'pending');
+
+-- name: event_insert_next
+-- An event of a run written from outside it (a decision on a waiting run): after its last.
+INSERT INTO events (run_id, seq, type, payload, created_at)
+SELECT :run_id, COALESCE(MAX(seq), 0) + 1, :type, :payload{json}, :now FROM events
+WHERE run_id = :run_id;
+
+-- name: approval_get
+SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, status,
+       decision_id, decided_by, decided_at, reason, arguments_used, edited, always, expires_at,
+       execution, result, created_at
+FROM approvals WHERE id = :id;
+
+-- name: approval_ids_starting
+SELECT id FROM approvals WHERE id >= :prefix AND id < :prefix || char(1114111)
+ORDER BY id LIMIT :limit;
+
+-- name: approvals_of_run
+SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, status,
+       decision_id, decided_by, decided_at, reason, arguments_used, edited, always, expires_at,
+       execution, result, created_at
+FROM approvals WHERE run_id = :run_id ORDER BY position;
+
+-- name: approvals_pending
+SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, status,
+       decision_id, decided_by, decided_at, reason, arguments_used, edited, always, expires_at,
+       execution, result, created_at
+FROM approvals WHERE status = 'pending' ORDER BY created_at, id LIMIT :limit;
+
+-- name: approvals_expired
+SELECT id FROM approvals WHERE status = 'pending' AND expires_at < :now ORDER BY expires_at;
+
+-- name: approval_started
+-- guarded: the journal's durable point before an approved call runs: once.
+UPDATE approvals SET execution = 'started' WHERE id = :id AND execution IS NULL;
+
+-- name: approval_finished
+UPDATE approvals SET execution = 'finished', result = :result{json} WHERE id = :id;
+
+-- name: approvals_cancel
+UPDATE approvals SET status = 'cancelled', decided_by = :by, decided_at = :now
+WHERE run_id = :run_id AND status = 'pending';
+
+-- name: run_cancel_waiting
+-- guarded: a run that waits for a person is cancelled at once, as a queued one is: its requests
+-- and its hold on its thread go with it.
+UPDATE runs SET status = 'cancelled', stop_reason = 'cancelled', completed_at = :now, resume = NULL
+WHERE id = :id AND status = 'waiting';
+
+-- name: approval_grant_insert
+INSERT INTO approval_grants (id, agent_id, scope, scope_id, tool, granted_by, created_at)
+VALUES (:id, :agent_id, :scope, :scope_id, :tool, :granted_by, :now)
+ON CONFLICT (agent_id, scope, scope_id, tool) DO NOTHING;
+
+-- name: approval_grants_of
+SELECT id, agent_id, scope, scope_id, tool, granted_by, created_at FROM approval_grants
+WHERE agent_id = :agent_id AND ((scope = 'agent' AND scope_id = :agent_id)
+                                OR (scope = 'thread' AND scope_id = :thread_id));
+
+-- name: approval_grants_list
+SELECT id, agent_id, scope, scope_id, tool, granted_by, created_at FROM approval_grants
+ORDER BY created_at, id;
+
+-- name: approval_grant_delete
+DELETE FROM approval_grants WHERE id = :id;

@@ -427,3 +427,50 @@ CREATE INDEX channel_activity_feed ON channel_activity (channel_id, feed_key, id
 ALTER TABLE runs ADD COLUMN thread_order BIGINT;
 UPDATE runs SET thread_order = 0 WHERE thread_id IS NOT NULL AND status <> 'created';
 CREATE INDEX runs_thread_order ON runs (thread_id, thread_order, id)
+
+-- migration: 19
+-- A person in the loop (docs/approvals.md). A run whose step asks for calls that need a
+-- person's yes settles `waiting`: no worker, no lease; its thread is held by it
+-- (threads.waiting_run_id: no other run takes the thread until it settles) and what it needs
+-- to go on is in runs.resume (its counters and the finished results of the paused step). Each
+-- call waiting for a decision is a row of `approvals`, decided once (a guarded update: the
+-- first decision wins); an approved call is journalled `started` before it runs and
+-- `finished` with its result after, so no crash runs it twice. "Always" is a grant.
+ALTER TABLE runs ADD COLUMN resume {json};
+ALTER TABLE threads ADD COLUMN waiting_run_id TEXT;
+CREATE TABLE approvals (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    thread_id TEXT,
+    call_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments {json} NOT NULL,
+    rule TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending',
+    decision_id TEXT,
+    decided_by TEXT,
+    decided_at DOUBLE PRECISION,
+    reason TEXT,
+    arguments_used {json},
+    edited BOOLEAN NOT NULL DEFAULT FALSE,
+    always TEXT,
+    expires_at DOUBLE PRECISION NOT NULL,
+    execution TEXT,
+    result {json},
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE UNIQUE INDEX approvals_run_call ON approvals (run_id, call_id);
+CREATE INDEX approvals_status_expires ON approvals (status, expires_at);
+CREATE TABLE approval_grants (
+    id TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    scope_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    granted_by TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE UNIQUE INDEX approval_grants_key ON approval_grants (agent_id, scope, scope_id, tool)

@@ -1,0 +1,305 @@
+"""A person in the loop (issue 41, docs/approvals.md): which calls of a run wait for a person,
+the run's pause, its resume point, and the decisions.
+
+The rules are the agent's (``agents.approval``); a grant ("always", for a thread or an agent)
+lets a tool through without asking. A run whose step asks settles ``waiting``: the step's
+other calls ran and their results are kept in its resume point, each waiting call is a request,
+its thread is held and its lease given up — the process may exit. The first decision on a
+request wins; the decision on a run's last request queues it again, and whichever worker claims
+it finishes the step from the store: each approved call runs once, journalled ``started``
+before and ``finished`` after, so a crash between the two answers the call as interrupted and
+never runs it again; denied calls answer "denied by NAME: reason".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any
+
+from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult
+from agentrunner.engine.pause import Policy, Resumed, TurnPaused
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.engine.messages import Message
+    from agentrunner.engine.tools import Tool
+    from agentrunner.events import ApprovalRequested
+    from agentrunner.run.lifecycle import LiveRun
+    from agentrunner.store.approvals import ApprovalRecord, Decided, ResumePoint
+    from agentrunner.store.drivers import Op
+    from agentrunner.store.store import Store
+
+__all__ = ["INTERRUPTED_APPROVED", "Waits", "denial"]
+
+INTERRUPTED_APPROVED = (
+    "interrupted while running: the run stopped after this approved call started; it may have "
+    "taken effect, and it was not run again"
+)
+DEFAULT_TIMEOUT_S = 86_400.0
+
+
+def denial(record: ApprovalRecord) -> str:
+    """What the model is told of a call a person did not approve."""
+    if record.status == "expired":
+        return f"denied: nobody decided in time ({record.reason or 'the request expired'})"
+    if record.status == "cancelled":
+        return "denied: the run was cancelled while it waited for a decision"
+    reason = f": {record.reason}" if record.reason else ""
+    return f"denied by {record.decided_by or 'a person'}{reason}"
+
+
+class Waits:
+    """The runs that wait for a person, over ``store``."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def policy(self, agent: AgentSpec, thread_id: str | None) -> Policy | None:
+        """Which of ``agent``'s calls wait for a person on ``thread_id``; None (nothing read)
+        for an agent with no rules — every agent's run asks this, so that costs nothing."""
+        rules = agent.approval
+        if rules is None:
+            return None
+        granted = await self._store.approvals.grants_for(agent.id, thread_id)
+
+        def policy(call: ToolCall, tool: Tool) -> str | None:
+            rule = rules.rule_for(call.name, destructive=tool.destructive)
+            if rule is None or any(fnmatchcase(call.name, g) for g in granted):
+                return None
+            return rule
+
+        return policy
+
+    def pause_ops(
+        self, agent: AgentSpec, run: LiveRun, paused: TurnPaused
+    ) -> tuple[list[Op], list[dict[str, Any]]]:
+        """The rows of a run pausing on ``paused`` — its requests (each announced by an
+        ``approval.requested``), its resume point and its thread's hold — and the requests."""
+        approvals = self._store.approvals
+        rules = agent.approval
+        timeout = rules.timeout_s if rules is not None else DEFAULT_TIMEOUT_S
+        expires_at = time.time() + timeout
+        ops: list[Op] = []
+        requests: list[dict[str, Any]] = []
+        for pending in paused.pending:
+            call = pending.call
+            approval_id, op = approvals.request_op(
+                run_id=run.run_id,
+                agent_id=run.agent_id,
+                thread_id=run.thread_id,
+                call_id=call.id,
+                position=pending.position,
+                kind="tool",
+                tool=call.name,
+                arguments=call.arguments,
+                rule=pending.rule,
+                expires_at=expires_at,
+            )
+            ops.append(op)
+            requested: ApprovalRequested = {
+                "approval_id": approval_id,
+                "run_id": run.run_id,
+                "agent_id": run.agent_id,
+                "thread_id": run.thread_id,
+                "call_id": call.id,
+                "kind": "tool",
+                "tool": call.name,
+                "arguments": call.arguments,
+                "rule": pending.rule,
+                "expires_at": expires_at,
+            }
+            run.log.emit("approval.requested", requested)
+            requests.append(dict(requested))
+        state = {
+            "finished": {
+                cid: {"name": r.name, "content": r.content, "is_error": r.is_error}
+                for cid, r in paused.finished.items()
+            },
+            "steps": paused.steps,
+            "tool_calls": paused.result.tool_calls,
+            "corrections": paused.corrections,
+        }
+        cost = run.cost
+        ops.extend(
+            approvals.wait_ops(
+                run.run_id,
+                run.thread_id,
+                state,
+                model=paused.result.model,
+                usage=cost.usage.to_dict(),
+                cost_micros=cost.micros,
+                cost_known=cost.known,
+            )
+        )
+        return ops, requests
+
+    async def resume_point(self, run_id: str) -> ResumePoint | None:
+        return await self._store.approvals.resume_point(run_id)
+
+    async def resumed(
+        self, run_id: str, point: ResumePoint, history: Sequence[Message], unanswered: set[str]
+    ) -> Resumed | None:
+        """How run ``run_id`` finishes its paused step, from its ``point`` and its thread's
+        ``history`` (whose last assistant message's ``unanswered`` calls have no result); None
+        when that step is answered already (it went on, and stopped in a later one)."""
+        records = await self._store.approvals.of_run(run_id)
+        asked = {r.call_id: r for r in records}
+        if not unanswered & asked.keys():
+            return None
+        message = next(m for m in reversed(history) if isinstance(m, AssistantMessage))
+        calls = [c for c in message.tool_calls if c.id in unanswered]
+        state = point.state
+        results: dict[str, ToolResult] = {
+            cid: ToolResult(cid, r["name"], r["content"], is_error=bool(r["is_error"]))
+            for cid, r in (state.get("finished") or {}).items()
+        }
+        approved: dict[str, Mapping[str, Any]] = {}
+        notes: dict[str, str] = {}
+        ids: dict[str, str] = {}
+        for call in calls:
+            record = asked.get(call.id)
+            if record is None:
+                if call.id not in results:  # ran before the pause, its result lost: never again
+                    results[call.id] = ToolResult(call.id, call.name, INTERRUPTED_APPROVED, True)
+                continue
+            if record.status != "approved":
+                results[call.id] = ToolResult(call.id, call.name, denial(record), is_error=True)
+            elif record.execution == "finished" and record.result is not None:
+                body = record.result
+                results[call.id] = ToolResult(
+                    call.id, call.name, str(body["content"]), bool(body["is_error"])
+                )
+            elif record.execution == "started":
+                results[call.id] = ToolResult(call.id, call.name, INTERRUPTED_APPROVED, True)
+            else:
+                arguments = record.arguments_used or record.arguments
+                approved[call.id] = arguments
+                ids[call.id] = record.id
+                if record.edited:
+                    notes[call.id] = (
+                        f"(run with arguments edited by {record.decided_by}: {arguments})"
+                    )
+        approvals = self._store.approvals
+
+        async def journal(call_id: str, result: ToolResult | None) -> None:
+            if result is None:
+                if not await approvals.started(ids[call_id]):
+                    raise AgentRunnerError(
+                        ErrorCode.INTERNAL,
+                        f"approved call {call_id} was started elsewhere; it is not run twice",
+                    )
+                return
+            await approvals.finished(
+                ids[call_id], {"content": result.content, "is_error": result.is_error}
+            )
+
+        return Resumed(
+            calls,
+            results,
+            approved,
+            journal,
+            steps=int(state.get("steps", 0)),
+            tool_calls=int(state.get("tool_calls", 0)),
+            corrections=int(state.get("corrections", 0)),
+            notes=notes,
+        )
+
+    # -- decisions ------------------------------------------------------------------------
+
+    async def find(self, approval_id: str) -> ApprovalRecord:
+        """The request ``approval_id`` names, or the one whose id begins with it."""
+        approvals = self._store.approvals
+        found = await approvals.get(approval_id)
+        if found is None and approval_id:
+            ids = await approvals.ids_starting(approval_id, 2)
+            if len(ids) == 1:
+                found = await approvals.get(ids[0])
+        if found is None:
+            raise AgentRunnerError(
+                ErrorCode.NOT_FOUND,
+                f"no approval request '{approval_id}'",
+                hint="List what waits with: agentrunner approvals",
+            )
+        return found
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        by: str,
+        reason: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        always: str | None = None,
+        expired: bool = False,
+    ) -> Decided:
+        """Decide a request; ``approval_decided`` (naming the first decision) when it was
+        decided before, or its run no longer waits."""
+        found = await self.find(approval_id)
+        if always not in (None, "thread", "agent"):
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"always must be 'thread' or 'agent', not {always!r}",
+                hint="Use --always (this thread) or --always agent.",
+            )
+        if always == "thread" and found.thread_id is None:
+            always = "agent"
+        if arguments is not None and not approve:
+            arguments = None
+        status = "approved" if approve else ("expired" if expired else "denied")
+        decided = await self._store.approvals.decide(
+            found,
+            status=status,
+            by=by,
+            reason=reason,
+            arguments=arguments,
+            always=always if approve else None,
+            event={
+                "approval_id": found.id,
+                "run_id": found.run_id,
+                "call_id": found.call_id,
+                "tool": found.tool,
+                "decision": "approve" if approve else "deny",
+                "by": by,
+                "reason": reason,
+                "arguments": dict(arguments) if arguments is not None else None,
+                "edited": arguments is not None and dict(arguments) != found.arguments,
+                "always": always if approve else None,
+                "timed_out": expired,
+            },
+        )
+        if not decided.won:
+            first = decided.record
+            if first.status == "pending":  # its run stopped waiting (cancelled)
+                said = "its run no longer waits"
+            else:
+                said = f"it was {first.status} by {first.decided_by}" + (
+                    f" ({first.reason})" if first.reason else ""
+                )
+            raise AgentRunnerError(
+                ErrorCode.APPROVAL_DECIDED,
+                f"approval {found.id} was decided first: {said}",
+                hint="A request is decided once; the first decision stands.",
+                details={"approval": first.to_dict()},
+            )
+        return decided
+
+    async def expire_due(self) -> int:
+        """Deny every request whose time ran out; how many."""
+        count = 0
+        for approval_id in await self._store.approvals.expired():
+            try:
+                await self.decide(
+                    approval_id,
+                    approve=False,
+                    by="timeout",
+                    reason="no decision within the agent's approval timeout",
+                    expired=True,
+                )
+            except AgentRunnerError:  # decided meanwhile
+                continue
+            count += 1
+        return count

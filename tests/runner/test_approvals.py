@@ -1,0 +1,283 @@
+"""A person in the loop (issue 41): a run waits durably for a decision, the first decision wins,
+and an approved call runs exactly once, whoever goes on with the run."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from agentrunner import AgentRunner
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.run.approvals import INTERRUPTED_APPROVED
+from agentrunner.runtime.compose import open_workspace
+from agentrunner.testing import MockProvider, Reply
+from agentrunner.workspace.workspace import Workspace
+from tests.runner.conftest import Agent
+
+FRONT = "model: mockai:gpt-mock\ncapabilities: [notes]\napproval:\n  tools: [note_create]"
+
+
+async def _notes(runner: AgentRunner, agent_id: str) -> list[str]:
+    return [n.title for n in await runner.store.notes.list(agent_id)]
+
+
+async def _serve(ws: Workspace) -> None:
+    await ws.worker(concurrency=1).run(until_idle=True)
+
+
+def _tool_results(mock: MockProvider) -> list[dict[str, object]]:
+    """The tool results of the last request the mock provider was sent."""
+    body = mock.requests[-1].body
+    return [m for m in body["messages"] if m.get("role") == "tool"]
+
+
+async def test_a_run_waits_then_goes_on_once_approved(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT)
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "plan", "body": "x"}), ("note_list", {})]),
+        Reply(text="free"),
+        Reply(text="noted"),
+    )
+    ws = await open_workspace(project)
+    try:
+        runner = ws.runner
+        result = await runner.run_agent("clerk", "t1", "write the plan down")
+        assert result.status == "waiting" and result.stop_reason == "waiting"
+        [asked] = result.approvals
+        assert asked["tool"] == "note_create" and asked["arguments"]["title"] == "plan"
+        run = await runner.store.runs.get(result.run_id)
+        assert run is not None and run.status == "waiting" and run.worker_id is None
+        assert await _notes(runner, "clerk") == []  # asked, not run
+        # the thread is held: another message on it does not run
+        with pytest.raises(AgentRunnerError) as held:
+            await runner.run_agent("clerk", "t1", "anything else?")
+        assert held.value.code is ErrorCode.THREAD_WAITING
+        assert result.run_id in held.value.message
+        # another thread of the same agent is not held
+        assert (await runner.run_agent("clerk", "t2", "hi")).text == "free"
+
+        decided = await runner.waits.decide(asked["approval_id"], approve=True, by="ana")
+        assert decided.won and decided.requeued
+        await _serve(ws)
+        run = await runner.store.runs.get(result.run_id)
+        assert run is not None and run.status == "completed", run
+        assert await _notes(runner, "clerk") == ["plan"]
+        sent = mock.requests[-1].body["messages"]
+        [calls] = [m["tool_calls"] for m in sent if m.get("tool_calls")]
+        results = _tool_results(mock)  # one each, in the order of the calls
+        assert [r["tool_call_id"] for r in results] == [c["id"] for c in calls]
+        assert "plan" in str(results[0]["content"]) and results[1]["content"] != ""
+        kinds = [e.type for e in await runner.store.events.list(result.run_id)]
+        assert kinds.count("approval.requested") == 1 and kinds.count("approval.decided") == 1
+        assert kinds.index("approval.requested") < kinds.index("approval.decided")
+        assert kinds[-1] == "agent.idle" and kinds.count("agent.working") == 2
+        seqs = [e.seq for e in await runner.store.events.list(result.run_id)]
+        assert seqs == sorted(set(seqs))  # events go on after the wait, none overwritten
+        thread = await runner.store.threads.get("t1")
+        assert thread is not None and thread.waiting_run_id is None
+        # a second decision, late, is refused naming the first
+        with pytest.raises(AgentRunnerError) as late:
+            await runner.waits.decide(asked["approval_id"], approve=False, by="bo")
+        assert late.value.code is ErrorCode.APPROVAL_DECIDED and "ana" in late.value.message
+        mock.queue(Reply(text="next"))
+        assert (await runner.run_agent("clerk", "t1", "and now?")).text == "next"
+    finally:
+        await ws.close()
+
+
+async def test_a_denied_call_tells_the_model_who_denied_it_and_why(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT)
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "secret", "body": "x"})]),
+        Reply(text="understood"),
+    )
+    ws = await open_workspace(project)
+    try:
+        result = await ws.runner.run_agent("clerk", "t1", "write it")
+        [asked] = result.approvals
+        await ws.runner.waits.decide(
+            asked["approval_id"], approve=False, by="ana", reason="not on this thread"
+        )
+        await _serve(ws)
+        [denied] = _tool_results(mock)
+        assert denied["content"] == "denied by ana: not on this thread"
+        assert await _notes(ws.runner, "clerk") == []
+        run = await ws.runner.store.runs.get(result.run_id)
+        assert run is not None and run.status == "completed"
+    finally:
+        await ws.close()
+
+
+async def test_edited_arguments_run_and_the_model_is_told(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT)
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "draft", "body": "x"})]),
+        Reply(text="ok"),
+    )
+    ws = await open_workspace(project)
+    try:
+        result = await ws.runner.run_agent("clerk", "t1", "write it")
+        [asked] = result.approvals
+        decided = await ws.runner.waits.decide(
+            asked["approval_id"],
+            approve=True,
+            by="ana",
+            arguments={"title": "final", "body": "y"},
+        )
+        assert decided.record.edited
+        await _serve(ws)
+        assert await _notes(ws.runner, "clerk") == ["final"]
+        [result_sent] = _tool_results(mock)
+        assert "edited by ana" in str(result_sent["content"])
+    finally:
+        await ws.close()
+
+
+async def test_twenty_concurrent_decisions_one_wins_and_the_tool_runs_once(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT)
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "once", "body": "x"})]),
+        Reply(text="done"),
+    )
+    ws = await open_workspace(project)
+    try:
+        result = await ws.runner.run_agent("clerk", "t1", "write it")
+        [asked] = result.approvals
+
+        async def decide(n: int) -> str:
+            try:
+                await ws.runner.waits.decide(
+                    asked["approval_id"], approve=n % 2 == 0, by=f"person{n}"
+                )
+            except AgentRunnerError as exc:
+                return "refused" if exc.code is ErrorCode.APPROVAL_DECIDED else str(exc.code)
+            return f"person{n}"
+
+        outcomes = await asyncio.gather(*(decide(n) for n in range(20)))
+        winners = [o for o in outcomes if o.startswith("person")]
+        assert len(winners) == 1 and outcomes.count("refused") == 19
+        record = await ws.runner.store.approvals.get(asked["approval_id"])
+        assert record is not None and record.decided_by == winners[0]
+        await _serve(ws)
+        expected = ["once"] if record.status == "approved" else []
+        assert await _notes(ws.runner, "clerk") == expected
+        run = await ws.runner.store.runs.get(result.run_id)
+        assert run is not None and run.status == "completed"
+    finally:
+        await ws.close()
+
+
+async def test_an_approved_call_that_started_before_a_crash_is_not_run_again(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT)
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "maybe", "body": "x"})]),
+        Reply(text="checked"),
+    )
+    ws = await open_workspace(project)
+    try:
+        result = await ws.runner.run_agent("clerk", "t1", "write it")
+        [asked] = result.approvals
+        await ws.runner.waits.decide(asked["approval_id"], approve=True, by="ana")
+        # the journal's durable point was written, then the process died: it may have run
+        assert await ws.runner.store.approvals.started(asked["approval_id"])
+        await _serve(ws)
+        assert await _notes(ws.runner, "clerk") == []  # not run a second time
+        [answered] = _tool_results(mock)
+        assert answered["content"] == INTERRUPTED_APPROVED
+    finally:
+        await ws.close()
+
+
+async def test_a_resumed_run_whose_worker_died_is_queued_again_not_failed(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT)
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "kept", "body": "x"})]),
+        Reply(text="finished"),
+    )
+    ws = await open_workspace(project)
+    try:
+        store = ws.runner.store
+        result = await ws.runner.run_agent("clerk", "t1", "write it")
+        [asked] = result.approvals
+        await ws.runner.waits.decide(asked["approval_id"], approve=True, by="ana")
+        # a worker claimed it and died after the call ran, before the run settled
+        claimed = await store.mailbox.claim("dead-worker", lease_s=-1.0)
+        assert claimed is not None and claimed.id == result.run_id
+        assert await store.approvals.started(asked["approval_id"])
+        await store.approvals.finished(asked["approval_id"], {"content": "ok", "is_error": False})
+        assert await store.mailbox.fail_expired() == []  # requeued, not failed
+        run = await store.runs.get(result.run_id)
+        assert run is not None and run.status == "created"
+        await _serve(ws)
+        run = await store.runs.get(result.run_id)
+        assert run is not None and run.status == "completed"
+        [answered] = _tool_results(mock)
+        assert answered["content"] == "ok"  # its stored result, not a second run
+        assert await _notes(ws.runner, "clerk") == []
+    finally:
+        await ws.close()
+
+
+async def test_a_timeout_denies_and_cancelling_a_waiting_run_frees_its_thread(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT.replace("tools: [note_create]", "tools: [note_*]\n  timeout_s: 0.01"))
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "a", "body": "x"})]),
+        Reply(text="too late"),
+        Reply(tool_calls=[("note_list", {})]),
+    )
+    ws = await open_workspace(project)
+    try:
+        runner = ws.runner
+        first = await runner.run_agent("clerk", "t1", "write it")
+        await asyncio.sleep(0.05)
+        assert await runner.waits.expire_due() == 1
+        record = await runner.store.approvals.get(first.approvals[0]["approval_id"])
+        assert record is not None and record.status == "expired"
+        await _serve(ws)
+        [denied] = _tool_results(mock)
+        assert str(denied["content"]).startswith("denied: nobody decided in time")
+        assert await _notes(runner, "clerk") == []  # a timeout never fails open
+        second = await runner.run_agent("clerk", "t2", "list them")
+        assert second.status == "waiting" and second.approvals[0]["tool"] == "note_list"
+        assert await runner.store.mailbox.cancel(second.run_id) == "cancelled"
+        run = await runner.store.runs.get(second.run_id)
+        assert run is not None and run.status == "cancelled"
+        thread = await runner.store.threads.get("t2")
+        assert thread is not None and thread.waiting_run_id is None
+        mock.queue(Reply(text="free again"))
+        assert (await runner.run_agent("clerk", "t2", "hello")).text == "free again"
+    finally:
+        await ws.close()
+
+
+async def test_agents_without_rules_never_wait(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("plain", "model: mockai:gpt-mock\ncapabilities: [notes]")
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "n", "body": "x"})]),
+        Reply(text="done"),
+    )
+    ws = await open_workspace(project)
+    try:
+        result = await ws.runner.run_agent("plain", "t1", "write it")
+        assert result.status == "completed" and result.approvals == []
+        assert await _notes(ws.runner, "plain") == ["n"]
+    finally:
+        await ws.close()
