@@ -49,8 +49,16 @@ def test_taxonomy_is_closed_and_complete() -> None:
     workers = {"run_settled", "worker_lost"}
     agents = {"agent_disabled"}
     company = {"session_active"}
+    people = {"approval_decided", "thread_waiting"}  # a person in the loop (docs/approvals.md)
     expected = (
-        set(SEED_001) | set(SEED_004.values()) | limits | interfaces | workers | agents | company
+        set(SEED_001)
+        | set(SEED_004.values())
+        | limits
+        | interfaces
+        | workers
+        | agents
+        | company
+        | people
     )
     assert {str(c) for c in ErrorCode} == expected
     assert ErrorCode.RUN_TIMEOUT.category is ErrorCode.TURN_LIMIT  # a limit, for seed 001

@@ -224,7 +224,12 @@ def test_every_kind_is_named_alike_everywhere() -> None:
             "agent.file",
             "agent.note_shared",
             "agent.memory_updated",
-            "agent.failed", 'approval.requested', 'approval.decided', "agent.idle",
+            "agent.failed",
+            "approval.requested",
+            "approval.decided",
+            "approval.requested",
+            "approval.decided",
+            "agent.idle",
         ]
     )
 

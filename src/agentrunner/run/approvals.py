@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult
+from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult, Usage
 from agentrunner.engine.pause import Policy, Resumed, TurnPaused
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.tools import Tool
     from agentrunner.events import ApprovalRequested
     from agentrunner.run.lifecycle import LiveRun
+    from agentrunner.run.thread import RunThread
     from agentrunner.store.approvals import ApprovalRecord, Decided, ResumePoint
     from agentrunner.store.drivers import Op
     from agentrunner.store.store import Store
@@ -136,8 +137,32 @@ class Waits:
         )
         return ops, requests
 
-    async def resume_point(self, run_id: str) -> ResumePoint | None:
-        return await self._store.approvals.resume_point(run_id)
+    async def held(self, thread: RunThread, claimed: str | None) -> ResumePoint | None:
+        """Where run ``claimed`` stopped, if it waited for a person on ``thread``, which it
+        holds; ``thread_waiting`` for any other run on a held thread."""
+        holder = thread.manifest.waiting_run_id if thread.manifest is not None else None
+        if holder is None:
+            return None
+        if holder != claimed:
+            raise AgentRunnerError(
+                ErrorCode.THREAD_WAITING,
+                f"thread {thread.id} waits for a person's decision on run {holder}",
+                hint="Decide it (agentrunner approvals; approve ID / deny ID), then send the "
+                "message again; or cancel the waiting run.",
+                details={"run_id": holder},
+            )
+        return await self._store.approvals.resume_point(holder)
+
+    async def going_on(self, run: LiveRun, point: ResumePoint, thread: RunThread) -> Resumed | None:
+        """A run going on after a wait: its events and spend continue from ``point``; how it
+        finishes its paused step (``resumed``)."""
+        run.waited = True
+        run.log.seq = point.last_seq
+        run.cost.micros, run.cost.known = point.cost_micros, point.cost_known
+        run.cost.usage.add(Usage.from_dict(point.usage or {}))
+        recent = thread.recent.messages if thread.recent else []
+        unanswered = {r.call_id for r in thread.repairs if isinstance(r, ToolResult)}
+        return await self.resumed(run.run_id, point, recent, unanswered)
 
     async def resumed(
         self, run_id: str, point: ResumePoint, history: Sequence[Message], unanswered: set[str]

@@ -132,6 +132,30 @@ class RunResult:
             "", run_id, thread_id, agent_id, "cancelled", usage, cost.micros, cost.known, model
         )
 
+    @classmethod
+    def waiting(
+        cls,
+        requests: list[dict[str, Any]],
+        run_id: str,
+        thread_id: str | None,
+        agent_id: str,
+        cost: CostTracker,
+        model: str | None,
+    ) -> RunResult:
+        """The result of a run that waits for a person on ``requests``: no text yet."""
+        return cls(
+            "",
+            run_id,
+            thread_id,
+            agent_id,
+            "waiting",
+            cost.usage,
+            cost.micros,
+            cost.known,
+            model,
+            approvals=requests,
+        )
+
     @property
     def cost_usd(self) -> float:
         return self.cost_micros / 1_000_000

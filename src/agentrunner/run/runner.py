@@ -19,7 +19,7 @@ from agentrunner.core.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, 
 from agentrunner.core.log_format import in_run
 from agentrunner.core.paths import display_path
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.messages import ToolResult, Usage, UserMessage, prompt_cache_key
+from agentrunner.engine.messages import UserMessage, prompt_cache_key
 from agentrunner.engine.model_calls import output_cap
 from agentrunner.engine.pause import Resumed, TurnPaused
 from agentrunner.engine.tools import ToolRetry
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from agentrunner.engine.engine import Engine
     from agentrunner.engine.fallback import FallbackChain
     from agentrunner.run.effects import PostRunEffects
-    from agentrunner.store.approvals import ResumePoint
     from agentrunner.store.locks import HeldLock
     from agentrunner.store.records import ThreadSummary
     from agentrunner.store.run_log import RunLog
@@ -309,7 +308,7 @@ class AgentRunner(AppParts):
             self.store, request.thread_id, agent.id, parent.thread_id if parent else None
         )
         run_id = request.claimed_run_id or new_id("run_")
-        point = await self._waited(thread, request.claimed_run_id)
+        point = await self.waits.held(thread, request.claimed_run_id)
         # the run's span is current: what it now knows
         trace_id = self.engine.tracing.run_started(run_id, agent.name, agent.description)
         live = self.lifecycle.open(
@@ -335,34 +334,12 @@ class AgentRunner(AppParts):
             user = UserMessage(request.message)
             abandoned, said = thread.opening(run_id, user)
         else:  # going on after a wait: no new message; its paused step first
-            live.waited = True
-            live.log.seq = point.last_seq
-            live.cost.micros, live.cost.known = point.cost_micros, point.cost_known
-            live.cost.usage.add(Usage.from_dict(point.usage or {}))
-            recent = thread.recent.messages if thread.recent else []
-            unanswered = {r.call_id for r in thread.repairs if isinstance(r, ToolResult)}
-            run.resumed = await self.waits.resumed(run_id, point, recent, unanswered)
+            run.resumed = await self.waits.going_on(live, point, thread)
             abandoned, said = thread.resuming(run_id, step_paused=run.resumed is not None)
         claimed = request.claimed_run_id is not None  # a queued run's row exists
         self.lifecycle.begin(live, before=abandoned, after=said, claimed=claimed, trace_id=trace_id)
         with in_run(run_id, agent.id, trace_id):  # what is logged meanwhile names the run
             return await self._outcome(run, user)
-
-    async def _waited(self, thread: RunThread, claimed: str | None) -> ResumePoint | None:
-        """Where the run ``claimed`` stopped, if it waited for a person on this thread;
-        ``thread_waiting`` for any other run on a thread a waiting run holds."""
-        holder = thread.manifest.waiting_run_id if thread.manifest is not None else None
-        if holder is None:
-            return None
-        if holder != claimed:
-            raise AgentRunnerError(
-                ErrorCode.THREAD_WAITING,
-                f"thread {thread.id} waits for a person's decision on run {holder}",
-                hint="Decide it (agentrunner approvals; approve ID / deny ID), then send the "
-                "message again; or cancel the waiting run.",
-                details={"run_id": holder},
-            )
-        return await self.waits.resume_point(holder)
 
     async def _outcome(self, run: _Run, user: UserMessage | None) -> RunResult:
         """Steps 8-13 of a recorded run: the engine call, then the run settled however it
@@ -403,20 +380,8 @@ class AgentRunner(AppParts):
         """The run waits for a person: it settles ``waiting``, holding its thread."""
         ops, requests = self.waits.pause_ops(run.agent, run.live, paused)
         await self.lifecycle.wait(run.live, ops)
-        partial = paused.result
-        cost = run.live.cost
-        return RunResult(
-            "",
-            run.run_id,
-            run.thread.id,
-            run.agent.id,
-            "waiting",
-            cost.usage,
-            cost.micros,
-            cost.known,
-            partial.model,
-            approvals=requests,
-        )
+        cost, model = run.live.cost, paused.result.model
+        return RunResult.waiting(requests, run.run_id, run.thread.id, run.agent.id, cost, model)
 
     async def _execute(self, run: _Run, user: UserMessage | None) -> TurnResult:
         agent, overrides, abort = run.agent, run.request.overrides, run.request.abort

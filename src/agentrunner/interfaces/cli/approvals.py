@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from agentrunner.interfaces.cli.console import Column, err, listing, out
-from agentrunner.interfaces.cli.workspace import _with_workspace
+from agentrunner.interfaces.cli.workspace import with_workspace
 
 if TYPE_CHECKING:
     from agentrunner.store.approvals import ApprovalRecord, Decided
@@ -39,7 +39,7 @@ def approvals(
         await ws.runner.waits.expire_due()  # with no worker running, nobody else does
         return await ws.app.store.approvals.pending()
 
-    pending = _with_workspace(work)
+    pending = with_workspace(work)
     if as_json:
         out.print_json(data=[p.to_dict() for p in pending])
         return
@@ -144,7 +144,7 @@ def _decide(
             answer = await _serve(ws, decided.record.run_id)
         return decided, answer
 
-    decided, answer = _with_workspace(work)
+    decided, answer = with_workspace(work)
     record = decided.record
     verb = "[green]approved[/]" if approve else "[yellow]denied[/]"
     err.print(f"{verb} {escape(record.tool)} [dim]({escape(record.id)}, run {record.run_id})[/]")

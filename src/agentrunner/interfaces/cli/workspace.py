@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agentrunner.workspace.worker import Worker
     from agentrunner.workspace.workspace import Workspace
 
-__all__ = ["channels_app", "dm", "post", "status", "worker"]
+__all__ = ["channels_app", "dm", "post", "status", "with_workspace", "worker"]
 
 channels_app = typer.Typer(
     help="Channels: rooms with people and agents as members.", no_args_is_help=True
@@ -34,7 +34,7 @@ T = TypeVar("T")
 _FOLLOW_S = 0.1
 
 
-def _with_workspace(work: Callable[[Workspace], Awaitable[T]]) -> T:
+def with_workspace(work: Callable[[Workspace], Awaitable[T]]) -> T:
     async def main() -> T:
         from agentrunner.runtime.compose import open_workspace
 
@@ -62,7 +62,7 @@ def channels_create(
         members = await ws.app.store.channels.members(channel.id)
         return channel, members, [agent.id for agent in ws.app.agents]
 
-    channel, members, agents = _with_workspace(work)
+    channel, members, agents = with_workspace(work)
     people = {m for m, kind in members if kind != "agent"}
     for name_given in dict.fromkeys(member):  # a person spelt like an agent: likely a typo
         near = difflib.get_close_matches(name_given, agents, n=1, cutoff=0.75)
@@ -81,7 +81,7 @@ def channels_create(
 @channels_app.command("list")
 def channels_list() -> None:
     """Every channel, with its kind and member count."""
-    channels = _with_workspace(lambda ws: ws.app.store.channels.all())
+    channels = with_workspace(lambda ws: ws.app.store.channels.all())
     listing(
         "Channels",
         [Column("name", whole=True), Column("kind", whole=True), Column("members", number=True)],
@@ -109,7 +109,7 @@ def channels_show(
         messages = await store.channels.after(channel.id, "", 10_000)
         return channel, await store.channels.members(channel.id), messages
 
-    channel, members, messages = _with_workspace(work)
+    channel, members, messages = with_workspace(work)
     people = ", ".join(f"{m}{'' if k == 'agent' else ' (person)'}" for m, k in members)
     heading = f"[bold]#{escape(channel.name)}[/] [dim]· {channel.kind}"
     out.print(f"{heading} · {escape(people) or 'no members'}[/]\n")
@@ -150,7 +150,7 @@ def post(
         if await _settle(ws, target, posted, feed, follow):
             raise typer.Exit(130)
 
-    _with_workspace(work)
+    with_workspace(work)
 
 
 def dm(
@@ -173,7 +173,7 @@ def dm(
             raise typer.Exit(130)
         await _raise_if_failed(ws, posted.run_ids)
 
-    _with_workspace(work)
+    with_workspace(work)
 
 
 async def _raise_if_failed(ws: Workspace, run_ids: list[str]) -> None:
@@ -208,7 +208,7 @@ def worker(
         served = await serving.run()
         err.print(f"[dim]stopped after {served} run(s)[/]")
 
-    _with_workspace(work)
+    with_workspace(work)
 
 
 def status(
