@@ -7,6 +7,7 @@ import sys
 
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
+from mcp.types import ToolAnnotations
 
 server = MCPServer("calc")
 
@@ -33,6 +34,18 @@ def strict(n: int) -> str:
 def whoami() -> str:
     """The server's process id and its CALC_TOKEN variable."""
     return f"pid={os.getpid()} token={os.environ.get('CALC_TOKEN', '-')}"
+
+
+@server.tool(annotations=ToolAnnotations(destructive_hint=True))
+def wipe(what: str) -> str:
+    """Marked destructive by the server (destructiveHint), as approval rules read it."""
+    return f"wiped {what}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+def stamp(what: str) -> str:
+    """Marked as changing things, but not destructively."""
+    return f"stamped {what}"
 
 
 @server.tool()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from agentrunner import AgentRunner
+from agentrunner.engine.tools import ToolContext
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
@@ -40,7 +41,7 @@ async def test_an_agent_calls_its_mcp_servers_tools(
     result = await runner.run_agent("calc", "t1", "add 2 and 3")
     assert result.text == "2 + 3 = 5"
     offered = {t["function"]["name"]: t["function"] for t in mock.requests[0].body["tools"]}
-    assert set(offered) == {"add", "refuse", "strict", "whoami", "crash"}
+    assert set(offered) == {"add", "refuse", "strict", "whoami", "wipe", "stamp", "crash"}
     assert offered["add"]["description"] == "Add two integers."
     assert offered["add"]["parameters"]["required"] == ["a", "b"]
     assert tool_results(mock, 1) == ["5"]
@@ -227,3 +228,40 @@ async def test_without_the_mcp_extra_the_error_says_what_to_install(
         await runner.run_agent("calc", "t1", "hi")
     assert caught.value.message == "MCP support is not installed"
     assert caught.value.hint == 'pip install "agentrunner[mcp]"'
+
+
+async def test_a_servers_destructive_mark_and_the_agents_name_for_it_reach_its_tools(
+    tmp_path: Path,
+) -> None:
+    """``destructiveHint: true`` is carried onto the tool; an unmarked tool or one marked
+    false is not destructive. Two agents naming the same server differently share its process
+    but each gets the tools under its own name for it, which approval rules match."""
+    from agentrunner.agents import ApprovalRules, parse_agent_text
+    from agentrunner.run.capabilities.mcp import McpServers
+
+    def spec(agent_id: str, server: str) -> Any:
+        text = f"---\nmodel: test\n{stdio(server)}\n---\nHi.\n"
+        return parse_agent_text(text, agent_id=agent_id, file=f"agents/{agent_id}.md")
+
+    servers = McpServers(tmp_path)
+    try:
+        calc = {t.name: t for t in await servers.tools(spec("a", "calc"))}
+        maths = {t.name: t for t in await servers.tools(spec("b", "maths"))}
+        pids = [await tools["whoami"].fn({}, ToolContext("c", "whoami")) for tools in (calc, maths)]
+    finally:
+        await servers.aclose()
+    assert pids[0] == pids[1]  # one process
+    assert {n for n, t in calc.items() if t.destructive} == {"wipe"}
+    assert {t.server for t in calc.values()} == {"calc"}
+    assert {t.server for t in maths.values()} == {"maths"}
+    assert not calc["stamp"].destructive and not calc["add"].destructive
+
+    rules = ApprovalRules(tools=("calc/*",), destructive=True)
+    asked = {
+        (t.server, t.name): rules.rule_for(t.name, destructive=t.destructive, server=t.server)
+        for t in [*calc.values(), *maths.values()]
+    }
+    assert asked[("calc", "add")] == "approval.tools: calc/*"
+    assert asked[("maths", "add")] is None  # the other agent's name for the server
+    assert asked[("maths", "wipe")] == "approval.destructive"
+    assert [k for k, v in asked.items() if v is not None and k[0] == "maths"] == [("maths", "wipe")]

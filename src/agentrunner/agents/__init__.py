@@ -1,5 +1,6 @@
 """Agent definitions: files → specs, templating, the registry and org chart."""
 
+from agentrunner.agents.approval import ApprovalRules
 from agentrunner.agents.loader import load_agent_file, parse_agent_text
 from agentrunner.agents.registry import AgentRegistry
 from agentrunner.agents.spec import (
@@ -20,6 +21,7 @@ __all__ = [
     "TRUST_LEVELS",
     "AgentRegistry",
     "AgentSpec",
+    "ApprovalRules",
     "InputSpec",
     "Limits",
     "McpServerSpec",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import yaml
 
+from agentrunner.agents.approval import approval_rules
 from agentrunner.agents.spec import (
     BACKOFFS,
     CAPABILITIES,
@@ -34,6 +35,7 @@ from agentrunner.config import MIN_HISTORY_TOKENS, WHOLE_WINDOW
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
+    from agentrunner.config.approval import Approval
     from agentrunner.core.model_settings import ModelSettings
 
 __all__ = ["load_agent_file", "parse_agent_text"]
@@ -50,9 +52,11 @@ def load_agent_file(
     default_model: str | None = None,
     display: str | None = None,
     personas: Collection[str] = PERSONA_PRESETS,
+    approval: Approval | None = None,
 ) -> AgentSpec:
     """Read and parse one agent file. Raises ``AgentFileErrors`` listing every problem.
-    ``personas``: the names its ``persona:`` may give (the project's own with the presets)."""
+    ``personas``: the names its ``persona:`` may give (the project's own with the presets);
+    ``approval``: the project's ``[approval]``, which its ``approval:`` goes over."""
     shown = display or str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -67,6 +71,7 @@ def load_agent_file(
         path=path,
         default_model=default_model,
         personas=personas,
+        approval=approval,
     )
 
 
@@ -78,12 +83,13 @@ def parse_agent_text(
     path: Path | None = None,
     default_model: str | None = None,
     personas: Collection[str] = PERSONA_PRESETS,
+    approval: Approval | None = None,
 ) -> AgentSpec:
     front, body, body_line = _split_front_matter(text, file)
     data, lines, duplicates = _parse_yaml(front, file) if front is not None else ({}, {}, [])
     reader = _Reader(file, lines)
     reader.problems.extend(duplicates)  # read on: the file's other problems are listed too
-    spec = reader.build(agent_id, data, body, body_line, path, default_model, personas)
+    spec = reader.build(agent_id, data, body, body_line, path, default_model, personas, approval)
     AgentFileErrors.raise_if_any(reader.problems, spec)
     for notice in reader.notices:
         log.warning("%s", notice)
@@ -337,6 +343,7 @@ class _Reader:
         path: Path | None,
         default_model: str | None,
         personas: Collection[str] = PERSONA_PRESETS,
+        approval_defaults: Approval | None = None,
     ) -> AgentSpec:
         self.check_keys(data, TOP_LEVEL_KEYS)
         name = self.typed(data, "name", str, agent_id, "a string")
@@ -380,6 +387,9 @@ class _Reader:
             if prompt_source is not None
             else None
         )
+        approval, wrong = approval_rules(data.get("approval"), approval_defaults)
+        for key, message, hint in wrong:  # an unknown key's own line, else its block's
+            self.fail(key, message, hint, self.lines.get(key) or self.lines.get("approval"))
         spec_kwargs: dict[str, Any] = {
             "id": agent_id,
             "name": name,
@@ -402,6 +412,7 @@ class _Reader:
             "prompt_template": prompt_template,
             "persona": persona,
             "model_settings": self._model_settings(data.get("model_settings")),
+            "approval": approval,
             "lines": MappingProxyType(dict(self.lines)),
             "notices": tuple(self.notices),
         }

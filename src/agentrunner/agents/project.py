@@ -45,5 +45,6 @@ def read_agents(config: Config, *, strict: bool = True) -> tuple[AgentRegistry, 
         default_model=config.default_model,
         strict=strict,
         personas=personas.names(),
+        approval=config.approval,
     )
     return agents, personas

@@ -7,11 +7,15 @@ import os
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentrunner.agents.loader import load_agent_file
 from agentrunner.agents.spec import PERSONA_PRESETS, AgentSpec
 from agentrunner.core.paths import display_path
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
+
+if TYPE_CHECKING:
+    from agentrunner.config.approval import Approval
 
 __all__ = ["AgentRegistry"]
 
@@ -61,6 +65,7 @@ class AgentRegistry:
         self._seen: _Seen | None = None  # set by load(): a registry built in code is fixed
         self._default_model: str | None = None
         self._personas: Collection[str] = PERSONA_PRESETS
+        self._approval: Approval | None = None
 
     @classmethod
     def load(
@@ -70,8 +75,10 @@ class AgentRegistry:
         default_model: str | None = None,
         strict: bool = True,
         personas: Collection[str] = PERSONA_PRESETS,
+        approval: Approval | None = None,
     ) -> AgentRegistry:
-        """Load every agent file in ``directory``.
+        """Load every agent file in ``directory``; ``approval``: the project's ``[approval]``,
+        merged into each agent's rules (``AgentSpec.approval``).
 
         Raises ``AgentFileErrors`` (strict) listing every bad file, duplicate id, missing
         ``reports_to`` target and ``reports_to`` cycle; with ``strict=False`` the bad agents are
@@ -109,7 +116,11 @@ class AgentRegistry:
             seen[folded] = path
             try:
                 agents[path.stem] = load_agent_file(
-                    path, default_model=default_model, display=shown, personas=personas
+                    path,
+                    default_model=default_model,
+                    display=shown,
+                    personas=personas,
+                    approval=approval,
                 )
             except AgentFileErrors as exc:
                 problems.extend(exc.problems)
@@ -129,6 +140,7 @@ class AgentRegistry:
             **{k: v for k, v in agents.items() if k not in good},
         }
         loaded._seen, loaded._default_model, loaded._personas = looked, default_model, personas
+        loaded._approval = approval
         return loaded
 
     def _refresh(self, agent_id: str | None = None) -> None:
@@ -146,6 +158,7 @@ class AgentRegistry:
                 default_model=self._default_model,
                 strict=False,
                 personas=self._personas,
+                approval=self._approval,
             )
             self._agents, self._reports = fresh._agents, fresh._reports
             self.problems, self.partial, self._seen = fresh.problems, fresh.partial, fresh._seen

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentrunner.agents.templating import Rendered, Template
 
 if TYPE_CHECKING:
+    from agentrunner.agents.approval import ApprovalRules
     from agentrunner.core.model_settings import ModelSettings
 
 __all__ = [
@@ -135,6 +136,7 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "prompt_template",
     "persona",
     "model_settings",
+    "approval",
 )
 
 
@@ -169,6 +171,9 @@ class AgentSpec:
     prompt_template: Template | None = None
     persona: str | None = None
     model_settings: ModelSettings | None = None  # the file's; a run's and [defaults]' merge in
+    # Which tool calls need a person's yes: the file's approval: over [approval], merged when
+    # the file is loaded; None when none does (a run then checks nothing)
+    approval: ApprovalRules | None = None
     lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     digest: str = field(default="", compare=False)  # of the file's text: changes with any edit
     # What the file says in an old way that is still accepted (a renamed key): shown by

@@ -12,6 +12,7 @@ key — ``details["config_key"]``, and the line where that key of that section i
     providers   [providers.NAME] [models."provider:model"] [aliases]
     spending    [budgets] [prices."provider:model"]
     telemetry   [telemetry], with the standard ``OTEL_*`` variables over it
+    approval    [approval], and the reading of an agent file's ``approval:`` block
     registry    seed 002's config-extension registry
     loading     ``Config``, ``find_config_file``, ``load_config``
 

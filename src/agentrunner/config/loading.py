@@ -12,6 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from agentrunner.config.approval import Approval
 from agentrunner.config.providers import (
     BUILTIN_PROVIDERS,
     Aliases,
@@ -100,6 +101,8 @@ class Config:
     telemetry: Telemetry = field(default_factory=Telemetry)
     # [security] secret_env: variables whose values are secrets, cut wherever provider keys are
     secret_env: tuple[str, ...] = ()
+    # [approval]: which tools need a person's yes, every agent's (its file's approval: over it)
+    approval: Approval | None = None
     extensions: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
     unknown: Mapping[str, Any] = field(default_factory=_empty)
     raw: Mapping[str, Any] = field(default_factory=_empty)
@@ -289,6 +292,7 @@ def _build(
         history_tokens=compaction.history_tokens,
         telemetry=telemetry,
         secret_env=security.secret_env,
+        approval=Approval.read(table("approval")),
         extensions=MappingProxyType(extensions.resolve(raw, source.file, source.text)),
         unknown=MappingProxyType(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}

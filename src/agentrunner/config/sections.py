@@ -11,6 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from agentrunner.config.approval import Approval
 from agentrunner.config.providers import Aliases, Models, Providers
 from agentrunner.config.serving import Cache, Channels, Server, Workers
 from agentrunner.config.source import Table
@@ -339,6 +340,7 @@ SECTIONS: tuple[type[Section], ...] = (
     Compaction,
     Telemetry,
     Security,
+    Approval,
 )
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
 RESERVED_KEYS: frozenset[str] = frozenset(s.NAME for s in SECTIONS) | {

@@ -60,13 +60,17 @@ class ToolContext:
 @dataclass(slots=True)
 class Tool:
     """A tool a model may call. ``writes``: a call changes what outlasts the run (memory,
-    notes, files: ``ToolDefinition.writes``)."""
+    notes, files: ``ToolDefinition.writes``). ``server``: for an MCP server's tool, the agent's
+    name for that server; ``destructive``: the server marks the tool ``destructiveHint: true``
+    (both read by approval rules: ``ApprovalRules.rule_for``)."""
 
     name: str
     description: str
     parameters: Mapping[str, Any]
     fn: ToolFn
     writes: bool = False
+    destructive: bool = False
+    server: str | None = None
     _validator: Any = field(default=None, repr=False, compare=False)
 
     @property

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentrunner.agents.approval import FILE_TOOLS, UnmatchedName, unmatched_names
 from agentrunner.agents.project import Project, load_project
 from agentrunner.config import CONFIG_FILE
 from agentrunner.core.paths import display_path
@@ -29,6 +30,7 @@ from agentrunner.run.prompt import PromptBuilder
 from agentrunner.run.runner import AgentRunner
 from agentrunner.store.store import open_store
 from agentrunner.telemetry.setup import start_tracing
+from agentrunner.workspace.channels.service import CHANNEL_TOOLS
 from agentrunner.workspace.tasks.cache import open_cache
 from agentrunner.workspace.tasks.task import Outcome, TaskRunner
 from agentrunner.workspace.workspace import Workspace
@@ -180,9 +182,13 @@ def check_project(project: Project) -> ProjectCheck:
     )
     capabilities = builtin_capabilities()
     models = ModelRegistry.from_config(project.config)
-    for spec in [*project.agents, *project.agents.partial.values()]:
+    specs = [*project.agents, *project.agents.partial.values()]
+    every_tool = frozenset(capabilities.every_tool_name) | set(CHANNEL_TOOLS)
+    _project_approval_names(check, project, specs, every_tool)
+    for spec in specs:
         file = display_path(spec.path)
         check.warnings.extend(spec.notices)
+        _approval_names(check, spec, capabilities, every_tool)
         # the loader already refused capabilities it does not know: each problem once
         seen = {problem.one_line() for problem in check.problems}
         check.problems.extend(p for p in capabilities.problems(spec) if p.one_line() not in seen)
@@ -222,6 +228,89 @@ def check_project(project: Project) -> ProjectCheck:
                 check.problems.append(configured_model_error(config, unpriced))
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
+
+
+def _approval_names(
+    check: ProjectCheck,
+    spec: AgentSpec,
+    capabilities: CapabilityRegistry,
+    every_tool: frozenset[str],
+) -> None:
+    """What a file's ``approval.tools`` names that none of the agent's tools can match: a
+    ``SERVER/TOOL`` naming none of its MCP servers, or a misspelt tool, is a problem (the rule
+    would ask for nothing); a name no tool validate knows has is a warning (a tool a run is
+    given from Python may have it). The project's ``[approval] tools``: below, once."""
+    rules = spec.approval
+    if rules is None or rules.tools_from != FILE_TOOLS:
+        return
+    try:
+        granted = capabilities.grant(spec) | set(CHANNEL_TOOLS)
+    except AgentRunnerError:  # its tools are wrong: reported on their own
+        granted = frozenset(spec.tools) | set(CHANNEL_TOOLS)
+    file = display_path(spec.path)
+    line = spec.line_of(FILE_TOOLS) or spec.line_of("approval")
+    for name in unmatched_names(
+        rules.tools,
+        tools=granted,
+        every_tool=every_tool,
+        servers=list(spec.mcp_servers),
+        whose="the agent's",
+    ):
+        _report_unmatched(check, name, FILE_TOOLS, file, line, certain=("server", "typo"))
+
+
+def _project_approval_names(
+    check: ProjectCheck, project: Project, specs: list[AgentSpec], every_tool: frozenset[str]
+) -> None:
+    """``[approval] tools`` against every tool any agent may be given: a misspelt tool is a
+    problem; a name no tool has, or a server no agent declares, a warning (rules for every
+    agent may be written before the agent they are for)."""
+    config = project.config
+    if config.approval is None or not config.approval.tools:
+        return
+    servers = {server for spec in specs for server in spec.mcp_servers}
+    for name in unmatched_names(
+        config.approval.tools,
+        tools=every_tool,
+        every_tool=every_tool,
+        servers=servers,
+        whose="any agent's",
+    ):
+        line = config.line_of("approval", "tools")
+        _report_unmatched(check, name, "[approval] tools", config.file, line, certain=("typo",))
+
+
+def _report_unmatched(
+    check: ProjectCheck,
+    name: UnmatchedName,
+    key: str,
+    file: str,
+    line: int | None,
+    *,
+    certain: tuple[str, ...],
+) -> None:
+    """A name of an approval rule that can match nothing (a ``certain`` kind) as a problem;
+    one that may match a tool only a run knows of as a warning."""
+    if name.kind in certain:
+        check.problems.append(
+            AgentRunnerError(
+                ErrorCode.INVALID_SPECIFICATION,
+                f"{key}: {name.message}",
+                hint=name.hint,
+                file=file,
+                line=line,
+            )
+        )
+        return
+    unless = (
+        "an agent declares that server"
+        if name.kind == "server"
+        else "a run is given such a tool from Python"
+    )
+    check.warnings.append(
+        f"{file}{f':{line}' if line else ''}: {key}: {name.message}; it asks for nothing "
+        f"unless {unless}"
+    )
 
 
 def _unpriced(models: ModelRegistry, model: ResolvedModel) -> bool:

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -55,7 +56,7 @@ class McpServers:
         seen: dict[str, str] = dict.fromkeys(taken, "its own tools")
         for name, spec in agent.mcp_servers.items():
             connection = await self._connection(agent, name, spec)
-            for tool in connection.tools:
+            for tool in connection.named(name):
                 if tool.name in seen:
                     raise AgentRunnerError(
                         ErrorCode.VALIDATION,
@@ -118,10 +119,20 @@ class _Connection:
         self._log_start = 0  # where this server's output begins in its log (_open_log)
         self.broken = False
         self.tools: list[Tool] = []
+        # The tools as an agent names this server (``Tool.server``, which approval rules'
+        # SERVER/TOOL match): agents sharing the connection may name it differently.
+        self._named: dict[str, list[Tool]] = {}
         self._client: Any = None
         self._opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._closing = asyncio.Event()
         self._task = asyncio.ensure_future(self._hold(spec, env, root))
+
+    def named(self, server: str) -> list[Tool]:
+        """This server's tools, their ``server`` the name an agent gives it (made once)."""
+        tools = self._named.get(server)
+        if tools is None:
+            tools = self._named[server] = [replace(t, server=server) for t in self.tools]
+        return tools
 
     def last_words(self) -> str | None:
         """The last line this server wrote to its log, for an error message."""
@@ -206,7 +217,11 @@ class _Connection:
 
         schema = dict(listed.input_schema or {"type": "object"})
         schema.pop("title", None)
-        return Tool(tool_name, listed.description or "", schema, call)
+        # Only a server's explicit mark counts (the spec's default for an unmarked tool is
+        # "may be destructive"; `destructive: true` asks for the ones it says are).
+        hints = listed.annotations
+        destructive = hints is not None and hints.destructive_hint is True
+        return Tool(tool_name, listed.description or "", schema, call, destructive=destructive)
 
     async def close(self) -> None:
         self._closing.set()

@@ -137,6 +137,11 @@ class CapabilityRegistry:
         """The tools a file may name (``tools:``)."""
         return sorted(t for t in self._provides if t not in self._implicit)
 
+    @property
+    def every_tool_name(self) -> list[str]:
+        """Every tool the capabilities build, those granted to every agent included."""
+        return sorted(self._provides)
+
     def grant(self, agent: AgentSpec) -> frozenset[str]:
         """Every tool name the agent may use. Raises the first of ``problems(agent)``."""
         known = self._grants.get(agent.id)

@@ -36,12 +36,14 @@ if TYPE_CHECKING:
     from agentrunner.run.runner import AgentRunner
     from agentrunner.store.mailbox import ClaimedRun
 
-__all__ = ["ChannelService", "Posted"]
+__all__ = ["CHANNEL_TOOLS", "ChannelService", "Posted"]
 
 log = logging.getLogger("agentrunner.channels")
 
 TRANSCRIPT = 20
 DEFAULT_CHAIN_DEPTH = 3
+SEND_MESSAGE, DO_NOTHING = "send_message", "do_nothing"
+CHANNEL_TOOLS = (SEND_MESSAGE, DO_NOTHING)  # the tools a run in a channel is given
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,7 +425,7 @@ class ChannelService:
 
         return [
             Tool(
-                "send_message",
+                SEND_MESSAGE,
                 f"Post a message to #{channel.name}; this is the only way to speak there.",
                 {
                     "type": "object",
@@ -440,7 +442,7 @@ class ChannelService:
                 send_message,
             ),
             Tool(
-                "do_nothing",
+                DO_NOTHING,
                 "Choose not to respond to this message.",
                 {"type": "object", "properties": {}, "additionalProperties": False},
                 do_nothing,
