@@ -227,8 +227,6 @@ def test_every_kind_is_named_alike_everywhere() -> None:
             "agent.failed",
             "approval.requested",
             "approval.decided",
-            "approval.requested",
-            "approval.decided",
             "agent.idle",
         ]
     )

@@ -49,10 +49,15 @@ STREAMS = {"stream_run_events", "stream_thread_events", "stream_channel_events"}
 def test_every_route_declares_its_body_and_a_stable_operation_id(tmp_path: Path) -> None:
     """Ids are set by hand (FastAPI's own would change with a function's name), unique, and
     pinned here; every success answers a named schema with properties, or an event stream."""
-    from agentrunner.interfaces.server import create_app, openai_compat, routes
+    from agentrunner.interfaces.server import approval_routes, create_app, openai_compat, routes
 
     app = create_app(tmp_path, token="t")
-    every_route = [*app.routes, *routes.router.routes, *openai_compat.router.routes]
+    every_route = [
+        *app.routes,
+        *routes.router.routes,
+        *approval_routes.router.routes,
+        *openai_compat.router.routes,
+    ]
     declared = {
         (method, route.path): route.operation_id
         for route in every_route

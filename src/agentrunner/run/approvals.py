@@ -67,7 +67,7 @@ class Waits:
         granted = await self._store.approvals.grants_for(agent.id, thread_id)
 
         def policy(call: ToolCall, tool: Tool) -> str | None:
-            rule = rules.rule_for(call.name, destructive=tool.destructive)
+            rule = rules.rule_for(call.name, destructive=tool.destructive, server=tool.server)
             if rule is None or any(fnmatchcase(call.name, g) for g in granted):
                 return None
             return rule
