@@ -281,3 +281,60 @@ async def test_agents_without_rules_never_wait(
         assert await _notes(ws.runner, "plain") == ["n"]
     finally:
         await ws.close()
+
+
+async def test_ask_person_waits_for_an_answer_the_model_then_reads(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", "model: mockai:gpt-mock\ncapabilities: [person]")
+    question = {"question": "Which day?", "choices": ["Monday", "Friday"]}
+    mock.queue(
+        Reply(tool_calls=[("ask_person", question)]),
+        Reply(text="Friday it is"),
+        Reply(tool_calls=[("ask_person", {"question": "Why?"})]),
+        Reply(text="no answer then"),
+    )
+    ws = await open_workspace(project)
+    try:
+        waits = ws.runner.waits
+        first = await ws.runner.run_agent("clerk", "t1", "plan the review")
+        [asked] = first.approvals
+        assert first.status == "waiting" and asked["kind"] == "question"
+        assert asked["arguments"] == question
+        with pytest.raises(AgentRunnerError) as wrong:  # not one of its choices
+            await waits.answer(asked["approval_id"], "Sunday", by="ana")
+        assert wrong.value.code is ErrorCode.VALIDATION and "Monday, Friday" in wrong.value.message
+        with pytest.raises(AgentRunnerError) as bare:  # approving a question needs an answer
+            await waits.decide(asked["approval_id"], approve=True, by="ana")
+        assert bare.value.code is ErrorCode.VALIDATION
+        await waits.answer(asked["approval_id"], "Friday", by="ana")
+        await _serve(ws)
+        [answered] = _tool_results(mock)
+        assert answered["content"] == "Friday"
+        run = await ws.runner.store.runs.get(first.run_id)
+        assert run is not None and run.status == "completed"
+        # a question declined: the model is told, and the run goes on
+        second = await ws.runner.run_agent("clerk", "t2", "and?")
+        await waits.decide(second.approvals[0]["approval_id"], approve=False, by="bo")
+        await _serve(ws)
+        [declined] = _tool_results(mock)
+        assert declined["content"] == "denied by bo"
+    finally:
+        await ws.close()
+
+
+async def test_a_tool_call_is_approved_not_answered(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT)
+    mock.queue(Reply(tool_calls=[("note_create", {"title": "a", "body": "x"})]))
+    ws = await open_workspace(project)
+    try:
+        result = await ws.runner.run_agent("clerk", "t1", "write it")
+        with pytest.raises(AgentRunnerError) as wrong:
+            await ws.runner.waits.answer(result.approvals[0]["approval_id"], "yes", by="ana")
+        assert wrong.value.code is ErrorCode.VALIDATION and "not a question" in wrong.value.message
+        record = await ws.runner.store.approvals.get(result.approvals[0]["approval_id"])
+        assert record is not None and record.status == "pending"  # nothing changed
+    finally:
+        await ws.close()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult, Usage
 from agentrunner.engine.pause import Policy, Resumed, TurnPaused
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.run.capabilities.builtin import ASK_PERSON
 
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
@@ -58,15 +59,23 @@ class Waits:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    async def policy(self, agent: AgentSpec, thread_id: str | None) -> Policy | None:
-        """Which of ``agent``'s calls wait for a person on ``thread_id``; None (nothing read)
-        for an agent with no rules — every agent's run asks this, so that costs nothing."""
+    async def policy(
+        self, agent: AgentSpec, thread_id: str | None, tools: Sequence[Tool]
+    ) -> Policy | None:
+        """Which of ``agent``'s calls wait for a person on ``thread_id`` (every ``ask_person``
+        call: its answer is a person's); None (nothing read) for an agent with no rules and no
+        ``ask_person`` — every agent's run asks this, so that costs nothing."""
         rules = agent.approval
-        if rules is None:
+        asks = any(t.name == ASK_PERSON for t in tools)
+        if rules is None and not asks:
             return None
-        granted = await self._store.approvals.grants_for(agent.id, thread_id)
+        granted = await self._store.approvals.grants_for(agent.id, thread_id) if rules else []
 
         def policy(call: ToolCall, tool: Tool) -> str | None:
+            if call.name == ASK_PERSON:
+                return ASK_PERSON
+            if rules is None:
+                return None
             rule = rules.rule_for(call.name, destructive=tool.destructive, server=tool.server)
             if rule is None or any(fnmatchcase(call.name, g) for g in granted):
                 return None
@@ -87,13 +96,14 @@ class Waits:
         requests: list[dict[str, Any]] = []
         for pending in paused.pending:
             call = pending.call
+            kind = "question" if call.name == ASK_PERSON else "tool"
             approval_id, op = approvals.request_op(
                 run_id=run.run_id,
                 agent_id=run.agent_id,
                 thread_id=run.thread_id,
                 call_id=call.id,
                 position=pending.position,
-                kind="tool",
+                kind=kind,
                 tool=call.name,
                 arguments=call.arguments,
                 rule=pending.rule,
@@ -106,7 +116,7 @@ class Waits:
                 "agent_id": run.agent_id,
                 "thread_id": run.thread_id,
                 "call_id": call.id,
-                "kind": "tool",
+                "kind": kind,
                 "tool": call.name,
                 "arguments": call.arguments,
                 "rule": pending.rule,
@@ -260,10 +270,13 @@ class Waits:
         arguments: Mapping[str, Any] | None = None,
         always: str | None = None,
         expired: bool = False,
+        answer: str | None = None,
     ) -> Decided:
         """Decide a request; ``approval_decided`` (naming the first decision) when it was
-        decided before, or its run no longer waits."""
+        decided before, or its run no longer waits. A question (``ask_person``) is approved
+        with an ``answer`` — one of its choices, if it gave some — or denied (declined)."""
         found = await self.find(approval_id)
+        answer = _checked_answer(found, approve, answer)
         if always not in (None, "thread", "agent"):
             raise AgentRunnerError(
                 ErrorCode.VALIDATION,
@@ -295,6 +308,7 @@ class Waits:
                 "always": always if approve else None,
                 "timed_out": expired,
             },
+            answer=answer,
         )
         if not decided.won:
             first = decided.record
@@ -312,6 +326,10 @@ class Waits:
             )
         return decided
 
+    async def answer(self, approval_id: str, text: str, *, by: str) -> Decided:
+        """Answer the question ``approval_id`` asks (``ask_person``)."""
+        return await self.decide(approval_id, approve=True, by=by, answer=text)
+
     async def expire_due(self) -> int:
         """Deny every request whose time ran out; how many."""
         count = 0
@@ -328,3 +346,33 @@ class Waits:
                 continue
             count += 1
         return count
+
+
+def _checked_answer(found: ApprovalRecord, approve: bool, answer: str | None) -> str | None:
+    """What a decision answers: a question approved needs an answer (one of its choices, if
+    it has some); a tool call takes none."""
+    if found.kind != "question":
+        if answer is not None:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"approval {found.id} is a tool call ({found.tool}), not a question: it is "
+                "approved or denied, not answered",
+                hint=f"agentrunner approve {found.id} (or deny)",
+            )
+        return None
+    if not approve:
+        return None
+    if answer is None or not answer.strip():
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"approval {found.id} asks a question: give the answer",
+            hint=f"agentrunner answer {found.id} TEXT (or deny it to decline)",
+        )
+    choices = found.arguments.get("choices") or []
+    if choices and answer not in choices:
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"'{answer}' is not one of the question's choices: {', '.join(map(str, choices))}",
+            hint="Answer with one of the choices, exactly.",
+        )
+    return answer

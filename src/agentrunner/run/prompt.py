@@ -93,6 +93,7 @@ _CAPABILITY_HINTS = {
     "notes": "Use the note tools to write things down and share them.",
     "files": "Use read_file, write_file and list_files for files in your workspace.",
     "notify": "Use notify_user to reach the user when something needs their attention.",
+    "person": "Use ask_person to ask the person you work for what only they can answer.",
     "agents": "Use ask_agent to delegate a question to another agent and get its answer.",
 }
 _CHANNEL_MODE = (

@@ -429,7 +429,7 @@ class AgentRunner(AppParts):
         history = fitted.history
         policy = None
         if run.request.parent is None:  # a delegation cannot wait (yet): see Toolsets
-            policy = await self.waits.policy(agent, thread_id)
+            policy = await self.waits.policy(agent, thread_id, tools)
         return await self.engine.run(  # 8. the engine call
             chain=chain,
             system=system,

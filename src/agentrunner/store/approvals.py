@@ -220,10 +220,13 @@ class Approvals(Repository):
         arguments: Mapping[str, Any] | None,
         always: str | None,
         event: Mapping[str, Any],
+        answer: str | None = None,
     ) -> Decided:
         """Decide ``found`` (``approved``, ``denied`` or ``expired``) in one transaction with
         its ``approval.decided`` event, the grant ``always`` asks for, and — the run's last
-        request — the run queued again. Refused (``won`` False) when another decided first."""
+        request — the run queued again. A question's ``answer`` is its call's result, stored
+        as the call's journal would store it. Refused (``won`` False) when another decided
+        first."""
         decision_id = new_id()
         now = time.time()
         run_id = found.run_id
@@ -240,6 +243,8 @@ class Approvals(Repository):
                 arguments_used=to_json(dict(arguments)) if arguments is not None else None,
                 edited=arguments is not None and dict(arguments) != found.arguments,
                 always=always,
+                execution=None if answer is None else "finished",
+                result=None if answer is None else to_json({"content": answer, "is_error": False}),
             ),
             self.op("approval_requeue", run_id=run_id),
             self.op(

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agentrunner.store.approvals import ApprovalRecord, Decided
     from agentrunner.workspace.workspace import Workspace
 
-__all__ = ["approvals", "approve", "deny"]
+__all__ = ["answer", "approvals", "approve", "deny"]
 
 
 def _person() -> str:
@@ -100,6 +100,14 @@ def deny(
     _decide(approval_id, approve=False, reason=reason, arguments=None, always=None)
 
 
+def answer(
+    approval_id: str = typer.Argument(..., help="The question's id (or its unique beginning)."),
+    text: str = typer.Argument(..., help="Your answer (one of its choices, if it gave some)."),
+) -> None:
+    """Answer a question an agent asked (ask_person); deny it to decline."""
+    _decide(approval_id, approve=True, reason=None, arguments=None, always=None, answer=text)
+
+
 def _arguments(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
@@ -129,6 +137,7 @@ def _decide(
     reason: str | None,
     arguments: dict[str, Any] | None,
     always: str | None,
+    answer: str | None = None,
 ) -> None:
     async def work(ws: Workspace) -> tuple[Decided, str | None]:
         decided = await ws.runner.waits.decide(
@@ -138,20 +147,23 @@ def _decide(
             reason=reason,
             arguments=arguments,
             always=always,
+            answer=answer,
         )
-        answer = None
+        said = None
         if decided.requeued and not await ws.app.store.workers.alive():
-            answer = await _serve(ws, decided.record.run_id)
-        return decided, answer
+            said = await _serve(ws, decided.record.run_id)
+        return decided, said
 
-    decided, answer = with_workspace(work)
+    decided, said = with_workspace(work)
     record = decided.record
     verb = "[green]approved[/]" if approve else "[yellow]denied[/]"
+    if answer is not None:
+        verb = "[green]answered[/]"
     err.print(f"{verb} {escape(record.tool)} [dim]({escape(record.id)}, run {record.run_id})[/]")
     if not decided.requeued:
         err.print("[dim]the run waits for its other requests: agentrunner approvals[/]")
-    if answer is not None:
-        out.print(answer)
+    if said is not None:
+        out.print(said)
 
 
 async def _serve(ws: Workspace, run_id: str) -> str:

@@ -54,6 +54,11 @@ class Decision(BaseModel):
     always: Literal["thread", "agent"] | None = Field(
         default=None, description="approve this tool from now on, on this thread or agent"
     )
+    answer: str | None = Field(
+        default=None,
+        max_length=100_000,
+        description="a question's answer (`ask_person`, kind `question`): approve with it",
+    )
     by: Id | None = Field(default=None, description="who decides; default: `http`")
 
 
@@ -93,5 +98,6 @@ async def decide_approval(
         reason=body.reason,
         arguments=body.arguments,
         always=body.always,
+        answer=body.answer,
     )
     return {"approval": decided.record.to_dict(), "requeued": decided.requeued}

@@ -104,6 +104,44 @@ def notify_tools(ctx: CapabilityContext) -> list[Tool]:
     return [notify_user]
 
 
+ASK_PERSON = "ask_person"
+
+
+def person_tools(ctx: CapabilityContext) -> list[Tool]:
+    """``ask_person``: the run waits for a person's answer (docs/approvals.md), which the
+    model gets as the call's result. The runner's policy pauses every call of it; the tool
+    itself runs only where no run can wait (a delegation, a task), and says so."""
+
+    async def ask(args: dict[str, Any], call: ToolContext) -> str:
+        raise ToolRetry(
+            "ask_person is not available in this run (a delegated run or a task cannot wait "
+            "for a person): answer with what you have, and say what you would have asked"
+        )
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "description": "What to ask, in full."},
+            "choices": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The answers to choose from, if the answer is one of a few.",
+            },
+        },
+        "required": ["question"],
+        "additionalProperties": False,
+    }
+    return [
+        Tool(
+            ASK_PERSON,
+            "Ask the person you work for a question and wait for the answer (it may take "
+            "hours; the run waits). Ask only what you cannot find out or decide yourself.",
+            schema,
+            ask,
+        )
+    ]
+
+
 def agents_tools(ctx: CapabilityContext) -> list[Tool]:
     team = list(ctx.team)
     names = [a.id for a in team]
@@ -189,6 +227,7 @@ def builtin_capabilities() -> CapabilityRegistry:
     registry.register("notes", notes_tools, ["note_create", "note_read", "note_list", "note_share"])
     registry.register("files", files_tools, FILE_TOOLS)
     registry.register("notify", notify_tools, ["notify_user"])
+    registry.register("person", person_tools, [ASK_PERSON])
     registry.register("agents", agents_tools, ["ask_agent"])
     registry.register(
         "delegation",

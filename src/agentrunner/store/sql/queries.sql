@@ -895,7 +895,8 @@ UPDATE runs SET status = status WHERE id = :run_id AND status = 'waiting';
 -- waits. A decision that changes no row was not the first (its caller reads the winner).
 UPDATE approvals
 SET status = :status, decision_id = :decision_id, decided_by = :decided_by, decided_at = :now,
-    reason = :reason, arguments_used = :arguments_used{json}, edited = :edited, always = :always
+    reason = :reason, arguments_used = :arguments_used{json}, edited = :edited, always = :always,
+    execution = :execution, result = :result{json}
 WHERE id = :id AND status = 'pending'
   AND EXISTS (SELECT 1 FROM runs WHERE id = approvals.run_id AND status = 'waiting');
 
