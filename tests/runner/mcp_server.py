@@ -49,6 +49,25 @@ def stamp(what: str) -> str:
 
 
 @server.tool()
+def append_line(path: str, line: str) -> str:
+    """Append a line to a file: a side effect a test can count."""
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(line + "\n")
+    return f"appended to {path}"
+
+
+@server.tool()
+async def append_then_hang(path: str, line: str) -> str:
+    """Append a line, then never answer: a process killed now has had the call's effect."""
+    import anyio
+
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(line + "\n")
+    await anyio.sleep(3600)
+    return "never"
+
+
+@server.tool()
 def crash() -> str:
     """The server process dies in the middle of the call."""
     os._exit(3)

@@ -41,7 +41,17 @@ async def test_an_agent_calls_its_mcp_servers_tools(
     result = await runner.run_agent("calc", "t1", "add 2 and 3")
     assert result.text == "2 + 3 = 5"
     offered = {t["function"]["name"]: t["function"] for t in mock.requests[0].body["tools"]}
-    assert set(offered) == {"add", "refuse", "strict", "whoami", "wipe", "stamp", "crash"}
+    assert set(offered) == {
+        "add",
+        "refuse",
+        "strict",
+        "whoami",
+        "wipe",
+        "stamp",
+        "append_line",
+        "append_then_hang",
+        "crash",
+    }
     assert offered["add"]["description"] == "Add two integers."
     assert offered["add"]["parameters"]["required"] == ["a", "b"]
     assert tool_results(mock, 1) == ["5"]

@@ -39,8 +39,7 @@ def test_an_http_run_waits_and_is_decided_over_http(
 ) -> None:
     agent(
         "clerk",
-        "model: mockai:gpt-mock\ncapabilities: [notes, person]\n"
-        "approval:\n  tools: [note_create]",
+        "model: mockai:gpt-mock\ncapabilities: [notes, person]\napproval:\n  tools: [note_create]",
     )
     mock.queue(
         Reply(tool_calls=[("note_create", {"title": "plan", "body": "x"})]),
