@@ -432,3 +432,35 @@ async def test_telemetry_off_records_no_metrics(
     await runner.run_agent("clerk", "desk", "hi")
     await runner.effects.drain()
     assert measured.collect().recorded == set()
+
+
+async def test_each_wait_for_a_person_is_a_span_and_measured_by_decision(
+    agent: Agent, mock: MockProvider, project: Path, measured: Measured, exporter: Any
+) -> None:
+    telemetry(project, "enabled = true")
+    agent("clerk", "model: mockai:gpt-mock\ncapabilities: [notes]\napproval:\n  tools: [note_*]")
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "a", "body": "x"}), ("note_list", {})]),
+        Reply(text="done"),
+    )
+    workspace = await open_workspace(project)
+    try:
+        waits = workspace.runner.waits
+        result = await workspace.runner.run_agent("clerk", "t", "write")
+        first, second = result.approvals
+        await asyncio.sleep(0.05)  # a wait long enough to be told from none
+        await waits.decide(first["approval_id"], approve=True, by="ana")
+        await waits.decide(second["approval_id"], approve=False, by="bo", reason="no")
+        await workspace.worker(concurrency=1).run(until_idle=True)
+        done = measured.collect()
+    finally:
+        await workspace.close()
+    waited = "agentrunner.approval.wait.duration"
+    assert done.total(waited, **{AGENT: "clerk", "agentrunner.approval.decision": "approved"}) == 1
+    assert done.total(waited, **{AGENT: "clerk", "agentrunner.approval.decision": "denied"}) == 1
+    assert done.sum(waited) >= 0.05
+    spans = {s.name: s for s in exporter.get_finished_spans() if s.name.startswith("approval ")}
+    assert set(spans) == {"approval note_create", "approval note_list"}
+    span = spans["approval note_create"]
+    assert span.attributes["agentrunner.approval.by"] == "ana"
+    assert span.end_time - span.start_time >= 50_000_000

@@ -22,6 +22,7 @@ from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult, 
 from agentrunner.engine.pause import Policy, Resumed, TurnPaused
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.capabilities.builtin import ASK_PERSON
+from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
@@ -56,18 +57,16 @@ def denial(record: ApprovalRecord) -> str:
 class Waits:
     """The runs that wait for a person, over ``store``."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, tracing: Tracing = NO_TRACING) -> None:
         self._store = store
+        self._tracing = tracing  # each wait a span of the run's trace, when it goes on
 
-    async def policy(
-        self, agent: AgentSpec, thread_id: str | None, tools: Sequence[Tool]
-    ) -> Policy | None:
+    async def policy(self, agent: AgentSpec, thread_id: str | None) -> Policy | None:
         """Which of ``agent``'s calls wait for a person on ``thread_id`` (every ``ask_person``
         call: its answer is a person's); None (nothing read) for an agent with no rules and no
         ``ask_person`` — every agent's run asks this, so that costs nothing."""
         rules = agent.approval
-        asks = any(t.name == ASK_PERSON for t in tools)
-        if rules is None and not asks:
+        if rules is None and "person" not in agent.capabilities:  # no ask_person either
             return None
         granted = await self._store.approvals.grants_for(agent.id, thread_id) if rules else []
 
@@ -196,6 +195,16 @@ class Waits:
         ids: dict[str, str] = {}
         for call in calls:
             record = asked.get(call.id)
+            if record is not None and record.decided_at is not None:
+                self._tracing.approval_waited(
+                    approval_id=record.id,
+                    agent_id=record.agent_id,
+                    tool=record.tool,
+                    decision=record.status,
+                    by=record.decided_by or "",
+                    requested_ns=int(record.created_at * 1e9),
+                    decided_ns=int(record.decided_at * 1e9),
+                )
             if record is None:
                 if call.id not in results:  # ran before the pause, its result lost: never again
                     results[call.id] = ToolResult(call.id, call.name, INTERRUPTED_APPROVED, True)

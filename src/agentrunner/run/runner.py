@@ -112,7 +112,7 @@ class AgentRunner(AppParts):
         )
         self.handlers = handlers or MessageHandlers()  # taps on every run's events
         self.lifecycle = RunLifecycle(store, config.budgets, self.handlers, engine.models)
-        self.waits = Waits(store)  # runs waiting for a person (docs/approvals.md)
+        self.waits = Waits(store, engine.tracing)  # runs waiting for a person (docs/approvals.md)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
         # Delegations running in this process, by run id: each has a signal of its own (its
         # caller's aborts it too), for a cancel asked of it alone (``abort_delegations``).
@@ -429,7 +429,7 @@ class AgentRunner(AppParts):
         history = fitted.history
         policy = None
         if run.request.parent is None:  # a delegation cannot wait (yet): see Toolsets
-            policy = await self.waits.policy(agent, thread_id, tools)
+            policy = await self.waits.policy(agent, thread_id)
         return await self.engine.run(  # 8. the engine call
             chain=chain,
             system=system,

@@ -34,6 +34,7 @@ from agentrunner.engine.messages import Usage
 from agentrunner.telemetry.names import (
     AGENT_ID,
     AGENT_NAME,
+    APPROVAL_DECISION,
     ERROR_TYPE,
     OPERATION,
     TOKEN_TYPE,
@@ -103,6 +104,12 @@ class Metrics:
             "agentrunner.queue.wait.duration",
             "s",
             "How long a queued run waited in its agent's mailbox until a worker claimed it.",
+            explicit_bucket_boundaries_advisory=_WAIT_S,
+        )
+        self.approval_wait = meter.create_histogram(
+            "agentrunner.approval.wait.duration",
+            "s",
+            "How long a tool call (or a question) waited for a person's decision, by decision.",
             explicit_bucket_boundaries_advisory=_WAIT_S,
         )
         meter.create_observable_gauge(
@@ -176,6 +183,10 @@ class Metrics:
 
     def claimed(self, agent_id: str, waited_s: float) -> None:
         self.queue_wait.record(waited_s, {AGENT_ID: agent_id})
+
+    def approval_decided(self, agent_id: str, tool: str, decision: str, seconds: float) -> None:
+        attributes = {AGENT_ID: agent_id, TOOL_NAME: tool, APPROVAL_DECISION: decision}
+        self.approval_wait.record(seconds, attributes)
 
     def queue_depths(self, depths: Mapping[str, Mapping[str, int]]) -> None:
         """A count of every agent's queued runs (``Mailbox.depths``): the gauge reports it

@@ -43,6 +43,9 @@ from agentrunner.telemetry.names import (
     AGENT_DESCRIPTION,
     AGENT_ID,
     AGENT_NAME,
+    APPROVAL_BY,
+    APPROVAL_DECISION,
+    APPROVAL_ID,
     ATTEMPT,
     CACHE_HIT,
     CONVERSATION,
@@ -320,6 +323,31 @@ class OtelTracing(Tracing):
         )
         span.end()
         self.metrics.claimed(agent_id, waited_s)
+
+    def approval_waited(
+        self,
+        *,
+        approval_id: str,
+        agent_id: str,
+        tool: str,
+        decision: str,
+        by: str,
+        requested_ns: int,
+        decided_ns: int,
+    ) -> None:
+        span = self.tracer.start_span(
+            f"approval {tool}",
+            attributes={
+                AGENT_ID: agent_id,
+                TOOL_NAME: tool,
+                APPROVAL_ID: approval_id,
+                APPROVAL_DECISION: decision,
+                APPROVAL_BY: by,
+            },
+            start_time=requested_ns,
+        )
+        span.end(end_time=decided_ns)
+        self.metrics.approval_decided(agent_id, tool, decision, (decided_ns - requested_ns) / 1e9)
 
     @contextmanager
     def continued(self, trace_context: Mapping[str, str] | None) -> Iterator[None]:

@@ -150,6 +150,21 @@ class Tracing(ABC):
         time the run waited in its mailbox (``waited_s``)."""
 
     @abstractmethod
+    def approval_waited(
+        self,
+        *,
+        approval_id: str,
+        agent_id: str,
+        tool: str,
+        decision: str,
+        by: str,
+        requested_ns: int,
+        decided_ns: int,
+    ) -> None:
+        """A request a run waited on, from its asking to its decision (``status``), recorded
+        when the run goes on: a span in the run's trace, and the waiting time measured."""
+
+    @abstractmethod
     def continued(self, trace_context: Mapping[str, str] | None) -> AbstractContextManager[None]:
         """The block runs in the trace a queued run was queued in."""
 
@@ -292,6 +307,19 @@ class NoTracing(Tracing):
         waited_s: float,
         trace_context: Mapping[str, str] | None,
         asked_ns: int,
+    ) -> None:
+        pass
+
+    def approval_waited(
+        self,
+        *,
+        approval_id: str,
+        agent_id: str,
+        tool: str,
+        decision: str,
+        by: str,
+        requested_ns: int,
+        decided_ns: int,
     ) -> None:
         pass
 
