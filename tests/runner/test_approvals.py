@@ -338,3 +338,45 @@ async def test_a_tool_call_is_approved_not_answered(
         assert record is not None and record.status == "pending"  # nothing changed
     finally:
         await ws.close()
+
+
+async def test_a_delegation_that_waits_makes_its_caller_wait_and_both_go_on(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    # the boss's grant bounds the CTO's tools: it has the notes too, and no rule on them
+    agent("boss", "model: mockai:gpt-mock\ndescription: leads\ncapabilities: [notes]")
+    agent("cto", f"{FRONT}\nreports_to: boss\ndescription: builds")
+    mock.queue(
+        Reply(tool_calls=[("delegate", {"agent": "cto", "task": "write the plan"})]),
+        Reply(tool_calls=[("note_create", {"title": "plan", "body": "x"})]),
+        Reply(text="plan written"),
+        Reply(text="the CTO wrote the plan"),
+    )
+    ws = await open_workspace(project)
+    try:
+        runner, store = ws.runner, ws.runner.store
+        top = await runner.run_agent("boss", "b1", "get the plan written")
+        assert top.status == "waiting"
+        [waiting_on] = top.approvals
+        assert waiting_on["kind"] == "delegation" and "cto" in waiting_on["rule"]
+        [child] = await store.runs.list(agent_id="cto")
+        assert child.status == "waiting" and child.parent_run_id == top.run_id
+        # a person sees the CTO's request, not the boss's wait on it
+        [asked] = await store.approvals.pending()
+        assert asked.agent_id == "cto" and asked.tool == "note_create"
+        assert asked.id in waiting_on["rule"]
+        with pytest.raises(AgentRunnerError):  # the boss's wait is not a person's to decide
+            await runner.waits.decide(waiting_on["approval_id"], approve=True, by="ana")
+        await runner.waits.decide(asked.id, approve=True, by="ana")
+        await _serve(ws)
+        child_run = await store.runs.get(child.id)
+        top_run = await store.runs.get(top.run_id)
+        assert child_run is not None and child_run.status == "completed"
+        assert top_run is not None and top_run.status == "completed", top_run
+        assert await _notes(runner, "cto") == ["plan"]
+        [delegated] = _tool_results(mock)
+        assert delegated["content"] == "plan written"  # the CTO's answer, once it ended
+        kinds = [e.type for e in await store.events.list(top.run_id)]
+        assert kinds.count("approval.decided") == 1 and kinds[-1] == "agent.idle"
+    finally:
+        await ws.close()

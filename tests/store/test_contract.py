@@ -508,6 +508,8 @@ async def test_steps_and_run_messages_survive_their_rekeying(
         v8_run = re.sub(r",\s*CASE WHEN .*?END\)", ")", v8_run, count=1, flags=re.S)
         # … and migration 15 the threads' `summary_through`.
         v8_thread = sql["thread_get"].replace(", summary_through", "", 1)
+        # … and migration 19 their `waiting_run_id`.
+        v8_thread = v8_thread.replace(", waiting_run_id", "", 1)
         v8 = {**sql.queries, "cost_insert": v8_cost, "run_insert": v8_run, "thread_get": v8_thread}
         old = Store(driver, SqlSet(sql.dialect, v8, []))
         await old.threads.open("t", "a")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.tools import Tool
     from agentrunner.engine.turn import TurnResult
 
-__all__ = ["Journal", "Pending", "Policy", "Resumed", "TurnPaused"]
+__all__ = ["CallWaits", "Journal", "Pending", "Policy", "Resumed", "TurnPaused"]
 
 # (the call, its tool) → None: it runs; else the rule that asks a person first
 Policy = Callable[[ToolCall, "Tool"], "str | None"]
@@ -33,11 +33,24 @@ Journal = Callable[[str, ToolResult | None], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """A call of the paused step waiting for a person, at ``position`` among the step's calls."""
+    """A call of the paused step waiting for a person, at ``position`` among the step's calls;
+    ``waits_on``: the run whose end answers it (a delegation whose run waits), not a person."""
 
     call: ToolCall
     rule: str
     position: int
+    waits_on: str | None = None
+
+
+class CallWaits(Exception):
+    """What a tool raises when its result will come later: the run it started (``run_id``: a
+    delegation) waits for a person. The turn pauses on the call as on one a person decides,
+    and the call's result is that run's answer when it ends."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(reason)
+        self.run_id = run_id
+        self.reason = reason
 
 
 class TurnPaused(Exception):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from agentrunner.engine.messages import ToolCall, ToolResult
-from agentrunner.engine.pause import Journal, Pending, Resumed
+from agentrunner.engine.pause import CallWaits, Journal, Pending, Resumed
 from agentrunner.engine.secrets import Secrets
 from agentrunner.engine.tools import ToolContext, ToolDenied, ToolRetry, render_result
 from agentrunner.errors import ErrorCode
@@ -54,6 +54,7 @@ class ToolCalls:
         self.corrections = 0
         self.finished: dict[str, ToolResult] = {}
         self.journal: Journal | None = None  # set while a paused step's approved calls run
+        self.deferred: dict[str, CallWaits] = {}  # calls whose result another run will give
 
     async def run(self, calls: Sequence[ToolCall], model: str) -> list[Pending]:
         """Run the calls of the reply ``model`` (the model of the attempt that answered) made,
@@ -85,9 +86,18 @@ class ToolCalls:
         pending = self.asked(calls) if self.turn.policy is not None else []
         if not pending:
             await self.execute(calls, calls)
-            return []
-        asked = {p.call.id for p in pending}
-        await self.execute([c for c in calls if c.id not in asked], calls, append=False)
+        else:
+            asked = {p.call.id for p in pending}
+            await self.execute([c for c in calls if c.id not in asked], calls, append=False)
+        if self.deferred:  # a tool's result comes later (a delegation that waits)
+            positions = {c.id: n for n, c in enumerate(calls)}
+            pending.extend(
+                Pending(c, w.reason, positions[c.id], waits_on=w.run_id)
+                for c in calls
+                if (w := self.deferred.get(c.id)) is not None
+            )
+            pending.sort(key=lambda p: p.position)
+            self.deferred = {}
         return pending
 
     def asked(self, calls: Sequence[ToolCall]) -> list[Pending]:
@@ -160,12 +170,12 @@ class ToolCalls:
             raise self.error(
                 ErrorCode.TOOL_FAILED, f"tool '{crash.name}' failed: {crash.cause}", "error"
             ) from crash.__cause__
-        if any(c.id not in self.finished for c in calls):
+        if any(c.id not in self.finished and c.id not in self.deferred for c in calls):
             # A tool of several raised CancelledError, which a task group takes for that task
             # being cancelled: the turn is cancelled, as with a single tool.
             self.answer(step, INTERRUPTED)
             raise asyncio.CancelledError
-        if not append:
+        if not append or self.deferred:
             return
         results = [self.finished[c.id] for c in step]
         if notes:
@@ -193,6 +203,8 @@ class ToolCalls:
             await journal(call.id, None)
         with tracing.tool(call) as span:  # current while the tool runs: runs it starts nest
             await self.call(call)
+            if call.id in self.deferred:
+                return
             tracing.tool_result(span, self.finished[call.id])
         if journal is not None:
             await journal(call.id, self.finished[call.id])
@@ -218,6 +230,9 @@ class ToolCalls:
             )
         except ToolRetry as exc:
             self.settle(call, str(exc), error=True)
+            return
+        except CallWaits as exc:  # answered when the run it started ends
+            self.deferred[call.id] = exc
             return
         except (ToolDenied, asyncio.CancelledError):
             raise

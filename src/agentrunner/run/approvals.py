@@ -22,14 +22,17 @@ from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult, 
 from agentrunner.engine.pause import Policy, Resumed, TurnPaused
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.capabilities.builtin import ASK_PERSON
+from agentrunner.run.capabilities.toolset import Caller
+from agentrunner.store.repositories import FAR_FUTURE
 from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:
-    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.agents.spec import AgentSpec, Trust
     from agentrunner.engine.messages import Message
     from agentrunner.engine.tools import Tool
     from agentrunner.events import ApprovalRequested
     from agentrunner.run.lifecycle import LiveRun
+    from agentrunner.run.request import RunResult
     from agentrunner.run.thread import RunThread
     from agentrunner.store.approvals import ApprovalRecord, Decided, ResumePoint
     from agentrunner.store.drivers import Op
@@ -83,7 +86,7 @@ class Waits:
         return policy
 
     def pause_ops(
-        self, agent: AgentSpec, run: LiveRun, paused: TurnPaused
+        self, agent: AgentSpec, run: LiveRun, paused: TurnPaused, caller: Caller | None
     ) -> tuple[list[Op], list[dict[str, Any]]]:
         """The rows of a run pausing on ``paused`` — its requests (each announced by an
         ``approval.requested``), its resume point and its thread's hold — and the requests."""
@@ -96,6 +99,8 @@ class Waits:
         for pending in paused.pending:
             call = pending.call
             kind = "question" if call.name == ASK_PERSON else "tool"
+            if pending.waits_on is not None:
+                kind = "delegation"  # answered by that run's end; no person decides it
             approval_id, op = approvals.request_op(
                 run_id=run.run_id,
                 agent_id=run.agent_id,
@@ -106,7 +111,8 @@ class Waits:
                 tool=call.name,
                 arguments=call.arguments,
                 rule=pending.rule,
-                expires_at=expires_at,
+                expires_at=expires_at if pending.waits_on is None else FAR_FUTURE,
+                waits_on=pending.waits_on,
             )
             ops.append(op)
             requested: ApprovalRequested = {
@@ -132,6 +138,12 @@ class Waits:
             "tool_calls": paused.result.tool_calls,
             "corrections": paused.corrections,
         }
+        if caller is not None:  # a delegation: bounded by its caller when it goes on
+            state["caller"] = {
+                "grant": sorted(caller.grant),
+                "trust": caller.trust,
+                "depth": caller.depth,
+            }
         cost = run.cost
         ops.extend(
             approvals.wait_ops(
@@ -145,6 +157,27 @@ class Waits:
             )
         )
         return ops, requests
+
+    async def ended(self, run: LiveRun, said: str, *, failed: bool = False) -> list[Op]:
+        """The rows a run that waited adds to its settle: if a run waits on it (it is a
+        delegation), that run's call is answered with what it ``said`` (an error if it
+        ``failed``) and, its last request, that run queued again."""
+        if not run.waited:
+            return []
+        return await self._store.approvals.child_done_ops(
+            run.run_id, run.agent_id, said, is_error=failed
+        )
+
+    @staticmethod
+    def caller_of(point: ResumePoint) -> Caller | None:
+        """The caller a delegation that waited was started by, as its pause kept it."""
+        kept = point.state.get("caller")
+        if not kept:
+            return None
+        trust: Trust = "sandboxed"  # the narrowest, should the stored value be unknown
+        if kept["trust"] in ("workspace", "full"):
+            trust = kept["trust"]
+        return Caller(frozenset(kept["grant"]), trust, int(kept["depth"]))
 
     async def held(self, thread: RunThread, claimed: str | None) -> ResumePoint | None:
         """Where run ``claimed`` stopped, if it waited for a person on ``thread``, which it
@@ -285,6 +318,12 @@ class Waits:
         decided before, or its run no longer waits. A question (``ask_person``) is approved
         with an ``answer`` — one of its choices, if it gave some — or denied (declined)."""
         found = await self.find(approval_id)
+        if found.kind == "delegation":
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"approval {found.id} is not a person's to decide: {found.rule}",
+                hint="Decide what that run waits on: agentrunner approvals",
+            )
         answer = _checked_answer(found, approve, answer)
         if always not in (None, "thread", "agent"):
             raise AgentRunnerError(
@@ -385,3 +424,20 @@ def _checked_answer(found: ApprovalRecord, approve: bool, answer: str | None) ->
             hint="Answer with one of the choices, exactly.",
         )
     return answer
+
+
+def waiting_on(agent_id: str, child: RunResult) -> str:
+    """What a delegation's call waits on, for the person looking at the run that made it."""
+    ids = ", ".join(str(a["approval_id"]) for a in child.approvals)
+    return f"{agent_id}'s run {child.run_id} waits for a person's decision ({ids})"
+
+
+def cannot_wait(paused: TurnPaused) -> AgentRunnerError:
+    """A run on no thread (a task) whose call needs a person's decision: it fails, closed."""
+    names = ", ".join(p.call.name for p in paused.pending)
+    return AgentRunnerError(
+        ErrorCode.TOOL_DENIED,
+        f"{names} needs a person's decision, and a task (a run on no thread) cannot wait for one",
+        hint="Run the agent on a thread (run_agent, agentrunner run) to have it wait, or take "
+        "the tool out of its approval rules.",
+    )

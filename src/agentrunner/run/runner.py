@@ -21,12 +21,12 @@ from agentrunner.core.paths import display_path
 from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.messages import UserMessage, prompt_cache_key
 from agentrunner.engine.model_calls import output_cap
-from agentrunner.engine.pause import Resumed, TurnPaused
+from agentrunner.engine.pause import CallWaits, Resumed, TurnPaused
 from agentrunner.engine.tools import ToolRetry
 from agentrunner.engine.turn import TurnError, TurnLimits, TurnResult, cancelled_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.app import App, AppParts
-from agentrunner.run.approvals import Waits
+from agentrunner.run.approvals import Waits, cannot_wait, waiting_on
 from agentrunner.run.budgets import request_floors
 from agentrunner.run.callbacks import AgentRunnerCallbacks, MessageHandlers, child_callbacks, safely
 from agentrunner.run.capabilities.mcp import McpServers
@@ -66,6 +66,7 @@ class _Run:
     request: RunRequest
     settings: RunSettings | None  # its model settings; None: none set
     resumed: Resumed | None = None  # the step it finishes first, going on after a wait
+    caller: Caller | None = None  # what bounds its tools and trust: the run that started it
 
     @property
     def run_id(self) -> str:
@@ -309,6 +310,8 @@ class AgentRunner(AppParts):
         )
         run_id = request.claimed_run_id or new_id("run_")
         point = await self.waits.held(thread, request.claimed_run_id)
+        # a delegation going on after a wait is bounded by its caller still
+        caller = request.caller if point is None else Waits.caller_of(point)
         # the run's span is current: what it now knows
         trace_id = self.engine.tracing.run_started(run_id, agent.name, agent.description)
         live = self.lifecycle.open(
@@ -319,14 +322,14 @@ class AgentRunner(AppParts):
             channel=overrides.channel,
             parent_run_id=parent.run_id if parent else None,
             parent_cost=parent.cost if parent else None,
-            depth=parent.depth + 1 if parent else 0,
+            depth=caller.depth + 1 if caller else 0,
             lock=held,
         )
         settings = self._settings(agent, overrides.settings)
         if settings is not None:  # what names what the run will not have: before any write
-            known = self.toolsets.known(agent, request.caller, overrides.tools)
+            known = self.toolsets.known(agent, caller, overrides.tools)
             settings.refuse_before_run(self.engine.models.providers, known)
-        run = _Run(agent, thread, live, request, settings)
+        run = _Run(agent, thread, live, request, settings, caller=caller)
         user: UserMessage | None = None
         if point is None:
             # 4. append the user message (answering a crashed run's calls): written with the
@@ -360,7 +363,7 @@ class AgentRunner(AppParts):
             return await self._settle_failure(run, as_error(exc), partial)
         await self.lifecycle.complete(  # 9-11. assistant messages, manifest, usage; 14. the
             run.live,  # thread's lock released with them: others may take the thread now
-            thread.answer(result),
+            [*thread.answer(result), *await self.waits.ended(run.live, result.text)],
             stop_reason=result.stop_reason,
             model=result.model,
             usage=run.live.cost.usage if run.live.waited else result.usage,
@@ -378,7 +381,9 @@ class AgentRunner(AppParts):
 
     async def _pause(self, run: _Run, paused: TurnPaused) -> RunResult:
         """The run waits for a person: it settles ``waiting``, holding its thread."""
-        ops, requests = self.waits.pause_ops(run.agent, run.live, paused)
+        if run.thread.id is None:  # a task keeps no thread to go on from: it cannot wait
+            return await self._settle_failure(run, cannot_wait(paused), paused.result)
+        ops, requests = self.waits.pause_ops(run.agent, run.live, paused, run.caller)
         await self.lifecycle.wait(run.live, ops)
         cost, model = run.live.cost, paused.result.model
         return RunResult.waiting(requests, run.run_id, run.thread.id, run.agent.id, cost, model)
@@ -394,7 +399,7 @@ class AgentRunner(AppParts):
             agent,
             run_id=run.run_id,
             thread_id=thread_id,
-            caller=run.request.caller,
+            caller=run.caller,
             callbacks=run.request.callbacks,
             emit=run.log.emit,
             injected=overrides.tools,
@@ -427,9 +432,7 @@ class AgentRunner(AppParts):
                 Account.of(run.live, limits.timeout_s, abort),
             )
         history = fitted.history
-        policy = None
-        if run.request.parent is None:  # a delegation cannot wait (yet): see Toolsets
-            policy = await self.waits.policy(agent, thread_id)
+        policy = await self.waits.policy(agent, thread_id)
         return await self.engine.run(  # 8. the engine call
             chain=chain,
             system=system,
@@ -484,10 +487,14 @@ class AgentRunner(AppParts):
         """Seed 000's abort and engine-error semantics: the error goes to the run record, the
         events and the caller (``on_error``, then raised), never into the conversation, which
         keeps what the turn said (``RunThread.interrupted``); a cancelled run's result."""
+        said = f"{run.agent.id} could not answer ({exc.code}): {exc.message}"
         await self.lifecycle.fail(
             run.live,
             exc,
-            run.thread.interrupted(partial, run.log),
+            [
+                *run.thread.interrupted(partial, run.log),
+                *await self.waits.ended(run.live, said, failed=True),
+            ],
             stop_reason=partial.stop_reason if partial else None,
             model=partial.model if partial else None,
             usage=partial.usage if partial else None,
@@ -572,6 +579,8 @@ class AgentRunner(AppParts):
                     del self.delegations[run_id]
             if own.aborted and not (abort and abort.aborted):
                 raise ToolRetry(f"{target}'s run was cancelled ({own.reason}): it did not answer")
+            if child.status == "waiting":  # this call's answer comes when that run ends
+                raise CallWaits(child.run_id, waiting_on(target, child))
             return child.text
 
         return ask

@@ -32,6 +32,7 @@ class ApprovalRecord:
     tool: str
     arguments: dict[str, Any]
     rule: str
+    waits_on: str | None  # a delegation's: the run whose end answers it
     status: str  # pending | approved | denied | expired | cancelled
     decision_id: str | None
     decided_by: str | None
@@ -124,6 +125,7 @@ class Approvals(Repository):
         arguments: Mapping[str, Any],
         rule: str,
         expires_at: float,
+        waits_on: str | None = None,
     ) -> tuple[str, Op]:
         """A new request, and its id."""
         approval_id = new_id("ap_")
@@ -139,10 +141,55 @@ class Approvals(Repository):
             tool=tool,
             arguments=to_json(dict(arguments)),
             rule=rule,
+            waits_on=waits_on,
             expires_at=expires_at,
             now=time.time(),
         )
         return approval_id, op
+
+    async def child_done_ops(
+        self, child_run_id: str, agent_id: str, content: str, *, is_error: bool
+    ) -> list[Op]:
+        """Run ``child_run_id`` (a delegation of ``agent_id`` that waited) has ended: the call
+        of the run waiting on it is answered with ``content`` and, its last request, that run
+        queued again. Nothing, for a run no run waits on."""
+        row = await self.db.fetch_one(self.sql["approval_waiting_on"], {"child": child_run_id})
+        if row is None:
+            return []
+        found = ApprovalRecord.from_row(row)
+        now = time.time()
+        by = f"run {child_run_id}"
+        event = {
+            "approval_id": found.id,
+            "run_id": found.run_id,
+            "call_id": found.call_id,
+            "tool": found.tool,
+            "decision": "deny" if is_error else "approve",
+            "by": by,
+            "reason": f"{agent_id}'s run ended",
+            "arguments": None,
+            "edited": False,
+            "always": None,
+            "timed_out": False,
+        }
+        result = to_json({"content": content, "is_error": is_error})
+        ops = [
+            self.op("approval_lock_run", run_id=found.run_id),
+            self.op("approval_child_done", child=child_run_id, by=by, now=now, result=result),
+            self.op("approval_requeue", run_id=found.run_id),
+            self.op(
+                "event_insert_next",
+                run_id=found.run_id,
+                type="approval.decided",
+                payload=to_json(event),
+                now=now,
+            ),
+        ]
+        if self.sql.dialect == "postgres":
+            ops.append(self.op("notify_runs", agent_id=found.agent_id))
+        keys = [run_key(found.run_id)] + ([thread_key(found.thread_id)] if found.thread_id else [])
+        ops.append(self.changed_op(*keys))
+        return ops
 
     def wait_ops(
         self,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrunner.core.ids import new_id
+from agentrunner.store.approvals import Approvals
 from agentrunner.store.changes import channel_key, run_key, thread_key
 from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.records import from_json, to_json
@@ -235,6 +236,13 @@ class Mailbox(Repository):
         if row["thread_id"]:
             ops.append(self.op("thread_unhold", thread_id=row["thread_id"], run_id=run_id))
             keys.append(thread_key(row["thread_id"]))
+        # a delegation: the run waiting on it is told, and goes on
+        said = f"{row['agent_id']}'s run was cancelled while it waited for a person"
+        ops.extend(
+            await Approvals(self.db, self.sql).child_done_ops(
+                run_id, row["agent_id"], said, is_error=True
+            )
+        )
         try:
             await self.db.batch([*ops, self.changed_op(*keys)])
         except GuardRefused:  # it went on meanwhile

@@ -881,9 +881,9 @@ UPDATE threads SET waiting_run_id = NULL WHERE id = :thread_id AND waiting_run_i
 
 -- name: approval_insert
 INSERT INTO approvals (id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments,
-                       rule, expires_at, created_at)
+                       rule, waits_on, expires_at, created_at)
 VALUES (:id, :run_id, :agent_id, :thread_id, :call_id, :position, :kind, :tool,
-        :arguments{json}, :rule, :expires_at, :now);
+        :arguments{json}, :rule, :waits_on, :expires_at, :now);
 
 -- name: approval_lock_run
 -- A decision takes its run's row first, so two decisions on a run's last two requests are
@@ -913,7 +913,8 @@ SELECT :run_id, COALESCE(MAX(seq), 0) + 1, :type, :payload{json}, :now FROM even
 WHERE run_id = :run_id;
 
 -- name: approval_get
-SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, status,
+SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, waits_on,
+       status,
        decision_id, decided_by, decided_at, reason, arguments_used, edited, always, expires_at,
        execution, result, created_at
 FROM approvals WHERE id = :id;
@@ -923,19 +924,23 @@ SELECT id FROM approvals WHERE id >= :prefix AND id < :prefix || char(1114111)
 ORDER BY id LIMIT :limit;
 
 -- name: approvals_of_run
-SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, status,
+SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, waits_on,
+       status,
        decision_id, decided_by, decided_at, reason, arguments_used, edited, always, expires_at,
        execution, result, created_at
 FROM approvals WHERE run_id = :run_id ORDER BY position;
 
 -- name: approvals_pending
-SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, status,
+SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, waits_on,
+       status,
        decision_id, decided_by, decided_at, reason, arguments_used, edited, always, expires_at,
        execution, result, created_at
-FROM approvals WHERE status = 'pending' ORDER BY created_at, id LIMIT :limit;
+FROM approvals WHERE status = 'pending' AND kind <> 'delegation'
+ORDER BY created_at, id LIMIT :limit;
 
 -- name: approvals_expired
-SELECT id FROM approvals WHERE status = 'pending' AND expires_at < :now ORDER BY expires_at;
+SELECT id FROM approvals WHERE status = 'pending' AND expires_at < :now AND kind <> 'delegation'
+ORDER BY expires_at;
 
 -- name: approval_started
 -- guarded: the journal's durable point before an approved call runs: once.
@@ -970,3 +975,16 @@ ORDER BY created_at, id;
 
 -- name: approval_grant_delete
 DELETE FROM approval_grants WHERE id = :id;
+
+-- name: approval_waiting_on
+SELECT id, run_id, agent_id, thread_id, call_id, position, kind, tool, arguments, rule, waits_on,
+       status, decision_id, decided_by, decided_at, reason, arguments_used, edited, always,
+       expires_at, execution, result, created_at
+FROM approvals WHERE waits_on = :child AND status = 'pending';
+
+-- name: approval_child_done
+-- Its end answers the waiting run's call: the call's result, as the journal stores one.
+UPDATE approvals
+SET status = 'approved', decided_by = :by, decided_at = :now, execution = 'finished',
+    result = :result{json}
+WHERE waits_on = :child AND status = 'pending';

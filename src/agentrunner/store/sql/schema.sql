@@ -435,7 +435,9 @@ CREATE INDEX runs_thread_order ON runs (thread_id, thread_order, id)
 -- to go on is in runs.resume (its counters and the finished results of the paused step). Each
 -- call waiting for a decision is a row of `approvals`, decided once (a guarded update: the
 -- first decision wins); an approved call is journalled `started` before it runs and
--- `finished` with its result after, so no crash runs it twice. "Always" is a grant.
+-- `finished` with its result after, so no crash runs it twice. "Always" is a grant. A run whose
+-- delegation waits (kind `delegation`) has a request the delegated run's end answers
+-- (`waits_on`), not a person.
 ALTER TABLE runs ADD COLUMN resume {json};
 ALTER TABLE threads ADD COLUMN waiting_run_id TEXT;
 CREATE TABLE approvals (
@@ -449,6 +451,7 @@ CREATE TABLE approvals (
     tool TEXT NOT NULL,
     arguments {json} NOT NULL,
     rule TEXT NOT NULL,
+    waits_on TEXT,
     status TEXT NOT NULL DEFAULT 'pending',
     decision_id TEXT,
     decided_by TEXT,
@@ -464,6 +467,7 @@ CREATE TABLE approvals (
 );
 CREATE UNIQUE INDEX approvals_run_call ON approvals (run_id, call_id);
 CREATE INDEX approvals_status_expires ON approvals (status, expires_at);
+CREATE INDEX approvals_waits_on ON approvals (waits_on);
 CREATE TABLE approval_grants (
     id TEXT PRIMARY KEY,
     agent_id TEXT NOT NULL,
