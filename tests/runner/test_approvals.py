@@ -380,3 +380,34 @@ async def test_a_delegation_that_waits_makes_its_caller_wait_and_both_go_on(
         assert kinds.count("approval.decided") == 1 and kinds[-1] == "agent.idle"
     finally:
         await ws.close()
+
+
+async def test_a_message_queued_behind_a_waiting_run_waits_and_serving_until_idle_ends(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT)
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "first", "body": "x"})]),
+        Reply(text="first done"),
+        Reply(text="second done"),
+    )
+    ws = await open_workspace(project)
+    try:
+        store = ws.runner.store
+        first = await ws.runner.run_agent("clerk", "t1", "write it")
+        queued = await ws.runs.queue("clerk", "t1", "and then this")
+        # nothing a worker can take: serving until idle ends at once, the message still queued
+        await asyncio.wait_for(_serve(ws), 30)
+        behind = await store.runs.get(queued.run_id)
+        assert behind is not None and behind.status == "created"
+        assert not await store.mailbox.busy()
+        await ws.runner.waits.decide(first.approvals[0]["approval_id"], approve=True, by="ana")
+        assert await store.mailbox.busy()
+        await _serve(ws)
+        done = [await store.runs.get(r) for r in (first.run_id, queued.run_id)]
+        assert [r.status for r in done if r is not None] == ["completed", "completed"]
+        first_run, second_run = done
+        assert first_run is not None and second_run is not None
+        assert (first_run.completed_at or 0) <= (second_run.started_at or 0)  # in order
+    finally:
+        await ws.close()

@@ -265,6 +265,12 @@ class Mailbox(Repository):
         )
         return int(row["runs"]) if row else 0
 
+    async def busy(self) -> bool:
+        """Whether a run is running, or queued and claimable (``mailbox_busy``): what a
+        process serving until idle waits for."""
+        row = await self.db.fetch_one(self.sql["mailbox_busy"], {})
+        return bool(row and row["busy"])
+
     async def depths(self) -> dict[str, dict[str, int]]:
         """Per agent: how many runs are queued (``created``) and ``running``."""
         out: dict[str, dict[str, int]] = {}

@@ -192,8 +192,7 @@ class Worker:
             )
 
     async def _queued(self) -> bool:
-        depths = await self.store.mailbox.depths()
-        return any(d.get("created") or d.get("running") for d in depths.values())
+        return await self.store.mailbox.busy()
 
     async def _count_queues(self) -> None:
         """With telemetry on, every agent's queued runs counted for the queue depth gauge:

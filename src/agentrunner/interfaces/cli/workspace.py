@@ -400,8 +400,7 @@ async def _follow(
 
 
 async def _busy(ws: Workspace) -> bool:
-    depths = await ws.app.store.mailbox.depths()
-    return any(d.get("created") or d.get("running") for d in depths.values())
+    return await ws.app.store.mailbox.busy()
 
 
 async def _queued(ws: Workspace) -> int:

@@ -473,6 +473,16 @@ DELETE FROM thread_locks WHERE thread_id = :thread_id AND owner LIKE :owner_pref
 SELECT agent_id, status, COUNT(*) AS runs FROM runs
 WHERE status IN ('created', 'running') GROUP BY agent_id, status;
 
+-- name: mailbox_busy
+-- Whether any run is running, or queued where a worker could claim it: not one behind a run
+-- that holds its thread while it waits for a person (that one waits for a decision, not for
+-- a worker).
+SELECT CASE WHEN EXISTS (SELECT 1 FROM runs WHERE status = 'running')
+              OR EXISTS (SELECT 1 FROM runs r WHERE r.status = 'created'
+                         AND NOT EXISTS (SELECT 1 FROM threads t
+                                         WHERE t.id = r.thread_id AND t.waiting_run_id <> r.id))
+            THEN 1 ELSE 0 END AS busy;
+
 -- name: worker_upsert
 INSERT INTO workers (id, host, pid, concurrency, started_at, heartbeat_at)
 VALUES (:id, :host, :pid, :concurrency, :now, :now)
