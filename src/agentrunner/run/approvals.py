@@ -13,6 +13,7 @@ never runs it again; denied calls answer "denied by NAME: reason".
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
@@ -257,7 +258,8 @@ class Waits:
                 ids[call.id] = record.id
                 if record.edited:
                     notes[call.id] = (
-                        f"(run with arguments edited by {record.decided_by}: {arguments})"
+                        f"(run with arguments edited by {record.decided_by}: "
+                        f"{json.dumps(arguments, ensure_ascii=False)})"
                     )
         approvals = self._store.approvals
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import getpass
 import json
 import time
@@ -17,10 +18,10 @@ from agentrunner.interfaces.cli.console import Column, err, listing, out
 from agentrunner.interfaces.cli.workspace import with_workspace
 
 if TYPE_CHECKING:
-    from agentrunner.store.approvals import ApprovalRecord, Decided
+    from agentrunner.store.approvals import ApprovalRecord, Decided, Grant
     from agentrunner.workspace.workspace import Workspace
 
-__all__ = ["answer", "approvals", "approve", "deny"]
+__all__ = ["answer", "approvals", "approve", "deny", "grants"]
 
 
 def _person() -> str:
@@ -71,6 +72,58 @@ def approvals(
         rows,
     )
     err.print("[dim]decide: agentrunner approve ID · agentrunner deny ID --reason TEXT[/]")
+
+
+def grants(
+    revoke: str | None = typer.Option(
+        None, "--revoke", help="Take back this grant (its id): the tool asks again."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print them as JSON, for scripts."),
+) -> None:
+    """What "approve --always" granted: the tools that run without asking, on a thread or for
+    an agent."""
+
+    async def work(ws: Workspace) -> list[Grant]:
+        if revoke is not None and not await ws.app.store.approvals.revoke(revoke):
+            from agentrunner.errors import AgentRunnerError, ErrorCode
+
+            raise AgentRunnerError(
+                ErrorCode.NOT_FOUND,
+                f"no grant '{revoke}'",
+                hint="List them with: agentrunner grants",
+            )
+        return await ws.app.store.approvals.grants()
+
+    granted = with_workspace(work)
+    if revoke is not None:
+        err.print(f"[yellow]revoked[/] {escape(revoke)}")
+    if as_json:
+        out.print_json(data=[dataclasses.asdict(g) for g in granted])
+        return
+    if not granted:
+        err.print("[dim]no grants: every rule asks[/]")
+        return
+    rows = [
+        [
+            escape(g.id),
+            escape(g.agent_id),
+            escape(g.tool),
+            f"{g.scope} {escape(g.scope_id)}",
+            escape(g.granted_by),
+        ]
+        for g in granted
+    ]
+    listing(
+        "Granted (approve --always)",
+        [
+            Column("id", whole=True),
+            Column("agent", whole=True),
+            Column("tool", whole=True),
+            Column("where"),
+            Column("by", whole=True, drop=1),
+        ],
+        rows,
+    )
 
 
 def approve(
