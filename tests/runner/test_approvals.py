@@ -411,3 +411,20 @@ async def test_a_message_queued_behind_a_waiting_run_waits_and_serving_until_idl
         assert (first_run.completed_at or 0) <= (second_run.started_at or 0)  # in order
     finally:
         await ws.close()
+
+
+async def test_a_held_thread_is_not_compacted(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT)
+    mock.queue(Reply(tool_calls=[("note_create", {"title": "a", "body": "x"})]))
+    ws = await open_workspace(project)
+    try:
+        result = await ws.runner.run_agent("clerk", "t1", "write it")
+        with pytest.raises(AgentRunnerError) as held:
+            await ws.runner.compact_thread("t1")
+        assert held.value.code is ErrorCode.THREAD_WAITING
+        assert len(mock.requests) == 1  # no summary was asked for
+        assert result.status == "waiting"
+    finally:
+        await ws.close()

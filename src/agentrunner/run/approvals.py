@@ -187,13 +187,7 @@ class Waits:
         if holder is None:
             return None
         if holder != claimed:
-            raise AgentRunnerError(
-                ErrorCode.THREAD_WAITING,
-                f"thread {thread.id} waits for a person's decision on run {holder}",
-                hint="Decide it (agentrunner approvals; approve ID / deny ID), then send the "
-                "message again; or cancel the waiting run.",
-                details={"run_id": holder},
-            )
+            raise thread_waiting(thread.id or "", holder)
         return await self._store.approvals.resume_point(holder)
 
     async def going_on(self, run: LiveRun, point: ResumePoint, thread: RunThread) -> Resumed | None:
@@ -442,4 +436,15 @@ def cannot_wait(paused: TurnPaused) -> AgentRunnerError:
         f"{names} needs a person's decision, and a task (a run on no thread) cannot wait for one",
         hint="Run the agent on a thread (run_agent, agentrunner run) to have it wait, or take "
         "the tool out of its approval rules.",
+    )
+
+
+def thread_waiting(thread_id: str, holder: str) -> AgentRunnerError:
+    """What anything but its holder is told of a thread a waiting run holds."""
+    return AgentRunnerError(
+        ErrorCode.THREAD_WAITING,
+        f"thread {thread_id} waits for a person's decision on run {holder}",
+        hint="Decide it (agentrunner approvals; approve ID / deny ID), then send the message "
+        "again; or cancel the waiting run.",
+        details={"run_id": holder},
     )

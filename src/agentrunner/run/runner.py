@@ -26,7 +26,7 @@ from agentrunner.engine.tools import ToolRetry
 from agentrunner.engine.turn import TurnError, TurnLimits, TurnResult, cancelled_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.app import App, AppParts
-from agentrunner.run.approvals import Waits, cannot_wait, waiting_on
+from agentrunner.run.approvals import Waits, cannot_wait, thread_waiting, waiting_on
 from agentrunner.run.budgets import request_floors
 from agentrunner.run.callbacks import AgentRunnerCallbacks, MessageHandlers, child_callbacks, safely
 from agentrunner.run.capabilities.mcp import McpServers
@@ -183,6 +183,8 @@ class AgentRunner(AppParts):
         model = self.compactor.summarizer(agent)  # refused before any row
         async with self.store.locks.hold(found.id) as held:
             thread = await self.store.threads.get(found.id) or found
+            if thread.waiting_run_id is not None:  # its paused step must stay as it is
+                raise thread_waiting(thread.id, thread.waiting_run_id)
             summary, pairs = await self.compactor.unsummarized(thread)
             run = self.lifecycle.open(agent, new_id("run_"), thread.id, lock=held)
             self.lifecycle.begin(run)
