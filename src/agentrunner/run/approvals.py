@@ -312,6 +312,12 @@ class Waits:
             )
         return decided
 
+    async def pending(self) -> list[ApprovalRecord]:
+        """What waits for a decision now: requests whose time ran out are denied first (with
+        no worker running, nobody else would)."""
+        await self.expire_due()
+        return await self._store.approvals.pending()
+
     async def expire_due(self) -> int:
         """Deny every request whose time ran out; how many."""
         count = 0
