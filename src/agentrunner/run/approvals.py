@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult, Usage
 from agentrunner.engine.pause import Policy, Resumed, TurnPaused
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.store.changes import APPROVALS_KEY
 
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
@@ -123,6 +124,7 @@ class Waits:
             "tool_calls": paused.result.tool_calls,
             "corrections": paused.corrections,
         }
+        ops.append(approvals.changed_op(APPROVALS_KEY))  # the pages of what waits
         cost = run.cost
         ops.extend(
             approvals.wait_ops(
