@@ -11,14 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import CHECKS
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from agentrunner.testing import MockProviderServer
+from agentrunner.store.records import RUN_STATUSES
+from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from tests.server.conftest import ServerThread
+from tests.server.dashboard.pages_html import wait_for
 
 AGENT = "---\nname: helper\ncapabilities: [notes]\n---\nYou help.\n"
 
@@ -95,3 +98,65 @@ def test_a_body_unlike_its_model_fails_the_check(api_schema: Any) -> None:
             case.validate_response(altered, checks=[response_schema_conformance])
         [violation] = failed.value.exceptions
         assert str(violation).startswith("Response violates schema")
+
+
+CLERK = (
+    "---\nname: clerk\ncapabilities: [notes]\napproval:\n  tools: [note_create]\n---\n"
+    "You keep notes.\n"
+)
+
+
+def test_a_waiting_run_and_its_approvals_conform(
+    tmp_path: Path, mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    """What the fuzzing cannot make: a run that waits for a person. Its run, the list of what
+    waits, one request, a decision and a refused second decision all answer as declared."""
+    from agentrunner.interfaces.server import create_app
+
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "clerk.md").write_text(CLERK)
+    (tmp_path / "agentrunner.toml").write_text(
+        f'[defaults]\nmodel = "mock:gpt-mock"\ntitle_model = "test"\n\n'
+        f'[providers.mock]\nkind = "openai"\nbase_url = "{mock_server.openai_url}"\n'
+    )
+    mock.queue(
+        Reply(tool_calls=[("note_create", {"title": "plan", "body": "x"})]), Reply(text="noted")
+    )
+    auth = {"authorization": "Bearer secret-token"}
+    server = ServerThread(create_app(tmp_path, token="secret-token"))
+    try:
+        with httpx2.Client(base_url=server.url, headers=auth, timeout=30) as client:
+            made = client.post("/threads", json={"agent_id": "clerk", "id": "t1"})
+            assert made.status_code == 201, made.text
+            started = client.post("/threads/t1/runs", json={"agent_id": "clerk", "message": "go"})
+            run_id = started.json()["run_id"]
+            wait_for("the run to wait", lambda: bool(client.get("/approvals").json()["approvals"]))
+        schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json", headers=auth)
+
+        def answer(path: str, method: str, status: int, **case: Any) -> Any:
+            made = schema[path][method].Case(**case)
+            response = made.call(headers=auth)
+            assert response.status_code == status, response.text
+            made.validate_response(response, checks=[response_schema_conformance])
+            return response.json()
+
+        run = answer("/runs/{run_id}", "GET", 200, path_parameters={"run_id": run_id})
+        assert run["status"] == "waiting"
+        declared = schema.raw_schema["components"]["schemas"]["Run"]["properties"]["status"]
+        assert set(declared["enum"]) == set(RUN_STATUSES)  # every status a run can be in
+        [asked] = answer("/approvals", "GET", 200)["approvals"]
+        assert asked["run_id"] == run_id and asked["tool"] == "note_create"
+        one = {"approval_id": asked["id"]}
+        assert answer("/approvals/{approval_id}", "GET", 200, path_parameters=one) == asked
+        decision = {"decision": "approve", "by": "ana"}
+        decided = answer(
+            "/approvals/{approval_id}", "POST", 200, path_parameters=one, body=decision
+        )
+        assert decided["approval"]["status"] == "approved" and decided["requeued"] is True
+        late = {"decision": "deny", "reason": "too late"}
+        refused = answer("/approvals/{approval_id}", "POST", 409, path_parameters=one, body=late)
+        assert (
+            refused["error"]["code"] == "approval_decided" and "ana" in refused["error"]["message"]
+        )
+    finally:
+        server.stop()

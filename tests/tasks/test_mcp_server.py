@@ -42,7 +42,12 @@ async def connected(root: Path) -> AsyncIterator[ClientSession]:
         command=sys.executable,
         args=["-m", "agentrunner", "mcp"],
         cwd=root,
-        env={"MOCK_KEY": "sk-mock", "PATH": os.environ.get("PATH", "")},
+        env={
+            "MOCK_KEY": "sk-mock",
+            "PATH": os.environ.get("PATH", ""),
+            # this checkout's code, where an installed agentrunner is another's
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        },
     )
     with (root / "mcp-stderr.log").open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as streams, ClientSession(*streams) as s:
@@ -71,6 +76,8 @@ async def test_tools_run_agents_and_read_what_they_recorded(root: Path, mock: Mo
             "list_threads",
             "read_thread",
             "get_run",
+            "list_approvals",
+            "decide_approval",
         }
         agents = data(await session.call_tool("list_agents", {}))["result"]
         assert [(a["id"], a["description"]) for a in agents] == [("helper", "Answers questions.")]

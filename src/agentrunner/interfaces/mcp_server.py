@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+import json
+from typing import Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, Field
 
 from agentrunner._version import __version__
 from agentrunner.engine.abort import AbortSignal
@@ -28,7 +31,9 @@ from agentrunner.run.request import RunAgentOverrides
 from agentrunner.run.runner import AgentRunner
 from agentrunner.runtime.compose import runner_with_tasks
 from agentrunner.store.records import thread_message_dict
+from agentrunner.workspace import decisions
 from agentrunner.workspace.tasks import TaskRunner
+from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["build_mcp_server", "serve_mcp"]
 
@@ -36,7 +41,19 @@ INSTRUCTIONS = """\
 agentrunner runs the agents of one project. list_agents says who they are; run_agent sends one
 of them a message on a thread (its current session unless you name one) and returns its answer
 with the run's id, usage and cost; execute_task runs an agent's prompt template once with
-structured input. list_threads, read_thread and get_run read what was recorded."""
+structured input. list_threads, read_thread and get_run read what was recorded. A run whose
+agent needs a person's yes for a tool answers with status "waiting" and its approvals (each
+with an approval_id); list_approvals lists what waits, decide_approval approves or denies one,
+and the run goes on."""
+
+BY = "mcp"  # who decided, when the client does not say
+
+
+class Answer(BaseModel):
+    """What the person at the client is asked about a tool call (MCP elicitation)."""
+
+    approve: bool = Field(description="Let the agent make this call")
+    reason: str = Field(default="", description="Why (told to the agent when it is denied)")
 
 
 def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
@@ -44,6 +61,8 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
     server: MCPServer = MCPServer(
         "agentrunner", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
+
+    ws = Workspace(runner)  # what serves a decided run when no worker is alive
 
     def failed(exc: AgentRunnerError) -> ToolError:
         return ToolError(_error_text(str(exc.code), exc.message, exc.hint))
@@ -67,7 +86,9 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         thread, stop reason, usage and cost. The run continues the agent's current session
         thread unless ``thread_id`` names one or ``new_thread`` starts one; ``input`` fills the
         agent's ``{{input.x}}`` placeholders. Cancelling the call stops the run, recorded as
-        cancelled."""
+        cancelled. A run that waits for a person's yes on a tool call answers with status
+        ``waiting`` and its ``approvals`` (decide_approval decides them); a client that
+        supports elicitation is asked instead, and the run goes on."""
         try:
             thread = (
                 await runner.agent_thread(agent, thread_id)
@@ -97,9 +118,12 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
                 progress.cancel()
                 raise
             await progress.close()
+            answered = result.to_dict()
+            if result.status == "waiting" and _elicits(ctx):
+                answered = await _asked_in_client(ctx, ws, answered)
         except AgentRunnerError as exc:
             raise failed(exc) from exc
-        return result.to_dict()
+        return answered
 
     @server.tool()
     async def execute_task(
@@ -145,6 +169,54 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         }
 
     @server.tool()
+    async def list_approvals() -> list[dict[str, Any]]:
+        """What waits for a person's decision: each request's id, run, agent, tool and
+        arguments, and when it is denied if nobody decides (``expires_at``)."""
+        return [p.to_dict() for p in await runner.waits.pending()]
+
+    @server.tool()
+    async def decide_approval(
+        approval_id: str,
+        decision: Literal["approve", "deny"],
+        ctx: Context,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        always: Literal["thread", "agent"] | None = None,
+        by: str | None = None,
+        answer: str | None = None,
+    ) -> dict[str, Any]:
+        """Approve or deny a tool call a run waits on (``approval_id`` from run_agent's
+        ``approvals`` or list_approvals; a unique beginning is enough). ``reason`` is told to
+        the agent when denied; ``arguments`` approves with these instead (recorded as edited);
+        ``always`` approves the tool from now on, on this ``thread`` or for the ``agent``; a
+        question (kind ``question``, ask_person) is approved with its ``answer``.
+        Returns the request (``approval``), whether the run was queued again (``requeued``:
+        it was its last request) and then what the run came to (``run``, as run_agent answers;
+        ``waiting`` again with new ``approvals``). The first decision wins: a second one is
+        ``approval_decided``, naming it."""
+        progress = _Progress(ctx)
+        try:
+            outcome = await decisions.decide(
+                ws,
+                approval_id,
+                approve=decision == "approve",
+                by=by or BY,
+                reason=reason,
+                arguments=arguments,
+                always=always,
+                on_event=progress.event,
+                answer=answer,
+            )
+        except AgentRunnerError as exc:
+            progress.cancel()
+            raise failed(exc) from exc
+        except BaseException:
+            progress.cancel()
+            raise
+        await progress.close()
+        return outcome.to_dict()
+
+    @server.tool()
     async def get_run(run_id: str) -> dict[str, Any]:
         """One run: status, stop reason, model, error, usage, cost and times."""
         from agentrunner.run.spend import with_spend
@@ -155,6 +227,52 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         return (await with_spend(runner.app.store, run)).to_dict()
 
     return server
+
+
+def _elicits(ctx: Context) -> bool:
+    """Whether the client can ask its person a question (MCP elicitation, form mode)."""
+    capabilities = ctx.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
+async def _asked_in_client(ctx: Context, ws: Workspace, result: dict[str, Any]) -> dict[str, Any]:
+    """A waiting run's requests put to the client's person, one by one (elicitation); each
+    answer decided (declined: denied), and the run goes on, asked again while it waits. One
+    dismissed, or a client that cannot ask after all, leaves the rest pending: the run's
+    result then lists them, to decide with decide_approval or any other interface."""
+    while result["status"] == "waiting":
+        outcome = None
+        for request in result["approvals"]:
+            question = (
+                f"{request['agent_id']} asks to call {request['tool']} with "
+                f"{json.dumps(request['arguments'], ensure_ascii=False)}. Approve?"
+            )
+            try:
+                answer = await ctx.elicit(question, Answer)
+            except (MCPError, ValueError):  # it could not ask, or the answer was not one
+                return await _still_waiting(ws, result)
+            if answer.action == "cancel":
+                return await _still_waiting(ws, result)
+            data = answer.data if answer.action == "accept" else None
+            outcome = await decisions.decide(
+                ws,
+                request["approval_id"],
+                approve=data is not None and data.approve,
+                by=BY,
+                reason=(data.reason if data is not None else "declined in the MCP client") or None,
+            )
+        said = outcome.run_dict() if outcome is not None else None
+        if said is None:  # its last request was decided elsewhere meanwhile
+            return await _still_waiting(ws, result)
+        result = said
+    return result
+
+
+async def _still_waiting(ws: Workspace, result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with the requests its run still waits on, as they are now."""
+    records = await ws.app.store.approvals.of_run(result["run_id"])
+    pending = [decisions.asked(r) for r in records if r.status == "pending"]
+    return {**result, "approvals": pending}
 
 
 class _Progress:

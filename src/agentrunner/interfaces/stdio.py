@@ -23,7 +23,9 @@ from agentrunner.run.callbacks import AgentRunnerCallbacks
 from agentrunner.run.request import RunAgentOverrides
 from agentrunner.run.runner import AgentRunner
 from agentrunner.runtime.compose import runner_with_tasks
+from agentrunner.workspace import decisions
 from agentrunner.workspace.tasks import TaskRunner
+from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["StdioServer", "serve_stdio"]
 
@@ -37,6 +39,7 @@ class StdioServer:
         self.runner = runner
         self.app = runner.app
         self.tasks = tasks
+        self.workspace = Workspace(runner)  # what serves a decided run when no worker is alive
         self._output = output
         self._inflight: dict[Any, tuple[asyncio.Task[None], AbortSignal]] = {}
         self._methods: dict[str, Callable[[Any, dict[str, Any]], Awaitable[Any]]] = {
@@ -44,6 +47,8 @@ class StdioServer:
             "run_agent": self._run_agent,
             "cancel": self._cancel,
             "list_agents": self._list_agents,
+            "list_approvals": self._list_approvals,
+            "decide_approval": self._decide_approval,
             "ping": self._ping,
         }
 
@@ -184,6 +189,38 @@ class StdioServer:
             for spec in self.app.agents
         ]
 
+    async def _list_approvals(self, request_id: Any, params: dict[str, Any]) -> Any:
+        return [p.to_dict() for p in await self.runner.waits.pending()]
+
+    async def _decide_approval(self, request_id: Any, params: dict[str, Any]) -> Any:
+        approval_id = _required(params, "approval_id", str)
+        decision = params.get("decision")
+        if decision not in ("approve", "deny"):
+            raise _invalid('`params.decision` must be "approve" or "deny"')
+        reason = _optional(params, "reason", str)
+        arguments = _optional(params, "arguments", dict)
+        always = params.get("always")
+        if always not in (None, "thread", "agent"):
+            raise _invalid('`params.always` must be "thread", "agent" or absent')
+        by = _optional(params, "by", str) or "stdio"
+        answer = _optional(params, "answer", str)  # a question's (ask_person)
+
+        def on_event(kind: str, data: EventData) -> None:
+            self.write({"id": request_id, "event": kind, "data": data})
+
+        outcome = await decisions.decide(
+            self.workspace,
+            approval_id,
+            approve=decision == "approve",
+            by=by,
+            reason=reason,
+            arguments=arguments,
+            always=always,
+            on_event=on_event,
+            answer=answer,
+        )
+        return outcome.to_dict()
+
     async def _ping(self, request_id: Any, params: dict[str, Any]) -> Any:
         return {"protocol": PROTOCOL_VERSION}
 
@@ -192,6 +229,14 @@ def _required(params: dict[str, Any], name: str, kind: type) -> Any:
     value = params.get(name)
     if not isinstance(value, kind) or value == "":
         raise _invalid(f"`params.{name}` is required ({kind.__name__})")
+    return value
+
+
+def _optional(params: dict[str, Any], name: str, kind: type) -> Any:
+    value = params.get(name)
+    if value is not None and not isinstance(value, kind):
+        said = "an object" if kind is dict else f"a {kind.__name__}"
+        raise _invalid(f"`params.{name}` must be {said} or absent")
     return value
 
 

@@ -24,6 +24,7 @@ from agentrunner.engine.pause import Policy, Resumed, TurnPaused
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.capabilities.builtin import ASK_PERSON
 from agentrunner.run.capabilities.toolset import Caller
+from agentrunner.store.changes import APPROVALS_KEY
 from agentrunner.store.repositories import FAR_FUTURE
 from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from agentrunner.store.drivers import Op
     from agentrunner.store.store import Store
 
-__all__ = ["INTERRUPTED_APPROVED", "Waits", "denial"]
+__all__ = ["INTERRUPTED_APPROVED", "Waits", "cannot_wait", "denial", "thread_waiting", "waiting_on"]
 
 INTERRUPTED_APPROVED = (
     "interrupted while running: the run stopped after this approved call started; it may have "
@@ -145,6 +146,7 @@ class Waits:
                 "trust": caller.trust,
                 "depth": caller.depth,
             }
+        ops.append(approvals.changed_op(APPROVALS_KEY))  # the pages of what waits
         cost = run.cost
         ops.extend(
             approvals.wait_ops(
@@ -373,6 +375,12 @@ class Waits:
     async def answer(self, approval_id: str, text: str, *, by: str) -> Decided:
         """Answer the question ``approval_id`` asks (``ask_person``)."""
         return await self.decide(approval_id, approve=True, by=by, answer=text)
+
+    async def pending(self) -> list[ApprovalRecord]:
+        """What waits for a decision now: requests whose time ran out are denied first (with
+        no worker running, nobody else would)."""
+        await self.expire_due()
+        return await self._store.approvals.pending()
 
     async def expire_due(self) -> int:
         """Deny every request whose time ran out; how many."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentrunner.core.ids import new_id
-from agentrunner.store.changes import run_key, thread_key
+from agentrunner.store.changes import APPROVALS_KEY, run_key, thread_key
 from agentrunner.store.drivers import Op
 from agentrunner.store.drivers.errors import GuardRefused
 from agentrunner.store.records import from_json, to_json
@@ -318,7 +318,9 @@ class Approvals(Repository):
             )
         if self.sql.dialect == "postgres":
             ops.append(self.op("notify_runs", agent_id=found.agent_id))
-        keys = [run_key(run_id)] + ([thread_key(found.thread_id)] if found.thread_id else [])
+        keys = [run_key(run_id), APPROVALS_KEY]
+        if found.thread_id:
+            keys.append(thread_key(found.thread_id))
         ops.append(self.changed_op(*keys))
         try:
             await self.db.batch(ops)

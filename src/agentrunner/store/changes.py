@@ -4,7 +4,8 @@
 A transaction that writes a run's events or a channel's rows carries one ``changes_notify`` row
 naming what it changed by key — ``run:<id>`` (a run's events; a child run's name its parent
 too), ``thread:<id>`` (the events of a run on the thread), ``channel:<id>`` (its messages and
-activity) — one per transaction, never one per event. PostgreSQL sends it as a ``NOTIFY`` with
+activity), ``approvals`` (a request for a person's decision asked, decided or cancelled, in
+any run) — one per transaction, never one per event. PostgreSQL sends it as a ``NOTIFY`` with
 the commit; SQLite's driver sends it to the listening processes' sockets from a thread once the
 commit is made (``store/wake``). Either way the writer does not wait for it to be delivered.
 
@@ -26,6 +27,7 @@ from agentrunner.store.drivers import ChangeListener, Driver
 from agentrunner.store.wake import ALL, SEPARATOR
 
 __all__ = [
+    "APPROVALS_KEY",
     "FALLBACK_S",
     "Changes",
     "Watch",
@@ -44,6 +46,9 @@ FALLBACK_S = 1.0
 # stream, finds it listening.
 LINGER_S = 30.0
 _MAX_PAYLOAD = 7_900  # bytes: PostgreSQL refuses a NOTIFY payload of 8,000
+
+
+APPROVALS_KEY = "approvals"  # what waits for a person changed (docs/approvals.md)
 
 
 def run_key(run_id: str) -> str:

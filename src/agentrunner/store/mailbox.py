@@ -15,7 +15,7 @@ from typing import Any
 
 from agentrunner.core.ids import new_id
 from agentrunner.store.approvals import Approvals
-from agentrunner.store.changes import channel_key, run_key, thread_key
+from agentrunner.store.changes import APPROVALS_KEY, channel_key, run_key, thread_key
 from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.records import from_json, to_json
 from agentrunner.store.repositories import Repository
@@ -232,7 +232,7 @@ class Mailbox(Repository):
             self.op("run_cancel_waiting", id=run_id, now=now),
             self.op("approvals_cancel", run_id=run_id, by="cancel", now=now),
         ]
-        keys = [run_key(run_id)]
+        keys = [run_key(run_id), APPROVALS_KEY]  # its requests are cancelled with it
         if row["thread_id"]:
             ops.append(self.op("thread_unhold", thread_id=row["thread_id"], run_id=run_id))
             keys.append(thread_key(row["thread_id"]))

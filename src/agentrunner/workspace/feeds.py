@@ -41,11 +41,19 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from agentrunner.core.inputs import check_id, invalid
 from agentrunner.events import EventData, from_child
-from agentrunner.store.changes import FALLBACK_S, Watch, channel_key, run_key, thread_key
+from agentrunner.store.changes import (
+    APPROVALS_KEY,
+    FALLBACK_S,
+    Watch,
+    channel_key,
+    run_key,
+    thread_key,
+)
 from agentrunner.store.channels import ChannelActivityRow, ChannelMessage
 from agentrunner.store.records import RUN_ENDED, EventRecord, RunRecord
 
 if TYPE_CHECKING:
+    from agentrunner.store.approvals import ApprovalRecord
     from agentrunner.store.store import Store
 
 __all__ = [
@@ -55,6 +63,7 @@ __all__ = [
     "Feed",
     "FeedItem",
     "FeedPosition",
+    "PendingFeed",
     "RunFeed",
     "ThreadFeed",
     "descendants",
@@ -267,6 +276,18 @@ class ThreadFeed(Feed[tuple[str, EventRecord]]):
                 break
         self.more = bool(read)
         return read
+
+
+class PendingFeed(Feed["ApprovalRecord"]):
+    """What waits for a person's decision, in every run (docs/approvals.md): each ``read``
+    gives the pending requests as they are now, oldest first, woken by every commit that asks,
+    decides or cancels one (``store/changes``' ``APPROVALS_KEY``). Never ends."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store, APPROVALS_KEY)
+
+    async def read(self) -> list[ApprovalRecord]:
+        return await self.store.approvals.pending()
 
 
 # -- channels ---------------------------------------------------------------------------------

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import getpass
 import json
@@ -18,7 +17,8 @@ from agentrunner.interfaces.cli.console import Column, err, listing, out
 from agentrunner.interfaces.cli.workspace import with_workspace
 
 if TYPE_CHECKING:
-    from agentrunner.store.approvals import ApprovalRecord, Decided, Grant
+    from agentrunner.store.approvals import ApprovalRecord, Grant
+    from agentrunner.workspace.decisions import Outcome
     from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["answer", "approvals", "approve", "deny", "grants"]
@@ -37,8 +37,7 @@ def approvals(
     """What waits for a person's decision: each request's id, run, agent, tool and arguments."""
 
     async def work(ws: Workspace) -> list[ApprovalRecord]:
-        await ws.runner.waits.expire_due()  # with no worker running, nobody else does
-        return await ws.app.store.approvals.pending()
+        return await ws.runner.waits.pending()
 
     pending = with_workspace(work)
     if as_json:
@@ -192,8 +191,11 @@ def _decide(
     always: str | None,
     answer: str | None = None,
 ) -> None:
-    async def work(ws: Workspace) -> tuple[Decided, str | None]:
-        decided = await ws.runner.waits.decide(
+    from agentrunner.workspace import decisions
+
+    async def work(ws: Workspace) -> Outcome:
+        return await decisions.decide(
+            ws,
             approval_id,
             approve=approve,
             by=_person(),
@@ -201,43 +203,30 @@ def _decide(
             arguments=arguments,
             always=always,
             answer=answer,
+            follow_elsewhere=False,  # a worker goes on with it
         )
-        said = None
-        if decided.requeued and not await ws.app.store.workers.alive():
-            said = await _serve(ws, decided.record.run_id)
-        return decided, said
 
-    decided, said = with_workspace(work)
-    record = decided.record
+    outcome = with_workspace(work)
+    record = outcome.decided.record
     verb = "[green]approved[/]" if approve else "[yellow]denied[/]"
     if answer is not None:
         verb = "[green]answered[/]"
     err.print(f"{verb} {escape(record.tool)} [dim]({escape(record.id)}, run {record.run_id})[/]")
-    if not decided.requeued:
+    if not outcome.decided.requeued:
         err.print("[dim]the run waits for its other requests: agentrunner approvals[/]")
+    said = _answer(outcome)
     if said is not None:
         out.print(said)
 
 
-async def _serve(ws: Workspace, run_id: str) -> str:
-    """Serve the mailboxes here until idle (no worker is alive); what the run came to."""
-    serving = ws.worker(concurrency=1)
-    task = asyncio.ensure_future(serving.run(until_idle=True))
-    try:
-        await task
-    except asyncio.CancelledError:
-        serving.cancel("Ctrl-C")
-        raise
-    run = await ws.app.store.runs.get(run_id)
+def _answer(outcome: Outcome) -> str | None:
+    """What the run came to, served here; None: it was not (a worker goes on with it)."""
+    run = outcome.run
     if run is None:
-        return ""
+        return None
     if run.status == "waiting":
-        pending = [a for a in await ws.app.store.approvals.of_run(run_id) if a.status == "pending"]
-        ids = ", ".join(a.id for a in pending)
+        ids = ", ".join(a.id for a in outcome.pending)
         return f"(the run waits again for a decision: {ids}; agentrunner approvals)"
     if run.status != "completed":
         return f"(the run {run.status}: {run.error_code or ''} {run.error_message or ''})".strip()
-    for event in reversed(await ws.app.store.events.list(run_id, limit=100_000)):
-        if event.type == "agent.message":
-            return str(event.payload.get("text", ""))
-    return ""
+    return outcome.text

@@ -69,8 +69,7 @@ class Decided(BaseModel):
 
 @router.get("/approvals", **operation("list_approvals", ApprovalList, tag="approvals"))
 async def list_approvals(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
-    await ws.runner.waits.expire_due()
-    pending = await ws.app.store.approvals.pending()
+    pending = await ws.runner.waits.pending()
     return {"approvals": [p.to_dict() for p in pending]}
 
 

@@ -270,7 +270,9 @@ class Run(BaseModel):
     id: str
     agent_id: str
     thread_id: str | None
-    status: Literal["created", "running", "waiting", "completed", "failed", "cancelled"]
+    status: Literal["created", "running", "waiting", "completed", "failed", "cancelled"] = Field(
+        description="`waiting`: for a person's decision (`GET /approvals`)"
+    )
     stop_reason: str | None
     model: str | None
     error: RunError | None

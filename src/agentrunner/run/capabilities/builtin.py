@@ -15,7 +15,7 @@ from agentrunner.run.capabilities.registry import CapabilityContext, CapabilityR
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
 
-__all__ = ["builtin_capabilities"]
+__all__ = ["ASK_PERSON", "builtin_capabilities"]
 
 log = logging.getLogger("agentrunner.memory")
 

@@ -2,7 +2,8 @@
 live parts over server-sent events with htmx, shipped as a few static files (no front-end
 build). Each page is a module with a router of its own; this package puts them together.
 Pages read through the same library calls as the JSON API; the only writes are a person's
-post, a run's cancel and a job's stop, each a form with a CSRF field (``auth``).
+post, a run's cancel, a job's stop and a decision on what a run asks, each a form with a CSRF
+field (``auth``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ def install(app: FastAPI, *, login: bool) -> None:
     """The pages and their static files on ``app``; ``login`` when a token guards the server
     (then a person logs in with it)."""
     from agentrunner.interfaces.server.dashboard import (
+        approvals,
         channels,
         costs,
         jobs,
@@ -30,7 +32,7 @@ def install(app: FastAPI, *, login: bool) -> None:
 
     app.state.dashboard_login = login
     router = APIRouter(include_in_schema=False)
-    for module in (static, login_pages, team, channels, threads, runs, costs, jobs):
+    for module in (static, login_pages, team, channels, threads, runs, approvals, costs, jobs):
         router.include_router(module.router)
     app.include_router(router)
 

@@ -1,8 +1,9 @@
-"""The live part of a run's or a job's page, over server-sent events: the page opens a stream,
-which follows the run or job (its ``feeds.RunFeed``) and sends the part again (an HTML
-fragment, for htmx to swap in) when a commit changed what it shows — in whichever process the
-commit was made (``store/changes``) — and ``end`` once the run or job has ended, after which
-the browser does not reconnect. Nothing is sent, and nothing asked, while nothing changes.
+"""The live part of a run's or a job's page, or of what waits for a person, over server-sent
+events: the page opens a stream, which follows the run or job (its ``feeds.RunFeed``; the
+requests: ``feeds.PendingFeed``) and sends the part again (an HTML fragment, for htmx to swap
+in) when a commit changed what it shows — in whichever process the commit was made
+(``store/changes``) — and ``end`` once the run or job has ended, after which the browser does
+not reconnect. Nothing is sent, and nothing asked, while nothing changes.
 
 Woken, a stream looks at once, so the first change after a quiet spell is shown within
 milliseconds; after it sends, it lets ``SPACING_S`` pass before it looks again, so a burst of
@@ -23,7 +24,7 @@ from starlette.requests import Request
 from agentrunner.interfaces.server.dashboard.auth import csrf_token
 from agentrunner.interfaces.server.dashboard.templating import for_browser, keep_csrf
 from agentrunner.interfaces.server.responses import event_source
-from agentrunner.workspace.feeds import RunFeed
+from agentrunner.workspace.feeds import Feed
 
 __all__ = ["SPACING_S", "Look", "Renderer", "live_stream"]
 
@@ -54,7 +55,7 @@ class Renderer:
 
 def live_stream(
     request: Request,
-    feed: RunFeed,
+    feed: Feed[Any],
     event: str,
     look: Callable[[bool, Renderer], Awaitable[Look]],
 ) -> EventSourceResponse:

@@ -1,5 +1,6 @@
 """A run as the run page shows it: its steps with their model attempts, its tool calls with
-their arguments and results, its delegations and its answer, in the order they happened.
+their arguments and results, what it asked a person and the decisions, its delegations and its
+answer, in the order they happened.
 
 Read from the run's own rows — steps (status, usage, cost, times), run messages (the prompt,
 the tool calls, the answer) — and its events, which hold what the rows do not: each attempt's
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from agentrunner.run.spend import with_spend
 
 if TYPE_CHECKING:
+    from agentrunner.store.approvals import ApprovalRecord
     from agentrunner.store.records import (
         EventRecord,
         RunMessageRecord,
@@ -98,6 +100,8 @@ class RunView:
     compactions: list[dict[str, Any]]
     told: list[tuple[str, dict[str, Any]]]  # what tools showed the person: notes, files, …
     version: str  # changes whenever what the page shows could have (``version_of``)
+    # what it asked a person, and the decisions (docs/approvals.md), in the order asked
+    approvals: list[ApprovalRecord] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -138,6 +142,15 @@ class RunView:
         return tokens
 
     @property
+    def waiting(self) -> bool:
+        """Whether it waits for a person now (its pending requests get a form)."""
+        return self.run.status == "waiting"
+
+    def approval_of(self, call_id: str) -> ApprovalRecord | None:
+        """The request a tool call waited on, if it did."""
+        return next((a for a in self.approvals if a.call_id == call_id), None)
+
+    @property
     def orphans(self) -> list[RunRecord]:
         """Child runs no tool call of the timeline claims."""
         claimed = {c.id for s in self.steps for t in s.tool_calls for c in t.children}
@@ -151,7 +164,10 @@ async def load_run_view(store: Store, run: RunRecord) -> RunView:
     messages = await store.runs.messages(run.id)
     events = await _events(store, run.id)
     children = [await with_spend(store, child) for child in await store.company.children(run.id)]
-    return build(await with_spend(store, run), steps, messages, events, children)
+    view = build(await with_spend(store, run), steps, messages, events, children)
+    asked = await store.approvals.of_run(run.id)
+    view.approvals = sorted(asked, key=lambda a: (a.created_at, a.position))
+    return view
 
 
 async def _events(store: Store, run_id: str) -> list[EventRecord]:

@@ -1,6 +1,7 @@
 """``/ui/runs/{id}``: one run as a timeline — its steps and model attempts, its tool calls with
-their arguments and results, its delegations, its answer — followed while it runs (``live``), with
-a form to cancel it."""
+their arguments and results, what it asked a person and the decisions, its delegations, its
+answer — followed while it runs or waits (``live``), with a form to cancel it and, while it
+waits, the forms that decide its requests (``approvals``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.responses import RedirectResponse, Response
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.interfaces.server.dashboard.approvals import decision_said
 from agentrunner.interfaces.server.dashboard.forms import checked_form
 from agentrunner.interfaces.server.dashboard.live import Look, Renderer, live_stream
 from agentrunner.interfaces.server.dashboard.money import money
@@ -40,9 +42,23 @@ CANCEL_OUTCOMES = {
 
 
 @router.get("/ui/runs/{run_id}")
-async def run_page(request: Request, run_id: Id, cancel: str | None = None) -> Response:
+async def run_page(
+    request: Request,
+    run_id: Id,
+    cancel: str | None = None,
+    decided: str | None = None,
+    refused: str | None = None,
+) -> Response:
+    """The run; ``cancel``, ``decided``, ``refused``: what a form sent from it came to."""
     view = await load_run_view(_store(request), await _run(request, run_id))
-    context = {"active": "", "view": view, "money": money, **_cancel_said(view, cancel)}
+    said = await decision_said(request.app.state.workspace, decided, refused)
+    context = {
+        "active": "",
+        "view": view,
+        "money": money,
+        "decision_said": said,
+        **_cancel_said(view, cancel),
+    }
     return page(request, "run.html", context)
 
 

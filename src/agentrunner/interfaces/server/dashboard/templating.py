@@ -81,6 +81,20 @@ def duration(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+def time_left(deadline: float) -> str:
+    """How long until ``deadline``, in words a person reads at a glance (``23 h 5 min``)."""
+    left = deadline - time.time()
+    if left < 60:
+        return "under a minute"
+    minutes = int(left // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{hours // 24} days"
+
+
 def count(n: int | None) -> str:
     return "—" if n is None else f"{n:,}"
 
@@ -118,6 +132,7 @@ def environment() -> jinja2.Environment:
         clock=clock,
         iso=iso,
         duration=duration,
+        time_left=time_left,
         count=count,
         pretty=pretty,
         short_id=short_id,
