@@ -428,3 +428,22 @@ async def test_a_held_thread_is_not_compacted(
         assert result.status == "waiting"
     finally:
         await ws.close()
+
+
+async def test_a_short_id_finds_its_request_and_an_ambiguous_one_is_refused(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    agent("clerk", FRONT.replace("[note_create]", "[note_create, note_list]"))
+    mock.queue(Reply(tool_calls=[("note_create", {"title": "a", "body": "x"}), ("note_list", {})]))
+    ws = await open_workspace(project)
+    try:
+        first, second = (await ws.runner.run_agent("clerk", "t1", "go")).approvals
+        a, b = str(first["approval_id"]), str(second["approval_id"])
+        common = next(n for n in range(len(a)) if a[n] != b[n])
+        found = await ws.runner.waits.find(a[: common + 1])
+        assert found.id == a
+        with pytest.raises(AgentRunnerError) as ambiguous:
+            await ws.runner.waits.find(a[:common])
+        assert ambiguous.value.code is ErrorCode.VALIDATION and a in ambiguous.value.message
+    finally:
+        await ws.close()

@@ -289,9 +289,15 @@ class Waits:
         approvals = self._store.approvals
         found = await approvals.get(approval_id)
         if found is None and approval_id:
-            ids = await approvals.ids_starting(approval_id, 2)
+            ids = await approvals.ids_starting(approval_id, 3)
             if len(ids) == 1:
                 found = await approvals.get(ids[0])
+            elif ids:
+                raise AgentRunnerError(
+                    ErrorCode.VALIDATION,
+                    f"'{approval_id}' begins more than one request's id: {', '.join(ids[:2])}, …",
+                    hint="Give more of the id (agentrunner approvals lists them).",
+                )
         if found is None:
             raise AgentRunnerError(
                 ErrorCode.NOT_FOUND,
