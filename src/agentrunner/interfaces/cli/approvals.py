@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 import time
@@ -20,10 +19,11 @@ if TYPE_CHECKING:
     from agentrunner.store.approvals import ApprovalRecord, Decided
     from agentrunner.workspace.workspace import Workspace
 
-__all__ = ["approvals", "approve", "deny"]
+__all__ = ["approvals", "approve", "decider", "deny", "parse_arguments"]
 
 
-def _person() -> str:
+def decider() -> str:
+    """Who decides from this terminal: the user's login name."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (a container): still someone
@@ -87,7 +87,7 @@ def approve(
     reason: str | None = typer.Option(None, "--reason", help="Why, for the record."),
 ) -> None:
     """Approve a tool call a run waits on; the run goes on once all its requests are decided."""
-    edited = _arguments(arguments)
+    edited = parse_arguments(arguments, "--arguments") if arguments is not None else None
     scope = ("agent" if for_agent else "thread") if always else None
     _decide(approval_id, approve=True, reason=reason, arguments=edited, always=scope)
 
@@ -100,24 +100,25 @@ def deny(
     _decide(approval_id, approve=False, reason=reason, arguments=None, always=None)
 
 
-def _arguments(text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
+def parse_arguments(text: str, label: str) -> dict[str, Any]:
+    """Edited arguments as a person typed them (``label`` names where): a JSON object, or
+    ``validation``."""
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
+    hint = 'Give a JSON object, e.g. {"path": "notes.txt"}.'
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
-            f"--arguments is not valid JSON: {exc.msg} (column {exc.colno})",
-            hint='Give a JSON object, e.g. --arguments \'{"path": "notes.txt"}\'.',
+            f"{label} is not valid JSON: {exc.msg} (column {exc.colno})",
+            hint=hint,
         ) from None
     if not isinstance(value, dict):
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
-            f"--arguments must be a JSON object, not {type(value).__name__}",
-            hint='Give a JSON object, e.g. --arguments \'{"path": "notes.txt"}\'.',
+            f"{label} must be a JSON object, not {type(value).__name__}",
+            hint=hint,
         )
     return value
 
@@ -134,7 +135,7 @@ def _decide(
         decided = await ws.runner.waits.decide(
             approval_id,
             approve=approve,
-            by=_person(),
+            by=decider(),
             reason=reason,
             arguments=arguments,
             always=always,
@@ -151,28 +152,26 @@ def _decide(
     if not decided.requeued:
         err.print("[dim]the run waits for its other requests: agentrunner approvals[/]")
     if answer is not None:
-        out.print(answer)
+        out.print(escape(answer))
 
 
 async def _serve(ws: Workspace, run_id: str) -> str:
-    """Serve the mailboxes here until idle (no worker is alive); what the run came to."""
-    serving = ws.worker(concurrency=1)
-    task = asyncio.ensure_future(serving.run(until_idle=True))
-    try:
-        await task
-    except asyncio.CancelledError:
-        serving.cancel("Ctrl-C")
-        raise
-    run = await ws.app.store.runs.get(run_id)
+    """Go on with the run here (no worker is alive): what it came to."""
+    from agentrunner.workspace.approvals import go_on, paused_at, waiting_on
+
+    said: list[str] = []
+
+    def answer(kind: str, data: Any) -> None:
+        if kind == "agent.message":
+            said.append(str(data.get("text", "")))
+
+    gone = await go_on(ws, run_id, answer, after=await paused_at(ws.app.store, run_id))
+    run = gone.run
     if run is None:
         return ""
     if run.status == "waiting":
-        pending = [a for a in await ws.app.store.approvals.of_run(run_id) if a.status == "pending"]
-        ids = ", ".join(a.id for a in pending)
+        ids = ", ".join(a.id for a in await waiting_on(ws.app.store, run_id))
         return f"(the run waits again for a decision: {ids}; agentrunner approvals)"
     if run.status != "completed":
         return f"(the run {run.status}: {run.error_code or ''} {run.error_message or ''})".strip()
-    for event in reversed(await ws.app.store.events.list(run_id, limit=100_000)):
-        if event.type == "agent.message":
-            return str(event.payload.get("text", ""))
-    return ""
+    return said[-1] if said else ""
