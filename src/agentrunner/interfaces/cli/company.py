@@ -375,6 +375,14 @@ def jobs(
             for job in listed
         ],
     )
+    for job in listed:
+        for request in job.waiting_on:
+            out.print(
+                f"[yellow]job {escape(job.id)} waits[/] for a decision on "
+                f"[bold]{escape(request.tool)}[/] ({escape(request.id)}) [dim]· "
+                f"agentrunner approve {escape(request.id)} · agentrunner deny "
+                f"{escape(request.id)} --reason …[/]"
+            )
 
 
 def _age(seconds: float) -> str:

@@ -336,7 +336,9 @@ class ChannelService:
                 _transcript(channel, earlier, trigger),
                 overrides=RunAgentOverrides(
                     channel_mode=True,
-                    channel=ChannelRun(channel.id, trigger.id, trigger.thread_root_id),
+                    channel=ChannelRun(
+                        channel.id, trigger.id, trigger.thread_root_id, trigger.depth + 1
+                    ),
                     history=False,
                     tools=tuple(tools),
                 ),
@@ -352,6 +354,8 @@ class ChannelService:
                 f"could not reply ({exc.code}): {exc.message}",
             )
             raise
+        if result.stop_reason == "waiting":  # its notice was written with its pause
+            return result
         if result.stop_reason == "cancelled":
             await self._notice(channel, trigger, agent_id, claimed.id, "stopped before replying")
         elif not spoke and result.text.strip():  # it answered without the tool: deliver it
