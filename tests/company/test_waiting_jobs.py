@@ -82,3 +82,16 @@ def test_a_foreground_brief_on_a_terminal_asks_goes_on_and_writes_its_journal(
     assert job["status"] == "completed"
     [entry] = company.json("journal")
     assert entry["run_id"] == job["id"] and entry["directive"] == "Plan the launch"
+
+
+def test_stop_cancels_a_job_that_waits_for_a_person(company: Company, mock: MockProvider) -> None:
+    _needs_approval(company)
+    mock.queue(*delegating("Launch planned for May."))
+    assert company.run("brief", "Plan the launch").code == 3
+    [pending] = company.json("approvals")
+    stopped = company.ok("stop")
+    assert f"killed job {pending['run_id']} (cancelled)" in stopped.err
+    assert company.json("approvals") == []  # nothing is left waiting on an ended session
+    assert company.job(pending["run_id"])["status"] == "cancelled"
+    late = company.run("approve", pending["id"])
+    assert late.code == 1 and "approval_decided" in late.err

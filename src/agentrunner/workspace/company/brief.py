@@ -224,9 +224,10 @@ async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
 
 
 async def stop(runner: AgentRunner) -> Stopped:
-    """End the active session: its queued and running jobs are killed (as ``kill``), the last
-    brief's journal entry is written if it has none (a failure is a warning), and the session
-    is marked ended. Nothing to do when none is active."""
+    """End the active session: its queued, running and waiting jobs are killed (as ``kill``;
+    a waiting one's requests are cancelled with it), the last brief's journal entry is written
+    if it has none (a failure is a warning), and the session is marked ended. Nothing to do
+    when none is active."""
     from agentrunner.workspace.company import jobs
 
     store = runner.app.store
@@ -235,7 +236,7 @@ async def stop(runner: AgentRunner) -> Stopped:
         return Stopped(None)
     stopped = Stopped(current)
     for job in await jobs.list_jobs(store, limit=100):
-        if job.session_id == current.id and job.run.status in ("created", "running"):
+        if job.session_id == current.id and job.run.status in ("created", "running", "waiting"):
             stopped.killed.append(await jobs.kill(store, job.id))
     briefs = [
         (run_id, request["company"])
