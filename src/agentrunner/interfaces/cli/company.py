@@ -139,11 +139,12 @@ def brief(
 
 
 def _exit_for(status: str | None) -> None:
-    """A job that waits for a person exits 3 (as ``run``), a cancelled one 130, one that
-    failed after going on here 1 (its error line is printed)."""
+    """A job that waits for a person exits 3 (as ``run``), a cancelled one 130 (and one left
+    to a worker elsewhere by Ctrl-C), one that failed after going on here 1 (its error line is
+    printed)."""
     from agentrunner.interfaces.cli.run import WAITING_EXIT
 
-    codes = {"waiting": WAITING_EXIT, "cancelled": 130, "failed": 1}
+    codes = {"waiting": WAITING_EXIT, "cancelled": 130, "failed": 1, "created": 130, "running": 130}
     if status in codes:
         raise typer.Exit(codes[status])
 

@@ -95,7 +95,7 @@ def run(
     values = parse_input(input) if input else {}
     session = _Session(agent_id, new, thread, model, tuple(fallback), max_steps, values, settings)
     status = asyncio.run(_run_once(session, text, as_json))
-    if status == "cancelled":
+    if status in ("cancelled", "created", "running"):  # cancelled, or left to a worker
         raise typer.Exit(130)
     if status == "waiting":
         raise typer.Exit(WAITING_EXIT)
