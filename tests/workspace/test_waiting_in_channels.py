@@ -87,3 +87,42 @@ def test_dm_says_the_reply_waits_for_a_decision(
     [notice] = done.stdout.splitlines()
     assert "! clerk waits for a person's decision to run note_create" in notice
     assert "agentrunner approve ap_" in notice
+
+
+async def test_a_run_that_spoke_before_its_pause_is_not_made_to_speak_again(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    """It sent its message with the step that paused: once decided, its final words are not
+    delivered as a second message (it spoke by the tool, as a run that never waited would)."""
+    agent("clerk", CLERK)
+    mock.queue(
+        Reply(
+            tool_calls=[
+                ("send_message", {"text": "On it: writing the plan down."}),
+                ("note_create", {"title": "plan", "body": "x"}),
+            ]
+        ),
+        Reply(text="(the plan is written)"),
+        Reply(text="Noted."),  # a second post, which never spoke: its words are delivered
+    )
+    ws = await open_workspace(project)
+    try:
+        store = ws.app.store
+        channel = await ws.channels.create("ops", members=["clerk", "you"])
+        posted = await ws.channels.post(channel, "you", "please write the plan down")
+        await ws.worker(concurrency=1).run(until_idle=True)
+        [request] = await store.approvals.of_run(posted.run_ids[0])
+        await ws.runner.waits.decide(request.id, approve=True, by="ana")
+        await ws.worker(concurrency=1).run(until_idle=True)
+        run = await store.runs.get(posted.run_ids[0])
+        assert run is not None and run.status == "completed"
+        said = [m.content for m in await store.channels.after(channel.id, "", 100)]
+        assert said[1] == "On it: writing the plan down."
+        assert "(the plan is written)" not in said
+
+        await ws.channels.post(channel, "you", "and the budget?")
+        await ws.worker(concurrency=1).run(until_idle=True)
+        said = [m.content for m in await store.channels.after(channel.id, "", 100)]
+        assert said[-1] == "Noted."
+    finally:
+        await ws.close()
