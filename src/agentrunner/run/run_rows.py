@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from agentrunner.core.ids import new_id
 from agentrunner.events import (
@@ -67,8 +67,11 @@ class RunRows:
 
     def derive(self, kind: str, data: EventData, now: float) -> None:
         log = self.log
-        if self._channel is not None and kind in ACTIVITY:
-            self._to_channel(self._channel, kind, data, now)
+        if self._channel is not None:  # its activity and its requests go to its channel too
+            if kind in ACTIVITY:
+                self._to_channel(self._channel, kind, data, now)
+            elif kind == "approval.requested":
+                self._waiting_notice(self._channel, cast("ApprovalRequested", data), now)
         match typed(kind, data):
             case ("step.started", step):
                 self._usage, self._cost, self._attempts = {}, 0, []
@@ -95,8 +98,6 @@ class RunRows:
                 )
             case ("agent.message", message):
                 log.run_message("assistant_message", message["text"], now)
-            case ("approval.requested", asked) if self._channel is not None:
-                self._waiting_notice(self._channel, asked, now)
 
     def _to_channel(self, channel: ChannelRun, kind: str, data: EventData, now: float) -> None:
         payload = {**data, "message_id": channel.message_id, "thread": channel.thread}

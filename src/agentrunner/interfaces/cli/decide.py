@@ -162,6 +162,8 @@ async def decide_here(
         if run is None or run.status != "waiting":
             return run
         pending = await waiting_on(store, run_id)
+        if not pending:  # nothing left to ask (its requests went with a cancel)
+            return run
         after = await paused_at(store, run_id)
         for i, request in enumerate(pending):
             if not await _ask(runner, request, len(pending) - i):
