@@ -4,7 +4,8 @@ A ``step.started`` begins a step; each ``cost.updated`` is a cost row (and the a
 total) and adds to its step's usage, cost and attempts, and the attempt that succeeded completes
 the step; a tool call, its result and the final answer are run messages of the step. A run that
 ends inside a step fails it. A run that answers in a channel has its activity events
-(``agent.working``, ``agent.failed``, ``agent.idle``) written to the channel's feed too. Each row
+(``agent.working``, ``agent.failed``, ``agent.idle``) written to the channel's feed too, and
+each ``approval.requested`` of its pause as a notice in the conversation. Each row
 is added to the batch of the event that implies it, so it commits in the same transaction as the
 event.
 """
@@ -14,11 +15,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from agentrunner.core.ids import new_id
-from agentrunner.events import ACTIVITY, CostUpdated, EventData, EventSink, typed
+from agentrunner.events import (
+    ACTIVITY,
+    ApprovalRequested,
+    CostUpdated,
+    EventData,
+    EventSink,
+    typed,
+)
 from agentrunner.store.changes import channel_key
+from agentrunner.store.channels import ChannelMessage
 from agentrunner.store.records import to_json
 from agentrunner.store.run_log import RunLog
 from agentrunner.store.store import Store
@@ -34,6 +43,7 @@ class ChannelRun:
     channel_id: str
     message_id: str  # the message it answers
     thread: str | None  # the first message of that message's thread; None: top level
+    depth: int = 0  # in the chain of replies, its own messages' (the message's, plus one)
 
 
 class RunRows:
@@ -57,8 +67,11 @@ class RunRows:
 
     def derive(self, kind: str, data: EventData, now: float) -> None:
         log = self.log
-        if self._channel is not None and kind in ACTIVITY:
-            self._to_channel(self._channel, kind, data, now)
+        if self._channel is not None:  # its activity and its requests go to its channel too
+            if kind in ACTIVITY:
+                self._to_channel(self._channel, kind, data, now)
+            elif kind == "approval.requested":
+                self._waiting_notice(self._channel, cast("ApprovalRequested", data), now)
         match typed(kind, data):
             case ("step.started", step):
                 self._usage, self._cost, self._attempts = {}, 0, []
@@ -95,6 +108,32 @@ class RunRows:
                 )
             ],
             changed=channel_key(channel.channel_id),
+        )
+
+    def _waiting_notice(self, channel: ChannelRun, asked: ApprovalRequested, now: float) -> None:
+        """A channel run that waits for a person: a notice to the people in the conversation
+        naming the agent, the tool and the command that decides — written with the pause."""
+        agent, approval_id = asked["agent_id"], asked["approval_id"]
+        if asked["kind"] == "tool":
+            text = (
+                f"{agent} waits for a person's decision to run {asked['tool']}: agentrunner "
+                f"approve {approval_id} (or agentrunner deny {approval_id} --reason …)"
+            )
+        else:
+            text = f"{agent} waits for a person's answer ({approval_id}): agentrunner approvals"
+        notice = ChannelMessage(
+            channel.channel_id,
+            new_id("m_"),
+            channel.thread,
+            agent,
+            "notice",
+            text,
+            channel.depth,
+            self.log.run_id,
+            now,
+        )
+        self.log.write(
+            [self._store.channels.message_op(notice)], changed=channel_key(channel.channel_id)
         )
 
     def charge(self, cost: CostUpdated, now: float) -> dict[str, int]:

@@ -10,26 +10,22 @@ ended or waits again, and what it came to (``Outcome``).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from agentrunner.workspace.feeds import RunFeed
+from agentrunner.workspace.approvals import go_on, paused_at
 
 if TYPE_CHECKING:
     from agentrunner.events import EventData
     from agentrunner.store.approvals import ApprovalRecord, Decided
     from agentrunner.store.records import RunRecord
     from agentrunner.store.store import Store
-    from agentrunner.workspace.worker import Worker
     from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["Outcome", "asked", "decide", "outcome_of"]
 
 OnEvent = Callable[[str, "EventData"], None]
-_GOING = ("created", "running")  # a run not yet settled nor waiting again
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +112,7 @@ async def decide(
     here is cancelled too (as Ctrl-C in ``post``)."""
     store = ws.app.store
     found = await ws.runner.waits.find(approval_id)
-    point = await store.approvals.resume_point(found.run_id)  # its events go on after it
-    after = point.last_seq if point is not None else 0
+    after = await paused_at(store, found.run_id)  # its events go on after it
     decided = await ws.runner.waits.decide(
         found.id,
         approve=approve,
@@ -127,65 +122,14 @@ async def decide(
         always=always,
         answer=answer,
     )
-    served = None
-    if decided.requeued and not await store.workers.alive():
-        served = asyncio.ensure_future(_served(ws.worker(concurrency=1)))
-    elif not follow_elsewhere:
+    if not decided.requeued:
         return Outcome(decided)
-    try:
-        run = await _follow(store, found.run_id, after, on_event, served)
-        if served is not None:
-            await served
-    finally:
-        if served is not None and not served.done():
-            served.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await served
-    if not decided.requeued or run is None:
+    if not follow_elsewhere and await store.workers.alive():
+        return Outcome(decided)  # a worker goes on with it
+    gone = await go_on(ws, found.run_id, on_event, after=after)
+    if gone.run is None:
         return Outcome(decided)
-    return await outcome_of(store, decided, run)
-
-
-async def _served(serving: Worker) -> None:
-    """Serve the mailboxes here until nothing is queued or running; cancelled (Ctrl-C, a
-    client's cancel), the runs in flight are aborted and settle as cancelled."""
-    try:
-        await serving.run(until_idle=True)
-    except asyncio.CancelledError:
-        serving.cancel("cancelled while serving a decided run")
-        raise
-
-
-async def _follow(
-    store: Store,
-    run_id: str,
-    after: int,
-    on_event: OnEvent | None,
-    served: asyncio.Future[None] | None,
-) -> RunRecord | None:
-    """``run_id``'s events after ``after`` to ``on_event``, until it has ended or waits again
-    (its events are committed with its status, so the last read after that finds them all);
-    the run as it then stood."""
-    feed = RunFeed(store, run_id, after)
-
-    async def read() -> None:
-        for event in await feed.read():
-            if on_event is not None:
-                on_event(event.type, cast("EventData", event.payload))
-
-    async with feed.watching():
-        while True:
-            await read()
-            if feed.more:
-                continue
-            run = feed.run  # read as it found nothing new
-            if run is None or run.status not in _GOING:
-                await read()  # committed with its status: all there now
-                return run
-            if served is not None and served.done():
-                served.result()  # the worker here stopped with the run unsettled: its error
-                return await store.runs.get(run_id)
-            await feed.wait()
+    return await outcome_of(store, decided, gone.run)
 
 
 async def outcome_of(store: Store, decided: Decided, run: RunRecord) -> Outcome:

@@ -1,6 +1,7 @@
 """A project at a glance (``agentrunner status``): each agent in org-chart order with its state,
-its current run and today's spend; live workers; the daily limits that are nearly or wholly
-used up. What it shows of money comes from ``spend``, as ``cost`` and the budget check do.
+its current run and today's spend; the runs that wait for a person, and on what; live
+workers; the daily limits that are nearly or wholly used up. What it shows of money comes
+from ``spend``, as ``cost`` and the budget check do.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.run.spend import LimitUse, Spend, spend_report
+from agentrunner.workspace.approvals import waiting_runs
 
 if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
@@ -21,8 +23,9 @@ __all__ = ["STATES", "AgentStatus", "ProjectStatus", "project_status"]
 
 # ``disabled``: ``enabled: false`` in the agent file (whatever its runs did); otherwise from
 # its runs (``AgentStates``): ``working`` while one runs, ``error`` when the last one failed,
-# ``idle`` else (a cancelled run too: a person stopped it, the agent is free).
-STATES = ("idle", "working", "error", "disabled")
+# ``waiting`` when none of that and a run of it waits for a person, ``idle`` else (a cancelled
+# run too: a person stopped it, the agent is free).
+STATES = ("idle", "working", "waiting", "error", "disabled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +35,7 @@ class AgentStatus:
     reports_to: str | None
     depth: int  # in the org chart: 0 for a root
     state: str
-    run_id: str | None  # the run in progress
+    run_id: str | None  # the run in progress (or, waiting, the oldest run that waits)
     last_run_id: str | None
     queued: int
     spent_today: Spend
@@ -67,6 +70,8 @@ class ProjectStatus:
     # queued or running (stale ones healed first).
     session: dict[str, Any] | None = None
     jobs: list[dict[str, Any]] = field(default_factory=list)
+    # The runs that wait for a person, oldest first, each with what it waits on.
+    waiting: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[LimitUse]:
@@ -83,6 +88,7 @@ class ProjectStatus:
             "problems": self.problems,
             "session": self.session,
             "jobs": self.jobs,
+            "waiting": self.waiting,
         }
 
 
@@ -98,17 +104,22 @@ async def project_status(
     specs = _chart_order(list(agents))
     spend = await spend_report(store, budgets, agents=[spec.id for spec, _ in specs], floors=floors)
     depths = await store.mailbox.depths()
+    waiting = await waiting_runs(store)
+    waits = {requests[0].agent_id: run_id for run_id, requests in reversed(waiting.items())}
     rows = []
     for spec, depth in specs:
         state = await store.agent_states.get(spec.id)
+        shown, run_id = state.status, state.current_run_id
+        if shown == "idle" and spec.id in waits:
+            shown, run_id = "waiting", waits[spec.id]
         rows.append(
             AgentStatus(
                 agent_id=spec.id,
                 name=spec.name,
                 reports_to=spec.reports_to,
                 depth=depth,
-                state=state.status if spec.enabled else "disabled",
-                run_id=state.current_run_id,
+                state=shown if spec.enabled else "disabled",
+                run_id=run_id,
                 last_run_id=state.last_run_id,
                 queued=depths.get(spec.id, {}).get("created", 0),
                 spent_today=spend.today.get(spec.id, Spend()),
@@ -124,11 +135,23 @@ async def project_status(
         problems=len({p.file for p in agents.problems}),
         session=session,
         jobs=jobs,
+        waiting=[
+            {
+                "run_id": run_id,
+                "agent_id": requests[0].agent_id,
+                "thread_id": requests[0].thread_id,
+                "approvals": [
+                    {"id": r.id, "tool": r.tool, "expires_at": r.expires_at} for r in requests
+                ],
+            }
+            for run_id, requests in waiting.items()
+        ],
     )
 
 
 async def _company(store: Store) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """The active session and the unfinished jobs (listing heals the stale ones first)."""
+    """The active session and the unfinished jobs, those that wait for a person too (listing
+    heals the stale ones first)."""
     from agentrunner.workspace.company.jobs import list_jobs
     from agentrunner.workspace.company.session import active, spent
 
@@ -137,7 +160,7 @@ async def _company(store: Store) -> tuple[dict[str, Any] | None, list[dict[str, 
     if current is not None:
         session = {**asdict(current), "spent": (await spent(store, current)).to_dict()}
     jobs = [job.to_dict() for job in await list_jobs(store, limit=50)]
-    return session, [job for job in jobs if job["status"] in ("created", "running")]
+    return session, [job for job in jobs if job["status"] in ("created", "running", "waiting")]
 
 
 def _chart_order(specs: list[AgentSpec]) -> list[tuple[AgentSpec, int]]:

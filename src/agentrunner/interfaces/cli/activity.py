@@ -3,8 +3,8 @@
 On a terminal, a spinner per working agent below the conversation, gone when it goes idle;
 elsewhere (a pipe, a file) one plain line on stderr when an agent starts working. Either way
 each agent's work is closed by a line saying what came of it: it replied, it stayed silent, it
-failed (with its error code: its notice, with the message, is in the conversation) or it was
-cancelled.
+failed (with its error code: its notice, with the message, is in the conversation), it was
+cancelled, or it waits for a person's decision (its notice says how to decide).
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ class ActivityDisplay:
                 self.ended[run_id] = agent
             elif outcome == "cancelled":
                 self._say(f"[yellow]{escape(agent)} was cancelled[/]")
+            elif outcome == "waiting":  # its notice, in the conversation, says how to decide
+                self._say(f"[yellow]{escape(agent)} waits for a decision[/]")
             elif run_id not in self.told:
                 self._failed(agent, "internal")
             self.spoke.discard(run_id)

@@ -21,10 +21,11 @@ if TYPE_CHECKING:
     from agentrunner.workspace.decisions import Outcome
     from agentrunner.workspace.workspace import Workspace
 
-__all__ = ["answer", "approvals", "approve", "deny", "grants"]
+__all__ = ["answer", "approvals", "approve", "decider", "deny", "grants", "parse_arguments"]
 
 
-def _person() -> str:
+def decider() -> str:
+    """Who decides from this terminal: the user's login name."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (a container): still someone
@@ -139,7 +140,7 @@ def approve(
     reason: str | None = typer.Option(None, "--reason", help="Why, for the record."),
 ) -> None:
     """Approve a tool call a run waits on; the run goes on once all its requests are decided."""
-    edited = _arguments(arguments)
+    edited = parse_arguments(arguments, "--arguments") if arguments is not None else None
     scope = ("agent" if for_agent else "thread") if always else None
     _decide(approval_id, approve=True, reason=reason, arguments=edited, always=scope)
 
@@ -160,24 +161,25 @@ def answer(
     _decide(approval_id, approve=True, reason=None, arguments=None, always=None, answer=text)
 
 
-def _arguments(text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
+def parse_arguments(text: str, label: str) -> dict[str, Any]:
+    """Edited arguments as a person typed them (``label`` names where): a JSON object, or
+    ``validation``."""
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
+    hint = 'Give a JSON object, e.g. {"path": "notes.txt"}.'
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
-            f"--arguments is not valid JSON: {exc.msg} (column {exc.colno})",
-            hint='Give a JSON object, e.g. --arguments \'{"path": "notes.txt"}\'.',
+            f"{label} is not valid JSON: {exc.msg} (column {exc.colno})",
+            hint=hint,
         ) from None
     if not isinstance(value, dict):
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
-            f"--arguments must be a JSON object, not {type(value).__name__}",
-            hint='Give a JSON object, e.g. --arguments \'{"path": "notes.txt"}\'.',
+            f"{label} must be a JSON object, not {type(value).__name__}",
+            hint=hint,
         )
     return value
 
@@ -198,7 +200,7 @@ def _decide(
             ws,
             approval_id,
             approve=approve,
-            by=_person(),
+            by=decider(),
             reason=reason,
             arguments=arguments,
             always=always,
@@ -216,7 +218,7 @@ def _decide(
         err.print("[dim]the run waits for its other requests: agentrunner approvals[/]")
     said = _answer(outcome)
     if said is not None:
-        out.print(said)
+        out.print(escape(said))  # the agent's words, brackets and all (not Rich markup)
 
 
 def _answer(outcome: Outcome) -> str | None:

@@ -19,6 +19,7 @@ from agentrunner.interfaces.cli.console import Column, err, listing, out
 if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
+    from agentrunner.interfaces.cli.run import EventPrinter
     from agentrunner.run.runner import AgentRunner
     from agentrunner.run.spend import RunSpend
     from agentrunner.store.records import RunRecord
@@ -34,6 +35,7 @@ _STATE_COLORS = {
     "created": "yellow",
     "failed": "red",
     "cancelled": "yellow",
+    "waiting": "yellow",
 }
 
 
@@ -79,7 +81,7 @@ def start(
     session thread with the journal's recent history, introduces itself and confirms its team."""
     from agentrunner.workspace.company import brief as briefs
 
-    async def work(runner: AgentRunner) -> Briefed:
+    async def work(runner: AgentRunner) -> tuple[Briefed, str | None]:
         return await _foreground(
             runner,
             lambda callbacks, abort: briefs.start(
@@ -87,7 +89,7 @@ def start(
             ),
         )
 
-    briefed = _with_runner(work)
+    briefed, status = _with_runner(work)
     if briefed.run_id is None:
         err.print(
             f"[dim]resuming session {escape(briefed.session.id)} · thread "
@@ -100,6 +102,7 @@ def start(
             "{thread}", escape(briefed.session.thread_id)
         ),
     )
+    _exit_for(status)
 
 
 def brief(
@@ -121,7 +124,7 @@ def brief(
         return
     from agentrunner.workspace.company import brief as briefs
 
-    async def work(runner: AgentRunner) -> Briefed:
+    async def work(runner: AgentRunner) -> tuple[Briefed, str | None]:
         return await _foreground(
             runner,
             lambda callbacks, abort: briefs.brief(
@@ -129,11 +132,21 @@ def brief(
             ),
         )
 
-    briefed = _with_runner(work)
+    briefed, status = _with_runner(work)
     if briefed.journal is not None:
         err.print(f"[dim]journal: {escape(briefed.journal.summary)}[/]")
-    if briefed.result is not None and briefed.result.stop_reason == "cancelled":
-        raise typer.Exit(130)
+    _exit_for(status)
+
+
+def _exit_for(status: str | None) -> None:
+    """A job that waits for a person exits 3 (as ``run``), a cancelled one 130 (and one left
+    to a worker elsewhere by Ctrl-C), one that failed after going on here 1 (its error line is
+    printed)."""
+    from agentrunner.interfaces.cli.run import WAITING_EXIT
+
+    codes = {"waiting": WAITING_EXIT, "cancelled": 130, "failed": 1, "created": 130, "running": 130}
+    if status in codes:
+        raise typer.Exit(codes[status])
 
 
 def _brief_background(text: str) -> None:
@@ -171,13 +184,16 @@ def _warn(warning: str) -> None:
 
 async def _foreground(
     runner: AgentRunner, call: Callable[[Any, Any], Awaitable[Briefed]]
-) -> Briefed:
-    """Run a start or brief here, its events printed as they happen; Ctrl-C cancels it. The
-    end lines are read back from the store, as ``logs`` prints them."""
+) -> tuple[Briefed, str | None]:
+    """Run a start or brief here, its events printed as they happen; Ctrl-C cancels it. A job
+    that waits for a person is decided on a terminal and goes on here (``decide``), else the
+    commands that decide it are printed. The end lines are read back from the store, as
+    ``logs`` prints them. The job's status at the end (None: nothing was run)."""
     from agentrunner.engine.abort import AbortSignal
     from agentrunner.errors import AgentRunnerError
     from agentrunner.interfaces.cli.run import EventPrinter
     from agentrunner.run.callbacks import AgentRunnerCallbacks
+    from agentrunner.workspace.company.brief import journal_brief
     from agentrunner.workspace.company.session import root_agent
 
     root = root_agent(runner.app.config, runner.app.agents)
@@ -198,15 +214,31 @@ async def _foreground(
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         printer.end()
+    run = await runner.app.store.runs.get(briefed.run_id) if briefed.run_id else None
+    if run is not None and run.status == "waiting":
+        run = await _waiting(runner, run, printer, header)
+        await journal_brief(runner, briefed)  # a brief that waited, once it went on here
     for warning in briefed.warnings:
         err.print(f"[yellow]warning:[/] {escape(warning)}")
     if briefed.opened and briefed.run_id is not None:
         err.print(f"[dim]started session {escape(briefed.session.id)}[/]")
-    if briefed.run_id is not None:
-        run = await runner.app.store.runs.get(briefed.run_id)
-        if run is not None:
-            await _print_end(runner.app.store, run)
-    return briefed
+    if run is not None:
+        await _print_end(runner.app.store, run)
+    return briefed, run.status if run is not None else None
+
+
+async def _waiting(
+    runner: AgentRunner, run: RunRecord, printer: EventPrinter, header: _Header
+) -> RunRecord | None:
+    """A job that waits for a person: asked about on a terminal, and gone on with here
+    (printed as it goes); otherwise, the commands that decide it."""
+    from agentrunner.interfaces.cli.decide import asked_of, decide_here, on_terminal, print_waiting
+    from agentrunner.workspace.approvals import waiting_on
+
+    if on_terminal():
+        return await decide_here(runner, run.id, printer, header)
+    print_waiting(asked_of(await waiting_on(runner.app.store, run.id)), run.id, run.thread_id)
+    return run
 
 
 class _Header:
@@ -344,6 +376,14 @@ def jobs(
             for job in listed
         ],
     )
+    for job in listed:
+        for request in job.waiting_on:
+            out.print(
+                f"[yellow]job {escape(job.id)} waits[/] for a decision on "
+                f"[bold]{escape(request.tool)}[/] ({escape(request.id)}) [dim]· "
+                f"agentrunner approve {escape(request.id)} · agentrunner deny "
+                f"{escape(request.id)} --reason …[/]"
+            )
 
 
 def _age(seconds: float) -> str:

@@ -6,7 +6,6 @@ import asyncio
 import json
 import signal
 import sys
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
     from agentrunner.events import Event, EventData, ThreadCompacted
     from agentrunner.run.request import RunResult
     from agentrunner.run.runner import AgentRunner
+    from agentrunner.store.records import RunRecord
 
 __all__ = ["EventPrinter", "chat", "run"]
 
@@ -94,10 +94,10 @@ def run(
     text = read_message(message)
     values = parse_input(input) if input else {}
     session = _Session(agent_id, new, thread, model, tuple(fallback), max_steps, values, settings)
-    result = asyncio.run(_run_once(session, text, as_json))
-    if result is not None and result.stop_reason == "cancelled":
+    status = asyncio.run(_run_once(session, text, as_json))
+    if status in ("cancelled", "created", "running"):  # cancelled, or left to a worker
         raise typer.Exit(130)
-    if result is not None and result.stop_reason == "waiting":
+    if status == "waiting":
         raise typer.Exit(WAITING_EXIT)
 
 
@@ -143,19 +143,18 @@ async def _open(session: _Session) -> tuple[AgentRunner, str]:
         raise
 
 
-async def _run_once(session: _Session, message: str, as_json: bool) -> RunResult | None:
+async def _run_once(session: _Session, message: str, as_json: bool) -> str:
+    """The run's status once this command is done with it."""
     runner, thread_id = await _open(session)
     try:
-        result = await _turn(runner, session, thread_id, message, stream=not as_json)
-        if as_json:
-            out.print_json(data=result.to_dict())
-        return result
+        return await _turn(runner, session, thread_id, message, stream=not as_json)
     finally:
         await runner.close()
 
 
 async def _chat(session: _Session) -> None:
     from agentrunner.errors import AgentRunnerError
+    from agentrunner.interfaces.cli.decide import read_line
 
     runner, thread_id = await _open(session)
     err.print(
@@ -164,7 +163,7 @@ async def _chat(session: _Session) -> None:
     )
     try:
         while True:
-            line = await _prompt("you › ")
+            line = await read_line("you › ")
             if line is None or line.strip() in ("/exit", "/quit"):
                 return
             if not line.strip():
@@ -177,40 +176,13 @@ async def _chat(session: _Session) -> None:
         await runner.close()
 
 
-async def _prompt(text: str) -> str | None:
-    """A line from the person, or None when they quit (Ctrl-D, or Ctrl-C at the prompt).
-
-    The line is read on a daemon thread: a thread blocked in ``input()`` cannot be stopped,
-    and a pool thread would keep the process alive after Ctrl-C until Enter is pressed."""
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[str | None] = loop.create_future()
-
-    def settle(value: str | None) -> None:
-        if not answer.done():
-            answer.set_result(value)
-
-    def read() -> None:
-        try:
-            line: str | None = input(text)
-        except (EOFError, KeyboardInterrupt):
-            line = None
-        loop.call_soon_threadsafe(settle, line)
-
-    threading.Thread(target=read, daemon=True, name="agentrunner-chat-input").start()
-    loop.add_signal_handler(signal.SIGINT, settle, None)
-    try:
-        line = await answer
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
-    if line is None:
-        sys.stderr.write("\n")  # leave the terminal on a fresh line
-    return line
-
-
 async def _turn(
     runner: AgentRunner, session: _Session, thread_id: str, message: str, *, stream: bool
-) -> RunResult:
+) -> str:
+    """One turn, streamed (else printed as JSON); on a terminal, what it waits on is asked
+    and the run goes on here. The run's status once done with it."""
     from agentrunner.engine.abort import AbortSignal
+    from agentrunner.interfaces.cli.decide import decide_here, on_terminal
     from agentrunner.run.callbacks import AgentRunnerCallbacks
     from agentrunner.run.request import RunAgentOverrides
 
@@ -238,9 +210,15 @@ async def _turn(
         loop.remove_signal_handler(signal.SIGINT)
         if printer is not None:
             printer.end()
-    if stream:
-        _footer(result, thread_id)
-    return result
+    if printer is None:
+        out.print_json(data=result.to_dict())
+        return result.status
+    if result.status == "waiting" and on_terminal():
+        run = await decide_here(runner, result.run_id, printer)
+        if run is not None:
+            return _ended(await _with_spend(runner, run))
+    _footer(result, thread_id)
+    return result.status
 
 
 class EventPrinter:
@@ -343,30 +321,72 @@ def _told(event: Event) -> str | None:
 
 
 def _footer(result: RunResult, thread_id: str) -> None:
+    from agentrunner.interfaces.cli.decide import print_waiting
+
     if result.stop_reason == "waiting":
-        for request in result.approvals:
-            arguments = json.dumps(request["arguments"], ensure_ascii=False)
-            err.print(
-                f"[yellow]waiting for a decision[/] on [bold]{escape(request['tool'])}[/]"
-                f"({escape(arguments[:300])}) [dim]· {escape(request['rule'])}[/]\n"
-                f"  [dim]approve:[/] agentrunner approve {request['approval_id']}"
-                f"   [dim]deny:[/] agentrunner deny {request['approval_id']} --reason …"
-            )
-        err.print(
-            f"[dim]run {result.run_id} waits (it holds thread {escape(thread_id)}); "
-            "agentrunner approvals lists what waits[/]"
-        )
+        asked = [(a["approval_id"], a["tool"], a["arguments"], a["rule"]) for a in result.approvals]
+        print_waiting(asked, result.run_id, thread_id)
         return
-    if result.stop_reason == "cancelled":
-        cost = f"${result.cost_usd:.4f}" if result.cost_known else "cost unknown"
-        estimated = " (estimated)" if result.usage.estimated else ""
-        err.print(
-            f"[yellow]cancelled[/] [dim]· {result.usage.total_tokens:,} tokens{estimated} · "
-            f"{cost} · run {result.run_id}[/]"
-        )
-        return
-    cost = f"${result.cost_usd:.4f}" if result.cost_known else "cost unknown"
-    err.print(
-        f"[dim]{result.usage.total_tokens:,} tokens · {cost} · {result.stop_reason} · "
-        f"{escape(result.model or '')} · run {result.run_id} · thread {escape(thread_id)}[/]"
+    _end_line(
+        result.stop_reason,
+        result.usage.total_tokens,
+        result.usage.estimated,
+        result.cost_usd if result.cost_known else None,
+        result.model,
+        result.run_id,
+        thread_id,
     )
+
+
+def _end_line(
+    stop_reason: str,
+    tokens: int,
+    estimated: bool,
+    cost_usd: float | None,
+    model: str | None,
+    run_id: str,
+    thread_id: str | None,
+) -> None:
+    cost = f"${cost_usd:.4f}" if cost_usd is not None else "cost unknown"
+    if stop_reason == "cancelled":
+        said = " (estimated)" if estimated else ""
+        err.print(f"[yellow]cancelled[/] [dim]· {tokens:,} tokens{said} · {cost} · run {run_id}[/]")
+        return
+    err.print(
+        f"[dim]{tokens:,} tokens · {cost} · {stop_reason} · {escape(model or '')} · "
+        f"run {run_id} · thread {escape(thread_id or '—')}[/]"
+    )
+
+
+async def _with_spend(runner: AgentRunner, run: RunRecord) -> RunRecord:
+    from agentrunner.run.spend import with_spend
+
+    return await with_spend(runner.app.store, run)
+
+
+def _ended(run: RunRecord) -> str:
+    """The end of a run that went on here after its decisions: its line, or its error raised
+    (as a run that fails in this process raises it); its status."""
+    from agentrunner.errors import AgentRunnerError, ErrorCode, code_info
+
+    if run.status == "failed":
+        code = ErrorCode(run.error_code or "internal")
+        raise AgentRunnerError(
+            code,
+            run.error_message or "the run failed",
+            hint=code_info(code).action,
+            details={"run_id": run.id},
+        )
+    if run.status in ("completed", "cancelled"):
+        usage = run.token_usage or {}
+        tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+        _end_line(
+            run.stop_reason or run.status,
+            tokens,
+            bool(usage.get("estimated")),
+            run.cost_micros / 1e6 if run.cost_known else None,
+            run.model,
+            run.id,
+            run.thread_id,
+        )
+    return run.status

@@ -17,6 +17,7 @@ from agentrunner.interfaces.cli.cost import cache_line
 
 if TYPE_CHECKING:
     from agentrunner.run.spend import CacheSpend
+    from agentrunner.store.approvals import ApprovalRecord
     from agentrunner.store.records import RunRecord, StepRecord, ThreadSummary
     from agentrunner.store.store import Store
 
@@ -329,9 +330,10 @@ def runs_show(
         from agentrunner.run.spend import with_spend
 
         run = await with_spend(store, await find_run(store, run_id))
-        return run, await store.runs.steps(run.id), await store.runs.messages(run.id)
+        steps, messages = await store.runs.steps(run.id), await store.runs.messages(run.id)
+        return run, steps, messages, await store.approvals.of_run(run.id)
 
-    run, steps, messages = _with_store(load)
+    run, steps, messages, approvals = _with_store(load)
     cache = _run_cache(run, steps)
     if as_json:
         out.print_json(
@@ -340,6 +342,7 @@ def runs_show(
                 "steps": [s.to_dict() for s in steps],
                 "messages": [m.to_dict() for m in messages],
                 "cache": cache.to_dict(),
+                "approvals": [a.to_dict() for a in approvals],
             }
         )
         return
@@ -419,6 +422,41 @@ def runs_show(
                 else m.content[:160] + ("…" if len(m.content) > 160 else "")
             )
             _hanging(f"  [bold]{label}[/]:", escape(text))
+    if approvals:
+        _print_approvals(approvals)
+
+
+_DECIDED = {"approved": "green", "denied": "red", "expired": "red", "cancelled": "yellow"}
+
+
+def _print_approvals(approvals: list[ApprovalRecord]) -> None:
+    """Each request of the run: the tool, what became of it — who decided, when, why, with
+    which arguments, for how long — and whether the call ran."""
+    out.print("[bold]Approvals[/]")
+    for a in approvals:
+        color = _DECIDED.get(a.status, "yellow")
+        if a.status == "pending":
+            what = f"[yellow]pending[/] · decide: agentrunner approve {a.id}"
+        elif a.decided_by is not None:
+            what = f"[{color}]{a.status}[/] by {escape(a.decided_by)} · {_when(a.decided_at)}"
+        else:
+            what = f"[{color}]{a.status}[/] · {_when(a.decided_at)}"
+        if a.always:
+            what += f" · always, on this {a.always}"
+        if a.status == "approved":
+            what += f" · execution {a.execution or 'not yet'}"
+        _hanging(f"  [cyan]{escape(a.tool)}[/]", f"{what} [dim]({escape(a.id)})[/]")
+        if a.reason:
+            _hanging("    reason:", escape(a.reason))
+        asked = json.dumps(a.arguments, ensure_ascii=False)
+        if a.edited and a.arguments_used is not None:
+            used = json.dumps(a.arguments_used, ensure_ascii=False)
+            _hanging(
+                "    arguments edited:",
+                f"{escape(used[:300])} [dim](asked: {escape(asked[:300])})[/]",
+            )
+        else:
+            _hanging("    arguments:", f"[dim]{escape(asked[:300])}[/]")
 
 
 def _hanging(label: str, text: str) -> None:

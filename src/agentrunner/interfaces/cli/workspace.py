@@ -178,11 +178,15 @@ def dm(
 
 async def _raise_if_failed(ws: Workspace, run_ids: list[str]) -> None:
     """The agent's reply failed (its notice is printed above): fail the command with its error,
-    unless a worker elsewhere is still on it."""
+    unless a worker elsewhere is still on it; it waits for a person's decision (its notice says
+    how to decide): exit 3, as ``run`` does."""
     from agentrunner.errors import AgentRunnerError, ErrorCode, code_info
+    from agentrunner.interfaces.cli.run import WAITING_EXIT
 
     for run_id in run_ids:
         run = await ws.app.store.runs.get(run_id)
+        if run is not None and run.status == "waiting":
+            raise typer.Exit(WAITING_EXIT)
         if run is not None and run.status in ("failed", "cancelled"):
             code = ErrorCode(run.error_code or "cancelled")
             raise AgentRunnerError(
@@ -214,8 +218,9 @@ def worker(
 def status(
     as_json: bool = typer.Option(False, "--json", help="Print it as JSON, for scripts."),
 ) -> None:
-    """The agents down the org chart: state, current run, queued runs, today's spend; live
-    workers; the daily limits nearly or wholly used up."""
+    """The agents down the org chart: state, current run, queued runs, today's spend; the runs
+    that wait for a person's decision, and on what; live workers; the daily limits nearly or
+    wholly used up."""
     from agentrunner.interfaces.cli.cost import floors_of, with_project_store
     from agentrunner.workspace.status import project_status
 
@@ -233,6 +238,7 @@ def status(
 _STATE_COLORS = {
     "idle": "green",
     "working": "cyan",
+    "waiting": "yellow",
     "error": "red",
     "disabled": "dim",
 }
@@ -283,6 +289,13 @@ def _print_status(report: ProjectStatus) -> None:
         out.print(
             f"[cyan]job[/] {escape(job['id'])} · {job['status']} · {where} · {escape(what[:60])}",
         )
+    for waits in report.waiting:
+        for request in waits["approvals"]:
+            out.print(
+                f"[yellow]waiting[/] {escape(waits['run_id'])} · {escape(waits['agent_id'])} · "
+                f"[bold]{escape(request['tool'])}[/] ({escape(request['id'])}) [dim]· "
+                f"agentrunner approve {escape(request['id'])}[/]"
+            )
     out.print(f"today (UTC): {usd(report.spent_today.micros)} spent")
     for use in report.warnings:
         color = "red" if use.state == "exceeded" else "yellow"

@@ -336,7 +336,9 @@ class ChannelService:
                 _transcript(channel, earlier, trigger),
                 overrides=RunAgentOverrides(
                     channel_mode=True,
-                    channel=ChannelRun(channel.id, trigger.id, trigger.thread_root_id),
+                    channel=ChannelRun(
+                        channel.id, trigger.id, trigger.thread_root_id, trigger.depth + 1
+                    ),
                     history=False,
                     tools=tuple(tools),
                 ),
@@ -352,6 +354,11 @@ class ChannelService:
                 f"could not reply ({exc.code}): {exc.message}",
             )
             raise
+        if result.stop_reason == "waiting":  # its notice was written with its pause
+            return result
+        # served before (it waited for a person, or lost its worker): what it said then counts
+        if not spoke and claimed.attempts > 1 and await self._spoke_before(claimed.id):
+            spoke.append("before")
         if result.stop_reason == "cancelled":
             await self._notice(channel, trigger, agent_id, claimed.id, "stopped before replying")
         elif not spoke and result.text.strip():  # it answered without the tool: deliver it
@@ -366,6 +373,14 @@ class ChannelService:
         elif not spoke:
             await self.store.runs.set_stop_reason(claimed.id, "no_tool_call")
         return result
+
+    async def _spoke_before(self, run_id: str) -> bool:
+        """Whether run ``run_id`` called ``send_message`` or ``do_nothing`` when it was served
+        before: an answer it gives now is then not delivered as a message of its own."""
+        return any(
+            m.message_type == "tool_call_message" and m.tool_name in (SEND_MESSAGE, DO_NOTHING)
+            for m in await self.store.runs.messages(run_id)
+        )
 
     async def _notice(
         self, channel: Channel, trigger: ChannelMessage, agent_id: str, run_id: str, text: str

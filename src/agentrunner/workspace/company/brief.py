@@ -42,6 +42,7 @@ __all__ = [
     "Stopped",
     "brief",
     "intro_message",
+    "journal_brief",
     "queue_brief",
     "start",
     "stop",
@@ -65,6 +66,7 @@ class Briefed:
     journal: JournalEntry | None = None
     warnings: list[str] = field(default_factory=list)
     opened: bool = False  # a new session was opened
+    directive: str | None = None  # a brief's, as the person gave it
 
 
 @dataclass
@@ -151,25 +153,40 @@ async def brief(
     warn: Callable[[str], None] | None = None,
 ) -> Briefed:
     """Send ``directive`` to the active session (opening one if none), run it here, then write
-    its journal entry. A failed run raises its error, as ``run_agent`` does; a journal that
-    cannot be written is a warning in the result. The budget is checked first, as ``start`` does."""
+    its journal entry (``journal_brief``: not yet for a run that waits for a person). A failed
+    run raises its error, as ``run_agent`` does; a journal that cannot be written is a warning
+    in the result. The budget is checked first, as ``start`` does."""
     _check_directive(directive)
     store = runner.app.store
     root = session.root_agent(runner.app.config, runner.app.agents)
     spending = _told(await _budget_warnings(runner, root), warn)
     current, message, warnings, opened = await _session_for(store, root.id, directive)
-    briefed = Briefed(current, root, warnings=spending + warnings, opened=opened)
+    briefed = Briefed(
+        current, root, warnings=spending + warnings, opened=opened, directive=directive
+    )
     briefed.run_id, briefed.result = await _run_here(
         runner, current, root, message, {"kind": "brief", "directive": directive}, callbacks, abort
     )
-    if briefed.result.stop_reason != "cancelled":
-        try:
-            briefed.journal = await journal.write_entry(
-                runner, current, root, briefed.run_id, directive
-            )
-        except Exception as exc:
-            briefed.warnings.append(f"the journal entry was not written: {_why(exc)}")
+    await journal_brief(runner, briefed)
     return briefed
+
+
+async def journal_brief(runner: AgentRunner, briefed: Briefed) -> None:
+    """Write a foreground brief's journal entry once its run has completed — at its end, or
+    after it waited for a person and went on (``brief`` cannot write it while the run waits).
+    Nothing for a run that did not complete, nor for a ``start``; an entry that cannot be
+    written is a warning in ``briefed``."""
+    if briefed.directive is None or briefed.run_id is None or briefed.journal is not None:
+        return
+    run = await runner.app.store.runs.get(briefed.run_id)
+    if run is None or run.status != "completed":
+        return
+    try:
+        briefed.journal = await journal.write_entry(
+            runner, briefed.session, briefed.root, briefed.run_id, briefed.directive
+        )
+    except Exception as exc:
+        briefed.warnings.append(f"the journal entry was not written: {_why(exc)}")
 
 
 async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
@@ -207,9 +224,10 @@ async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
 
 
 async def stop(runner: AgentRunner) -> Stopped:
-    """End the active session: its queued and running jobs are killed (as ``kill``), the last
-    brief's journal entry is written if it has none (a failure is a warning), and the session
-    is marked ended. Nothing to do when none is active."""
+    """End the active session: its queued, running and waiting jobs are killed (as ``kill``;
+    a waiting one's requests are cancelled with it), the last brief's journal entry is written
+    if it has none (a failure is a warning), and the session is marked ended. Nothing to do
+    when none is active."""
     from agentrunner.workspace.company import jobs
 
     store = runner.app.store
@@ -218,7 +236,7 @@ async def stop(runner: AgentRunner) -> Stopped:
         return Stopped(None)
     stopped = Stopped(current)
     for job in await jobs.list_jobs(store, limit=100):
-        if job.session_id == current.id and job.run.status in ("created", "running"):
+        if job.session_id == current.id and job.run.status in ("created", "running", "waiting"):
             stopped.killed.append(await jobs.kill(store, job.id))
     briefs = [
         (run_id, request["company"])

@@ -24,11 +24,13 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.run_ids import find_run
 from agentrunner.run.spend import with_spend
 from agentrunner.store.records import RUN_ENDED
+from agentrunner.workspace.approvals import waiting_on
 from agentrunner.workspace.feeds import RunFeed, descendants
 
 if TYPE_CHECKING:
     from agentrunner.config import Config
     from agentrunner.run.runner import AgentRunner
+    from agentrunner.store.approvals import ApprovalRecord
     from agentrunner.store.records import RunRecord
     from agentrunner.store.store import Store
     from agentrunner.workspace.workspace import Workspace
@@ -58,6 +60,7 @@ _spawned: list[subprocess.Popen[bytes]] = []  # kept, so none is reaped (and war
 class Job:
     run: RunRecord
     session_id: str | None = None
+    waiting_on: tuple[ApprovalRecord, ...] = ()  # a waiting job's pending requests
 
     @property
     def id(self) -> str:
@@ -89,6 +92,7 @@ class Job:
             "kind": self.kind,
             "background": self.background,
             "directive": self.directive,
+            "waiting_on": [request.to_dict() for request in self.waiting_on],
         }
 
 
@@ -257,10 +261,14 @@ async def _write_journals(runner: AgentRunner, failed: set[str]) -> None:
 
 async def list_jobs(store: Store, *, limit: int = 20) -> list[Job]:
     """The company's jobs, newest first, stale ones healed first; each with what it has spent
-    so far (``spend.with_spend``)."""
+    so far (``spend.with_spend``), and a waiting one with what it waits on."""
     await heal(store)
     return [
-        Job(await with_spend(store, run), session_id)
+        Job(
+            await with_spend(store, run),
+            session_id,
+            tuple(await waiting_on(store, run.id)) if run.status == "waiting" else (),
+        )
         for run, session_id in await store.company.jobs(limit=limit)
     ]
 
