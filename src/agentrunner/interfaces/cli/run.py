@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from agentrunner.run.runner import AgentRunner
     from agentrunner.store.records import RunRecord
 
-__all__ = ["EventPrinter", "chat", "run"]
+__all__ = ["WAITING_EXIT", "EventPrinter", "chat", "run"]
 
 
 @dataclass(frozen=True, slots=True)
