@@ -18,12 +18,14 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
+from agentrunner.engine.budget import CostTracker
 from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult, Usage
-from agentrunner.engine.pause import Policy, Resumed, TurnPaused
+from agentrunner.engine.pause import Policy, Resumed, TurnPaused, Verdict
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.run.guards import Guards
 
 if TYPE_CHECKING:
-    from agentrunner.agents.spec import AgentSpec
+    from agentrunner.agents.spec import AgentSpec, Trust
     from agentrunner.engine.messages import Message
     from agentrunner.engine.tools import Tool
     from agentrunner.events import ApprovalRequested
@@ -53,24 +55,59 @@ def denial(record: ApprovalRecord) -> str:
 
 
 class Waits:
-    """The runs that wait for a person, over ``store``."""
+    """The runs that wait for a person, over ``store``; ``guards``: the tool policies that
+    judge their calls besides their agents' approval rules (``run.guards``)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, guards: Guards | None = None) -> None:
         self._store = store
+        self._guards = guards or Guards()
 
-    async def policy(self, agent: AgentSpec, thread_id: str | None) -> Policy | None:
-        """Which of ``agent``'s calls wait for a person on ``thread_id``; None (nothing read)
-        for an agent with no rules — every agent's run asks this, so that costs nothing."""
+    async def policy(
+        self,
+        agent: AgentSpec,
+        thread_id: str | None,
+        cost: CostTracker | None = None,
+        trust: Trust | None = None,
+        *,
+        run_id: str = "",
+        waits: bool = True,
+    ) -> Policy | None:
+        """The verdict on each of ``agent``'s calls in a run on ``thread_id`` (``cost``: what
+        it has spent so far; ``trust``: its trust) — its approval rules and the tool policies
+        in one: deny wins over ask, ask over allow. A person's "always" (a grant) lets an ask
+        through, never a deny. A run that cannot wait (``waits`` false: a delegation) is
+        denied what would ask. None (nothing read) for an agent with no rules where there are
+        no policies — every agent's run asks this, so that costs nothing."""
         rules = agent.approval
-        if rules is None:
+        if rules is None and not self._guards.policies:
             return None
+        cost = cost or CostTracker()
+        judge = self._guards.judge(
+            agent, run_id=run_id, thread_id=thread_id, cost=cost, trust=trust or agent.trust
+        )
         granted = await self._store.approvals.grants_for(agent.id, thread_id)
 
-        def policy(call: ToolCall, tool: Tool) -> str | None:
-            rule = rules.rule_for(call.name, destructive=tool.destructive, server=tool.server)
-            if rule is None or any(fnmatchcase(call.name, g) for g in granted):
+        def policy(call: ToolCall, tool: Tool) -> Verdict | None:
+            verdict = judge(call, tool) if judge is not None else None
+            if verdict is not None and verdict.action == "deny":
+                return verdict
+            rule = None
+            if rules is not None:
+                found = rules.rule_for(call.name, destructive=tool.destructive, server=tool.server)
+                rule = found or rules.over_spend(cost.micros)
+            if rule is not None:
+                verdict = Verdict.ask(rule)
+            elif verdict is None or verdict.action != "ask":
                 return None
-            return rule
+            if any(fnmatchcase(call.name, g) for g in granted):
+                return None
+            if not waits:
+                return Verdict.deny(
+                    f"it needs a person's yes ({verdict.rule}), which a delegated run cannot "
+                    "wait for",
+                    verdict.by or "approval",
+                )
+            return verdict
 
         return policy
 
