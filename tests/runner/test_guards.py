@@ -101,6 +101,24 @@ async def test_a_policy_denies_a_call_the_model_is_told_why_and_the_run_goes_on(
         await runner.close()
 
 
+async def test_denials_are_not_the_model_s_mistakes_to_correct(
+    project: Path, agent: Agent, mock: MockProvider
+) -> None:
+    """limits.max_corrections (3) counts the model's invalid calls, not calls a policy denied:
+    five denied calls in a step, and one more after, leave the run going on."""
+    extension(project, POLICY)
+    agent("clerk", NOTES)
+    create = ("note_create", {"title": "plan", "body": "x"})
+    mock.queue(Reply(tool_calls=[create] * 5), Reply(tool_calls=[create]), Reply(text="fine"))
+    runner = await open_runner(project)
+    try:
+        result = await runner.run_agent("clerk", "t1", "write it")
+        assert result.status == "completed" and result.text == "fine"
+        assert len(tool_results(mock)) == 6
+    finally:
+        await runner.close()
+
+
 BOTH = """
 def policy(check):
     if check.name == "note_create":

@@ -112,6 +112,9 @@ class ToolCalls:
                 continue
             if verdict.action == "deny":
                 self.settle(call, verdict.told, error=True)
+                # not the model's mistake: credited against the count its error result adds
+                # when the step's results are appended (now, or after a pause)
+                self.corrections -= 1
             else:
                 pending.append(Pending(call, verdict.rule, position))
         return pending

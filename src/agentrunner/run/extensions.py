@@ -88,7 +88,10 @@ class Extensions:
         ``check.ask(reason)`` (a person decides first). A plain function: it is asked on every
         call of every run, so it must be quick."""
         if name in BUILT_IN:
-            raise self._error(f"tool policy '{name}' is a built-in policy's name ([guards])")
+            raise self._error(
+                f"tool policy '{name}' is a built-in policy's name ([guards] {name})",
+                "Name the policy something of its own.",
+            )
         self._claim("tool policy", name)
         self.guards.policies.append((name, policy))
 
