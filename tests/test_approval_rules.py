@@ -65,7 +65,11 @@ def test_no_rules_anywhere_is_none() -> None:
         ("approval:\n  timeout_s: .nan", 4, "seconds, got nan"),
         ("approval:\n  timeout_s: true", 4, "seconds, got True"),
         ("approval:\n  tools: []\n  tool: [x]", 5, "unknown key 'approval.tool' (did you mean"),
-        ("approval: yes", 3, "'approval' must be a mapping of tools, destructive, timeout_s"),
+        (
+            "approval: yes",
+            3,
+            "'approval' must be a mapping of tools, destructive, above_usd, timeout_s",
+        ),
         ("approval: [write_file]", 3, "or false, got ['write_file']"),
     ],
 )

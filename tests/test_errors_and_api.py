@@ -50,6 +50,7 @@ def test_taxonomy_is_closed_and_complete() -> None:
     agents = {"agent_disabled"}
     company = {"session_active"}
     people = {"approval_decided", "thread_waiting"}  # a person in the loop (docs/approvals.md)
+    guards = {"guard_blocked"}  # an extension's guard stopped a run (docs/approvals.md)
     expected = (
         set(SEED_001)
         | set(SEED_004.values())
@@ -59,10 +60,12 @@ def test_taxonomy_is_closed_and_complete() -> None:
         | agents
         | company
         | people
+        | guards
     )
     assert {str(c) for c in ErrorCode} == expected
     assert ErrorCode.RUN_TIMEOUT.category is ErrorCode.TURN_LIMIT  # a limit, for seed 001
     assert ErrorCode.PRICE_UNKNOWN.category is ErrorCode.BUDGET_EXCEEDED  # a budget's refusal
+    assert ErrorCode.GUARD_BLOCKED.category is ErrorCode.CONTENT_FILTER  # refused for content
 
 
 @pytest.mark.parametrize(("code", "retryable"), SEED_001.items())

@@ -74,6 +74,7 @@ class ErrorCode(StrEnum):
     # A person in the loop (docs/approvals.md).
     APPROVAL_DECIDED = "approval_decided"
     THREAD_WAITING = "thread_waiting"
+    GUARD_BLOCKED = "guard_blocked"
 
     @property
     def info(self) -> CodeInfo:
@@ -327,6 +328,16 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         "Decide what waits (`agentrunner approvals`, then `approve ID` or `deny ID`), or "
         "cancel the waiting run (`agentrunner runs cancel RUN`).",
         _E.VALIDATION,
+    ),
+    _E.GUARD_BLOCKED: CodeInfo(
+        False,
+        "An input guard blocked the run's message before anything was sent to a model, or an "
+        "output guard blocked its answer before it was delivered (not kept in the thread, not "
+        "passed on; what the run cost is recorded). The message names the guard and its "
+        "reason.",
+        'The guards are an extension\'s (docs/approvals.md, "Guards and policies"): change '
+        "the message, or the guard, and run again.",
+        _E.CONTENT_FILTER,
     ),
 }
 

@@ -8,12 +8,14 @@ agent's runs follow, or ``None`` when nothing of it needs a yes (what a run then
 A rule names a tool as a file's ``tools:`` does (``write_file``), by a glob (``write_*``), or as
 ``SERVER/TOOL`` (``github/*``): the tools of the MCP server the agent's ``mcp_servers`` names
 ``SERVER``. ``destructive: true`` covers, as a group, the MCP tools whose server marks them
-``destructiveHint: true`` (a server that says nothing marks nothing).
+``destructiveHint: true`` (a server that says nothing marks nothing). ``above_usd`` makes every
+call of a run that has spent more than that need a yes (``over_spend``).
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -40,8 +42,10 @@ __all__ = [
 # Where a rule was written, as ``rule_for`` names it to the person asked.
 FILE_TOOLS = "approval.tools"
 FILE_DESTRUCTIVE = "approval.destructive"
+FILE_ABOVE = "approval.above_usd"
 PROJECT_TOOLS = "[approval] tools"
 PROJECT_DESTRUCTIVE = "[approval] destructive"
+PROJECT_ABOVE = "[approval] above_usd"
 
 _Match = Callable[[str], "re.Match[str] | None"]
 
@@ -57,8 +61,9 @@ def _matcher(pattern: str) -> _Match:
 @dataclass(frozen=True, slots=True)
 class ApprovalRules:
     """Which tool calls of an agent need a person's yes, and how long one may be waited for
-    (``timeout_s``; a request left unanswered that long is denied). ``tools_from`` and
-    ``destructive_from`` say where each rule was written (the agent file or agentrunner.toml).
+    (``timeout_s``; a request left unanswered that long is denied). ``above_usd``: past this
+    spend every call of a run needs a yes. ``tools_from``, ``destructive_from`` and
+    ``above_from`` say where each rule was written (the agent file or agentrunner.toml).
     """
 
     tools: tuple[str, ...] = ()
@@ -66,6 +71,8 @@ class ApprovalRules:
     timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
     tools_from: str = FILE_TOOLS
     destructive_from: str = FILE_DESTRUCTIVE
+    above_usd: float | None = None
+    above_from: str = FILE_ABOVE
     # ``tools`` compiled once: exact names, globs, then SERVER/TOOL patterns
     _names: frozenset[str] = field(init=False, repr=False, compare=False)
     _globs: tuple[tuple[str, _Match], ...] = field(init=False, repr=False, compare=False)
@@ -100,17 +107,30 @@ class ApprovalRules:
             return self.destructive_from
         return None
 
+    def over_spend(self, spent_micros: int) -> str | None:
+        """The rule that makes any call of a run that has spent ``spent_micros`` need a yes
+        (``approval.above_usd: 0.5 (the run has spent $0.61)``); ``None``: it has not spent
+        more than ``above_usd``, or there is no such rule."""
+        above = self.above_usd
+        if above is None or spent_micros <= round(above * 1_000_000):
+            return None
+        return f"{self.above_from}: {above:g} (the run has spent ${spent_micros / 1e6:.2f})"
+
     @classmethod
     def merge(cls, defaults: Approval | None, own: Approval | None) -> ApprovalRules | None:
         """An agent's rules: its file's block (``own``) over the project's ``[approval]``
         (``defaults``), key by key — a file's ``tools`` replaces the project's list, it does not
         add to it; ``approval: false`` turns every default off. ``None`` when nothing needs a
-        yes (no tool named, ``destructive`` off), whatever ``timeout_s`` says."""
+        yes (no tool named, ``destructive`` off, no ``above_usd``), whatever ``timeout_s``
+        says."""
         none = Approval()
         d, o = defaults or none, own or none
         tools = o.tools if o.tools is not None else d.tools or ()
         destructive = o.destructive if o.destructive is not None else bool(d.destructive)
-        if not tools and not destructive:
+        above = o.above_usd if o.above_usd is not None else d.above_usd
+        if above == math.inf:  # approval: false
+            above = None
+        if not tools and not destructive and above is None:
             return None
         timeout = o.timeout_s or d.timeout_s or DEFAULT_APPROVAL_TIMEOUT_S
         return cls(
@@ -122,6 +142,8 @@ class ApprovalRules:
             destructive_from=(
                 PROJECT_DESTRUCTIVE if o.destructive is None and d.destructive else FILE_DESTRUCTIVE
             ),
+            above_usd=above,
+            above_from=PROJECT_ABOVE if o.above_usd is None and above is not None else FILE_ABOVE,
         )
 
 

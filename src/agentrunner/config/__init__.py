@@ -13,6 +13,7 @@ key — ``details["config_key"]``, and the line where that key of that section i
     spending    [budgets] [prices."provider:model"]
     telemetry   [telemetry], with the standard ``OTEL_*`` variables over it
     approval    [approval], and the reading of an agent file's ``approval:`` block
+    guards      [guards], the built-in guards a project turns on (write_paths)
     registry    seed 002's config-extension registry
     loading     ``Config``, ``find_config_file``, ``load_config``
 

@@ -1,11 +1,12 @@
 """``[approval]``: which tool calls need a person's yes, for every agent — and the one reading of
 an approval block, which an agent file's ``approval:`` goes through too (``Approval.parse``).
 
-A block says any of three things; what it leaves out is ``None`` (the other place's value, or
+A block says any of four things; what it leaves out is ``None`` (the other place's value, or
 the default, applies): ``tools``, tool names or globs (``write_*``), or ``SERVER/TOOL`` for an
 MCP server's tools (``github/*``); ``destructive``, whether the MCP tools whose server marks them
-``destructiveHint: true`` need a yes as a group; ``timeout_s``, how long a request may wait
-before it counts as denied. How a block becomes an agent's rules: ``agents.approval``.
+``destructiveHint: true`` need a yes as a group; ``above_usd``, a run's spend past which every
+one of its tool calls needs a yes; ``timeout_s``, how long a request may wait before it counts
+as denied. How a block becomes an agent's rules: ``agents.approval``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from agentrunner.config.source import Table
 
 __all__ = ["APPROVAL_KEYS", "DEFAULT_APPROVAL_TIMEOUT_S", "Approval", "ApprovalProblem"]
 
-APPROVAL_KEYS: tuple[str, ...] = ("tools", "destructive", "timeout_s")
+APPROVAL_KEYS: tuple[str, ...] = ("tools", "destructive", "above_usd", "timeout_s")
 DEFAULT_APPROVAL_TIMEOUT_S = 86_400.0  # a day; past it a request is denied
 _TOOLS_HINT = (
     "A list of tool names, globs (write_*) and SERVER/TOOL for an MCP server's tools "
@@ -41,6 +42,7 @@ class Approval:
     tools: tuple[str, ...] | None = None
     destructive: bool | None = None
     timeout_s: float | None = None
+    above_usd: float | None = None
 
     @classmethod
     def read(cls, table: Table) -> Approval | None:
@@ -60,8 +62,8 @@ class Approval:
         defaults' included), and every problem with it. ``None`` for no block (``null``)."""
         if value is None:
             return None, []
-        if value is False:  # as {tools: [], destructive: false}: nothing needs a yes
-            return cls(tools=(), destructive=False), []
+        if value is False:  # as {tools: [], destructive: false}, and no spend asks: nothing
+            return cls(tools=(), destructive=False, above_usd=math.inf), []  # needs a yes
         if not isinstance(value, dict):
             return None, [
                 (
@@ -87,6 +89,7 @@ class Approval:
         block = cls(
             tools=_tools(value.get("tools"), problems),
             destructive=_destructive(value.get("destructive"), problems),
+            above_usd=_above(value.get("above_usd"), problems),
             timeout_s=_timeout(value.get("timeout_s"), problems),
         )
         return block, problems
@@ -130,6 +133,24 @@ def _destructive(value: Any, problems: list[ApprovalProblem]) -> bool | None:
         )
     )
     return None
+
+
+def _above(value: Any, problems: list[ApprovalProblem]) -> float | None:
+    if value is None:
+        return None
+    key = "approval.above_usd"
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value < 0:
+        problems.append(
+            (
+                key,
+                f"'{key}' must be an amount of dollars (0 or more), got {value!r}",
+                "Once a run has spent more than this, each of its tool calls needs a person's "
+                "yes, e.g. above_usd: 0.50.",
+            )
+        )
+        return None
+    return float(value)
 
 
 def _timeout(value: Any, problems: list[ApprovalProblem]) -> float | None:

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.config.approval import Approval
+from agentrunner.config.guards import GuardSettings
 from agentrunner.config.providers import (
     BUILTIN_PROVIDERS,
     Aliases,
@@ -103,6 +104,8 @@ class Config:
     secret_env: tuple[str, ...] = ()
     # [approval]: which tools need a person's yes, every agent's (its file's approval: over it)
     approval: Approval | None = None
+    # [guards]: the built-in guards turned on for every agent (write_paths)
+    guards: GuardSettings = field(default_factory=GuardSettings)
     extensions: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
     unknown: Mapping[str, Any] = field(default_factory=_empty)
     raw: Mapping[str, Any] = field(default_factory=_empty)
@@ -293,6 +296,7 @@ def _build(
         telemetry=telemetry,
         secret_env=security.secret_env,
         approval=Approval.read(table("approval")),
+        guards=GuardSettings.read(table("guards")),
         extensions=MappingProxyType(extensions.resolve(raw, source.file, source.text)),
         unknown=MappingProxyType(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agentrunner.config.approval import Approval
+from agentrunner.config.guards import GuardSettings
 from agentrunner.config.providers import Aliases, Models, Providers
 from agentrunner.config.serving import Cache, Channels, Server, Workers
 from agentrunner.config.source import Table
@@ -341,6 +342,7 @@ SECTIONS: tuple[type[Section], ...] = (
     Telemetry,
     Security,
     Approval,
+    GuardSettings,
 )
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
 RESERVED_KEYS: frozenset[str] = frozenset(s.NAME for s in SECTIONS) | {

@@ -104,6 +104,7 @@ class Engine:
         settings: ModelSettings | None = None,
         policy: Policy | None = None,
         resume: Resumed | None = None,
+        check_answer: Callable[[str], Awaitable[None]] | None = None,
     ) -> TurnResult:
         """Run one turn: ``history`` plus ``message`` (if given) as the new user message.
 
@@ -112,7 +113,9 @@ class Engine:
         and ``cost.limit`` bound what the turn may spend; ``budget`` adds budgets shared with
         other runs. ``cache_key`` names the conversation to the provider's prompt cache
         (``prompt_cache_key``: the same for each turn of a thread); ``settings`` are sent with
-        every request, as each provider takes them. Raises ``TurnError``.
+        every request, as each provider takes them. ``policy`` judges each tool call
+        (``engine.pause``); ``check_answer`` sees the final answer before it is said and may
+        refuse it (``Turn.check_answer``): with it, nothing is streamed. Raises ``TurnError``.
         """
         if chain is None:
             if model is None:
@@ -130,7 +133,7 @@ class Engine:
             limits=limits or TurnLimits(),
             emit=emit,
             abort=abort,
-            stream=stream,
+            stream=stream and check_answer is None,  # an answer is said once it is checked
             output_schema=output_schema,
             cost=cost or CostTracker(),
             tool_context=tool_context or {},
@@ -142,5 +145,6 @@ class Engine:
             settings=settings,
             policy=policy,
             resume=resume,
+            check_answer=check_answer,
         )
         return await run_turn(turn)

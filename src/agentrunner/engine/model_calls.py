@@ -177,7 +177,8 @@ class ModelCalls:
         for thought in message.thinking:
             if thought.text:
                 self.emit("agent.thinking", {"text": thought.text, "model": self.current})
-        if message.text:
+        if message.text and (message.tool_calls or self.turn.check_answer is None):
+            # (an answer to be checked is said once it passed: ``Turn.check_answer``)
             self.emit("agent.token", {"token": message.text, "model": self.current})
 
     def cut_off(self) -> AssistantMessage | None:

@@ -1,10 +1,13 @@
 """A turn that stops for a person and goes on later (issue 41): what the engine knows of it.
 
 A ``policy`` sees each call of a step whose tool exists and whose arguments are valid (so a
-person is asked about exactly what would run) and says whether it needs a person's decision,
-naming the rule that asks. The step's other calls run; then the turn stops with ``TurnPaused``,
-carrying what it did and the calls left. Where the pause is kept, who decides and how the run is
-found again is the runner's and the store's: the engine neither stores nor waits.
+person is asked about exactly what would run) and gives its ``Verdict``: ``None`` (or ``allow``)
+lets the call run; ``deny`` answers it, unrun, with an error result naming the policy and its
+reason, and the turn goes on (unlike ``ToolDenied``, which ends it); ``ask`` leaves it for a
+person's decision, naming the rule that asks. The step's other calls run; then, if any call was
+left for a person, the turn stops with ``TurnPaused``, carrying what it did and the calls left.
+Where the pause is kept, who decides and how the run is found again is the runner's and the
+store's: the engine neither stores nor waits.
 
 A turn given a ``Resumed`` first finishes the paused step — the calls decided before it ran
 (finished, denied, or answered after a crash) keep their results; each approved call runs once,
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentrunner.engine.messages import ToolCall, ToolResult
 
@@ -23,10 +26,45 @@ if TYPE_CHECKING:
     from agentrunner.engine.tools import Tool
     from agentrunner.engine.turn import TurnResult
 
-__all__ = ["CallWaits", "Journal", "Pending", "Policy", "Resumed", "TurnPaused"]
+__all__ = ["CallWaits", "Journal", "Pending", "Policy", "Resumed", "TurnPaused", "Verdict"]
 
-# (the call, its tool) → None: it runs; else the rule that asks a person first
-Policy = Callable[[ToolCall, "Tool"], "str | None"]
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A policy's word on one tool call. ``allow``: it runs. ``deny``: it does not run, and the
+    model is told ``denied by policy BY: REASON`` as the call's (error) result; the turn goes
+    on. ``ask``: a person decides first; ``reason`` is the rule that asks, as the person is
+    told it. ``by`` names the policy that said so."""
+
+    action: Literal["allow", "deny", "ask"]
+    reason: str = ""
+    by: str = ""
+
+    @classmethod
+    def allow(cls, by: str = "") -> Verdict:
+        return cls("allow", "", by)
+
+    @classmethod
+    def deny(cls, reason: str, by: str = "") -> Verdict:
+        return cls("deny", reason, by)
+
+    @classmethod
+    def ask(cls, rule: str, by: str = "") -> Verdict:
+        return cls("ask", rule, by)
+
+    @property
+    def rule(self) -> str:
+        """What a person asked about a call this verdict asks on is told of the rule."""
+        return f"policy {self.by}: {self.reason}" if self.by else self.reason
+
+    @property
+    def told(self) -> str:
+        """What the model is told of a call this verdict denies."""
+        return f"denied by policy {self.by or 'a policy'}: {self.reason or 'no reason given'}"
+
+
+# (the call, its tool) → None (or an ``allow``): it runs; a ``deny``; an ``ask``
+Policy = Callable[[ToolCall, "Tool"], "Verdict | None"]
 # an approved call's marks: (call id, None) before it runs, (call id, its result) after
 Journal = Callable[[str, ToolResult | None], Awaitable[None]]
 

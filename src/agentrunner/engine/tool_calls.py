@@ -3,7 +3,8 @@
 Apart from the turn's loop because of the rule the history depends on: every call the model
 makes gets exactly one result, in the order the model made them, whatever becomes of it — run,
 retried (``ToolRetry``: an error the model is shown and may correct), refused for a name or
-arguments the model got wrong, denied (``ToolDenied`` ends the turn), crashed, cancelled, or
+arguments the model got wrong, denied by a policy (the turn goes on) or by a tool
+(``ToolDenied`` ends the turn), left for a person (``engine.pause``), crashed, cancelled, or
 never run past a limit — so the conversation can always be sent again. The calls' events, their
 spans, the secrets cut from what a tool returns and the correction budget go with it. The loop
 decides when tools run and what the turn's outcome is.
@@ -59,8 +60,9 @@ class ToolCalls:
     async def run(self, calls: Sequence[ToolCall], model: str) -> list[Pending]:
         """Run the calls of the reply ``model`` (the model of the attempt that answered) made,
         concurrently, and append their results to the history. With a policy, the calls it
-        asks a person about are left: they are returned (the others ran, their results kept in
-        ``finished``, none appended) for the turn to pause on."""
+        denies are answered without running, and the calls it asks a person about are left:
+        they are returned (the others ran or were denied, their results kept in ``finished``,
+        none appended) for the turn to pause on."""
         limits = self.turn.limits
         if limits.max_tool_calls is not None and self.count + len(calls) > limits.max_tool_calls:
             self.answer(calls, "not run: the tool call limit was reached")
@@ -83,12 +85,14 @@ class ToolCalls:
             # tool runs, so a crash leaves a record the next run can repair.
             await self.turn.before_tools(self.turn.messages[self.start :])
         self.finished = {}
-        pending = self.asked(calls) if self.turn.policy is not None else []
-        if not pending:
+        if self.turn.policy is None:
             await self.execute(calls, calls)
+            pending: list[Pending] = []
         else:
+            pending = self.judged(calls)  # the calls it denies are answered in ``finished``
             asked = {p.call.id for p in pending}
-            await self.execute([c for c in calls if c.id not in asked], calls, append=False)
+            left = [c for c in calls if c.id not in asked and c.id not in self.finished]
+            await self.execute(left, calls, append=not pending, keep=True)
         if self.deferred:  # a tool's result comes later (a delegation that waits)
             positions = {c.id: n for n, c in enumerate(calls)}
             pending.extend(
@@ -100,9 +104,11 @@ class ToolCalls:
             self.deferred = {}
         return pending
 
-    def asked(self, calls: Sequence[ToolCall]) -> list[Pending]:
-        """The calls the policy asks a person about: only those that would run as they are (a
-        known tool, valid arguments), so a person decides on exactly what would run."""
+    def judged(self, calls: Sequence[ToolCall]) -> list[Pending]:
+        """The policy's verdicts on ``calls``: those it denies are answered (an error result
+        naming the policy, in ``finished``), those it asks a person about returned. Only calls
+        that would run as they are (a known tool, valid arguments) are judged, so a person
+        decides on exactly what would run; the others get their own error when they run."""
         policy = self.turn.policy
         assert policy is not None
         pending = []
@@ -112,9 +118,16 @@ class ToolCalls:
                 continue
             if tool.validation_error(call.arguments) is not None:
                 continue
-            rule = policy(call, tool)
-            if rule is not None:
-                pending.append(Pending(call, rule, position))
+            verdict = policy(call, tool)
+            if verdict is None or verdict.action == "allow":
+                continue
+            if verdict.action == "deny":
+                self.settle(call, verdict.told, error=True)
+                # not the model's mistake: credited against the count its error result adds
+                # when the step's results are appended (now, or after a pause)
+                self.corrections -= 1
+            else:
+                pending.append(Pending(call, verdict.rule, position))
         return pending
 
     async def resume(self, resumed: Resumed) -> None:

@@ -163,6 +163,10 @@ class Turn:
     settings: ModelSettings | None = None  # what the requests ask of the model
     policy: Policy | None = None  # which calls wait for a person (engine.pause); None: none
     resume: Resumed | None = None  # the paused step this turn finishes first
+    # sees the final answer before it is said (its text event, ``agent.message``) and refuses
+    # it by raising an ``AgentRunnerError``: the answer is then dropped from the messages and
+    # the turn fails with that error. With it, a reply's text is not streamed (``Engine.run``).
+    check_answer: Callable[[str], Awaitable[None]] | None = None
 
 
 async def run_turn(turn: Turn) -> TurnResult:
@@ -235,7 +239,9 @@ async def _settle(run: _TurnRun, work: Awaitable[TurnResult]) -> TurnResult:
             stop: StopReason = (
                 "budget_exceeded" if exc.code is ErrorCode.BUDGET_EXCEEDED else "error"
             )
-            raise run.error(exc.code, exc.message, stop, hint=exc.hint) from exc
+            error = run.error(exc.code, exc.message, stop, hint=exc.hint)
+            error.details.update(exc.details)  # what the error says of itself goes with it
+            raise error from exc
         raise run.error(
             ErrorCode.INTERNAL, f"internal error in the turn: {type(exc).__name__}: {exc}", "error"
         ) from exc
@@ -331,11 +337,25 @@ class _TurnRun:
                         "error",
                     )
                 output = parsed
+            if turn.check_answer is not None:
+                await self.checked(message)
             self.emit("agent.message", {"text": message.text, "model": self.model})
             stop: StopReason = (
                 "max_tokens_exceeded" if response.finish_reason == "length" else "end_turn"
             )
             return self.result(message.text, output, stop)
+
+    async def checked(self, message: AssistantMessage) -> None:
+        """The final answer past ``check_answer``, its text said (held back until now); one
+        refused is not said, nor kept to be sent again."""
+        assert self.turn.check_answer is not None
+        try:
+            await self.turn.check_answer(message.text)
+        except AgentRunnerError:
+            self.turn.messages.remove(message)
+            raise
+        if message.text:
+            self.emit("agent.token", {"token": message.text, "model": self.model_calls.current})
 
     def check_limits(self) -> None:
         limits = self.turn.limits

@@ -19,11 +19,13 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
+from agentrunner.engine.budget import CostTracker
 from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult, Usage
-from agentrunner.engine.pause import Policy, Resumed, TurnPaused
+from agentrunner.engine.pause import Policy, Resumed, TurnPaused, Verdict
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.capabilities.builtin import ASK_PERSON
 from agentrunner.run.capabilities.toolset import Caller
+from agentrunner.run.guards import Guards
 from agentrunner.store.changes import APPROVALS_KEY
 from agentrunner.store.repositories import FAR_FUTURE
 from agentrunner.telemetry.tracing import NO_TRACING, Tracing
@@ -60,30 +62,69 @@ def denial(record: ApprovalRecord) -> str:
 
 
 class Waits:
-    """The runs that wait for a person, over ``store``."""
+    """The runs that wait for a person, over ``store``; ``guards``: the tool policies that
+    judge their calls besides their agents' approval rules (``run.guards``)."""
 
-    def __init__(self, store: Store, tracing: Tracing = NO_TRACING) -> None:
+    def __init__(
+        self, store: Store, guards: Guards | None = None, tracing: Tracing = NO_TRACING
+    ) -> None:
         self._store = store
+        self._guards = guards or Guards()
         self._tracing = tracing  # each wait a span of the run's trace, when it goes on
 
-    async def policy(self, agent: AgentSpec, thread_id: str | None) -> Policy | None:
-        """Which of ``agent``'s calls wait for a person on ``thread_id`` (every ``ask_person``
-        call: its answer is a person's); None (nothing read) for an agent with no rules and no
-        ``ask_person`` — every agent's run asks this, so that costs nothing."""
+    async def policy(
+        self,
+        agent: AgentSpec,
+        thread_id: str | None,
+        cost: CostTracker | None = None,
+        trust: Trust | None = None,
+        *,
+        run_id: str = "",
+        waits: bool = True,
+    ) -> Policy | None:
+        """The verdict on each of ``agent``'s calls in a run on ``thread_id`` (``cost``: what
+        it has spent so far; ``trust``: its trust) — its approval rules, ``ask_person`` (every
+        call of it asks: its answer is a person's) and the tool policies in one: deny wins over
+        ask, ask over allow. A person's "always" (a grant) lets an ask through, never a deny. A
+        run that cannot wait (``waits`` false: a task, which keeps no thread to go on from) is
+        denied what would ask. None (nothing read) for an agent with no rules and no
+        ``ask_person`` where there are no policies — every agent's run asks this, so that costs
+        nothing."""
         rules = agent.approval
-        if rules is None and "person" not in agent.capabilities:  # no ask_person either
+        person = "person" in agent.capabilities
+        if rules is None and not person and not self._guards.policies:
             return None
-        granted = await self._store.approvals.grants_for(agent.id, thread_id) if rules else []
+        cost = cost or CostTracker()
+        judge = self._guards.judge(
+            agent, run_id=run_id, thread_id=thread_id, cost=cost, trust=trust or agent.trust
+        )
+        granted = await self._store.approvals.grants_for(agent.id, thread_id)
 
-        def policy(call: ToolCall, tool: Tool) -> str | None:
+        def policy(call: ToolCall, tool: Tool) -> Verdict | None:
             if call.name == ASK_PERSON:
-                return ASK_PERSON
-            if rules is None:
+                if not waits:
+                    return Verdict.deny("no person can be asked from a task", ASK_PERSON)
+                return Verdict.ask(ASK_PERSON)
+            verdict = judge(call, tool) if judge is not None else None
+            if verdict is not None and verdict.action == "deny":
+                return verdict
+            rule = None
+            if rules is not None:
+                found = rules.rule_for(call.name, destructive=tool.destructive, server=tool.server)
+                rule = found or rules.over_spend(cost.micros)
+            if rule is not None:
+                verdict = Verdict.ask(rule)
+            elif verdict is None or verdict.action != "ask":
                 return None
-            rule = rules.rule_for(call.name, destructive=tool.destructive, server=tool.server)
-            if rule is None or any(fnmatchcase(call.name, g) for g in granted):
+            if any(fnmatchcase(call.name, g) for g in granted):
                 return None
-            return rule
+            if not waits:
+                return Verdict.deny(
+                    f"it needs a person's yes ({verdict.rule}), which a task (a run on no "
+                    "thread) cannot wait for",
+                    verdict.by or "approval",
+                )
+            return verdict
 
         return policy
 

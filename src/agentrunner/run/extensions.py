@@ -15,7 +15,9 @@ the ``Extensions`` it is given, a module registers:
 - context providers: a section of every agent's system prompt (``prompt.ContextProviders``);
 - message handlers: a tap on every event of every run (``callbacks.MessageHandlers``);
 - tables: created by the store's migrations, on SQLite and PostgreSQL (``store.sql``);
-- config sections: a top-level table of ``agentrunner.toml`` with defaults (``config``).
+- config sections: a top-level table of ``agentrunner.toml`` with defaults (``config``);
+- tool policies, input guards and output guards: what may stop a call, a message or an answer
+  (``guards``).
 
 A name registered twice, a reserved config key, a module that cannot be imported or whose
 ``register`` fails: ``invalid_specification``, naming the module.
@@ -43,6 +45,7 @@ from agentrunner.config import (
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.callbacks import MessageHandler, MessageHandlers
+from agentrunner.run.guards import BUILT_IN, Guards, TextGuard, ToolPolicy
 from agentrunner.run.prompt import ContextProvider, ContextProviders
 from agentrunner.store.sql import ExtensionTable
 
@@ -62,6 +65,7 @@ class Extensions:
         self.message_handlers = MessageHandlers()
         self.tables: list[ExtensionTable] = []
         self.config_sections = ConfigExtensionRegistry()
+        self.guards = Guards()  # tool policies, input and output guards
         self.loaded: list[str] = []  # who registered, in order
         self._owners: dict[tuple[str, str], str] = {}
         self._current = "code"
@@ -76,6 +80,34 @@ class Extensions:
         """``handler(event)`` (a ``RunEvent``) is called with every event of every run."""
         self._claim("message handler", name)
         self.message_handlers.register(name, handler)
+
+    def tool_policy(self, name: str, policy: ToolPolicy) -> None:
+        """``policy(check)`` (a ``guards.ToolCheck``: the call, the agent, the run's trust and
+        spend) returns None or ``check.allow()`` (the call runs), ``check.deny(reason)`` (it
+        does not; the model is told ``denied by policy NAME: reason`` and the run goes on) or
+        ``check.ask(reason)`` (a person decides first). A plain function: it is asked on every
+        call of every run, so it must be quick."""
+        if name in BUILT_IN:
+            raise self._error(
+                f"tool policy '{name}' is a built-in policy's name ([guards] {name})",
+                "Name the policy something of its own.",
+            )
+        self._claim("tool policy", name)
+        self.guards.policies.append((name, policy))
+
+    def input_guard(self, name: str, guard: TextGuard) -> None:
+        """``guard(said)`` (a ``guards.GuardedText``: the message, the agent, the run and its
+        thread) returns None to let a run's message through, or the reason it blocks it: the
+        run then fails with ``guard_blocked`` and nothing is sent to a model. It may be async."""
+        self._claim("input guard", name)
+        self.guards.inputs.append((name, guard))
+
+    def output_guard(self, name: str, guard: TextGuard) -> None:
+        """As ``input_guard``, for a run's answer before it is delivered: one blocked is not
+        delivered (nor kept in the thread) and the run fails with ``guard_blocked``; what it
+        cost is recorded. With an output guard, answers are not streamed."""
+        self._claim("output guard", name)
+        self.guards.outputs.append((name, guard))
 
     def table(
         self, name: str, create: str | Mapping[str, str], *, indexes: Sequence[str] = ()

@@ -34,6 +34,7 @@ from agentrunner.run.capabilities.registry import AskAgent, CapabilityRegistry
 from agentrunner.run.capabilities.scope import RuntimeFiles
 from agentrunner.run.capabilities.toolset import Caller, RunToolset, Toolsets
 from agentrunner.run.compaction import Account, Compactor, Fitted, RequestShape
+from agentrunner.run.guards import Guards
 from agentrunner.run.lifecycle import LiveRun, RunLifecycle, as_error
 from agentrunner.run.prompt import PromptBuilder, PromptContext, run_context
 from agentrunner.run.request import Parent, RunAgentOverrides, RunRequest, RunResult
@@ -95,6 +96,7 @@ class AgentRunner(AppParts):
         mcp: McpServers | None = None,
         runtime_files: RuntimeFiles | None = None,
         handlers: MessageHandlers | None = None,
+        guards: Guards | None = None,
     ) -> None:
         self.app = App(config, agents, store, engine)
         self.prompt = prompt
@@ -113,7 +115,9 @@ class AgentRunner(AppParts):
         )
         self.handlers = handlers or MessageHandlers()  # taps on every run's events
         self.lifecycle = RunLifecycle(store, config.budgets, self.handlers, engine.models)
-        self.waits = Waits(store, engine.tracing)  # runs waiting for a person (docs/approvals.md)
+        self.guards = Guards.of(config, guards)  # [guards]' built-ins, then extensions'
+        # runs waiting for a person (docs/approvals.md)
+        self.waits = Waits(store, self.guards, engine.tracing)
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
         # Delegations running in this process, by run id: each has a signal of its own (its
         # caller's aborts it too), for a cancel asked of it alone (``abort_delegations``).
@@ -393,6 +397,10 @@ class AgentRunner(AppParts):
     async def _execute(self, run: _Run, user: UserMessage | None) -> TurnResult:
         agent, overrides, abort = run.agent, run.request.overrides, run.request.abort
         thread_id = run.thread.id
+        if self.guards.inputs and user is not None:  # blocked: nothing is sent to a model
+            await self.guards.check_input(
+                agent, user.content, run_id=run.run_id, thread_id=thread_id
+            )
         tracing = self.engine.tracing
         with tracing.step("build_prompt") as span:
             system, notes = await self._prompt(run)
@@ -434,7 +442,14 @@ class AgentRunner(AppParts):
                 Account.of(run.live, limits.timeout_s, abort),
             )
         history = fitted.history
-        policy = await self.waits.policy(agent, thread_id)
+        policy = await self.waits.policy(  # what its calls may do; a task cannot wait
+            agent,
+            thread_id,
+            run.live.cost,
+            toolset.context.trust,
+            run_id=run.run_id,
+            waits=thread_id is not None,
+        )
         return await self.engine.run(  # 8. the engine call
             chain=chain,
             system=system,
@@ -463,6 +478,7 @@ class AgentRunner(AppParts):
             settings=settings,
             policy=policy,
             resume=run.resumed,
+            check_answer=self.guards.answer_check(agent, run_id=run.run_id, thread_id=thread_id),
         )
 
     async def _prompt(self, run: _Run) -> tuple[str, str | None]:

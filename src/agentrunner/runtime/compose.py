@@ -74,6 +74,7 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
         ),
         runtime_files=runtime_files,
         handlers=extensions.message_handlers,
+        guards=extensions.guards,
     )
 
 

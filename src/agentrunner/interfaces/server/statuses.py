@@ -27,6 +27,7 @@ _STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_SPECIFICATION: 400,
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.TOOL_DENIED: 403,
+    ErrorCode.GUARD_BLOCKED: 403,
     ErrorCode.PROVIDER_AUTH: 502,
     ErrorCode.PROVIDER_RATE_LIMIT: 503,
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
@@ -75,7 +76,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         400: "bad input (template and model errors, a body that is not JSON)",
         401: "missing or wrong bearer token",
         402: "budget exceeded; a model whose price is unknown under a budget",
-        403: "tool denied; a Host not accepted by a server without a token",
+        403: "tool denied; a message or an answer blocked by a guard; a Host not accepted by "
+        "a server without a token",
         404: "no such agent, thread, run or channel",
         405: "method not allowed (the Allow header lists those that are)",
         409: "cancelled; the agent is disabled (enabled: false in its file)",
