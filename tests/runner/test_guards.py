@@ -202,26 +202,24 @@ async def test_a_grant_lets_an_ask_through_never_a_deny(
         await ws.close()
 
 
-async def test_a_delegated_run_is_denied_what_would_ask(
+async def test_a_task_is_denied_what_would_ask(
     project: Path, agent: Agent, mock: MockProvider
 ) -> None:
-    agent("ceo", NOTES + "\nname: CEO")
-    agent("cto", NOTES + "\nname: CTO\nreports_to: ceo\napproval:\n  tools: [note_create]")
+    """A task keeps no thread to go on from, so it cannot wait: what would ask is denied, the
+    rule named, and the task goes on (a delegation waits instead: test_approvals)."""
+    agent("cto", NOTES + "\nname: CTO\napproval:\n  tools: [note_create]")
     mock.queue(
-        Reply(tool_calls=[("delegate", {"agent": "cto", "task": "write it down"})]),
         Reply(tool_calls=[("note_create", {"title": "plan", "body": "x"})]),
         Reply(text="I could not"),
-        Reply(text="the CTO could not"),
     )
     runner = await open_runner(project)
     try:
-        result = await runner.run_agent("ceo", "board", "plan")
-        assert result.status == "completed" and result.text == "the CTO could not"
-        cto_request = mock.requests[2].body["messages"]
-        [denied] = [m for m in cto_request if m.get("role") == "tool"]
+        result = await runner.run_task("cto", "write it down")
+        assert result.status == "completed" and result.text == "I could not"
+        [denied] = [m for m in mock.requests[1].body["messages"] if m.get("role") == "tool"]
         assert denied["content"] == (
             "denied by policy approval: it needs a person's yes (approval.tools: note_create), "
-            "which a delegated run cannot wait for"
+            "which a task (a run on no thread) cannot wait for"
         )
         assert await notes(runner, "cto") == []
     finally:
