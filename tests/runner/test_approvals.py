@@ -357,8 +357,12 @@ async def test_a_delegation_that_waits_makes_its_caller_wait_and_both_go_on(
         runner, store = ws.runner, ws.runner.store
         top = await runner.run_agent("boss", "b1", "get the plan written")
         assert top.status == "waiting"
-        [waiting_on] = top.approvals
+        # what the boss's run asks a person is the CTO's request: the one that decides it
+        [person] = top.approvals
+        assert person["agent_id"] == "cto" and person["tool"] == "note_create"
+        [waiting_on] = [r.to_dict() for r in await store.approvals.of_run(top.run_id)]
         assert waiting_on["kind"] == "delegation" and "cto" in waiting_on["rule"]
+        waiting_on["approval_id"] = waiting_on["id"]
         [child] = await store.runs.list(agent_id="cto")
         assert child.status == "waiting" and child.parent_run_id == top.run_id
         # a person sees the CTO's request, not the boss's wait on it

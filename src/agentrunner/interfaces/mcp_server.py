@@ -270,9 +270,8 @@ async def _asked_in_client(ctx: Context, ws: Workspace, result: dict[str, Any]) 
 
 async def _still_waiting(ws: Workspace, result: dict[str, Any]) -> dict[str, Any]:
     """``result`` with the requests its run still waits on, as they are now."""
-    records = await ws.app.store.approvals.of_run(result["run_id"])
-    pending = [decisions.asked(r) for r in records if r.status == "pending"]
-    return {**result, "approvals": pending}
+    records = await ws.app.store.approvals.waited_on(result["run_id"])
+    return {**result, "approvals": [r.asked() for r in records]}
 
 
 class _Progress:

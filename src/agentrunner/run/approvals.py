@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from agentrunner.store.drivers import Op
     from agentrunner.store.store import Store
 
-__all__ = ["INTERRUPTED_APPROVED", "Waits", "cannot_wait", "denial", "thread_waiting", "waiting_on"]
+__all__ = ["INTERRUPTED_APPROVED", "Waits", "denial", "thread_waiting", "waiting_on"]
 
 INTERRUPTED_APPROVED = (
     "interrupted while running: the run stopped after this approved call started; it may have "
@@ -71,6 +71,21 @@ class Waits:
         self._store = store
         self._guards = guards or Guards()
         self._tracing = tracing  # each wait a span of the run's trace, when it goes on
+
+    async def policy_of(self, agent: AgentSpec, run: LiveRun, trust: Trust) -> Policy | None:
+        """``policy`` for ``run`` of ``agent`` (with ``trust``): what it has spent so far, and
+        whether it can wait (a task, on no thread, cannot)."""
+        waits = run.thread_id is not None
+        return await self.policy(
+            agent, run.thread_id, run.cost, trust, run_id=run.run_id, waits=waits
+        )
+
+    async def asked_of(self, run_id: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """What a person decides for a run that paused on ``requests``: a delegation's wait is
+        what the delegated run waits on."""
+        if not any(r["kind"] == "delegation" for r in requests):
+            return requests
+        return [r.asked() for r in await self._store.approvals.waited_on(run_id)]
 
     async def policy(
         self,
@@ -481,17 +496,6 @@ def waiting_on(agent_id: str, child: RunResult) -> str:
     """What a delegation's call waits on, for the person looking at the run that made it."""
     ids = ", ".join(str(a["approval_id"]) for a in child.approvals)
     return f"{agent_id}'s run {child.run_id} waits for a person's decision ({ids})"
-
-
-def cannot_wait(paused: TurnPaused) -> AgentRunnerError:
-    """A run on no thread (a task) whose call needs a person's decision: it fails, closed."""
-    names = ", ".join(p.call.name for p in paused.pending)
-    return AgentRunnerError(
-        ErrorCode.TOOL_DENIED,
-        f"{names} needs a person's decision, and a task (a run on no thread) cannot wait for one",
-        hint="Run the agent on a thread (run_agent, agentrunner run) to have it wait, or take "
-        "the tool out of its approval rules.",
-    )
 
 
 def thread_waiting(thread_id: str, holder: str) -> AgentRunnerError:

@@ -26,7 +26,7 @@ from agentrunner.engine.tools import ToolRetry
 from agentrunner.engine.turn import TurnError, TurnLimits, TurnResult, cancelled_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.app import App, AppParts
-from agentrunner.run.approvals import Waits, cannot_wait, thread_waiting, waiting_on
+from agentrunner.run.approvals import Waits, thread_waiting, waiting_on
 from agentrunner.run.budgets import request_floors
 from agentrunner.run.callbacks import AgentRunnerCallbacks, MessageHandlers, child_callbacks, safely
 from agentrunner.run.capabilities.mcp import McpServers
@@ -387,10 +387,9 @@ class AgentRunner(AppParts):
 
     async def _pause(self, run: _Run, paused: TurnPaused) -> RunResult:
         """The run waits for a person: it settles ``waiting``, holding its thread."""
-        if run.thread.id is None:  # a task keeps no thread to go on from: it cannot wait
-            return await self._settle_failure(run, cannot_wait(paused), paused.result)
         ops, requests = self.waits.pause_ops(run.agent, run.live, paused, run.caller)
         await self.lifecycle.wait(run.live, ops)
+        requests = await self.waits.asked_of(run.run_id, requests)  # what a person decides
         cost, model = run.live.cost, paused.result.model
         return RunResult.waiting(requests, run.run_id, run.thread.id, run.agent.id, cost, model)
 
@@ -442,14 +441,7 @@ class AgentRunner(AppParts):
                 Account.of(run.live, limits.timeout_s, abort),
             )
         history = fitted.history
-        policy = await self.waits.policy(  # what its calls may do; a task cannot wait
-            agent,
-            thread_id,
-            run.live.cost,
-            toolset.context.trust,
-            run_id=run.run_id,
-            waits=thread_id is not None,
-        )
+        policy = await self.waits.policy_of(agent, run.live, toolset.context.trust)
         return await self.engine.run(  # 8. the engine call
             chain=chain,
             system=system,

@@ -53,6 +53,22 @@ class ApprovalRecord:
         row["edited"] = bool(row["edited"])
         return cls(**row)
 
+    def asked(self) -> dict[str, Any]:
+        """A pending request as a waiting run's result lists it (the ``approval.requested``
+        event's fields)."""
+        return {
+            "approval_id": self.id,
+            "run_id": self.run_id,
+            "agent_id": self.agent_id,
+            "thread_id": self.thread_id,
+            "call_id": self.call_id,
+            "kind": self.kind,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "rule": self.rule,
+            "expires_at": self.expires_at,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """The request as the CLI's ``--json``, the HTTP API and the events show it."""
         return {
@@ -247,6 +263,20 @@ class Approvals(Repository):
     async def of_run(self, run_id: str) -> list[ApprovalRecord]:
         rows = await self.db.fetch_all(self.sql["approvals_of_run"], {"run_id": run_id})
         return [ApprovalRecord.from_row(r) for r in rows]
+
+    async def waited_on(self, run_id: str) -> list[ApprovalRecord]:
+        """What a person must decide for run ``run_id`` to go on: its pending requests in the
+        order of its calls, a delegation's wait replaced by what the delegated run waits on
+        (down the chain: a CEO's brief waits on its CTO's request)."""
+        found: list[ApprovalRecord] = []
+        for record in await self.of_run(run_id):
+            if record.status != "pending":
+                continue
+            if record.kind == "delegation" and record.waits_on is not None:
+                found.extend(await self.waited_on(record.waits_on))
+            else:
+                found.append(record)
+        return found
 
     async def pending(self, limit: int = 200) -> list[ApprovalRecord]:
         rows = await self.db.fetch_all(self.sql["approvals_pending"], {"limit": limit})

@@ -26,9 +26,9 @@ __all__ = ["GoneOn", "go_on", "paused_at", "waiting_on", "waiting_runs"]
 
 
 async def waiting_on(store: Store, run_id: str) -> list[ApprovalRecord]:
-    """The requests run ``run_id`` waits on: those of its requests still pending, in the
-    order of its calls."""
-    return [a for a in await store.approvals.of_run(run_id) if a.status == "pending"]
+    """The requests run ``run_id`` waits on, as a person decides them (``waited_on``: a
+    delegation's wait is what the delegated run waits on)."""
+    return await store.approvals.waited_on(run_id)
 
 
 async def waiting_runs(store: Store) -> dict[str, list[ApprovalRecord]]:

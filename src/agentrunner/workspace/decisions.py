@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from agentrunner.store.store import Store
     from agentrunner.workspace.workspace import Workspace
 
-__all__ = ["Outcome", "asked", "decide", "outcome_of"]
+__all__ = ["Outcome", "decide", "outcome_of"]
 
 OnEvent = Callable[[str, "EventData"], None]
 
@@ -60,7 +60,7 @@ class Outcome:
         if run.error_code:
             said["error"] = {"code": run.error_code, "message": run.error_message}
         if self.pending:
-            said["approvals"] = [asked(p) for p in self.pending]
+            said["approvals"] = [p.asked() for p in self.pending]
         return said
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,23 +71,6 @@ class Outcome:
             "requeued": self.decided.requeued,
             "run": self.run_dict(),
         }
-
-
-def asked(record: ApprovalRecord) -> dict[str, Any]:
-    """A pending request as a waiting run's result lists it (the ``approval.requested``
-    event's fields)."""
-    return {
-        "approval_id": record.id,
-        "run_id": record.run_id,
-        "agent_id": record.agent_id,
-        "thread_id": record.thread_id,
-        "call_id": record.call_id,
-        "kind": record.kind,
-        "tool": record.tool,
-        "arguments": record.arguments,
-        "rule": record.rule,
-        "expires_at": record.expires_at,
-    }
 
 
 async def decide(
@@ -135,7 +118,7 @@ async def decide(
 async def outcome_of(store: Store, decided: Decided, run: RunRecord) -> Outcome:
     """What ``run`` came to once it went on: its answer, or what it asks now."""
     if run.status == "waiting":
-        pending = [a for a in await store.approvals.of_run(run.id) if a.status == "pending"]
+        pending = await store.approvals.waited_on(run.id)
         return Outcome(decided, run, "", pending)
     text = ""
     if run.status == "completed":

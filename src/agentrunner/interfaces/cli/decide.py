@@ -162,16 +162,15 @@ async def decide_here(
         if run is None or run.status != "waiting":
             return run
         pending = await waiting_on(store, run_id)
-        if not pending:  # nothing left to ask (its requests went with a cancel)
-            return run
         after = await paused_at(store, run_id)
         for i, request in enumerate(pending):
             if not await _ask(runner, request, len(pending) - i):
                 left = await waiting_on(store, run_id)
                 print_waiting(asked_of(left), run_id, run.thread_id)
                 return await store.runs.get(run_id)
-        if (await store.runs.get(run_id) or run).status == "waiting":
+        if pending and await waiting_on(store, run_id):
             continue  # one was refused (decided elsewhere meanwhile): what is left is asked
+        # nothing left to ask: it goes on — or, a delegation's decided, the run it waits on
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, stop.set)
@@ -185,6 +184,9 @@ async def decide_here(
         if gone.stopped and not gone.served_here:
             err.print("[yellow]stopped following[/] [dim]· a worker goes on with the run[/]")
             return gone.run
+        waits = gone.run is not None and gone.run.status == "waiting"
+        if not pending and waits and not await waiting_on(store, run_id):
+            return gone.run  # nothing to ask, and nothing went on
 
 
 async def _ask(runner: AgentRunner, request: ApprovalRecord, left: int) -> bool:
