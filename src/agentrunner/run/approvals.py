@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from agentrunner.store.drivers import Op
     from agentrunner.store.store import Store
 
-__all__ = ["INTERRUPTED_APPROVED", "Waits", "denial", "thread_waiting", "waiting_on"]
+__all__ = ["INTERRUPTED_APPROVED", "Waits", "denial", "thread_waiting", "waits_reason"]
 
 INTERRUPTED_APPROVED = (
     "interrupted while running: the run stopped after this approved call started; it may have "
@@ -412,7 +412,7 @@ class Waits:
                 "by": by,
                 "reason": reason,
                 "arguments": dict(arguments) if arguments is not None else None,
-                "edited": arguments is not None and dict(arguments) != found.arguments,
+                "edited": found.edited_by(arguments),
                 "always": always if approve else None,
                 "timed_out": expired,
             },
@@ -492,7 +492,7 @@ def _checked_answer(found: ApprovalRecord, approve: bool, answer: str | None) ->
     return answer
 
 
-def waiting_on(agent_id: str, child: RunResult) -> str:
+def waits_reason(agent_id: str, child: RunResult) -> str:
     """What a delegation's call waits on, for the person looking at the run that made it."""
     ids = ", ".join(str(a["approval_id"]) for a in child.approvals)
     return f"{agent_id}'s run {child.run_id} waits for a person's decision ({ids})"

@@ -26,7 +26,7 @@ from agentrunner.engine.tools import ToolRetry
 from agentrunner.engine.turn import TurnError, TurnLimits, TurnResult, cancelled_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.app import App, AppParts
-from agentrunner.run.approvals import Waits, thread_waiting, waiting_on
+from agentrunner.run.approvals import Waits, thread_waiting, waits_reason
 from agentrunner.run.budgets import request_floors
 from agentrunner.run.callbacks import AgentRunnerCallbacks, MessageHandlers, child_callbacks, safely
 from agentrunner.run.capabilities.mcp import McpServers
@@ -590,7 +590,7 @@ class AgentRunner(AppParts):
             if own.aborted and not (abort and abort.aborted):
                 raise ToolRetry(f"{target}'s run was cancelled ({own.reason}): it did not answer")
             if child.status == "waiting":  # this call's answer comes when that run ends
-                raise CallWaits(child.run_id, waiting_on(target, child))
+                raise CallWaits(child.run_id, waits_reason(target, child))
             return child.text
 
         return ask

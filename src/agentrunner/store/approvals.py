@@ -6,7 +6,7 @@ each approved call, and the grants "always" leaves."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,10 @@ class ApprovalRecord:
             row[key] = from_json(row[key])
         row["edited"] = bool(row["edited"])
         return cls(**row)
+
+    def edited_by(self, arguments: Mapping[str, Any] | None) -> bool:
+        """Whether a decision's ``arguments`` differ from those the call asked with."""
+        return arguments is not None and dict(arguments) != self.arguments
 
     def asked(self) -> dict[str, Any]:
         """A pending request as a waiting run's result lists it (the ``approval.requested``
@@ -318,7 +322,7 @@ class Approvals(Repository):
                 now=now,
                 reason=reason,
                 arguments_used=to_json(dict(arguments)) if arguments is not None else None,
-                edited=arguments is not None and dict(arguments) != found.arguments,
+                edited=found.edited_by(arguments),
                 always=always,
                 execution=None if answer is None else "finished",
                 result=None if answer is None else to_json({"content": answer, "is_error": False}),
@@ -387,6 +391,3 @@ class Approvals(Repository):
 
     async def revoke(self, grant_id: str) -> bool:
         return await self.db.execute(self.sql["approval_grant_delete"], {"id": grant_id}) > 0
-
-    async def batch(self, ops: Sequence[Op]) -> None:
-        await self.db.batch(ops)
