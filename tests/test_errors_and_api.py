@@ -51,6 +51,8 @@ def test_taxonomy_is_closed_and_complete() -> None:
     company = {"session_active"}
     people = {"approval_decided", "thread_waiting"}  # a person in the loop (docs/approvals.md)
     guards = {"guard_blocked"}  # an extension's guard stopped a run (docs/approvals.md)
+    # a file refused at the edge, or a part no model of the chain takes (docs/attachments.md)
+    attachments = {"attachment_refused", "model_input_unsupported"}
     expected = (
         set(SEED_001)
         | set(SEED_004.values())
@@ -61,6 +63,7 @@ def test_taxonomy_is_closed_and_complete() -> None:
         | company
         | people
         | guards
+        | attachments
     )
     assert {str(c) for c in ErrorCode} == expected
     assert ErrorCode.RUN_TIMEOUT.category is ErrorCode.TURN_LIMIT  # a limit, for seed 001

@@ -75,6 +75,9 @@ class ErrorCode(StrEnum):
     APPROVAL_DECIDED = "approval_decided"
     THREAD_WAITING = "thread_waiting"
     GUARD_BLOCKED = "guard_blocked"
+    # Attachments (docs/attachments.md).
+    ATTACHMENT_REFUSED = "attachment_refused"
+    MODEL_INPUT_UNSUPPORTED = "model_input_unsupported"
 
     @property
     def info(self) -> CodeInfo:
@@ -338,6 +341,25 @@ _INFO: dict[ErrorCode, CodeInfo] = {
         'The guards are an extension\'s (docs/approvals.md, "Guards and policies"): change '
         "the message, or the guard, and run again.",
         _E.CONTENT_FILTER,
+    ),
+    _E.ATTACHMENT_REFUSED: CodeInfo(
+        False,
+        "A file given with a message was refused where it came in: its type (read from its "
+        "bytes, not its name) is not an image (PNG, JPEG, GIF, WebP) or a PDF, it cannot be "
+        "decoded or opened, or it is larger than a file or a message may be. Nothing was "
+        "stored and no run started. The message names the file and the reason.",
+        "Attach a PNG, JPEG, GIF, WebP or PDF file within the limits of `[attachments]` in "
+        "agentrunner.toml (docs/attachments.md).",
+        _E.VALIDATION,
+    ),
+    _E.MODEL_INPUT_UNSUPPORTED: CodeInfo(
+        False,
+        "The run's messages carry an image or a PDF and no model of the agent's chain takes "
+        'that kind of input (`[models."provider:model"] input`). Nothing was sent to a '
+        "model. The message names the model and the part.",
+        "Give the agent a model that takes it (or one as a fallback), or declare what the "
+        'model takes: [models."provider:model"] input = ["text", "image", "pdf"].',
+        _E.VALIDATION,
     ),
 }
 

@@ -7,16 +7,20 @@ the store can keep a thread's history and replay it to any provider.
 
 from __future__ import annotations
 
+import base64
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from agentrunner.core.model_settings import ModelSettings
 
 __all__ = [
+    "IMAGE_TYPES",
+    "PDF_TYPE",
     "AssistantMessage",
+    "Attachment",
     "FinishReason",
     "Message",
     "ModelRequest",
@@ -29,9 +33,14 @@ __all__ = [
     "ToolResult",
     "Usage",
     "UserMessage",
+    "input_kinds",
     "message_from_dict",
     "prompt_cache_key",
 ]
+
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+PDF_TYPE = "application/pdf"
+InputKind = Literal["text", "image", "pdf"]
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "stop_sequence", "error"]
 
@@ -140,6 +149,95 @@ class Thinking:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file a message carries, an image or a PDF, known by the sha256 of its bytes.
+
+    Messages, their rows, events and run records hold only this reference (name, type, size,
+    digest, and what the edge read of it: pixels or pages); the bytes are kept once in the
+    store's attachments, whichever messages name them. ``data``: the bytes themselves, carried
+    from the edge that read them to the store that keeps them, and loaded again just before a
+    request is built (``Attachments.hydrate``); never part of ``to_dict``. ``detail``: what
+    OpenAI is asked to see of an image (``auto``, ``low``, ``high``)."""
+
+    sha256: str
+    media_type: str
+    size: int
+    name: str = ""
+    width: int | None = None
+    height: int | None = None
+    pages: int | None = None
+    detail: str = "auto"
+    data: bytes | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def kind(self) -> InputKind:
+        return "pdf" if self.media_type == PDF_TYPE else "image"
+
+    @property
+    def label(self) -> str:
+        """How a person (and a model that is not sent the file) is told of it."""
+        shape = f"{self.width}x{self.height}" if self.width else f"{self.pages or 0} pages"
+        name = self.name or self.sha256[:12]
+        return f"[{self.kind}: {name}, {self.media_type}, {shape}, {self.size} bytes]"
+
+    def base64(self) -> str:
+        """The bytes as base64, for a wire; a reference whose bytes were not loaded is a bug
+        of whoever built the request, said as such."""
+        if self.data is None:
+            raise ValueError(f"attachment {self.sha256[:12]} was not loaded before the request")
+        return base64.b64encode(self.data).decode("ascii")
+
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.base64()}"
+
+    def with_data(self, data: bytes) -> Attachment:
+        return replace(self, data=data)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "sha256": self.sha256,
+            "media_type": self.media_type,
+            "size": self.size,
+            "name": self.name,
+        }
+        if self.width is not None:
+            out["width"], out["height"] = self.width, self.height
+        if self.pages is not None:
+            out["pages"] = self.pages
+        if self.detail != "auto":
+            out["detail"] = self.detail
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Attachment:
+        return cls(
+            str(data["sha256"]),
+            str(data["media_type"]),
+            int(data["size"]),
+            str(data.get("name") or ""),
+            data.get("width"),
+            data.get("height"),
+            data.get("pages"),
+            str(data.get("detail") or "auto"),
+        )
+
+
+def _attachments(data: Mapping[str, Any]) -> tuple[Attachment, ...]:
+    given = data.get("attachments")
+    return tuple(Attachment.from_dict(a) for a in given) if given else ()
+
+
+def input_kinds(messages: Iterable[Message]) -> frozenset[InputKind]:
+    """What kinds of input beyond text ``messages`` carry: what a model must take to be sent
+    them (``[models."p:m"] input``)."""
+    kinds: set[InputKind] = set()
+    for message in messages:
+        if not isinstance(message, AssistantMessage) and message.attachments:
+            kinds.update(a.kind for a in message.attachments)
+    return frozenset(kinds)
+
+
 @dataclass(slots=True)
 class UserMessage:
     """What a person (or the runtime on their behalf) said.
@@ -151,11 +249,15 @@ class UserMessage:
     content: str
     role: Literal["user"] = "user"
     unsent: bool = False
+    attachments: tuple[Attachment, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": "user", "content": self.content}
         if self.unsent:
-            return {"role": "user", "content": self.content, "unsent": True}
-        return {"role": "user", "content": self.content}
+            out["unsent"] = True
+        if self.attachments:  # a text-only message's row is what it always was
+            out["attachments"] = [a.to_dict() for a in self.attachments]
+        return out
 
 
 @dataclass(slots=True)
@@ -202,22 +304,27 @@ class AssistantMessage:
 
 @dataclass(slots=True)
 class ToolResult:
-    """The answer to one tool call; ``is_error`` results go back to the model as errors."""
+    """The answer to one tool call; ``is_error`` results go back to the model as errors.
+    ``attachments``: the images or PDFs the tool returned (an MCP tool's image content)."""
 
     call_id: str
     name: str
     content: str
     is_error: bool = False
     role: Literal["tool"] = "tool"
+    attachments: tuple[Attachment, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "role": "tool",
             "call_id": self.call_id,
             "name": self.name,
             "content": self.content,
             "is_error": self.is_error,
         }
+        if self.attachments:
+            out["attachments"] = [a.to_dict() for a in self.attachments]
+        return out
 
 
 Message = UserMessage | AssistantMessage | ToolResult
@@ -226,7 +333,9 @@ Message = UserMessage | AssistantMessage | ToolResult
 def message_from_dict(data: Mapping[str, Any]) -> Message:
     role = data.get("role")
     if role == "user":
-        return UserMessage(str(data["content"]), unsent=bool(data.get("unsent")))
+        return UserMessage(
+            str(data["content"]), unsent=bool(data.get("unsent")), attachments=_attachments(data)
+        )
     if role == "assistant":
         return AssistantMessage(
             text=str(data.get("content") or ""),
@@ -262,6 +371,7 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
             str(data.get("name", "")),
             str(data["content"]),
             bool(data.get("is_error")),
+            attachments=_attachments(data),
         )
     raise ValueError(f"unknown message role {role!r}")
 

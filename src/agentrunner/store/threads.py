@@ -224,7 +224,7 @@ class Messages(Repository):
 
     def unsent_op(self, thread_id: str, seq: int, message: UserMessage) -> Op:
         """Message ``seq`` of the thread, ``message``, marked as never sent to a model."""
-        unsent = UserMessage(message.content, unsent=True)
+        unsent = UserMessage(message.content, unsent=True, attachments=message.attachments)
         return self.op(
             "message_body_update", thread_id=thread_id, seq=seq, body=to_json(unsent.to_dict())
         )
