@@ -95,6 +95,8 @@ class Config:
     context_windows: Mapping[str, int] = field(default_factory=_empty)
     # [models."provider:model"] api: the kind a model of an OpenAI provider is spoken to in
     model_kinds: Mapping[str, str] = field(default_factory=_empty)
+    # [models."provider:model"] input: what a model takes (text, image, pdf), over its family's
+    model_inputs: Mapping[str, frozenset[str]] = field(default_factory=_empty)
     compaction: bool = True  # [compaction] enabled: summarize a thread that outgrew the window
     compaction_model: str | None = None  # [compaction] model; None: the agent's own
     # [compaction] history_tokens: the most tokens of its thread's history a request carries
@@ -290,6 +292,7 @@ def _build(
         journal_model=journal.model,
         context_windows=models.context_windows,
         model_kinds=models.kinds,
+        model_inputs=models.inputs,
         compaction=compaction.enabled,
         compaction_model=compaction.model,
         history_tokens=compaction.history_tokens,

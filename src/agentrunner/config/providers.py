@@ -207,16 +207,19 @@ class Models:
 
     NAME: ClassVar[str] = "models"
     KEYS: ClassVar[tuple[str, ...]] = ()  # a table of named tables, each checking its own
-    MODEL_KEYS: ClassVar[tuple[str, ...]] = ("context_window", "api")
+    MODEL_KEYS: ClassVar[tuple[str, ...]] = ("context_window", "api", "input")
+    INPUTS: ClassVar[tuple[str, ...]] = ("text", "image", "pdf")
 
     context_windows: Mapping[str, int]
     kinds: Mapping[str, str]
+    inputs: Mapping[str, frozenset[str]]
 
     @classmethod
     def read(cls, table: Table, providers: Mapping[str, ProviderConfig]) -> Models:
         """``providers``: every provider a model may name, the built-ins included."""
         windows: dict[str, int] = {}
         kinds: dict[str, str] = {}
+        inputs: dict[str, frozenset[str]] = {}
         for entry in table.entries('[models."{name}"] must be a table, e.g. context_window = 8000'):
             model = entry.path[-1]
             if ":" not in model:  # else it would name no model and be ignored
@@ -234,7 +237,25 @@ class Models:
                 provider = providers.get(model.partition(":")[0])
                 kind = provider.kind if provider is not None else "openai"
                 kinds[model] = openai_kind(entry, kind, f'models."{model}"')
-        return cls(MappingProxyType(windows), MappingProxyType(kinds))
+            if "input" in entry:
+                inputs[model] = _inputs(entry, cls.INPUTS)
+        return cls(MappingProxyType(windows), MappingProxyType(kinds), MappingProxyType(inputs))
+
+
+def _inputs(table: Table, known: tuple[str, ...]) -> frozenset[str]:
+    given = table.get("input")
+    if (
+        not isinstance(given, list)
+        or not all(isinstance(k, str) and k in known for k in given)
+        or "text" not in given
+    ):
+        raise table.error(
+            "input",
+            f"{table.name('input')} must list what the model takes, among "
+            f"{', '.join(known)} (text always), got {given!r}",
+            'e.g. input = ["text", "image", "pdf"] for a model that reads images and PDFs.',
+        )
+    return frozenset(given)
 
 
 def _context_window(table: Table) -> int | None:

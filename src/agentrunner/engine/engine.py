@@ -78,7 +78,8 @@ class Engine:
         entries = []
         for ref in refs:
             resolved = self.models.resolve(ref)
-            entries.append(ChainEntry(resolved, self.models.client(resolved), policy))
+            client = self.models.client(resolved)
+            entries.append(ChainEntry(resolved, client, policy, self.models.inputs(resolved)))
         return FallbackChain(entries, cooldowns=self.cooldowns, tracing=self.tracing)
 
     async def run(
@@ -87,7 +88,7 @@ class Engine:
         model: str | Sequence[str] | None = None,
         chain: FallbackChain | None = None,
         system: str = "",
-        message: str | None = None,
+        message: str | UserMessage | None = None,
         history: Sequence[Message] = (),
         tools: Sequence[Tool] = (),
         limits: TurnLimits | None = None,
@@ -123,7 +124,7 @@ class Engine:
             chain = self.chain(model, retry)
         messages = list(history)
         if message is not None:
-            messages.append(UserMessage(message))
+            messages.append(message if isinstance(message, UserMessage) else UserMessage(message))
         turn = Turn(
             system=system,
             messages=messages,

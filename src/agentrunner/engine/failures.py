@@ -39,6 +39,7 @@ class FailureKind(StrEnum):
     CONTENT_FILTER = "content_filter"
     TRUNCATED = "truncated"
     BAD_REQUEST = "bad_request"
+    INPUT_UNSUPPORTED = "input_unsupported"  # no model of the chain takes a part: none sent
     UNKNOWN = "unknown"
 
 
@@ -55,6 +56,7 @@ _CODES: dict[FailureKind, tuple[ErrorCode, bool]] = {
     FailureKind.CONTENT_FILTER: (ErrorCode.CONTENT_FILTER, False),
     FailureKind.TRUNCATED: (ErrorCode.VALIDATION, False),
     FailureKind.BAD_REQUEST: (ErrorCode.VALIDATION, False),
+    FailureKind.INPUT_UNSUPPORTED: (ErrorCode.MODEL_INPUT_UNSUPPORTED, False),
     FailureKind.UNKNOWN: (ErrorCode.INTERNAL, False),
 }
 _FAILOVER = frozenset(
@@ -73,6 +75,10 @@ _HINTS: dict[FailureKind, str] = {
     FailureKind.NOT_FOUND: "Check the model name: `provider:model` must name a model you can use.",
     FailureKind.CONTEXT_WINDOW: "The conversation is too long for the model: start a new thread.",
     FailureKind.TRUNCATED: "Raise limits.max_output_tokens or ask for a shorter answer.",
+    FailureKind.INPUT_UNSUPPORTED: (
+        "Give the agent a model that takes it (or add one as a fallback), or say what the "
+        'model takes: [models."provider:model"] input = ["text", "image", "pdf"].'
+    ),
 }
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,7 +29,8 @@ from agentrunner.agents.spec import RetryPolicy
 from agentrunner.engine.failures import FailureKind, ProviderError
 from agentrunner.engine.fold import DeltaSink
 from agentrunner.engine.http_client import ModelClient
-from agentrunner.engine.messages import ModelRequest, ModelResponse
+from agentrunner.engine.messages import Attachment, InputKind, ModelRequest, ModelResponse
+from agentrunner.engine.model_inputs import ALL_INPUTS
 from agentrunner.engine.models import ResolvedModel
 from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
@@ -48,6 +49,7 @@ class ChainEntry:
     model: ResolvedModel
     client: ModelClient
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    inputs: frozenset[str] = ALL_INPUTS  # what the model takes (the registry's say)
 
 
 @dataclass(slots=True)
@@ -132,16 +134,20 @@ class FallbackChain:
         build: Callable[[ChainEntry], Awaitable[ModelRequest]],
         on_delta: DeltaSink | None,
         on_attempt: Callable[[Attempt, ChainEntry, ModelResponse | ProviderError], None],
+        needs: Mapping[InputKind, Attachment] | None = None,
     ) -> tuple[ModelResponse, ChainEntry]:
         """Try the entries in order; the response and the entry that produced it. ``build``
         makes each attempt's request (and may refuse it: whatever else it raises ends the
-        chain as it is).
+        chain as it is). ``needs``: the kinds of input the request carries besides text
+        (``messages.needed_inputs``); a model that does not take one is skipped.
 
         Raises the last ``ProviderError`` when every entry failed, or the first one that may
-        not fail over.
+        not fail over; ``input_unsupported`` when no entry takes what is needed.
         """
         last: ProviderError | None = None
         order = self._order()
+        if needs:
+            order = self._taking(order, needs)
         for position, entry in enumerate(order):
             has_next = position < len(order) - 1
             provider = entry.model.provider.name
@@ -197,6 +203,31 @@ class FallbackChain:
         if not resting:
             return self.entries
         return sorted(self.entries, key=lambda e: e.model.ref in resting)  # stable
+
+    def _taking(
+        self, order: Sequence[ChainEntry], needs: Mapping[InputKind, Attachment]
+    ) -> Sequence[ChainEntry]:
+        """The entries whose model takes every kind ``needs``; each other one recorded as
+        skipped, and when none is left the refusal, before anything is sent."""
+        taking = []
+        for entry in order:
+            missing = [kind for kind in needs if kind not in entry.inputs]
+            if not missing:
+                taking.append(entry)
+                continue
+            self._record(entry, "skipped", 0.0, message=f"takes no {missing[0]} input")
+        if taking:
+            return taking
+        entry = order[0]
+        kind = next(k for k in needs if k not in entry.inputs)
+        models = ", ".join(e.model.ref for e in order)
+        raise ProviderError(
+            FailureKind.INPUT_UNSUPPORTED,
+            f"{entry.model.ref} takes no {kind} input, and the message carries "
+            f"{needs[kind].label}; no model of the chain ({models}) takes it",
+            provider=entry.model.provider.name,
+            model=entry.model.ref,
+        )
 
     def _failed(self, entry: ChainEntry) -> None:
         """``entry`` spent its tries on failures that may pass: tried after the others, by

@@ -22,6 +22,7 @@ __all__ = [
     "AssistantMessage",
     "Attachment",
     "FinishReason",
+    "InputKind",
     "Message",
     "ModelRequest",
     "ModelResponse",
@@ -33,9 +34,10 @@ __all__ = [
     "ToolResult",
     "Usage",
     "UserMessage",
-    "input_kinds",
     "message_from_dict",
+    "needed_inputs",
     "prompt_cache_key",
+    "said",
 ]
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -228,14 +230,15 @@ def _attachments(data: Mapping[str, Any]) -> tuple[Attachment, ...]:
     return tuple(Attachment.from_dict(a) for a in given) if given else ()
 
 
-def input_kinds(messages: Iterable[Message]) -> frozenset[InputKind]:
-    """What kinds of input beyond text ``messages`` carry: what a model must take to be sent
-    them (``[models."p:m"] input``)."""
-    kinds: set[InputKind] = set()
+def needed_inputs(messages: Iterable[Message]) -> dict[InputKind, Attachment]:
+    """The kinds of input beyond text ``messages`` carry, each with the first file of it:
+    what a model must take to be sent them (``[models."p:m"] input``)."""
+    needs: dict[InputKind, Attachment] = {}
     for message in messages:
         if not isinstance(message, AssistantMessage) and message.attachments:
-            kinds.update(a.kind for a in message.attachments)
-    return frozenset(kinds)
+            for a in message.attachments:
+                needs.setdefault(a.kind, a)
+    return needs
 
 
 @dataclass(slots=True)
@@ -258,6 +261,13 @@ class UserMessage:
         if self.attachments:  # a text-only message's row is what it always was
             out["attachments"] = [a.to_dict() for a in self.attachments]
         return out
+
+
+def said(message: UserMessage | ToolResult) -> str:
+    """What a person reads of a message: its text, then a line naming each of its files."""
+    if not message.attachments:
+        return message.content
+    return "\n".join([message.content, *(a.label for a in message.attachments)])
 
 
 @dataclass(slots=True)

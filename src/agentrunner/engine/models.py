@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from agentrunner.config import BUILTIN_PROVIDERS, OPENAI_KINDS, Config, ProviderConfig
+from agentrunner.engine.model_inputs import default_inputs
 from agentrunner.engine.pricing import PriceBook
 from agentrunner.engine.secrets import Secrets, held
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -61,11 +62,13 @@ class ModelRegistry:
         context_windows: Mapping[str, int] | None = None,
         model_kinds: Mapping[str, str] | None = None,
         secret_env: Iterable[str] = (),
+        model_inputs: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.providers: dict[str, ProviderConfig] = {**BUILTIN_PROVIDERS, **(providers or {})}
         self.aliases = dict(aliases or {})
         self.prices = prices or PriceBook()
         self.context_windows = dict(context_windows or {})  # by ref: config's, then looked up
+        self.model_inputs = dict(model_inputs or {})  # by ref: config's; else the family's
         self.model_kinds = dict(model_kinds or {})  # by ref: an OpenAI model's API, if not its
         self._env = os.environ if env is None else env
         self.secret_env = tuple(secret_env)  # [security] secret_env: the operator's secrets
@@ -82,6 +85,7 @@ class ModelRegistry:
             context_windows=config.context_windows,
             model_kinds=config.model_kinds,
             secret_env=config.secret_env,
+            model_inputs=config.model_inputs,
         )
 
     def add_model(self, provider: str, client: ModelClient) -> None:
@@ -125,6 +129,13 @@ class ModelRegistry:
 
             known = listed_context_window(model.provider.name, model.name)
             self.context_windows[model.ref] = known = known or DEFAULT_CONTEXT_WINDOW
+        return known
+
+    def inputs(self, model: ResolvedModel) -> frozenset[str]:
+        """What ``model`` takes (``[models."provider:model"] input``, else its family's)."""
+        known = self.model_inputs.get(model.ref)
+        if known is None:
+            known = default_inputs(model.provider.kind, model.name)
         return known
 
     def knows(self, ref: str) -> bool:

@@ -31,7 +31,13 @@ from agentrunner.engine.abort import AbortSignal
 from agentrunner.engine.budget import CostTracker, ExternalBudget, Reservation, budget_cut_off
 from agentrunner.engine.failures import ProviderError
 from agentrunner.engine.fallback import Attempt, FallbackChain
-from agentrunner.engine.messages import AssistantMessage, Message, Usage, UserMessage
+from agentrunner.engine.messages import (
+    AssistantMessage,
+    Message,
+    Usage,
+    UserMessage,
+    needed_inputs,
+)
 from agentrunner.engine.model_calls import ModelCalls
 from agentrunner.engine.pause import Pending, Policy, Resumed, TurnPaused
 from agentrunner.engine.pricing import PriceBook
@@ -289,6 +295,7 @@ class _TurnRun:
                     model_calls.build,
                     model_calls.on_delta if turn.stream else None,
                     model_calls.on_attempt,
+                    needed_inputs(turn.messages),
                 )
             except ProviderError as exc:
                 raise self.error(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.core.inputs import check_text
-from agentrunner.engine.messages import Usage
+from agentrunner.engine.messages import Attachment, Usage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
@@ -206,6 +206,7 @@ class RunRequest:
     input: dict[str, Any]
     parent: Parent | None = None
     claimed_run_id: str | None = None  # a run already claimed from a mailbox
+    attachments: tuple[Attachment, ...] = ()  # the message's files (docs/attachments.md)
 
     @property
     def caller(self) -> Caller | None:

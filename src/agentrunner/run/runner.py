@@ -10,7 +10,7 @@ prompt, ``capabilities/toolset`` assembles its tools, ``model_settings`` checks 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ from agentrunner.core.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, 
 from agentrunner.core.log_format import in_run
 from agentrunner.core.paths import display_path
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.messages import UserMessage, prompt_cache_key
+from agentrunner.engine.messages import Attachment, UserMessage, prompt_cache_key, said
 from agentrunner.engine.model_calls import output_cap
 from agentrunner.engine.pause import CallWaits, Resumed, TurnPaused
 from agentrunner.engine.tools import ToolRetry
@@ -216,6 +216,7 @@ class AgentRunner(AppParts):
         *,
         input: dict[str, Any] | None = None,
         run_id: str | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> RunResult:
         """Run one turn of ``agent_id`` on ``thread_id`` with ``message``.
 
@@ -230,7 +231,8 @@ class AgentRunner(AppParts):
         ``run_id`` names a run already claimed from a mailbox (its row exists, ``running``).
         A thread id, message or input that cannot be stored (``agentrunner.core.inputs``) is
         ``validation``, before anything is written (a claimed run's thread was named by the
-        library when it was queued).
+        library when it was queued). ``attachments``: the message's files, read at the edge
+        (``AgentRunner.attach``), checked against a message's bounds (``attachment_refused``).
         """
         if run_id is None:
             check_id(thread_id, "thread_id", MAX_THREAD_ID_CHARS)
@@ -246,6 +248,7 @@ class AgentRunner(AppParts):
                 abort,
                 input or {},
                 claimed_run_id=run_id,
+                attachments=tuple(attachments),
             )
         )
 
@@ -258,6 +261,7 @@ class AgentRunner(AppParts):
         abort: AbortSignal | None = None,
         *,
         input: dict[str, Any] | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> RunResult:
         """Run ``agent_id`` once on ``message`` with no thread: no history before it, none kept
         after. Everything else is as ``run_agent``: the agent's tools, capabilities, MCP servers
@@ -274,6 +278,7 @@ class AgentRunner(AppParts):
                 overrides or RunAgentOverrides(),
                 abort,
                 input or {},
+                attachments=tuple(attachments),
             )
         )
 
@@ -340,7 +345,7 @@ class AgentRunner(AppParts):
         if point is None:
             # 4. append the user message (answering a crashed run's calls): written with the
             # run's first events, so a quick model's first step shares its transaction
-            user = UserMessage(request.message)
+            user = UserMessage(request.message, attachments=request.attachments)
             abandoned, said = thread.opening(run_id, user)
         else:  # going on after a wait: no new message; its paused step first
             run.resumed = await self.waits.going_on(live, point, thread)
@@ -420,7 +425,7 @@ class AgentRunner(AppParts):
         if notes:
             run.log.message("context_message", notes)
         if user is not None:
-            run.log.message("user_message", user.content)
+            run.log.message("user_message", said(user))
         limits = agent.limits
         chain = self._chain(agent, overrides)
         fitted = Fitted([], None)
@@ -440,13 +445,14 @@ class AgentRunner(AppParts):
                 ),
                 Account.of(run.live, limits.timeout_s, abort),
             )
-        history = fitted.history
+        history = await self.store.attachments.hydrate(fitted.history)  # files' bytes, to send
+        message = (await self.store.attachments.hydrate([user]))[0] if user else None
         policy = await self.waits.policy_of(agent, run.live, toolset.context.trust)
         return await self.engine.run(  # 8. the engine call
             chain=chain,
             system=system,
             history=[UserMessage(notes), *history] if notes else history,
-            message=user.content if user is not None else None,
+            message=message,
             tools=tools,
             limits=TurnLimits(
                 max_steps=overrides.max_steps or limits.max_steps,

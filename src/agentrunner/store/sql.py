@@ -39,8 +39,14 @@ _TYPES: dict[Dialect, dict[str, str]] = {
         "{json}": "TEXT",
         "{serial}": "INTEGER PRIMARY KEY",
         "{clustered}": " WITHOUT ROWID",
+        "{blob}": "BLOB",
     },
-    "postgres": {"{json}": "JSONB", "{serial}": "BIGSERIAL PRIMARY KEY", "{clustered}": ""},
+    "postgres": {
+        "{json}": "JSONB",
+        "{serial}": "BIGSERIAL PRIMARY KEY",
+        "{clustered}": "",
+        "{blob}": "BYTEA",
+    },
 }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.agents import AgentStates, Memory, Notes, TaskCacheRows
 from agentrunner.store.approvals import Approvals
+from agentrunner.store.attachments import Attachments
 from agentrunner.store.changes import Changes
 from agentrunner.store.channels import Channels
 from agentrunner.store.company import Company
@@ -51,6 +52,7 @@ class Store:
         self.idempotency = IdempotencyKeys(driver, sql)
         self.company = Company(driver, sql)
         self.approvals = Approvals(driver, sql)
+        self.attachments = Attachments(driver, sql)
         self.changes = Changes(driver)  # readers woken by commits, in whichever process
 
     @property

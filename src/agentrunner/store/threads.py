@@ -8,7 +8,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentrunner.engine.messages import Message, UserMessage, message_from_dict
+from agentrunner.engine.messages import AssistantMessage, Message, UserMessage, message_from_dict
+from agentrunner.store.attachments import attachment_ops
 from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.records import Thread, ThreadSummary, from_json, to_json
 from agentrunner.store.repositories import FAR_FUTURE, Repository
@@ -69,6 +70,7 @@ class Threads(Repository):
                 )
                 for n, m in enumerate(history)
             ),
+            *_files(self, thread_id, 1, history),
         ]
         try:
             await self.db.batch(opening)
@@ -209,7 +211,8 @@ class Messages(Repository):
         self, thread_id: str, first_seq: int, messages: Iterable[Message], run_id: str | None
     ) -> list[Op]:
         now = time.time()
-        return [
+        messages = messages if isinstance(messages, Sequence) else list(messages)
+        ops = [
             self.op(
                 "message_insert",
                 thread_id=thread_id,
@@ -221,6 +224,8 @@ class Messages(Repository):
             )
             for n, m in enumerate(messages)
         ]
+        ops.extend(_files(self, thread_id, first_seq, messages))
+        return ops
 
     def unsent_op(self, thread_id: str, seq: int, message: UserMessage) -> Op:
         """Message ``seq`` of the thread, ``message``, marked as never sent to a model."""
@@ -228,3 +233,14 @@ class Messages(Repository):
         return self.op(
             "message_body_update", thread_id=thread_id, seq=seq, body=to_json(unsent.to_dict())
         )
+
+
+def _files(
+    repo: Repository, thread_id: str, first_seq: int, messages: Sequence[Message]
+) -> list[Op]:
+    """The files ``messages`` (numbered from ``first_seq``) carry, kept with them."""
+    ops: list[Op] = []
+    for n, m in enumerate(messages):
+        if not isinstance(m, AssistantMessage) and m.attachments:
+            ops.extend(attachment_ops(repo, thread_id, first_seq + n, m.attachments))
+    return ops

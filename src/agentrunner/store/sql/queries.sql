@@ -998,3 +998,36 @@ UPDATE approvals
 SET status = 'approved', decided_by = :by, decided_at = :now, execution = 'finished',
     result = :result{json}
 WHERE waits_on = :child AND status = 'pending';
+
+-- name: attachment_insert
+-- A file kept by its digest: the same bytes again, from any message, leave the one copy.
+INSERT INTO attachments (sha256, media_type, size, width, height, pages, data, created_at)
+VALUES (:sha256, :media_type, :size, :width, :height, :pages, :data, :now)
+ON CONFLICT (sha256) DO NOTHING;
+
+-- name: attachment_use_insert
+INSERT INTO attachment_uses (thread_id, seq, sha256, name)
+VALUES (:thread_id, :seq, :sha256, :name)
+ON CONFLICT (thread_id, seq, sha256) DO NOTHING;
+
+-- name: attachment_get
+SELECT sha256, media_type, size, width, height, pages, created_at
+FROM attachments WHERE sha256 = :sha256;
+
+-- name: attachment_data
+SELECT data FROM attachments WHERE sha256 = :sha256;
+
+-- name: attachment_uses_of_thread
+SELECT DISTINCT sha256 FROM attachment_uses WHERE thread_id = :thread_id;
+
+-- name: attachment_uses_count
+SELECT COUNT(*) AS n FROM attachment_uses WHERE sha256 = :sha256;
+
+-- name: attachment_stats
+SELECT COUNT(*) AS files, COALESCE(SUM(size), 0) AS bytes FROM attachments;
+
+-- name: attachment_delete_unused
+-- A file no message names any more (its last thread deleted).
+DELETE FROM attachments
+WHERE sha256 = :sha256
+  AND NOT EXISTS (SELECT 1 FROM attachment_uses u WHERE u.sha256 = :sha256);

@@ -478,3 +478,28 @@ CREATE TABLE approval_grants (
     created_at DOUBLE PRECISION NOT NULL
 );
 CREATE UNIQUE INDEX approval_grants_key ON approval_grants (agent_id, scope, scope_id, tool)
+
+-- migration: 20
+-- Attachments (docs/attachments.md): a file's bytes kept once, by their sha256, however many
+-- messages name it (ten agents sent it, a thousand threads keep it); any process of either
+-- back end loads them for a request. Each message that names one is a row of
+-- attachment_uses, so a thread's deletion drops its uses and then the files no other message
+-- names.
+CREATE TABLE attachments (
+    sha256 TEXT PRIMARY KEY,
+    media_type TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    width INTEGER,
+    height INTEGER,
+    pages INTEGER,
+    data {blob} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE attachment_uses (
+    thread_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    name TEXT NOT NULL,
+    PRIMARY KEY (thread_id, seq, sha256)
+);
+CREATE INDEX attachment_uses_sha256 ON attachment_uses (sha256)
