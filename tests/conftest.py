@@ -97,7 +97,7 @@ _TABLES = (
     "notes, "
     "agent_state, thread_locks, channels, channel_members, channel_messages, workers, task_cache, "
     "budget_holds, idempotency_keys, company_sessions, journal_entries, channel_activity, "
-    "approvals, approval_grants"
+    "approvals, approval_grants, attachments, attachment_uses"
 )
 
 

@@ -68,6 +68,7 @@ class TestModel(_InProcessModel):
     __test__ = False  # not a pytest test class
 
     async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
+        _check_loaded(request)
         if _last_is_user(request):
             asked = request.messages[-1]
             assert isinstance(asked, UserMessage)
@@ -224,9 +225,23 @@ def _summary(request: ModelRequest) -> str:
     question = asked.content if isinstance(asked, UserMessage) else ""
     results = [m for m in request.messages[last + 1 :] if isinstance(m, ToolResult)]
     if not results:
+        seen = asked.attachments if isinstance(asked, UserMessage) else ()
+        if seen:  # what a model that reads them would be sent, named
+            files = "; ".join(a.label for a in seen)
+            return f"[test model] You said: {question[:200]}\nI was given: {files}"
         return f"[test model] You said: {question[:200]}"
     lines = [f"- {r.name}: {'error: ' if r.is_error else ''}{r.content[:200]}" for r in results]
     return "[test model] I called " + ", ".join(r.name for r in results) + ".\n" + "\n".join(lines)
+
+
+def _check_loaded(request: ModelRequest) -> None:
+    """A provider is sent a file's bytes: a request that names one not loaded is refused, as
+    the wires would (``Attachment.base64``), so a test on this model finds it."""
+    for message in request.messages:
+        if isinstance(message, UserMessage | ToolResult):
+            for a in message.attachments:
+                if a.data is None:
+                    raise ValueError(f"attachment {a.sha256[:12]} was not loaded for the request")
 
 
 def _last_is_user(request: ModelRequest) -> bool:

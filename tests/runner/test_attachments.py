@@ -1,0 +1,102 @@
+"""Files in a run's message (docs/attachments.md), on SQLite and PostgreSQL: kept once by
+their digest however many threads name them, named in the thread's rows without their bytes,
+loaded for every request that sends them, and a part no model of the chain takes refused
+before anything is sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentrunner import AgentRunner
+from agentrunner.engine import UserMessage
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.store.records import from_json
+from agentrunner.testing import MockProvider
+from tests.attachment_files import image_attachment, pdf_attachment
+from tests.runner.conftest import Agent
+
+
+async def _bodies(runner: AgentRunner, thread_id: str) -> list[dict[str, Any]]:
+    rows = await runner.store.messages.db.fetch_all(
+        "SELECT body FROM messages WHERE thread_id = '" + thread_id + "' ORDER BY seq", {}
+    )
+    return [from_json(r["body"]) for r in rows]
+
+
+async def test_files_are_kept_once_by_digest_and_named_in_rows(
+    agent: Agent, open_runner: Any
+) -> None:
+    agent("looker", "name: looker\nmodel: test")
+    runner: AgentRunner = await open_runner()
+    red, blue = image_attachment("red.png", 4, 3, "red"), image_attachment("blue.png", 7, 5, "blue")
+    report = pdf_attachment("report.pdf", pages=3)
+    assert len({red.sha256, blue.sha256, report.sha256}) == 3
+
+    first = await runner.run_agent("looker", "t1", "what is this?", attachments=[red, report])
+    second = await runner.run_agent("looker", "t2", "and this?", attachments=[blue])
+    # the same file in a thousand threads is one copy: here, ten more threads
+    for n in range(10):
+        await runner.run_agent("looker", f"many-{n}", "again", attachments=[red])
+
+    # the test model was sent the bytes (it refuses a request without them) and names the files
+    assert "red.png" in first.text and "report.pdf" in first.text and "3 pages" in first.text
+    assert "blue.png" in second.text and "7x5" in second.text and "red.png" not in second.text
+    files, size = await runner.store.attachments.stats()
+    assert files == 3 and size == red.size + blue.size + report.size
+    assert await runner.store.attachments.uses(red.sha256) == 11
+    assert await runner.store.attachments.uses(blue.sha256) == 1
+
+    body = (await _bodies(runner, "t1"))[0]
+    assert body["content"] == "what is this?"
+    assert [a["sha256"] for a in body["attachments"]] == [red.sha256, report.sha256]
+    assert body["attachments"][0] == {
+        "sha256": red.sha256,
+        "media_type": "image/png",
+        "size": red.size,
+        "name": "red.png",
+        "width": 4,
+        "height": 3,
+    }
+    assert "data" not in str(body) and len(str(body)) < 600  # a reference, never the bytes
+    kept = await runner.store.attachments.get(report.sha256)
+    assert kept is not None and kept.pages == 3 and kept.media_type == "application/pdf"
+    assert await runner.store.attachments.data(report.sha256) == report.data
+
+
+async def test_a_later_turn_sends_the_thread_s_files_again(agent: Agent, open_runner: Any) -> None:
+    agent("looker", "name: looker\nmodel: test")
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("looker", "t1", "look", attachments=[image_attachment("a.png")])
+    # a second runner: a fresh process, nothing cached, the bytes from the store
+    other: AgentRunner = await open_runner()
+    later = await other.run_agent("looker", "t1", "and now, without a file?")
+    assert later.status == "completed" and "You said: and now" in later.text
+    history, _ = await other.store.messages.tail("t1", 10)
+    user = history[0]
+    assert isinstance(user, UserMessage) and user.attachments[0].name == "a.png"
+    assert user.attachments[0].data is None  # as read: a reference; loaded only to be sent
+
+
+async def test_a_text_message_s_row_is_unchanged(agent: Agent, open_runner: Any) -> None:
+    agent("looker", "name: looker\nmodel: test")
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("looker", "t1", "plain words")
+    assert (await _bodies(runner, "t1"))[0] == {"role": "user", "content": "plain words"}
+    assert await runner.store.attachments.stats() == (0, 0)
+
+
+@pytest.mark.parametrize("file", ["image", "pdf"])
+async def test_a_part_no_model_takes_is_refused_before_anything_is_sent(
+    agent: Agent, open_runner: Any, mock: MockProvider, file: str
+) -> None:
+    agent("reader", "name: reader\nmodel: mockai:gpt-mock")  # a model of no known family: text
+    runner: AgentRunner = await open_runner()
+    given = image_attachment("shot.png") if file == "image" else pdf_attachment("doc.pdf")
+    with pytest.raises(AgentRunnerError) as raised:
+        await runner.run_agent("reader", "t1", "describe", attachments=[given])
+    assert raised.value.code is ErrorCode.MODEL_INPUT_UNSUPPORTED
+    assert "mockai:gpt-mock" in raised.value.message and given.name in raised.value.message
+    assert f"takes no {file} input" in raised.value.message
+    assert mock.requests == []  # nothing was sent
