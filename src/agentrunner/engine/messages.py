@@ -37,7 +37,7 @@ __all__ = [
     "message_from_dict",
     "needed_inputs",
     "prompt_cache_key",
-    "said",
+    "text_and_files",
 ]
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -263,7 +263,7 @@ class UserMessage:
         return out
 
 
-def said(message: UserMessage | ToolResult) -> str:
+def text_and_files(message: UserMessage | ToolResult) -> str:
     """What a person reads of a message: its text, then a line naming each of its files."""
     if not message.attachments:
         return message.content

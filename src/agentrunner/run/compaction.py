@@ -35,10 +35,12 @@ from agentrunner.engine.budget import (
 from agentrunner.engine.history import newest_within, sendable
 from agentrunner.engine.messages import (
     AssistantMessage,
+    Attachment,
     Message,
     ModelRequest,
     ToolResult,
     UserMessage,
+    text_and_files,
 )
 from agentrunner.engine.turn import TurnLimits
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -148,6 +150,7 @@ class RequestShape:
     output_schema: Any
     max_output_tokens: int | None  # the agent's cap; None: none set
     history_tokens: int | None = None  # the agent's limits.history_tokens; None: the config's
+    attachments: tuple[Attachment, ...] = ()  # the message's files, counted as it is
 
 
 @dataclass(slots=True)
@@ -457,7 +460,7 @@ class Compactor:
 
 def _fixed_tokens(shape: RequestShape) -> int:
     """What every request of the run carries besides its history, by the budget's estimate."""
-    carried: list[Message] = [UserMessage(shape.message)]
+    carried: list[Message] = [UserMessage(shape.message, attachments=shape.attachments)]
     if shape.notes:
         carried.insert(0, UserMessage(shape.notes))
     request = ModelRequest(
@@ -500,11 +503,12 @@ def _assemble(
 
 def _line(seq: int, message: Message) -> str:
     """One message of a summary request's transcript."""
+    # a file is summarised by its name (said): the summary request carries no files
     if isinstance(message, UserMessage):
-        return f"#{seq} user: {message.content}"
+        return f"#{seq} user: {text_and_files(message)}"
     if isinstance(message, ToolResult):
         verb = "failed" if message.is_error else "returned"
-        return f"#{seq} tool {message.name} {verb}: {message.content}"
+        return f"#{seq} tool {message.name} {verb}: {text_and_files(message)}"
     assert isinstance(message, AssistantMessage)
     said = [f"#{seq} assistant: {message.text}"] if message.text else []
     for call in message.tool_calls:

@@ -19,7 +19,7 @@ from agentrunner.core.inputs import MAX_THREAD_ID_CHARS, check_id, check_input, 
 from agentrunner.core.log_format import in_run
 from agentrunner.core.paths import display_path
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.messages import Attachment, UserMessage, prompt_cache_key, said
+from agentrunner.engine.messages import Attachment, UserMessage, prompt_cache_key, text_and_files
 from agentrunner.engine.model_calls import output_cap
 from agentrunner.engine.pause import CallWaits, Resumed, TurnPaused
 from agentrunner.engine.tools import ToolRetry
@@ -231,8 +231,7 @@ class AgentRunner(AppParts):
         ``run_id`` names a run already claimed from a mailbox (its row exists, ``running``).
         A thread id, message or input that cannot be stored (``agentrunner.core.inputs``) is
         ``validation``, before anything is written (a claimed run's thread was named by the
-        library when it was queued). ``attachments``: the message's files, read at the edge
-        (``AgentRunner.attach``), checked against a message's bounds (``attachment_refused``).
+        library when it was queued). ``attachments``: the message's files (``attach``).
         """
         if run_id is None:
             check_id(thread_id, "thread_id", MAX_THREAD_ID_CHARS)
@@ -425,7 +424,7 @@ class AgentRunner(AppParts):
         if notes:
             run.log.message("context_message", notes)
         if user is not None:
-            run.log.message("user_message", said(user))
+            run.log.message("user_message", text_and_files(user))
         limits = agent.limits
         chain = self._chain(agent, overrides)
         fitted = Fitted([], None)
@@ -442,6 +441,7 @@ class AgentRunner(AppParts):
                     output_schema=agent.output_schema,
                     max_output_tokens=output_cap(limits.max_output_tokens, settings),
                     history_tokens=limits.history_tokens,
+                    attachments=user.attachments if user is not None else (),
                 ),
                 Account.of(run.live, limits.timeout_s, abort),
             )
@@ -524,20 +524,18 @@ class AgentRunner(AppParts):
     # -- helpers --------------------------------------------------------------------------
 
     def _agent(self, agent_id: str) -> AgentSpec:
-        """The agent as its file is now (read again if it changed since; refused if it may
-        not run): with telemetry on, a ``resolve_agent`` span."""
+        """The agent as its file is now, refused if it may not run (a ``resolve_agent`` span)."""
         with self.engine.tracing.step("resolve_agent", agent_id=agent_id):
             return self.agents.runnable(agent_id)
 
     def settings_for(self, agent: AgentSpec, run: ModelSettings | None) -> ModelSettings | None:
-        """The model settings a run of ``agent`` asks for: ``run``'s over the agent file's over
-        ``[defaults]``', setting by setting."""
+        """A run's model settings: ``run``'s over the agent file's over ``[defaults]``'."""
         settings = self._settings(agent, run)
         return settings.merged if settings else None
 
     def _settings(self, agent: AgentSpec, run: ModelSettings | None) -> RunSettings | None:
-        """A run's settings and whose each is (``model_settings.RunSettings``); None when none
-        is set, and then ``model_settings`` (pydantic) is not imported."""
+        """A run's settings and whose each is (``RunSettings``); None when none is set (then
+        ``model_settings``, pydantic, is not imported)."""
         config = self.config
         if run is None and agent.model_settings is None and config.model_settings is None:
             return None

@@ -71,10 +71,13 @@ class Attachments(Repository):
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._cached_bytes = 0
 
+    def keep_ops(self, attachments: Iterable[Attachment]) -> list[Op]:
+        """What keeps files before any message names them: those of a message queued for a
+        worker (written with the run's row), or uploaded to be named later."""
+        return attachment_ops(self, None, 0, attachments)
+
     async def keep(self, attachments: Iterable[Attachment]) -> None:
-        """Keep files now, before any message names them: one queued with a message for a
-        worker, or uploaded to be named later."""
-        ops = attachment_ops(self, None, 0, attachments)
+        ops = self.keep_ops(attachments)
         if ops:
             await self.db.batch(ops)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agentrunner.config import DEFAULT_MAX_QUEUE
 from agentrunner.core.ids import new_id
 from agentrunner.core.inputs import check_id, check_input, check_text
+from agentrunner.engine.messages import Attachment
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.idempotency import IdempotencyKey, commit_once, first_result
 from agentrunner.run.sessions import agent_thread
@@ -93,6 +94,7 @@ class RunQueue:
         input: Mapping[str, Any] | None = None,
         model_settings: Mapping[str, Any] | None = None,
         idempotency: IdempotencyKey | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> QueuedRun:
         """Queue a run of ``agent_id`` on its thread ``thread_id`` and wake the workers.
         Raises ``validation`` for a bad id, message or input, ``thread_not_found`` for an
@@ -104,7 +106,14 @@ class RunQueue:
         tracing = self.app.engine.tracing
         with tracing.enqueue(agent_id) as (span, carrier):
             queued = await self._queue(
-                agent_id, thread_id, message, input, model_settings, idempotency, carrier
+                agent_id,
+                thread_id,
+                message,
+                input,
+                model_settings,
+                idempotency,
+                carrier,
+                tuple(attachments),
             )
             tracing.enqueued(span, [agent_id], [queued.run_id], repeated=queued.repeated)
             return queued
@@ -118,11 +127,14 @@ class RunQueue:
         model_settings: Mapping[str, Any] | None,
         idempotency: IdempotencyKey | None,
         trace_context: Mapping[str, str] | None,
+        attachments: tuple[Attachment, ...],
     ) -> QueuedRun:
         check_id(thread_id, "thread_id")
         check_text(message, "message")
         values = check_input(input)
         request: dict[str, Any] = {"kind": "direct", "message": message, "input": values}
+        if attachments:  # references: the bytes are kept with the run's row
+            request["attachments"] = [a.to_dict() for a in attachments]
         if model_settings is not None:  # stored as the input is: the input's bounds
             from agentrunner.core.model_settings import model_settings as checked
 
@@ -140,6 +152,7 @@ class RunQueue:
             store,
             [run],
             result={"run_id": run.id, "thread_id": thread_id},
+            with_ops=store.attachments.keep_ops(attachments),
             max_queue=self.max_queue,
             idempotency=idempotency,
             trace_context=trace_context,

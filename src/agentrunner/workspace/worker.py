@@ -25,6 +25,7 @@ import time
 from typing import TYPE_CHECKING
 
 from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.messages import Attachment
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.lifecycle import as_error
 from agentrunner.store.drivers import is_unavailable
@@ -189,6 +190,9 @@ class Worker:
                 abort=abort,
                 input=dict(claimed.request.get("input") or {}),
                 run_id=claimed.id,
+                attachments=[
+                    Attachment.from_dict(a) for a in claimed.request.get("attachments", ())
+                ],
             )
 
     async def _queued(self) -> bool:
