@@ -14,6 +14,7 @@ from agentrunner.engine import UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.records import from_json
 from agentrunner.testing import MockProvider
+from agentrunner.workspace.workspace import Workspace
 from tests.attachment_files import image_attachment, pdf_attachment
 from tests.runner.conftest import Agent
 
@@ -100,3 +101,63 @@ async def test_a_part_no_model_takes_is_refused_before_anything_is_sent(
     assert "mockai:gpt-mock" in raised.value.message and given.name in raised.value.message
     assert f"takes no {file} input" in raised.value.message
     assert mock.requests == []  # nothing was sent
+
+
+async def test_deleting_threads_drops_files_no_other_thread_names(
+    agent: Agent, open_runner: Any
+) -> None:
+    agent("looker", "name: looker\nmodel: test")
+    runner: AgentRunner = await open_runner()
+    shared, own = image_attachment("shared.png"), pdf_attachment("own.pdf", pages=2)
+    await runner.run_agent("looker", "t1", "one", attachments=[shared, own])
+    await runner.run_agent("looker", "t2", "two", attachments=[shared])
+    store = runner.store
+
+    deleted, dropped = await store.threads.delete("t1", store.attachments)
+    assert deleted == ["t1"] and dropped == 1  # own.pdf: no thread names it now
+    assert await store.threads.get("t1") is None
+    assert await store.messages.tail("t1", 10) == ([], 0)
+    assert await store.attachments.get(own.sha256) is None
+    assert await store.attachments.data(shared.sha256) == shared.data  # t2 still names it
+    # a later turn of t2 still sends it
+    later = await runner.run_agent("looker", "t2", "still there?")
+    assert later.status == "completed"
+
+    deleted, dropped = await store.threads.delete("t2", store.attachments)
+    assert dropped == 1 and await store.attachments.stats() == (0, 0)
+    # the runs stay, with what they cost
+    assert len(await store.runs.list(agent_id="looker", limit=10)) == 3
+
+
+async def test_a_thread_with_a_live_run_is_not_deleted(agent: Agent, open_runner: Any) -> None:
+    agent("looker", "name: looker\nmodel: test")
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent("looker", "t1", "one", attachments=[image_attachment("a.png")])
+    queued = await Workspace(runner).runs.queue("looker", "t1", "queued, not run")
+    with pytest.raises(AgentRunnerError) as raised:
+        await runner.store.threads.delete("t1", runner.store.attachments)
+    assert raised.value.code is ErrorCode.VALIDATION and queued.run_id in raised.value.message
+    assert await runner.store.threads.get("t1") is not None
+    assert await runner.store.attachments.stats() != (0, 0)
+
+
+async def test_a_queued_run_s_files_reach_the_worker_s_model(
+    agent: Agent, open_runner: Any
+) -> None:
+    agent("looker", "name: looker\nmodel: test")
+    runner: AgentRunner = await open_runner()
+    workspace = Workspace(runner)
+    await runner.store.threads.open("q1", "looker")
+    await runner.store.threads.open("q2", "looker")
+    one, two = image_attachment("one.png", 3, 3), pdf_attachment("two.pdf", pages=4)
+    first = await workspace.runs.queue("looker", "q1", "queued one", attachments=[one])
+    second = await workspace.runs.queue("looker", "q2", "queued two", attachments=[two])
+    assert await runner.store.attachments.stats() == (2, one.size + two.size)  # kept at once
+    # another process's worker: nothing of the files in its memory
+    worker_runner: AgentRunner = await open_runner()
+    await Workspace(worker_runner).worker().run(until_idle=True)
+    done = [await runner.store.runs.get(r.run_id) for r in (first, second)]
+    assert [r.status for r in done if r] == ["completed", "completed"]
+    texts = [(await runner.store.messages.tail(t, 5))[0][-1] for t in ("q1", "q2")]
+    assert "one.png" in texts[0].text and "two.pdf" not in texts[0].text  # type: ignore[union-attr]
+    assert "two.pdf" in texts[1].text and "4 pages" in texts[1].text  # type: ignore[union-attr]

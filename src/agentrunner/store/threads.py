@@ -9,7 +9,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentrunner.engine.messages import AssistantMessage, Message, UserMessage, message_from_dict
-from agentrunner.store.attachments import attachment_ops
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.store.attachments import Attachments, attachment_ops
 from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.records import Thread, ThreadSummary, from_json, to_json
 from agentrunner.store.repositories import FAR_FUTURE, Repository
@@ -89,6 +90,49 @@ class Threads(Repository):
         created = await self.get(thread_id)
         assert created is not None
         return created
+
+    async def delete(self, thread_id: str, files: Attachments) -> tuple[list[str], int]:
+        """Delete thread ``thread_id`` with its delegations' threads (``<thread>.<agent>``):
+        their messages, summaries, and each file no other thread names, in one transaction.
+        Its runs stay, with what they cost (spend is kept whatever is deleted). The threads
+        deleted and the files dropped; ``validation`` when a run on one is not settled."""
+        threads, pending = [thread_id], [thread_id]
+        while pending:
+            children = await self.ids("thread_children", id=pending.pop())
+            threads.extend(children)
+            pending.extend(children)
+        digests: set[str] = set()
+        ops: list[Op] = []
+        for tid in threads:
+            live = await self.db.fetch_one(self.sql["thread_live_run"], {"thread_id": tid})
+            if live is not None:
+                raise AgentRunnerError(
+                    ErrorCode.VALIDATION,
+                    f"thread {tid} has a run that is {live['status']} ({live['id']}); nothing "
+                    "was deleted",
+                    hint=f"Cancel it first (`agentrunner runs cancel {live['id']}`), or wait "
+                    "for it to end.",
+                )
+            rows = await self.db.fetch_all(
+                self.sql["attachment_uses_of_thread"], {"thread_id": tid}
+            )
+            digests.update(str(r["sha256"]) for r in rows)
+            ops += [
+                self.op("thread_attachment_uses_delete", thread_id=tid),
+                self.op("thread_messages_delete", thread_id=tid),
+                self.op("thread_summaries_delete", thread_id=tid),
+                self.op("thread_delete", id=tid),
+            ]
+        before = await files.stats()
+        try:
+            await self.db.batch([*ops, *files.release_ops(sorted(digests))])
+        except GuardRefused:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"a run began on thread {thread_id} as it was being deleted; nothing was deleted",
+                hint="Cancel it, or wait for it to end, and delete the thread again.",
+            ) from None
+        return threads, before[0] - (await files.stats())[0]
 
     async def summary(self, thread_id: str) -> ThreadSummary | None:
         """The thread's newest summary (compaction), or None: never compacted."""

@@ -6,7 +6,7 @@ import asyncio
 import datetime as dt
 import json
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
@@ -16,6 +16,7 @@ from agentrunner.interfaces.cli.console import Column, err, listing, out
 from agentrunner.interfaces.cli.cost import cache_line
 
 if TYPE_CHECKING:
+    from agentrunner.engine.messages import Attachment
     from agentrunner.run.spend import CacheSpend
     from agentrunner.store.approvals import ApprovalRecord
     from agentrunner.store.records import RunRecord, StepRecord, ThreadSummary
@@ -171,7 +172,9 @@ def threads_show(
     for seq, message, run_id, _ in page:
         if isinstance(message, UserMessage):
             unsent = " [yellow](not sent to the model: its run ended first)[/]" * message.unsent
-            out.print(f"[bold blue]user[/] [dim]#{seq}[/]{unsent}\n{escape(message.content)}\n")
+            out.print(f"[bold blue]user[/] [dim]#{seq}[/]{unsent}\n{escape(message.content)}")
+            _print_files(message.attachments)
+            out.print()
         elif isinstance(message, AssistantMessage):
             cut = " [yellow](interrupted)[/]" if message.interrupted else ""
             out.print(f"[bold green]assistant[/] [dim]#{seq}[/]{cut}")
@@ -189,8 +192,20 @@ def threads_show(
         elif isinstance(message, ToolResult):
             mark = "[red]✗[/]" if message.is_error else "[green]←[/]"
             out.print(
-                f"{mark} [dim]{escape(message.name)} #{seq}: {escape(message.content[:300])}[/]\n"
+                f"{mark} [dim]{escape(message.name)} #{seq}: {escape(message.content[:300])}[/]"
             )
+            _print_files(message.attachments)
+            out.print()
+
+
+def _print_files(files: Sequence[Attachment]) -> None:
+    """A message's files: name, type, size, digest (their bytes stay in the store)."""
+    for a in files:
+        shape = f"{a.width}×{a.height}" if a.width else f"{a.pages} pages"
+        out.print(
+            f"[magenta]attached {escape(a.name or '(unnamed)')}[/] [dim]{a.media_type} · {shape} · "
+            f"{a.size:,} bytes · sha256 {a.sha256[:12]}[/]"
+        )
 
 
 @threads_app.command("compact")
@@ -234,6 +249,36 @@ def threads_compact(
         return
     out.print(f"[bold]{escape(summary.thread_id)}[/] compacted")
     _print_summary(summary)
+
+
+@threads_app.command("delete")
+def threads_delete(
+    thread_id: str = typer.Argument(..., help="The thread id, or its beginning."),
+    yes: bool = typer.Option(False, "--yes", help="Delete it: there is no undo."),
+    as_json: bool = _JSON,
+) -> None:
+    """Delete a thread, its delegations' threads, their messages and summaries, and each
+    attached file no other thread names. Its runs and what they cost are kept. Refused while
+    a run on it is queued, running or waiting."""
+
+    async def delete(store: Store) -> tuple[list[str], int]:
+        thread = await _find("thread", thread_id, store.threads.get, store.threads.ids_starting)
+        if not yes:
+            from agentrunner.errors import AgentRunnerError, ErrorCode
+
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"deleting thread {thread.id} cannot be undone; nothing was deleted",
+                hint=f"Run `agentrunner threads delete {thread.id} --yes` to delete it.",
+            )
+        return await store.threads.delete(thread.id, store.attachments)
+
+    deleted, files = _with_store(delete)
+    if as_json:
+        out.print_json(data={"deleted": deleted, "files_deleted": files})
+        return
+    more = f" (and {len(deleted) - 1} delegation threads)" if len(deleted) > 1 else ""
+    out.print(f"deleted thread {escape(deleted[0])}{more}; {files} attached files no longer kept")
 
 
 def _cancelled(run: RunRecord) -> None:

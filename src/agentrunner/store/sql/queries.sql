@@ -1031,3 +1031,29 @@ SELECT COUNT(*) AS files, COALESCE(SUM(size), 0) AS bytes FROM attachments;
 DELETE FROM attachments
 WHERE sha256 = :sha256
   AND NOT EXISTS (SELECT 1 FROM attachment_uses u WHERE u.sha256 = :sha256);
+
+-- name: thread_children
+SELECT id FROM threads WHERE parent_thread_id = :id;
+
+-- name: thread_live_run
+-- A run on the thread not settled yet: queued, running, or waiting for a person.
+SELECT id, status FROM runs
+WHERE thread_id = :thread_id AND status IN ('created', 'running', 'waiting') LIMIT 1;
+
+-- name: thread_messages_delete
+DELETE FROM messages WHERE thread_id = :thread_id;
+
+-- name: thread_summaries_delete
+DELETE FROM thread_summaries WHERE thread_id = :thread_id;
+
+-- name: thread_attachment_uses_delete
+DELETE FROM attachment_uses WHERE thread_id = :thread_id;
+
+-- name: thread_delete
+-- guarded: a thread is deleted with nothing running on it; a run that began after the check
+-- refuses the whole batch, messages and files with it.
+DELETE FROM threads
+WHERE id = :id
+  AND NOT EXISTS (
+      SELECT 1 FROM runs WHERE thread_id = :id AND status IN ('created', 'running', 'waiting')
+  );
