@@ -381,3 +381,19 @@ async def test_the_cache_key_covers_the_reports_a_task_may_delegate_to(
         "Essay three.",
     ]
     assert again.cached and len(mock.requests) == 3
+
+
+async def test_the_cache_key_covers_the_files_sent(tasks_project: Path) -> None:
+    from dataclasses import replace
+
+    from tests.attachment_files import image_attachment
+
+    red, blue = image_attachment("a.png", color="red"), image_attachment("a.png", color="blue")
+    values = {"company": "Acme", "topic": "tides"}
+    first = await run("writer", values, model="test", attachments=[red])
+    assert not first.cached and "a.png" in first.output  # the test model names what it saw
+    assert (await run("writer", values, model="test", attachments=[red])).cached
+    assert not (await run("writer", values, model="test", attachments=[blue])).cached
+    renamed = replace(red, name="b.png")  # the name is sent with it (a PDF's file name)
+    assert not (await run("writer", values, model="test", attachments=[renamed])).cached
+    assert not (await run("writer", values, model="test")).cached  # no file: another request

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.core.model_settings import ModelSettings
     from agentrunner.engine.abort import AbortSignal
+    from agentrunner.engine.messages import Attachment
     from agentrunner.run.runner import AgentRunner
 
 __all__ = ["Outcome", "Task", "TaskRunner"]
@@ -115,10 +116,12 @@ class TaskRunner(AppParts):
         cache: bool | None = None,
         abort: AbortSignal | None = None,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> Task:
         """One task. ``model`` replaces the agent's models (``fallback`` names models to fall
         back to); ``cache`` overrides the agent file's ``cache:``; ``model_settings`` win over
-        the agent file's (a bad one: ``validation``, raised here)."""
+        the agent file's (a bad one: ``validation``, raised here); ``attachments``: files sent
+        with its message (``runner.attach``), part of its cache key by their digests."""
         return Task(
             self,
             agent,
@@ -128,6 +131,7 @@ class TaskRunner(AppParts):
             cache=cache,
             abort=abort,
             model_settings=model_settings,
+            attachments=attachments,
         )
 
     async def execute(
@@ -140,6 +144,7 @@ class TaskRunner(AppParts):
         cache: bool | None = None,
         abort: AbortSignal | None = None,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> Outcome:
         return await self.task(
             agent,
@@ -149,6 +154,7 @@ class TaskRunner(AppParts):
             cache=cache,
             abort=abort,
             model_settings=model_settings,
+            attachments=attachments,
         ).run()
 
     async def execute_many(
@@ -199,8 +205,10 @@ class Task:
         cache: bool | None = None,
         abort: AbortSignal | None = None,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> None:
         self._runner = runner
+        self._attachments = tuple(attachments)
         self._agent = agent
         self._input = input
         self._model = model
@@ -280,6 +288,7 @@ class Task:
             overrides=overrides,
             abort=self._abort,
             input=dict(self._input),
+            attachments=self._attachments,
         )
         if result.stop_reason == "cancelled":  # what the run spent before it stopped, kept
             stopped = AgentRunnerError(ErrorCode.CANCELLED, f"task stopped: run {result.run_id}")
@@ -336,4 +345,6 @@ class Task:
         facts["persona"] = runner.prompt.personas.tone(spec)
         if "memory" in spec.capabilities:
             facts["memory"] = await runner.app.store.memory.blocks(spec.id)
+        if self._attachments:  # what the model is sent of each file: its content, name, detail
+            facts["attachments"] = [[a.sha256, a.name, a.detail] for a in self._attachments]
         return facts
