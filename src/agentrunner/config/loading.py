@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.config.approval import Approval
+from agentrunner.config.attachments import Attachments
 from agentrunner.config.guards import GuardSettings
 from agentrunner.config.providers import (
     BUILTIN_PROVIDERS,
@@ -47,6 +48,7 @@ from agentrunner.config.serving import (
 from agentrunner.config.source import CONFIG_FILE, Source, Table, line_of
 from agentrunner.config.spending import Budgets, PriceOverride, Prices
 from agentrunner.config.telemetry import Telemetry
+from agentrunner.core.attachments import AttachmentLimits
 from agentrunner.core.paths import display_path
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
@@ -108,6 +110,8 @@ class Config:
     approval: Approval | None = None
     # [guards]: the built-in guards turned on for every agent (write_paths)
     guards: GuardSettings = field(default_factory=GuardSettings)
+    # [attachments]: how large a file given with a message, and a message's files, may be
+    attachments: AttachmentLimits = field(default_factory=AttachmentLimits)
     extensions: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
     unknown: Mapping[str, Any] = field(default_factory=_empty)
     raw: Mapping[str, Any] = field(default_factory=_empty)
@@ -300,6 +304,7 @@ def _build(
         secret_env=security.secret_env,
         approval=Approval.read(table("approval")),
         guards=GuardSettings.read(table("guards")),
+        attachments=Attachments.read(table("attachments")),
         extensions=MappingProxyType(extensions.resolve(raw, source.file, source.text)),
         unknown=MappingProxyType(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agentrunner.config.approval import Approval
+from agentrunner.config.attachments import Attachments
 from agentrunner.config.guards import GuardSettings
 from agentrunner.config.providers import Aliases, Models, Providers
 from agentrunner.config.serving import Cache, Channels, Server, Workers
@@ -343,6 +344,7 @@ SECTIONS: tuple[type[Section], ...] = (
     Security,
     Approval,
     GuardSettings,
+    Attachments,
 )
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.
 RESERVED_KEYS: frozenset[str] = frozenset(s.NAME for s in SECTIONS) | {

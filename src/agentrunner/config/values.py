@@ -41,18 +41,18 @@ def optional_name(table: Table, key: str) -> str | None:
     return None if table.get(key) is None else name(table, key)
 
 
-def count(table: Table, key: str, default: int) -> int:
+def count(table: Table, key: str, default: int, hint: str | None = None) -> int:
     """A whole number, 0 or more."""
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise table.error(key, f"{table.name(key)} must be a whole number, got {value!r}")
+        raise table.error(key, f"{table.name(key)} must be a whole number, got {value!r}", hint)
     return value
 
 
-def positive(table: Table, key: str, default: int) -> int:
+def positive(table: Table, key: str, default: int, hint: str | None = None) -> int:
     """A whole number, 1 or more."""
-    if count(table, key, default) == 0:
-        raise table.error(key, f"{table.name(key)} must be at least 1, got 0")
+    if count(table, key, default, hint) == 0:
+        raise table.error(key, f"{table.name(key)} must be at least 1, got 0", hint)
     return int(table.get(key, default))
 
 

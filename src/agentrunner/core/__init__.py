@@ -1,3 +1,3 @@
 """Plain types and rules every layer uses: ids, input rules, JSON text, log lines, paths, model
-settings. No I/O.
+settings, what an attachment may be. No I/O.
 """

@@ -38,6 +38,7 @@ __all__ = [
     "input_problem",
     "invalid",
     "text_problem",
+    "without_controls",
 ]
 
 MAX_ID_CHARS = 200
@@ -74,6 +75,13 @@ def id_problem(value: str, max_chars: int = MAX_ID_CHARS) -> str | None:
     if _CONTROL.search(value) is not None:
         return "holds a control character (a line break, a tab, NUL…) or an unpaired surrogate"
     return None
+
+
+def without_controls(value: str) -> str:
+    """``value`` without the characters ``id_problem`` refuses (control characters, line breaks
+    and tabs included, and unpaired surrogates): for a name that is cleaned rather than refused
+    (an attachment's file name)."""
+    return _CONTROL.sub("", value)
 
 
 def text_problem(value: str, max_chars: int | None = MAX_TEXT_CHARS) -> str | None:
