@@ -73,6 +73,9 @@ if TYPE_CHECKING:
         AbortSignal as AbortSignal,
     )
     from agentrunner.engine import (
+        Attachment as Attachment,
+    )
+    from agentrunner.engine import (
         Engine as Engine,
     )
     from agentrunner.engine import (
@@ -158,6 +161,7 @@ _EXPORTS: dict[str, str] = {
     "Store": "agentrunner.store",
     "open_store": "agentrunner.store",
     "AbortSignal": "agentrunner.engine",
+    "Attachment": "agentrunner.engine",
     "Engine": "agentrunner.engine",
     "FunctionModel": "agentrunner.engine",
     "ModelRegistry": "agentrunner.engine",

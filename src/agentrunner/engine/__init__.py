@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.http_client import HttpModelClient as HttpModelClient
     from agentrunner.engine.http_client import ModelClient as ModelClient
     from agentrunner.engine.messages import AssistantMessage as AssistantMessage
+    from agentrunner.engine.messages import Attachment as Attachment
     from agentrunner.engine.messages import Message as Message
     from agentrunner.engine.messages import ModelRequest as ModelRequest
     from agentrunner.engine.messages import ModelResponse as ModelResponse
@@ -77,6 +78,7 @@ _WHERE = {
     "ToolResult": "agentrunner.engine.messages",
     "Usage": "agentrunner.engine.messages",
     "UserMessage": "agentrunner.engine.messages",
+    "Attachment": "agentrunner.engine.messages",
     "message_from_dict": "agentrunner.engine.messages",
     "BUILTIN_PROVIDERS": "agentrunner.engine.models",
     "ModelRegistry": "agentrunner.engine.models",
@@ -101,6 +103,7 @@ __all__ = [
     "BUILTIN_PROVIDERS",
     "AbortSignal",
     "AssistantMessage",
+    "Attachment",
     "Attempt",
     "ChainEntry",
     "CostTracker",

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Sequence
 from io import BytesIO
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentrunner.core.attachments import (
@@ -44,7 +46,7 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 if TYPE_CHECKING:
     from PIL.ImageFile import ImageFile
 
-__all__ = ["check_message", "read_attachment", "refused"]
+__all__ = ["check_message", "read_attachment", "read_file", "refused"]
 
 # pypdf warns through logging of what it repairs in a PDF written a little wrong (a common
 # thing, and no concern of the person attaching it); with nowhere to log to, Python would
@@ -70,6 +72,7 @@ _HINTS = {
     "(Anthropic allows at most 2000 px a side when a request has more than 20 images).",
     "message_size": "Send the files over several messages, or raise [attachments] "
     "max_message_mb (Anthropic refuses a request over 32 MB).",
+    "unreadable": "Check the path: the file must exist and be readable.",
 }
 
 
@@ -128,6 +131,26 @@ def read_attachment(
         detail,
         data,
     )
+
+
+def read_file(
+    path: str | os.PathLike[str], limits: AttachmentLimits, *, detail: str = "auto"
+) -> Attachment:
+    """The file at ``path``, checked as ``read_attachment`` checks bytes; a file that cannot
+    be read, or is larger than any file may be, is refused before it is read whole."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > max(limits.max_pdf_bytes, limits.max_image_bytes):
+            most = max(limits.max_pdf_bytes, limits.max_image_bytes)
+            raise refused(
+                path.name, f"the file is {size:,} bytes; no file may be over {most:,}", "size"
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        problem = exc.strerror or type(exc).__name__
+        raise refused(path.name, f"cannot read {path}: {problem}", "unreadable") from None
+    return read_attachment(data, path.name, limits, detail=detail)
 
 
 def check_message(attachments: Sequence[Attachment], limits: AttachmentLimits) -> None:

@@ -8,6 +8,8 @@ runner: the runner runs agents; it is not where the store is kept.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.config import Config
     from agentrunner.engine.engine import Engine
+    from agentrunner.engine.messages import Attachment
     from agentrunner.store.store import Store
 
 __all__ = ["App", "AppParts"]
@@ -54,3 +57,34 @@ class AppParts:
     @property
     def engine(self) -> Engine:
         return self.app.engine
+
+    def attach(
+        self,
+        source: bytes | str | os.PathLike[str],
+        name: str | None = None,
+        *,
+        detail: str = "auto",
+    ) -> Attachment:
+        """A file to send with a message (``run_agent(..., attachments=[...])``): ``source`` a
+        path, or the file's bytes with its ``name``. Checked as every interface checks one
+        (docs/attachments.md): its type read from its bytes, decoded or opened, within
+        ``[attachments]``' limits, else ``attachment_refused`` naming it and the reason. It is
+        kept (once, by its digest) with the first message that carries it."""
+        from agentrunner.engine import attachment_checks  # Pillow and pypdf: when a file comes
+
+        limits = self.config.attachments
+        if isinstance(source, bytes | bytearray):
+            return attachment_checks.read_attachment(
+                bytes(source), name or "", limits, detail=detail
+            )
+        return attachment_checks.read_file(source, limits, detail=detail)
+
+    def check_attachments(self, attachments: Sequence[Attachment]) -> tuple[Attachment, ...]:
+        """A message's files within a message's bounds (``[attachments]`` max_files and
+        max_message_mb), else ``attachment_refused``."""
+        if not attachments:
+            return ()
+        from agentrunner.engine.attachment_checks import check_message
+
+        check_message(attachments, self.config.attachments)
+        return tuple(attachments)

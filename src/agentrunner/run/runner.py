@@ -247,7 +247,7 @@ class AgentRunner(AppParts):
                 abort,
                 input or {},
                 claimed_run_id=run_id,
-                attachments=tuple(attachments),
+                attachments=self.check_attachments(attachments),
             )
         )
 
@@ -277,7 +277,7 @@ class AgentRunner(AppParts):
                 overrides or RunAgentOverrides(),
                 abort,
                 input or {},
-                attachments=tuple(attachments),
+                attachments=self.check_attachments(attachments),
             )
         )
 
