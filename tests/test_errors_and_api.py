@@ -182,6 +182,7 @@ PUBLIC_API = [
     "AgentRunnerCallbacks",
     "AgentRunnerError",
     "AgentSpec",
+    "Attachment",
     "Budgets",
     "Config",
     "ConfigExtensionRegistry",
