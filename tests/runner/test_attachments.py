@@ -5,6 +5,7 @@ before anything is sent."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,10 +14,10 @@ from agentrunner import AgentRunner
 from agentrunner.engine import UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.records import from_json
-from agentrunner.testing import MockProvider
+from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from agentrunner.workspace.workspace import Workspace
 from tests.attachment_files import image_attachment, pdf_attachment
-from tests.runner.conftest import Agent
+from tests.runner.conftest import CONFIG, Agent
 
 
 async def _bodies(runner: AgentRunner, thread_id: str) -> list[dict[str, Any]]:
@@ -161,3 +162,53 @@ async def test_a_queued_run_s_files_reach_the_worker_s_model(
     texts = [(await runner.store.messages.tail(t, 5))[0][-1] for t in ("q1", "q2")]
     assert "one.png" in texts[0].text and "two.pdf" not in texts[0].text  # type: ignore[union-attr]
     assert "two.pdf" in texts[1].text and "4 pages" in texts[1].text  # type: ignore[union-attr]
+
+
+PRICEY_VISION = """
+[prices."mockai:gpt-pricey"]
+input_per_mtok = 100.0
+output_per_mtok = 400.0
+
+[models."mockai:gpt-pricey"]
+input = ["text", "image", "pdf"]
+"""
+
+
+@pytest.mark.parametrize(("width", "height", "refused"), [(64, 64, False), (1024, 1024, True)])
+async def test_a_per_run_budget_an_image_would_exceed_refuses_before_sending(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    mock_server: MockProviderServer,
+    width: int,
+    height: int,
+    refused: bool,
+) -> None:
+    """$0.06 a run at $100 per million input tokens: 600 tokens, less a minimal reply's. A
+    64 px image is 255 tokens by OpenAI's tiles, a 1024 px one 765: the first fits with the
+    request's text, the second does not — refused before anything is sent, whatever its bytes
+    (a few kilobytes)."""
+    (project / "agentrunner.toml").write_text(
+        CONFIG.format(
+            openai=mock_server.openai_url,
+            anthropic=mock_server.anthropic_url,
+            extra=PRICEY_VISION + "\n[budgets]\nper_run_usd = 0.06\n",
+        )
+    )
+    agent("viewer", "name: viewer\nmodel: mockai:gpt-pricey")
+    runner: AgentRunner = await open_runner()
+    picture = image_attachment("p.png", width, height)
+    assert picture.size < 10_000  # cheap to send as bytes; dear as pixels
+    if not refused:
+        mock.queue(Reply(text="A small square.", input_tokens=None))
+        result = await runner.run_agent("viewer", "t1", "what is it?", attachments=[picture])
+        assert result.status == "completed" and len(mock.requests) == 1
+        assert result.cost_micros <= 60_000
+        return
+    with pytest.raises(AgentRunnerError) as raised:
+        await runner.run_agent("viewer", "t1", "what is it?", attachments=[picture])
+    assert raised.value.code is ErrorCode.BUDGET_EXCEEDED
+    assert mock.requests == []  # nothing sent
+    [run] = await runner.store.runs.list(thread_id="t1")
+    assert run.cost_micros == 0

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentrunner.core.json_text import json_bytes
+from agentrunner.engine.attachment_tokens import attachment_tokens
 from agentrunner.engine.messages import (
     AssistantMessage,
     Message,
@@ -257,7 +258,7 @@ class BudgetGate:
                 # Free prices need no bound; unknown ones run uncounted where allowed
                 # (``allow_unpriced``; PriceBook warns once).
                 return None
-            tokens = self.input_tokens(model.ref, request)
+            tokens = self.input_tokens(model, request)
             wanted = request.max_output_tokens or DEFAULT_OUTPUT_CAP
             input_cost = rates.input_micros(tokens)
             cap = min(wanted, rates.output_tokens_within(allowance.left - input_cost, tokens))
@@ -295,7 +296,7 @@ class BudgetGate:
         so what it has left need not be read first (one statement fewer a request, the
         common case far from a limit). None when a budget would lower the cap, or is used
         up: the caller reads what is left and decides (a lower cap, a wait, an error)."""
-        tokens = self.input_tokens(model.ref, request)
+        tokens = self.input_tokens(model, request)
         wanted = request.max_output_tokens or DEFAULT_OUTPUT_CAP
         input_cost = rates.input_micros(tokens)
         own = self.tracker.allowance()
@@ -321,17 +322,18 @@ class BudgetGate:
             return external
         return own
 
-    def input_tokens(self, model: str, request: ModelRequest) -> int:
+    def input_tokens(self, model: ResolvedModel, request: ModelRequest) -> int:
         """``request``'s input in tokens at worst, estimated high and corrected by what was
         billed: what a reservation holds."""
-        return held_input_tokens(request, self._fixed_bytes, self._calibration.get(model, 1.0))
+        calibration = self._calibration.get(model.ref, 1.0)
+        return held_input_tokens(request, self._fixed_bytes, calibration, model.provider.kind)
 
-    def sent_tokens(self, model: str, request: ModelRequest) -> int:
+    def sent_tokens(self, model: ResolvedModel, request: ModelRequest) -> int:
         """The size of what ``request`` sent, in tokens (``estimate_sent_tokens``, corrected by
         what was billed where that was more): what a request cut off before the provider
         reported its usage is charged."""
-        tokens = estimate_sent_tokens(request, self._fixed_bytes)
-        return int(tokens * self._calibration.get(model, 1.0)) + 1
+        tokens = estimate_sent_tokens(request, self._fixed_bytes, model.provider.kind)
+        return int(tokens * self._calibration.get(model.ref, 1.0)) + 1
 
     @property
     def _fixed_bytes(self) -> int:
@@ -368,10 +370,12 @@ def fixed_request_bytes(tools: Sequence[Any], output_schema: Mapping[str, Any] |
     return size
 
 
-def held_input_tokens(request: ModelRequest, fixed_bytes: int, calibration: float = 1.0) -> int:
+def held_input_tokens(
+    request: ModelRequest, fixed_bytes: int, calibration: float = 1.0, kind: str = ""
+) -> int:
     """The input a reservation holds for ``request``: ``estimate_input_tokens`` corrected by
     ``calibration`` (what this model billed against the estimate before, when more)."""
-    return int(estimate_input_tokens(request, fixed_bytes) * calibration) + 1
+    return int(estimate_input_tokens(request, fixed_bytes, kind) * calibration) + 1
 
 
 def least_request_micros(
@@ -404,29 +408,37 @@ def smallest_request_micros(
     return least_request_micros(rates, tokens, reply_tokens)
 
 
-def estimate_input_tokens(request: ModelRequest, fixed_bytes: int) -> int:
+def estimate_input_tokens(request: ModelRequest, fixed_bytes: int, kind: str = "") -> int:
     """An estimate, erring high, of the input tokens ``request`` will be billed for at most:
     its size (``estimate_sent_tokens``) and, with tools, the instructions for using them that
     a provider adds on its side (Anthropic's are some 350 tokens). What a request's worst case
     is reserved with."""
-    tokens = estimate_sent_tokens(request, fixed_bytes)
+    tokens = estimate_sent_tokens(request, fixed_bytes, kind)
     return tokens + _WITH_TOOLS if request.tools else tokens
 
 
-def estimate_sent_tokens(request: ModelRequest, fixed_bytes: int) -> int:
+def estimate_sent_tokens(request: ModelRequest, fixed_bytes: int, kind: str = "") -> int:
     """The size of what ``request`` sends, in tokens, erring high: its system prompt, messages,
-    tool definitions and output schema (``fixed_bytes``), with each message's framing. Nothing
-    the provider adds on its side is in it."""
+    tool definitions and output schema (``fixed_bytes``), with each message's framing, and
+    its files by the rule the provider (of ``kind``) bills them by (``attachment_tokens``:
+    pixels or pages, never their bytes). Nothing the provider adds on its side is in it."""
     size = _utf8_bytes(request.system) + fixed_bytes
+    files = 0
     for message in request.messages:
         size += _message_bytes(message)
+        if not isinstance(message, AssistantMessage) and message.attachments:
+            files += sum(attachment_tokens(a, kind, request.model) for a in message.attachments)
     overhead = _PER_REQUEST + _PER_MESSAGE * len(request.messages)
-    return math.ceil(size / _BYTES_PER_TOKEN) + overhead
+    return math.ceil(size / _BYTES_PER_TOKEN) + overhead + files
 
 
 def estimate_message_tokens(message: Message) -> int:
-    """An estimate, erring high, of the input tokens ``message`` adds to a request."""
-    return math.ceil(_message_bytes(message) / _BYTES_PER_TOKEN) + _PER_MESSAGE
+    """An estimate, erring high, of the input tokens ``message`` adds to a request (its files
+    by OpenAI's tile rule, which a history's bound is counted in whatever the model)."""
+    tokens = math.ceil(_message_bytes(message) / _BYTES_PER_TOKEN) + _PER_MESSAGE
+    if not isinstance(message, AssistantMessage) and message.attachments:
+        tokens += sum(attachment_tokens(a, "", "") for a in message.attachments)
+    return tokens
 
 
 def estimate_text_tokens(text: str) -> int:

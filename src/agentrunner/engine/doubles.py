@@ -23,6 +23,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from agentrunner.engine.attachment_tokens import attachment_tokens
 from agentrunner.engine.fold import DeltaSink
 from agentrunner.engine.messages import (
     AssistantMessage,
@@ -274,4 +275,12 @@ def _estimate_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
         len(getattr(m, "content", "") or getattr(m, "text", "")) for m in request.messages
     )
     out = len(message.text) + sum(len(json.dumps(c.arguments)) for c in message.tool_calls)
-    return Usage(input_tokens=max(1, chars // 4), output_tokens=max(1, out // 4), requests=1)
+    files = sum(  # by OpenAI's tiles, as a budget counts them for this model
+        attachment_tokens(a, "test", request.model)
+        for m in request.messages
+        if isinstance(m, UserMessage | ToolResult)
+        for a in m.attachments
+    )
+    return Usage(
+        input_tokens=max(1, chars // 4) + files, output_tokens=max(1, out // 4), requests=1
+    )

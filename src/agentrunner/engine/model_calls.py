@@ -230,7 +230,7 @@ class ModelCalls:
         worst case its reservation holds), and the output streamed."""
         request = self.inflight[1] if self.inflight is not None else self.request(entry)
         usage = Usage(
-            input_tokens=self.gate.sent_tokens(entry.model.ref, request),
+            input_tokens=self.gate.sent_tokens(entry.model, request),
             output_tokens=estimate_output_tokens("".join(self.partial)),
             requests=1,
             estimated=True,
