@@ -225,14 +225,19 @@ def _summary(request: ModelRequest) -> str:
     asked = request.messages[last] if last >= 0 else None
     question = asked.content if isinstance(asked, UserMessage) else ""
     results = [m for m in request.messages[last + 1 :] if isinstance(m, ToolResult)]
+    seen = [
+        a
+        for m in (asked, *results)
+        if isinstance(m, UserMessage | ToolResult)
+        for a in m.attachments
+    ]
+    # what a model that reads them would be sent, named
+    given = "\nI was given: " + "; ".join(a.label for a in seen) if seen else ""
     if not results:
-        seen = asked.attachments if isinstance(asked, UserMessage) else ()
-        if seen:  # what a model that reads them would be sent, named
-            files = "; ".join(a.label for a in seen)
-            return f"[test model] You said: {question[:200]}\nI was given: {files}"
-        return f"[test model] You said: {question[:200]}"
+        return f"[test model] You said: {question[:200]}{given}"
     lines = [f"- {r.name}: {'error: ' if r.is_error else ''}{r.content[:200]}" for r in results]
-    return "[test model] I called " + ", ".join(r.name for r in results) + ".\n" + "\n".join(lines)
+    called = ", ".join(r.name for r in results)
+    return f"[test model] I called {called}.\n" + "\n".join(lines) + given
 
 
 def _check_loaded(request: ModelRequest) -> None:

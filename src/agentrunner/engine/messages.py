@@ -181,7 +181,10 @@ class Attachment:
         """How a person (and a model that is not sent the file) is told of it."""
         shape = f"{self.width}x{self.height}" if self.width else f"{self.pages or 0} pages"
         name = self.name or self.sha256[:12]
-        return f"[{self.kind}: {name}, {self.media_type}, {shape}, {self.size} bytes]"
+        return (
+            f"[{self.kind}: {name}, {self.media_type}, {shape}, {self.size} bytes, "
+            f"sha256 {self.sha256[:12]}]"
+        )
 
     def base64(self) -> str:
         """The bytes as base64, for a wire; a reference whose bytes were not loaded is a bug

@@ -8,6 +8,7 @@ runner: the runner runs agents; it is not where the store is kept.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ class AppParts:
     def engine(self) -> Engine:
         return self.app.engine
 
-    def attach(
+    async def attach(
         self,
         source: bytes | str | os.PathLike[str],
         name: str | None = None,
@@ -68,16 +69,17 @@ class AppParts:
         """A file to send with a message (``run_agent(..., attachments=[...])``): ``source`` a
         path, or the file's bytes with its ``name``. Checked as every interface checks one
         (docs/attachments.md): its type read from its bytes, decoded or opened, within
-        ``[attachments]``' limits, else ``attachment_refused`` naming it and the reason. It is
-        kept (once, by its digest) with the first message that carries it."""
+        ``[attachments]``' limits, else ``attachment_refused`` naming it and the reason. Read
+        and decoded off the event loop (a large image takes a while). It is kept (once, by its
+        digest) with the first message that carries it."""
         from agentrunner.engine import attachment_checks  # Pillow and pypdf: when a file comes
 
         limits = self.config.attachments
         if isinstance(source, bytes | bytearray):
-            return attachment_checks.read_attachment(
-                bytes(source), name or "", limits, detail=detail
+            return await asyncio.to_thread(
+                attachment_checks.read_attachment, bytes(source), name or "", limits, detail=detail
             )
-        return attachment_checks.read_file(source, limits, detail=detail)
+        return await asyncio.to_thread(attachment_checks.read_file, source, limits, detail=detail)
 
     def check_attachments(self, attachments: Sequence[Attachment]) -> tuple[Attachment, ...]:
         """A message's files within a message's bounds (``[attachments]`` max_files and

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,7 @@ from agentrunner.interfaces.cli.project import SET_HELP
 
 if TYPE_CHECKING:
     from agentrunner.core.model_settings import ModelSettings
+    from agentrunner.engine.messages import Attachment
     from agentrunner.events import Event, EventData, ThreadCompacted
     from agentrunner.run.request import RunResult
     from agentrunner.run.runner import AgentRunner
@@ -37,6 +40,7 @@ class _Session:
     max_steps: int | None = None
     values: dict[str, Any] = field(default_factory=dict)
     settings: ModelSettings | None = None
+    attach: tuple[str, ...] = ()  # files for the (first) message, read once the project is open
 
     def __post_init__(self) -> None:
         from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -56,6 +60,9 @@ _MODEL = typer.Option(
     None, "--model", "-m", help="Use this model only, instead of the agent's models."
 )
 _FALLBACK = typer.Option([], "--fallback", help="With --model: a model to fall back to (repeat).")
+_ATTACH = typer.Option(
+    [], "--attach", "-a", help="Send a file with the message: an image or a PDF (repeat)."
+)
 
 
 def run(
@@ -78,6 +85,7 @@ def run(
     ),
     assignments: list[str] = typer.Option([], "--set", help=SET_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (no streaming)."),
+    attach: list[str] = _ATTACH,
 ) -> None:
     """Run one turn of an agent, streaming its answer and tool calls."""
     from agentrunner.interfaces.cli.project import parse_input, parse_settings, read_message
@@ -93,7 +101,9 @@ def run(
     settings = parse_settings(assignments)  # before stdin is read: a typo fails at once
     text = read_message(message)
     values = parse_input(input) if input else {}
-    session = _Session(agent_id, new, thread, model, tuple(fallback), max_steps, values, settings)
+    session = _Session(
+        agent_id, new, thread, model, tuple(fallback), max_steps, values, settings, tuple(attach)
+    )
     status = asyncio.run(_run_once(session, text, as_json))
     if status in ("cancelled", "created", "running"):  # cancelled, or left to a worker
         raise typer.Exit(130)
@@ -115,14 +125,18 @@ def chat(
         None, "--input", "-i", help="Template input for every turn: JSON or @file."
     ),
     assignments: list[str] = typer.Option([], "--set", help=SET_HELP),
+    attach: list[str] = _ATTACH,
 ) -> None:
     """An interactive session: each line you type is a turn. Ctrl-C stops a turn; Ctrl-C at
-    the prompt, Ctrl-D or /exit quits. An error is printed and the session goes on."""
+    the prompt, Ctrl-D or /exit quits. An error is printed and the session goes on.
+    ``/attach PATH`` sends a file with your next message (``--attach``: with the first)."""
     from agentrunner.interfaces.cli.project import parse_input, parse_settings
 
     settings = parse_settings(assignments)
     values = parse_input(input) if input else {}
-    session = _Session(agent_id, new, thread, model, tuple(fallback), None, values, settings)
+    session = _Session(
+        agent_id, new, thread, model, tuple(fallback), None, values, settings, tuple(attach)
+    )
     asyncio.run(_chat(session))
 
 
@@ -147,7 +161,8 @@ async def _run_once(session: _Session, message: str, as_json: bool) -> str:
     """The run's status once this command is done with it."""
     runner, thread_id = await _open(session)
     try:
-        return await _turn(runner, session, thread_id, message, stream=not as_json)
+        files = [await runner.attach(path) for path in session.attach]  # refused: none ran
+        return await _turn(runner, session, thread_id, message, files, stream=not as_json)
     finally:
         await runner.close()
 
@@ -159,9 +174,10 @@ async def _chat(session: _Session) -> None:
     runner, thread_id = await _open(session)
     err.print(
         f"[dim]chatting with [bold]{escape(session.agent_id)}[/bold] on thread "
-        f"{escape(thread_id)} — Ctrl-D to quit[/]"
+        f"{escape(thread_id)} — Ctrl-D to quit, /attach FILE to send a file[/]"
     )
     try:
+        files = [await runner.attach(path) for path in session.attach]
         while True:
             line = await read_line("you › ")
             if line is None or line.strip() in ("/exit", "/quit"):
@@ -169,15 +185,41 @@ async def _chat(session: _Session) -> None:
             if not line.strip():
                 continue
             try:
-                await _turn(runner, session, thread_id, line, stream=True)
+                if line.strip().startswith("/attach"):
+                    files.append(await _attach_line(runner, line.strip()))
+                    continue
+                await _turn(runner, session, thread_id, line, files, stream=True)
+                files = []
             except AgentRunnerError as exc:  # recorded with the run; the session goes on
                 print_error(exc)
     finally:
         await runner.close()
 
 
+async def _attach_line(runner: AgentRunner, line: str) -> Attachment:
+    """``/attach PATH``: the file, read and checked now, said to go with the next message."""
+    from agentrunner.errors import AgentRunnerError, ErrorCode
+
+    path = line.removeprefix("/attach").strip().strip("'\"")
+    if not path:
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            "/attach needs a file",
+            hint="Type /attach PATH, e.g. /attach screenshot.png, then your message.",
+        )
+    file = await runner.attach(os.path.expanduser(path))
+    err.print(f"[dim]attached {escape(file.label)}: it goes with your next message[/]")
+    return file
+
+
 async def _turn(
-    runner: AgentRunner, session: _Session, thread_id: str, message: str, *, stream: bool
+    runner: AgentRunner,
+    session: _Session,
+    thread_id: str,
+    message: str,
+    files: Sequence[Attachment] = (),
+    *,
+    stream: bool,
 ) -> str:
     """One turn, streamed (else printed as JSON); on a terminal, what it waits on is asked
     and the run goes on here. The run's status once done with it."""
@@ -205,6 +247,7 @@ async def _turn(
             overrides,
             abort,
             input=session.values,
+            attachments=files,
         )
     finally:
         loop.remove_signal_handler(signal.SIGINT)

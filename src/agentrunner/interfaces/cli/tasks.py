@@ -51,13 +51,23 @@ def exec_command(
     ),
     assignments: list[str] = typer.Option([], "--set", help=SET_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome as JSON."),
+    attach: list[str] = typer.Option(
+        [], "--attach", "-a", help="Send a file with the task's message: an image or a PDF."
+    ),
 ) -> None:
     """Run an agent once on an input object (a task); with the cache on, the same request is
     answered from it."""
     from agentrunner.errors import AgentRunnerError, ErrorCode
     from agentrunner.interfaces.cli.project import parse_input, parse_settings
 
-    plan = _Plan(agent_id, model, tuple(fallback), cache, parse_settings(assignments))
+    if attach and batch is not None:
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            "--attach goes with one task, not a --batch",
+            hint="Run the files' task on its own: exec AGENT -i JSON --attach FILE.",
+        )
+    settings = parse_settings(assignments)
+    plan = _Plan(agent_id, model, tuple(fallback), cache, settings, tuple(attach))
     if batch is not None:
         failed = asyncio.run(_batch(plan, batch, concurrency, ordered))
         raise typer.Exit(1 if failed else 0)
@@ -100,6 +110,7 @@ class _Plan:
     fallback: tuple[str, ...]
     cache: bool | None
     settings: ModelSettings | None = None
+    attach: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from agentrunner.run.request import RunAgentOverrides
@@ -120,6 +131,7 @@ async def _one(plan: _Plan, values: Any) -> Outcome:
     abort = AbortSignal()
     loop = asyncio.get_running_loop()
     async with await _open() as tasks:
+        files = [await tasks.attach(path) for path in plan.attach]  # refused: nothing has run
         loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
         try:
             return await tasks.execute(
@@ -130,6 +142,7 @@ async def _one(plan: _Plan, values: Any) -> Outcome:
                 cache=plan.cache,
                 abort=abort,
                 model_settings=plan.settings,
+                attachments=files,
             )
         finally:
             loop.remove_signal_handler(signal.SIGINT)
