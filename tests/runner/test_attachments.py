@@ -212,3 +212,18 @@ async def test_a_per_run_budget_an_image_would_exceed_refuses_before_sending(
     assert mock.requests == []  # nothing sent
     [run] = await runner.store.runs.list(thread_id="t1")
     assert run.cost_micros == 0
+
+
+async def test_compaction_names_the_files_it_summarises(agent: Agent, open_runner: Any) -> None:
+    agent("looker", "name: looker\nmodel: test")
+    runner: AgentRunner = await open_runner()
+    await runner.run_agent(
+        "looker", "t1", "look", attachments=[image_attachment("chart.png", 9, 7)]
+    )
+    summary = await runner.compact_thread("t1")
+    # the test model writes back what it was asked: the transcript names the file, no bytes
+    assert "[image: chart.png, image/png, 9x7" in summary.summary
+    # the messages stay, and the file with them
+    later = await runner.run_agent("looker", "t1", "what did I show you?")
+    assert later.status == "completed"
+    assert (await runner.store.attachments.stats())[0] == 1
