@@ -248,8 +248,7 @@ def test_chat_completions_names_a_tools_files_and_sends_them_after_the_step() ->
     """A tool message takes text only (an image there is the API's 400): the files follow
     in one user message after the step's last tool message, before what comes next."""
     body = WIRES["chat"].build(tool_step(UserMessage("And now?")))
-    png_label = f"[image: chart.png, image/png, 2x3, {len(PNG)} bytes]"
-    pdf_label = f"[pdf: report.pdf, application/pdf, 1 pages, {len(PDF_1)} bytes]"
+    png_label, pdf_label = (file.label for file in FIRST)  # "[image: chart.png, …]"
     assert body["messages"][2:] == snapshot(
         [
             {

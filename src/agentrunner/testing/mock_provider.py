@@ -242,13 +242,15 @@ def _billed(reply: Reply, body: dict[str, Any], count_input: bool) -> Reply:
 
 def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
     """No script: call the first offered tool once (schema-valid arguments), then answer by
-    echoing the last user message, and the images and PDFs from it on (`` [saw 1 image]``)."""
+    echoing the last user message, and the images and PDFs from it on (`` [saw 1 image]``).
+    On Chat Completions a user message of files right after the tool messages is their files
+    (a tool message takes none): a result too."""
     messages = body.get("messages") or _input_items(body)
     tools = body.get("tools") or []
     last = messages[-1] if messages else {}
     last_is_result = (
         last.get("role") == "tool"
-        or (len(messages) > 1 and messages[-2].get("role") == "tool")  # a tool's files after it
+        or (len(messages) > 1 and messages[-2].get("role") == "tool" and saw([last]) != "")
         or last.get("type") == "function_call_output"
         or (
             flavor == "anthropic"
