@@ -20,7 +20,7 @@ Each field's description is its ``Annotated`` text; each kind's, its class docst
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, Protocol, TypedDict, cast, overload
+from typing import Annotated, Any, Literal, NotRequired, Protocol, TypedDict, cast, overload
 
 __all__ = [
     "ACTIVITY",
@@ -169,6 +169,14 @@ class AgentToolResult(FromChild):
     is_error: Annotated[bool, "true: the model was sent an error to correct"]
     output_summary: Annotated[str, "the first 200 characters of `output`"]
     output: Annotated[str, "what the model was sent, all of it"]
+    attachments: NotRequired[
+        Annotated[
+            list[dict[str, Any]],
+            "the images and PDFs the tool returned, sent to the model with `output`: each its "
+            "`sha256`, `media_type`, `size`, `name`, and `width` and `height` or `pages` "
+            "(never its bytes); only when there are some",
+        ]
+    ]
 
 
 class AgentMessage(FromChild):

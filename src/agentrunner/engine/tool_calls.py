@@ -15,14 +15,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from agentrunner.engine.messages import ToolCall, ToolResult
+from agentrunner.engine.messages import Attachment, ToolCall, ToolResult
 from agentrunner.engine.pause import CallWaits, Journal, Pending, Resumed
 from agentrunner.engine.secrets import Secrets
-from agentrunner.engine.tools import ToolContext, ToolDenied, ToolRetry, render_result
+from agentrunner.engine.tools import ToolContext, ToolDenied, ToolRetry, render_output
 from agentrunner.errors import ErrorCode
-from agentrunner.events import Emit
+from agentrunner.events import AgentToolResult, Emit
 
 if TYPE_CHECKING:
     from agentrunner.engine.turn import StopReason, Turn, TurnError
@@ -193,9 +194,7 @@ class ToolCalls:
         results = [self.finished[c.id] for c in step]
         if notes:
             results = [
-                ToolResult(r.call_id, r.name, f"{notes[r.call_id]}\n{r.content}", r.is_error)
-                if r.call_id in notes
-                else r
+                replace(r, content=f"{notes[r.call_id]}\n{r.content}") if r.call_id in notes else r
                 for r in results
             ]
         errors = sum(1 for r in results if r.is_error)
@@ -241,6 +240,7 @@ class ToolCalls:
             value = await tool.fn(
                 call.arguments, ToolContext(call.id, call.name, self.turn.tool_context)
             )
+            text, files = render_output(value)
         except ToolRetry as exc:
             self.settle(call, str(exc), error=True)
             return
@@ -251,24 +251,28 @@ class ToolCalls:
             raise
         except Exception as exc:
             raise _ToolCrashed(call.name, exc, self.turn.secrets) from exc
-        self.settle(call, render_result(value), error=False)
+        self.settle(call, text, error=False, files=files)
 
-    def settle(self, call: ToolCall, content: str, *, error: bool) -> None:
+    def settle(
+        self, call: ToolCall, content: str, *, error: bool, files: tuple[Attachment, ...] = ()
+    ) -> None:
+        """``call``'s result: ``content`` (the runtime's secrets cut from it) and the images
+        or PDFs its tool returned, which its event names (never their bytes)."""
         if self.turn.secrets:
             content = self.turn.secrets.scrub(content)
-        result = ToolResult(call.id, call.name, content, is_error=error)
+        result = ToolResult(call.id, call.name, content, is_error=error, attachments=files)
         self.finished[call.id] = result
-        self.emit(
-            "agent.tool_result",
-            {
-                "call_id": call.id,
-                "name": call.name,
-                "success": not error,
-                "is_error": error,
-                "output_summary": content[:200],
-                "output": content,
-            },
-        )
+        event: AgentToolResult = {
+            "call_id": call.id,
+            "name": call.name,
+            "success": not error,
+            "is_error": error,
+            "output_summary": content[:200],
+            "output": content,
+        }
+        if files:
+            event["attachments"] = [file.to_dict() for file in files]
+        self.emit("agent.tool_result", event)
 
     def answer(self, calls: Sequence[ToolCall], reason: str) -> None:
         """Give every call of the last assistant message a result, so the history can be resent."""

@@ -11,6 +11,10 @@ A tool signals outcomes by raising:
 * ``ToolDenied(msg)`` — policy refused the call; the turn ends with ``tool_denied`` and the
   model is *not* asked again (re-asking a denied tool burns budget);
 * anything else — the tool failed; the turn ends with ``tool_failed``.
+
+What a tool returns is its result: a text as it is, an ``Attachment`` (an image or a PDF, with
+its bytes) or a list of texts and attachments as text and files (``render_output``), anything
+else as JSON.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin, overload
 
-from agentrunner.engine.messages import ToolDefinition
+from agentrunner.engine.messages import IMAGE_TYPES, PDF_TYPE, Attachment, ToolDefinition
 
 __all__ = [
     "Tool",
@@ -32,6 +36,7 @@ __all__ = [
     "ToolDenied",
     "ToolRetry",
     "is_strict_schema",
+    "render_output",
     "render_result",
     "schema_problem",
     "tool",
@@ -196,12 +201,41 @@ def _validator_by_text(schema: Mapping[str, Any]) -> Any:
 
 
 def render_result(value: Any) -> str:
-    """How a tool's return value is shown to the model."""
+    """How a tool's return value is shown to the model as text."""
     if isinstance(value, str):
         return value
     if value is None:
         return ""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def render_output(value: Any) -> tuple[str, tuple[Attachment, ...]]:
+    """A tool's return value as its result: text, and the images or PDFs it returned. A tool
+    returns a file as an ``Attachment`` with its bytes (``data``), alone or in a list or tuple
+    with texts (or values shown as JSON), which are joined by newlines; anything else is text
+    (``render_result``). A file without its bytes, or of a type no model takes, is the tool's
+    bug: ``ValueError``, and the call fails."""
+    if isinstance(value, str):
+        return value, ()
+    if isinstance(value, Attachment):
+        return "", (_returned(value),)
+    if isinstance(value, list | tuple) and any(isinstance(v, Attachment) for v in value):
+        texts = [render_result(v) for v in value if not isinstance(v, Attachment)]
+        files = tuple(_returned(v) for v in value if isinstance(v, Attachment))
+        return "\n".join(t for t in texts if t), files
+    return render_result(value), ()
+
+
+def _returned(file: Attachment) -> Attachment:
+    name = file.name or file.sha256[:12]
+    if file.data is None:
+        raise ValueError(f"returned attachment {name} without its bytes (Attachment.data)")
+    if file.media_type not in IMAGE_TYPES and file.media_type != PDF_TYPE:
+        raise ValueError(
+            f"returned attachment {name} as {file.media_type}: a tool returns images "
+            f"({', '.join(IMAGE_TYPES)}) or PDFs"
+        )
+    return file
 
 
 def _schema_of(annotation: Any) -> dict[str, Any]:

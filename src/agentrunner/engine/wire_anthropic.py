@@ -4,6 +4,11 @@ Thinking blocks keep their signatures and are replayed only to the provider that
 (seed 001, same-provider reasoning replay); for any other provider they are dropped. Usage is
 normalized so ``input_tokens`` includes cache reads and writes.
 
+Images and PDFs go as the API documents them, as blocks with a base64 source (the bare
+base64, no ``data:`` URL): an image as an ``image`` block, a PDF as a ``document`` block (its
+file name as the ``title``). In a user message they come before its text, as Anthropic advises;
+in a tool result, its ``content`` is then a list: the text, then the files.
+
 Prompt caching: Anthropic caches a prefix only up to a block marked ``cache_control``, at most
 four a request. With ``prompt_cache`` on (the default) they go on the last tool and the system
 prompt (the part every turn of an agent shares, cached even when what follows changes), and on
@@ -15,7 +20,7 @@ The markers are not part of the cached prefix, so moving them breaks nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, assert_never
 
@@ -25,6 +30,7 @@ from agentrunner.engine.failures import stream_error
 from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
     AssistantMessage,
+    Attachment,
     FinishReason,
     ModelRequest,
     ToolResult,
@@ -61,11 +67,20 @@ class AnthropicWire:
             match message:
                 case UserMessage():
                     role, blocks = "user", [{"type": "text", "text": message.content}]
+                    if message.attachments:  # the files first, as Anthropic advises
+                        blocks[:0] = _files(message.attachments)
+                        if not message.content:  # the API refuses an empty text block
+                            blocks.pop()
                 case ToolResult():
+                    content: str | list[dict[str, Any]] = message.content
+                    if message.attachments:
+                        content = _files(message.attachments)
+                        if message.content:
+                            content.insert(0, {"type": "text", "text": message.content})
                     block: dict[str, Any] = {
                         "type": "tool_result",
                         "tool_use_id": message.call_id,
-                        "content": message.content,
+                        "content": content,
                     }
                     if message.is_error:
                         block["is_error"] = True
@@ -158,9 +173,27 @@ class AnthropicWire:
             raise stream_error(self.provider, payload)
 
 
+def _files(attachments: Sequence[Attachment]) -> list[dict[str, Any]]:
+    """Files as Anthropic's blocks: an image as an ``image``, a PDF as a ``document`` (named
+    by its ``title``), each with a base64 source (the bare base64, no ``data:`` URL)."""
+    blocks: list[dict[str, Any]] = []
+    for file in attachments:
+        source = {"type": "base64", "media_type": file.media_type, "data": file.base64()}
+        if file.kind == "image":
+            blocks.append({"type": "image", "source": source})
+        else:
+            block: dict[str, Any] = {"type": "document", "source": source}
+            if file.name:
+                block["title"] = file.name
+            blocks.append(block)
+    return blocks
+
+
 def _mark_breakpoints(body: dict[str, Any]) -> None:
     """``cache_control`` on the last tool, the system prompt and the last block of the last two
-    user turns: four at most, Anthropic's limit. The blocks are this request's own dicts."""
+    user turns: four at most, Anthropic's limit. The blocks are this request's own dicts; the
+    last of a turn may be an image or a document (a message of files without text), which
+    takes a breakpoint as a text block does. The blocks inside a tool result get none."""
     marked = [body["tools"][-1]] if body.get("tools") else []
     if body.get("system"):
         marked.append(body["system"][-1])

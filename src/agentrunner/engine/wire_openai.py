@@ -5,6 +5,12 @@ Groq, DeepSeek, Gemini's compatible endpoint, Azure): differences are the URL sh
 auth header, the name of the output-token limit and whether ``prompt_cache_key`` is sent, all
 chosen by ``OpenAIWire``'s options.
 
+Images and PDFs go as the API documents them: in a user message, after its text, an image as
+an ``image_url`` part (a data URL, with its ``detail``) and a PDF as a ``file`` part (a data
+URL and a file name). A tool message takes text only: a tool's files are named in its text
+("… (attached below)"), and one user message after the step's last tool message carries them
+(``TOOL_FILES``, then the parts).
+
 OpenAI caches prompt prefixes by itself (from 1,024 tokens, in 128-token steps); what makes it
 pay is a request that starts as the last one did, which the turn and the runner keep so, and
 ``prompt_cache_key``: one per conversation, so its requests are routed to where its prefix is.
@@ -12,7 +18,7 @@ pay is a request that starts as the last one did, which the turn and the runner 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, assert_never
 
@@ -23,6 +29,7 @@ from agentrunner.engine.failures import FailureKind, ProviderError, stream_error
 from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
     AssistantMessage,
+    Attachment,
     FinishReason,
     ModelRequest,
     ToolResult,
@@ -30,7 +37,10 @@ from agentrunner.engine.messages import (
 )
 from agentrunner.engine.tools import is_strict_schema
 
-__all__ = ["OpenAIWire"]
+__all__ = ["TOOL_FILES", "OpenAIWire"]
+
+# What the user message carrying a step's tool files says before them.
+TOOL_FILES = "Files returned by the tool calls above:"
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -66,17 +76,29 @@ class OpenAIWire:
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
+        files: list[Attachment] = []  # the step's tool results', for the user message after
         for message in request.messages:
+            if files and not isinstance(message, ToolResult):
+                messages.append(_tool_files(files))
+                files = []
             match message:
                 case UserMessage():
-                    messages.append({"role": "user", "content": message.content})
+                    content: str | list[dict[str, Any]] = message.content
+                    if message.attachments:
+                        content = _parts(message.content, message.attachments)
+                    messages.append({"role": "user", "content": content})
                 case ToolResult():
-                    call_id, content = message.call_id, message.content
-                    messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+                    call_id, text = message.call_id, message.content
+                    if message.attachments:
+                        text = _naming(text, message.attachments)
+                        files += message.attachments
+                    messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
                 case AssistantMessage():
                     messages.append(_assistant(message))
                 case _:
                     assert_never(message)
+        if files:
+            messages.append(_tool_files(files))
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if request.tools:
             body["tools"] = [
@@ -172,6 +194,37 @@ class OpenAIWire:
             _fold_usage(usage, fold)
         for choice in chunk.get("choices") or ():
             _fold_choice(choice, choice.get("delta"), fold)
+
+
+def _parts(text: str, attachments: Sequence[Attachment]) -> list[dict[str, Any]]:
+    """A user message's text, then its files: an image as an ``image_url`` (a data URL, with
+    the detail asked for), a PDF as a ``file`` (a data URL, with a name: the API wants one)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    for file in attachments:
+        if file.kind == "image":
+            parts.append(
+                {"type": "image_url", "image_url": {"url": file.data_url(), "detail": file.detail}}
+            )
+        else:
+            parts.append(
+                {
+                    "type": "file",
+                    "file": {"filename": file.name or "file.pdf", "file_data": file.data_url()},
+                }
+            )
+    return parts
+
+
+def _naming(text: str, attachments: Sequence[Attachment]) -> str:
+    """A tool message's text, and a line for each file it returned: a tool message takes text
+    only, so its files follow in a user message (``_tool_files``)."""
+    lines = [f"{file.label} (attached below)" for file in attachments]
+    return "\n".join([text, *lines] if text else lines)
+
+
+def _tool_files(attachments: Sequence[Attachment]) -> dict[str, Any]:
+    """The user message after a step's tool messages: the files its tools returned, in order."""
+    return {"role": "user", "content": _parts(TOOL_FILES, attachments)}
 
 
 def _assistant(message: AssistantMessage) -> dict[str, Any]:

@@ -12,6 +12,11 @@ message or function call, known by its id): the ids of those items are kept too
 cannot be named is not sent back. So is what a newer model says its message is, ``phase``
 (``commentary`` or ``final_answer``), which the API asks to have resent with it.
 
+Images and PDFs go as the API documents them, after the text: an image as an ``input_image``
+(a data URL, always with its ``detail``), a PDF as an ``input_file`` (a data URL and a file
+name), in a user message's content and in a tool's ``function_call_output``, whose ``output``
+is then a list of such parts rather than a text.
+
 ``previous_response_id`` is not used: it needs ``store: true``, and bills the whole
 conversation as input just the same (cached or not, as a resent one is).
 
@@ -40,6 +45,7 @@ from agentrunner.engine.failures import stream_error
 from agentrunner.engine.fold import ResponseFold
 from agentrunner.engine.messages import (
     AssistantMessage,
+    Attachment,
     ModelRequest,
     Thinking,
     ToolResult,
@@ -94,13 +100,19 @@ class ResponsesWire:
         for message in request.messages:
             match message:
                 case UserMessage():
-                    items.append({"role": "user", "content": message.content})
+                    content: str | list[dict[str, Any]] = message.content
+                    if message.attachments:
+                        content = _parts(message.content, message.attachments)
+                    items.append({"role": "user", "content": content})
                 case ToolResult():
+                    output: str | list[dict[str, Any]] = message.content
+                    if message.attachments:
+                        output = _parts(message.content, message.attachments)
                     items.append(
                         {
                             "type": "function_call_output",
                             "call_id": message.call_id,
-                            "output": message.content,
+                            "output": output,
                         }
                     )
                 case AssistantMessage():
@@ -344,6 +356,27 @@ def _settings(request: ModelRequest) -> tuple[dict[str, Any], list[tuple[str, st
     if reasoning:
         fields["reasoning"] = reasoning
     return fields, dropped
+
+
+def _parts(text: str, attachments: Sequence[Attachment]) -> list[dict[str, Any]]:
+    """A user message's or a tool output's text, then its files: an image as an
+    ``input_image`` (a data URL; ``detail``, which the API requires), a PDF as an
+    ``input_file`` (a data URL and a file name)."""
+    parts: list[dict[str, Any]] = [{"type": "input_text", "text": text}] if text else []
+    for file in attachments:
+        if file.kind == "image":
+            parts.append(
+                {"type": "input_image", "image_url": file.data_url(), "detail": file.detail}
+            )
+        else:
+            parts.append(
+                {
+                    "type": "input_file",
+                    "filename": file.name or "file.pdf",
+                    "file_data": file.data_url(),
+                }
+            )
+    return parts
 
 
 def _reasoning_done(item: Mapping[str, Any], fold: ResponseFold) -> None:

@@ -14,9 +14,12 @@ it has; a reasoning item without its encrypted content when ``store`` is false (
 API: it keeps nothing to look the item up by), with encrypted content it did not write, or not
 followed by the item it came with (a message or function call, by its id). A ``Reply`` with
 ``thinking`` comes back as a reasoning item, with encrypted content when the request asks for
-it (``include``). With an empty queue it
-plays a simple agent: it calls the first offered tool once, then answers with text. With
-``count_input_tokens`` (or a reply's ``input_tokens=None``) it bills the request's real size;
+it (``include``). It checks the images and PDFs of a request as each API does and refuses
+what that API refuses, in its words (``mock_attachments``). With an empty queue it plays a
+simple agent: it calls the first offered tool once, then answers with text, the echo of the
+last user message and what files it saw from there on (`` [saw 1 image, 1 pdf]``). With
+``count_input_tokens`` (or a reply's ``input_tokens=None``) it bills the request's real size,
+images by their pixels and PDFs by their pages, not their base64;
 with ``prompt_cache`` (a ``PromptCacheModel``, off by default) it bills every request as the
 provider's prompt cache would, reads and writes included. Like Anthropic's API it refuses
 (400) a request with more than four ``cache_control`` breakpoints.
@@ -41,6 +44,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agentrunner.testing.mock_attachments import refused as refused_files
+from agentrunner.testing.mock_attachments import saw, weighed
 from agentrunner.testing.mock_responses import (
     anthropic_json,
     anthropic_stream,
@@ -154,6 +159,13 @@ class MockProvider:
                 send, 404, {"error": {"type": "not_found_error", "message": f"no route {path}"}}
             )
             return
+        files = refused_files(body, flavor)
+        if files is not None:
+            problem, param = files
+            await _send_json(
+                send, 400, _error_body(flavor, "invalid_request_error", problem, param)
+            )
+            return
         if flavor == "responses":
             refused = _refused_input(body)
             if refused is not None:
@@ -216,9 +228,9 @@ def _billed(reply: Reply, body: dict[str, Any], count_input: bool) -> Reply:
     """``reply`` as the provider would bill and cut it: input tokens counted from the request
     when asked, output stopped at the request's cap."""
     if reply.input_tokens is None or count_input:
-        prompt = [body.get("system"), body.get("messages"), body.get("tools")]
+        prompt = [body.get("system"), weighed(body.get("messages")), body.get("tools")]
         if "input" in body:  # the Responses API's
-            prompt = [body.get("instructions"), body.get("input"), body.get("tools")]
+            prompt = [body.get("instructions"), weighed(body.get("input")), body.get("tools")]
         reply = replace(reply, input_tokens=len(json.dumps(prompt)) // 4 + 1)
     cap = (
         body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens")
@@ -230,12 +242,15 @@ def _billed(reply: Reply, body: dict[str, Any], count_input: bool) -> Reply:
 
 def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
     """No script: call the first offered tool once (schema-valid arguments), then answer by
-    echoing the last user message."""
+    echoing the last user message, and the images and PDFs from it on (`` [saw 1 image]``).
+    On Chat Completions a user message of files right after the tool messages is their files
+    (a tool message takes none): a result too."""
     messages = body.get("messages") or _input_items(body)
     tools = body.get("tools") or []
     last = messages[-1] if messages else {}
     last_is_result = (
         last.get("role") == "tool"
+        or (len(messages) > 1 and messages[-2].get("role") == "tool" and saw([last]) != "")
         or last.get("type") == "function_call_output"
         or (
             flavor == "anthropic"
@@ -250,7 +265,8 @@ def _auto_reply(body: dict[str, Any], flavor: str) -> Reply:
         spec = tool["function"] if flavor == "openai" else tool
         schema = spec.get("input_schema") if flavor == "anthropic" else spec.get("parameters")
         return Reply(tool_calls=[(spec["name"], example_from_schema(schema or {}))])
-    return Reply(text=f"Echo: {_last_user_text(messages)}")
+    said, text = _last_user_text(messages)
+    return Reply(text=f"Echo: {text}{saw(messages[said:])}")
 
 
 def _input_items(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -259,19 +275,21 @@ def _input_items(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
 
 
-def _last_user_text(messages: list[dict[str, Any]]) -> str:
-    for message in reversed(messages):
+def _last_user_text(messages: list[dict[str, Any]]) -> tuple[int, str]:
+    """The last user message that says something: where it is, and what it says."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
         if message.get("role") != "user":
             continue
         content = message.get("content")
         if isinstance(content, str):
-            return str(content)
+            return index, content
         texts = [
             b.get("text", "") for b in content or () if b.get("type") in ("text", "input_text")
         ]
         if texts:
-            return str(texts[-1])
-    return ""
+            return index, str(texts[-1])
+    return len(messages), ""
 
 
 def _refused_input(body: dict[str, Any]) -> tuple[int, str] | None:

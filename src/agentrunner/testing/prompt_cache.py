@@ -8,7 +8,8 @@ figures replaced.
 OpenAI: each tool, the response format, then each message; Anthropic: each tool, the output
 format, each system block, then each content block of each message with its role — and counts
 a token per 4 bytes of each part's compact JSON (UTF-8), ``cache_control`` left out (it is
-not part of the prompt). English text and JSON run at about 3.5 to 4.5 bytes a token in real
+not part of the prompt), an image or a PDF counted by its pixels or pages rather than its base64
+(``mock_attachments.weighed``). English text and JSON run at about 3.5 to 4.5 bytes a token in real
 tokenizers, so a figure can be 10-15 % off the provider's count either way, the same way for
 every assembly of the same conversation: it is for comparing them, not for predicting a bill.
 
@@ -38,6 +39,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from agentrunner.testing.mock_attachments import weighed
 
 __all__ = ["MAX_BREAKPOINTS", "CacheBill", "PromptCacheModel", "too_many_breakpoints"]
 
@@ -167,7 +170,7 @@ def _openai_parts(body: Mapping[str, Any]) -> Iterator[tuple[bytes, bool]]:
         yield _json(body["instructions"]), False
     given = body.get("input") or ()
     for message in body.get("messages") or ([given] if isinstance(given, str) else given):
-        yield _json(message), False
+        yield _json(weighed(message)), False
 
 
 def _anthropic_parts(body: Mapping[str, Any]) -> Iterator[tuple[bytes, bool]]:
@@ -183,7 +186,7 @@ def _anthropic_parts(body: Mapping[str, Any]) -> Iterator[tuple[bytes, bool]]:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         for block in blocks or ():
-            yield _json([message.get("role"), _unmarked(block)]), "cache_control" in block
+            yield _json([message.get("role"), weighed(_unmarked(block))]), "cache_control" in block
 
 
 def _unmarked(block: Mapping[str, Any]) -> Mapping[str, Any]:
