@@ -227,3 +227,48 @@ async def test_compaction_names_the_files_it_summarises(agent: Agent, open_runne
     later = await runner.run_agent("looker", "t1", "what did I show you?")
     assert later.status == "completed"
     assert (await runner.store.attachments.stats())[0] == 1
+
+
+async def test_spend_stays_within_the_per_run_budget_over_many_images(
+    agent: Agent,
+    open_runner: Any,
+    mock: MockProvider,
+    project: Path,
+    mock_server: MockProviderServer,
+) -> None:
+    """Twenty runs, each with an image of another size (16 to 1,600 px a side): every run's
+    spend is at most its budget, a run refused sent nothing and cost nothing, and the cost rows
+    add up to the runs'."""
+    (project / "agentrunner.toml").write_text(
+        CONFIG.format(
+            openai=mock_server.openai_url,
+            anthropic=mock_server.anthropic_url,
+            extra=PRICEY_VISION + "\n[budgets]\nper_run_usd = 0.08\n",
+        )
+    )
+    agent("viewer", "name: viewer\nmodel: mockai:gpt-pricey")
+    runner: AgentRunner = await open_runner()
+    refused, codes = 0, []
+    for n in range(20):
+        side = 16 + n * 84
+        sent = len(mock.requests)
+        try:
+            await runner.run_agent(
+                "viewer",
+                f"t{n}",
+                "what is it?",
+                attachments=[image_attachment("p.png", side, side)],
+            )
+        except AgentRunnerError as exc:
+            codes.append(exc.code)
+            assert len(mock.requests) == sent  # refused before sending
+            refused += 1
+    assert set(codes) == {ErrorCode.BUDGET_EXCEEDED}
+    runs = await runner.store.runs.list(limit=100)
+    assert len(runs) == 20 and 0 < refused < 20  # both sides of the limit were tried
+    assert all(r.cost_micros <= 80_000 for r in runs)
+    assert all(r.cost_micros == 0 for r in runs if r.status == "failed")
+    rows = await runner.store.messages.db.fetch_all(
+        "SELECT SUM(cost_micros) AS micros FROM costs", {}
+    )
+    assert int(rows[0]["micros"]) == sum(r.cost_micros for r in runs)

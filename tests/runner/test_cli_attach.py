@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,3 +137,48 @@ def test_chat_attaches_with_a_command_and_a_fresh_project_runs_it(tmp_path: Path
     assert "attachment_refused: notes.png" in chat.stderr  # said, and the session went on
     assert "goes with your next message" in chat.stderr
     assert chat.stdout.count("I was given: [image: shot.png") == 1  # the next message only
+
+
+WIRES = """
+[models."mockai:gpt-mock"]
+input = ["text", "image", "pdf"]
+
+[models."mockai:gpt-resp"]
+api = "responses"
+input = ["text", "image", "pdf"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("model", "path"),
+    [
+        ("mockai:gpt-mock", "/v1/chat/completions"),
+        ("mockai:gpt-resp", "/v1/responses"),
+        ("mockant:claude-mock", "/v1/messages"),
+    ],
+)
+def test_each_wire_sends_the_files_to_the_provider(
+    agent: Agent,
+    files: Path,
+    mock: MockProvider,
+    mock_server: Any,
+    capsys: pytest.CaptureFixture[str],
+    model: str,
+    path: str,
+) -> None:
+    from tests.runner.conftest import CONFIG
+
+    (files / "agentrunner.toml").write_text(
+        CONFIG.format(
+            openai=mock_server.openai_url, anthropic=mock_server.anthropic_url, extra=WIRES
+        )
+    )
+    agent("viewer", f"name: viewer\nmodel: {model}")
+    code, out, err = cli(
+        capsys, "run", "viewer", "describe", "--attach", "shot.png", "--attach", "report.pdf"
+    )
+    assert code == 0, err
+    assert "Echo: describe [saw 1 image, 1 pdf]" in out  # the mock decoded both parts
+    assert [r.path for r in mock.requests] == [path]
+    code, out, err = cli(capsys, "run", "viewer", "describe", "--new", "--attach", "other.png")
+    assert code == 0 and "Echo: describe [saw 1 image]" in out, err
