@@ -272,3 +272,71 @@ async def test_spend_stays_within_the_per_run_budget_over_many_images(
         "SELECT SUM(cost_micros) AS micros FROM costs", {}
     )
     assert int(rows[0]["micros"]) == sum(r.cost_micros for r in runs)
+
+
+async def test_a_paused_step_s_files_are_sent_when_it_goes_on(
+    agent: Agent,
+    project: Path,
+    mock: MockProvider,
+    mock_server: MockProviderServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step asks for two calls: `snap` needs a person's yes, `peek` runs at once and returns
+    an image, held while the run waits (in the store: the run goes on in a worker). Approved,
+    `snap` returns another; both reach the model, each once."""
+    from agentrunner.engine import tool
+    from agentrunner.run.capabilities.builtin import builtin_capabilities
+    from agentrunner.runtime import compose
+
+    (project / "agentrunner.toml").write_text(
+        CONFIG.format(
+            openai=mock_server.openai_url,
+            anthropic=mock_server.anthropic_url,
+            extra='[models."mockai:gpt-mock"]\ninput = ["text", "image", "pdf"]\n',
+        )
+    )
+    agent("eyes", "model: mockai:gpt-mock\ncapabilities: [camera]\napproval:\n  tools: [snap]")
+    held, taken = image_attachment("held.png", 5, 5, "red"), image_attachment("snap.png", 6, 6)
+
+    @tool
+    async def peek() -> Any:
+        """Look without asking."""
+        return ["a quick look", held]
+
+    @tool
+    async def snap() -> Any:
+        """Take a photo (asks first)."""
+        return ["a photo", taken]
+
+    def with_camera() -> Any:
+        registry = builtin_capabilities()
+        registry.register("camera", lambda ctx: [peek, snap], ["peek", "snap"])
+        return registry
+
+    from agentrunner.agents import loader
+
+    monkeypatch.setattr(compose, "builtin_capabilities", with_camera)
+    monkeypatch.setattr(loader, "CAPABILITIES", (*loader.CAPABILITIES, "camera"))
+    mock.queue(Reply(tool_calls=[("peek", {}), ("snap", {})]), Reply(text="Two pictures."))
+    ws = await compose.open_workspace(project)
+    try:
+        result = await ws.runner.run_agent("eyes", "t1", "look around")
+        assert result.status == "waiting"
+        assert (await ws.runner.store.attachments.stats())[0] == 1  # the held result's file
+        [asked] = result.approvals
+        await ws.runner.waits.decide(asked["approval_id"], approve=True, by="ana")
+        await ws.worker(concurrency=1).run(until_idle=True)
+        run = await ws.runner.store.runs.get(result.run_id)
+        assert run is not None and run.status == "completed", (run.error_code, run.error_message)
+        last = mock.requests[-1].body["messages"]
+        images = [
+            part["image_url"]["url"]
+            for m in last
+            if m["role"] == "user" and isinstance(m["content"], list)
+            for part in m["content"]
+            if part.get("type") == "image_url"
+        ]
+        assert images == [held.data_url(), taken.data_url()]
+        assert (await ws.runner.store.attachments.stats())[0] == 2
+    finally:
+        await ws.close()

@@ -20,7 +20,13 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.engine.budget import CostTracker
-from agentrunner.engine.messages import AssistantMessage, ToolCall, ToolResult, Usage
+from agentrunner.engine.messages import (
+    AssistantMessage,
+    Attachment,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from agentrunner.engine.pause import Policy, Resumed, TurnPaused, Verdict
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.capabilities.builtin import ASK_PERSON
@@ -187,11 +193,10 @@ class Waits:
             }
             run.log.emit("approval.requested", requested)
             requests.append(dict(requested))
+        held = paused.finished.values()  # the files they returned: kept now, sent on resuming
+        ops.extend(self._store.attachments.keep_ops(a for r in held for a in r.attachments))
         state = {
-            "finished": {
-                cid: {"name": r.name, "content": r.content, "is_error": r.is_error}
-                for cid, r in paused.finished.items()
-            },
+            "finished": {cid: _kept_result(r) for cid, r in paused.finished.items()},
             "steps": paused.steps,
             "tool_calls": paused.result.tool_calls,
             "corrections": paused.corrections,
@@ -273,8 +278,7 @@ class Waits:
         calls = [c for c in message.tool_calls if c.id in unanswered]
         state = point.state
         results: dict[str, ToolResult] = {
-            cid: ToolResult(cid, r["name"], r["content"], is_error=bool(r["is_error"]))
-            for cid, r in (state.get("finished") or {}).items()
+            cid: _result_of(cid, r["name"], r) for cid, r in (state.get("finished") or {}).items()
         }
         approved: dict[str, Mapping[str, Any]] = {}
         notes: dict[str, str] = {}
@@ -298,10 +302,7 @@ class Waits:
             if record.status != "approved":
                 results[call.id] = ToolResult(call.id, call.name, denial(record), is_error=True)
             elif record.execution == "finished" and record.result is not None:
-                body = record.result
-                results[call.id] = ToolResult(
-                    call.id, call.name, str(body["content"]), bool(body["is_error"])
-                )
+                results[call.id] = _result_of(call.id, call.name, record.result)
             elif record.execution == "started":
                 results[call.id] = ToolResult(call.id, call.name, INTERRUPTED_APPROVED, True)
             else:
@@ -313,6 +314,8 @@ class Waits:
                         f"(run with arguments edited by {record.decided_by}: "
                         f"{json.dumps(arguments, ensure_ascii=False)})"
                     )
+        loaded = await self._store.attachments.hydrate(list(results.values()))  # files to send
+        results = dict(zip(results, loaded, strict=True))
         approvals = self._store.approvals
 
         async def journal(call_id: str, result: ToolResult | None) -> None:
@@ -323,9 +326,9 @@ class Waits:
                         f"approved call {call_id} was started elsewhere; it is not run twice",
                     )
                 return
-            await approvals.finished(
-                ids[call_id], {"content": result.content, "is_error": result.is_error}
-            )
+            if result.attachments:  # a crash after this: its files are there to send
+                await self._store.attachments.keep(result.attachments)
+            await approvals.finished(ids[call_id], _kept_result(result))
 
         return Resumed(
             calls,
@@ -506,4 +509,23 @@ def thread_waiting(thread_id: str, holder: str) -> AgentRunnerError:
         hint="Decide it (agentrunner approvals; approve ID / deny ID), then send the message "
         "again; or cancel the waiting run.",
         details={"run_id": holder},
+    )
+
+
+def _kept_result(result: ToolResult) -> dict[str, Any]:
+    """A tool result as a paused run keeps it until it goes on: its files by reference."""
+    kept: dict[str, Any] = {
+        "name": result.name,
+        "content": result.content,
+        "is_error": result.is_error,
+    }
+    if result.attachments:
+        kept["attachments"] = [a.to_dict() for a in result.attachments]
+    return kept
+
+
+def _result_of(call_id: str, name: str, kept: Mapping[str, Any]) -> ToolResult:
+    files = tuple(Attachment.from_dict(a) for a in kept.get("attachments") or ())
+    return ToolResult(
+        call_id, name, str(kept["content"]), bool(kept["is_error"]), attachments=files
     )
