@@ -95,6 +95,7 @@ async def test_the_project_s_limits_reach_its_mcp_tools(
     ``engine.tools.render_output``) is a file of its result."""
     with (project / "agentrunner.toml").open("a") as config:
         config.write("\n[attachments]\nmax_image_mb = 0.0001\n")  # 100 bytes
+        config.write('\n[models."mockai:gpt-mock"]\ninput = ["text", "image", "pdf"]\n')
     assert len(_png("green", 300, 200)) > 100 > len(_png("blue", 5, 4))
     agent("viewer", stdio())
     runner: AgentRunner = await open_runner()
