@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Image, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp.types import ToolAnnotations
+from mcp.types import (
+    BlobResourceContents,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+    ToolAnnotations,
+)
 
 server = MCPServer("calc")
 
@@ -71,6 +79,50 @@ async def append_then_hang(path: str, line: str) -> str:
 def crash() -> str:
     """The server process dies in the middle of the call."""
     os._exit(3)
+
+
+@server.tool()
+def picture(color: str, width: int = 4, height: int = 3) -> list[TextContent | ImageContent]:
+    """A picture of one colour and its caption: text and image content."""
+    from PIL import Image as Picture
+
+    out = io.BytesIO()
+    Picture.new("RGB", (width, height), color).save(out, format="PNG")
+    caption = TextContent(type="text", text=f"a {color} picture")
+    return [caption, Image(data=out.getvalue(), format="png").to_image_content()]
+
+
+@server.tool()
+def report(pages: int = 1) -> EmbeddedResource:
+    """A PDF of blank pages, as an embedded resource (a blob)."""
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    for _ in range(pages):
+        writer.add_blank_page(72, 72)
+    out = io.BytesIO()
+    writer.write(out)
+    blob = base64.b64encode(out.getvalue()).decode()
+    contents = BlobResourceContents(
+        uri="file:///reports/q3.pdf", mime_type="application/pdf", blob=blob
+    )
+    return EmbeddedResource(type="resource", resource=contents)
+
+
+@server.tool()
+def broken_picture() -> list[TextContent | ImageContent]:
+    """Image content cut short, beside a picture that is whole."""
+    from PIL import Image as Picture
+
+    out = io.BytesIO()
+    Picture.new("RGB", (2, 2), "blue").save(out, format="PNG")
+    cut = base64.b64encode(out.getvalue()[:40]).decode()  # a PNG's header, and no more
+    return [
+        TextContent(type="text", text="two pictures"),
+        ImageContent(type="image", data=cut, mime_type="image/png"),
+        ImageContent(type="image", data="%% not base64", mime_type="image/jpeg"),
+        Image(data=out.getvalue(), format="png").to_image_content(),
+    ]
 
 
 if __name__ == "__main__":

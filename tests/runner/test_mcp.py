@@ -51,6 +51,9 @@ async def test_an_agent_calls_its_mcp_servers_tools(
         "append_line",
         "append_then_hang",
         "crash",
+        "picture",
+        "report",
+        "broken_picture",
     }
     assert offered["add"]["description"] == "Add two integers."
     assert offered["add"]["parameters"]["required"] == ["a", "b"]

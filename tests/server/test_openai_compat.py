@@ -263,7 +263,7 @@ def test_the_new_input_is_what_the_user_said_since_the_last_answer(
     assert sent["messages"][-1] == {"role": "user", "content": "Here is the draft.\n\nShorten it."}
     for messages, field in (
         (
-            [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+            [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
             "0.content.0.type",
         ),
         ([*HI, {"role": "tool", "content": "42", "tool_call_id": "c1"}], "1.role"),

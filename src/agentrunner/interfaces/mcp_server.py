@@ -24,8 +24,10 @@ from pydantic import BaseModel, Field
 
 from agentrunner._version import __version__
 from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.messages import Attachment
 from agentrunner.errors import AgentRunnerError, ErrorCode, error_line
 from agentrunner.events import EventData, typed
+from agentrunner.run.attachment_entries import attach_entries, entries_of
 from agentrunner.run.callbacks import AgentRunnerCallbacks
 from agentrunner.run.request import RunAgentOverrides
 from agentrunner.run.runner import AgentRunner
@@ -56,6 +58,33 @@ class Answer(BaseModel):
     reason: str = Field(default="", description="Why (told to the agent when it is denied)")
 
 
+class FileArg(BaseModel):
+    """A file sent with the message (an image or a PDF): its bytes, or the digest of a file
+    already kept. Read and checked as the HTTP API's are (``run/attachment_entries``)."""
+
+    name: str = Field(description="the file's name, as the agent sees it")
+    data: str | None = Field(
+        default=None, description="the file's bytes, base64 (or a base64 data URL)"
+    )
+    sha256: str | None = Field(
+        default=None,
+        description="instead of data: the digest of a file already kept (read_thread names a "
+        "message's files with theirs)",
+    )
+    detail: str | None = Field(
+        default=None, description="auto, low or high: what OpenAI models see of an image"
+    )
+
+
+async def _files(runner: AgentRunner, given: list[FileArg] | None) -> tuple[Attachment, ...]:
+    """The files of a tool's ``attachments``, read and checked; ``validation`` or
+    ``attachment_refused`` naming one, before anything runs."""
+    if not given:
+        return ()
+    entries = entries_of([f.model_dump(exclude_none=True) for f in given], "attachments")
+    return await attach_entries(entries, runner)
+
+
 def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
     """An MCP server whose tools call ``runner`` and ``tasks``."""
     server: MCPServer = MCPServer(
@@ -81,15 +110,18 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         new_thread: bool = False,
         input: dict[str, Any] | None = None,
         model: str | None = None,
+        attachments: list[FileArg] | None = None,
     ) -> dict[str, Any]:
         """Send ``message`` to ``agent`` and return its answer (``text``) with the run's id,
         thread, stop reason, usage and cost. The run continues the agent's current session
         thread unless ``thread_id`` names one or ``new_thread`` starts one; ``input`` fills the
-        agent's ``{{input.x}}`` placeholders. Cancelling the call stops the run, recorded as
-        cancelled. A run that waits for a person's yes on a tool call answers with status
-        ``waiting`` and its ``approvals`` (decide_approval decides them); a client that
-        supports elicitation is asked instead, and the run goes on."""
+        agent's ``{{input.x}}`` placeholders; ``attachments`` are images and PDFs sent with the
+        message. Cancelling the call stops the run, recorded as cancelled. A run that waits
+        for a person's yes on a tool call answers with status ``waiting`` and its
+        ``approvals`` (decide_approval decides them); a client that supports elicitation is
+        asked instead, and the run goes on."""
         try:
+            files = await _files(runner, attachments)  # refused before a thread is opened
             thread = (
                 await runner.agent_thread(agent, thread_id)
                 if thread_id
@@ -106,6 +138,7 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
                     RunAgentOverrides(model=model),
                     abort,
                     input=input or {},
+                    attachments=files,
                 )
             )
             try:
@@ -131,12 +164,20 @@ def build_mcp_server(runner: AgentRunner, tasks: TaskRunner) -> MCPServer:
         input: dict[str, Any] | None = None,
         model: str | None = None,
         cache: bool | None = None,
+        attachments: list[FileArg] | None = None,
     ) -> dict[str, Any]:
         """Run ``agent``'s prompt template once with ``input``, on no thread: a one-shot task.
-        Returns its status, text, structured output (when the agent declares an output
-        schema), usage, cost and whether the answer came from the result cache (used when the
-        agent file says ``cache: true``, or ``cache`` asks for it)."""
-        outcome = await tasks.execute(agent, input or {}, model=model, cache=cache)
+        ``attachments`` are images and PDFs sent with it (part of its cache key). Returns its
+        status, text, structured output (when the agent declares an output schema), usage,
+        cost and whether the answer came from the result cache (used when the agent file says
+        ``cache: true``, or ``cache`` asks for it)."""
+        try:
+            files = await _files(runner, attachments)
+        except AgentRunnerError as exc:
+            raise failed(exc) from exc
+        outcome = await tasks.execute(
+            agent, input or {}, model=model, cache=cache, attachments=files
+        )
         if outcome.error is not None:
             error = outcome.error
             raise ToolError(_error_text(error["code"], error["message"], error.get("hint")))

@@ -17,8 +17,10 @@ import orjson
 
 from agentrunner.core.json_text import json_bytes, loads_exact
 from agentrunner.engine.abort import AbortSignal
+from agentrunner.engine.messages import Attachment
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import EventData
+from agentrunner.run.attachment_entries import attach_entries, entries_of
 from agentrunner.run.callbacks import AgentRunnerCallbacks
 from agentrunner.run.request import RunAgentOverrides
 from agentrunner.run.runner import AgentRunner
@@ -123,6 +125,7 @@ class StdioServer:
         cache = params.get("cache")
         if cache is not None and not isinstance(cache, bool):
             raise _invalid("`params.cache` must be true, false or absent (the agent's setting)")
+        files = await self._attachments(params)
         outcome = await self.tasks.execute(
             agent,
             values,
@@ -130,6 +133,7 @@ class StdioServer:
             fallback=_models(params, "fallback"),
             cache=cache,
             model_settings=params.get("model_settings"),
+            attachments=files,
         )
         return outcome.to_dict()
 
@@ -143,6 +147,7 @@ class StdioServer:
             max_steps=params.get("max_steps", params.get("max_turns")),  # its old name
             model_settings=params.get("model_settings"),
         )
+        files = await self._attachments(params)  # checked before a thread is opened
         thread = params.get("thread")
         if thread is None:
             thread = await self.runner.session_thread(agent, new=bool(params.get("new", False)))
@@ -161,8 +166,15 @@ class StdioServer:
             overrides,
             abort,
             input=values,
+            attachments=files,
         )
         return result.to_dict()
+
+    async def _attachments(self, params: dict[str, Any]) -> tuple[Attachment, ...]:
+        """``params.attachments``: files as the HTTP API takes them, read and checked
+        (``attach_entries``); ``validation`` or ``attachment_refused`` naming one."""
+        entries = entries_of(params.get("attachments"), "params.attachments")
+        return await attach_entries(entries, self.runner) if entries else ()
 
     async def _cancel(self, request_id: Any, params: dict[str, Any]) -> Any:
         target = params.get("id")

@@ -154,9 +154,10 @@ class RunRecord:
         return self.status in RUN_ENDED
 
     def to_dict(self) -> dict[str, Any]:
-        """The run as the HTTP API and MCP show it (docs/http-api.md)."""
+        """The run as the HTTP API and MCP show it (docs/http-api.md): ``attachments``, the
+        files its message was queued with (never their bytes), only when it has some."""
         error = self.error_code
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "agent_id": self.agent_id,
             "thread_id": self.thread_id,
@@ -171,6 +172,10 @@ class RunRecord:
             "completed_at": self.completed_at,
             "trace_id": self.trace_id,
         }
+        files = self.request.get("attachments") if self.request else None
+        if files:
+            out["attachments"] = files
+        return out
 
 
 @dataclass(slots=True)

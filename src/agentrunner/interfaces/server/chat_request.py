@@ -18,6 +18,11 @@ marked as the caller's, never in the system role (DESIGN decision 1). The new in
 messages after the last assistant message. Earlier turns are the thread's: a thread that exists
 already holds them, and a new one is opened with the client's earlier turns as its history
 (``ChatRun.earlier``), as a client that keeps the conversation itself expects.
+
+A user message's ``image_url`` and ``file`` parts are its files (``SentFile``): data URLs only
+(agentrunner fetches nothing), read by ``SentFile.entry`` and checked by ``attach`` when the
+endpoint makes them files (``openai_compat``), the new input's for the run and an earlier
+turn's for the history a new thread is opened with.
 """
 
 from __future__ import annotations
@@ -31,9 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from agentrunner.core.inputs import check_input, check_text, invalid
 from agentrunner.core.model_settings import ModelSettings, settings_problems
-from agentrunner.engine.messages import AssistantMessage, Message, UserMessage
+from agentrunner.engine.messages import AssistantMessage, Attachment, Message, UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.interfaces.server.fields import Id, Text
+from agentrunner.run.attachment_entries import AttachmentEntry, data_url_bytes
 
 __all__ = [
     "IGNORED",
@@ -43,6 +49,7 @@ __all__ = [
     "ChatRequest",
     "ChatRun",
     "Refused",
+    "SentFile",
     "chat_run",
 ]
 
@@ -174,14 +181,36 @@ Setting = Any
 Unused = Annotated[Any, WithJsonSchema({"description": "left out: not sent again"})]
 
 
+class ImageUrl(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    url: str = Field(description="the image as a base64 data URL (a web address is refused)")
+    detail: str | None = Field(default=None, description="auto, low or high")
+
+
+class FileData(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    filename: str | None = None
+    file_data: str | None = Field(
+        default=None, description="the file as a base64 data URL (data:application/pdf;base64,…)"
+    )
+    file_id: str | None = Field(
+        default=None, description="refused: a file uploaded to OpenAI, which agentrunner lacks"
+    )
+
+
 class ContentPart(BaseModel):
-    """A part of a message's content: ``text`` parts reach the agent; other parts of a
-    message that is sent are refused (an assistant's are not sent)."""
+    """A part of a message's content: ``text`` parts reach the agent, and a user message's
+    ``image_url`` and ``file`` parts are its files; other parts of a message that is sent are
+    refused (an assistant's are not sent)."""
 
     model_config = ConfigDict(extra="ignore")
 
     type: str = Field(max_length=50)
     text: Text | None = None
+    image_url: ImageUrl | None = None
+    file: FileData | None = None
 
 
 class ChatMessage(BaseModel):
@@ -260,16 +289,64 @@ class ChatRequest(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
+class SentFile:
+    """A user message's ``image_url`` or ``file`` part (``where``: ``messages.N.content.K``),
+    as the client sent it: the bytes are read by ``entry`` and checked by ``attach``. A part
+    with no name (an ``image_url`` has none) is given its type's (``image.png``)."""
+
+    where: str
+    kind: Literal["image_url", "file"]
+    url: str | None
+    name: str = ""
+    detail: str = "auto"
+    file_id: str | None = None
+
+    @property
+    def url_field(self) -> str:
+        """The field that carries its data URL."""
+        if self.kind == "image_url":
+            return f"{self.where}.image_url.url"
+        return f"{self.where}.file.file_data"
+
+    def entry(self) -> AttachmentEntry:
+        """The file's bytes, from its data URL; ``validation`` naming the field for a file
+        of OpenAI's (``file_id``), a part without its URL, a web address or a URL that is not
+        base64."""
+        if self.file_id is not None:
+            raise invalid(
+                f"{self.where}.file.file_id",
+                "names a file uploaded to OpenAI, which agentrunner does not have",
+                "Send the file's bytes in file_data, as a data URL "
+                "(data:application/pdf;base64,…).",
+            )
+        if self.url is None:
+            raise invalid(
+                self.url_field,
+                "is required: the file's bytes, as a data URL",
+                "Send data:<type>;base64,<bytes>.",
+            )
+        data = data_url_bytes(self.url, self.url_field)
+        return AttachmentEntry(self.name, data, None, self.detail, self.where)
+
+
+@dataclass(frozen=True, slots=True)
 class ChatRun:
     """What a chat completion runs: the new input, the client's context (its system
     messages), the run's model settings, whether a stream ends with the usage, and the
-    client's earlier turns (a new thread's history; one that exists has its own)."""
+    client's earlier turns (a new thread's history; one that exists has its own).
+
+    ``files``: the new input's files as sent; ``earlier_files``: each earlier turn's (one per
+    message of ``earlier``). The endpoint makes them ``attachments`` and the earlier turns'
+    ``UserMessage.attachments`` (``openai_compat``), checked by ``attach``."""
 
     message: str
     context: str | None
     settings: ModelSettings | None
     include_usage: bool
     earlier: tuple[Message, ...] = ()
+    files: tuple[SentFile, ...] = ()
+    earlier_files: tuple[tuple[SentFile, ...], ...] = ()
+    attachments: tuple[Attachment, ...] = ()
 
 
 def chat_run(request: ChatRequest) -> ChatRun:
@@ -291,14 +368,19 @@ def chat_run(request: ChatRequest) -> ChatRun:
         raise invalid(
             "stream_options", "is only for a streamed answer", "Send stream: true with it."
         )
-    message, context, earlier = _conversation(request.messages)
+    said, context, earlier = _conversation(request.messages)
     options = request.stream_options
     return ChatRun(
-        message,
+        said.text,
         context,
         _settings(request),
         include_usage=options is None or options.include_usage is not False,
-        earlier=earlier,
+        earlier=tuple(
+            UserMessage(t.text) if t.role == "user" else AssistantMessage(text=t.text)
+            for t in earlier
+        ),
+        files=tuple(said.files),
+        earlier_files=tuple(tuple(t.files) for t in earlier),
     )
 
 
@@ -319,14 +401,23 @@ def _settings(request: ChatRequest) -> ModelSettings | None:
     return ModelSettings(**values) if values else None
 
 
+@dataclass(slots=True)
+class _Turn:
+    """A role's consecutive messages, as a thread holds them: their texts and files."""
+
+    role: str
+    text: str
+    files: list[SentFile]
+
+
 def _conversation(
     messages: Sequence[ChatMessage],
-) -> tuple[str, str | None, tuple[Message, ...]]:
+) -> tuple[_Turn, str | None, list[_Turn]]:
     """The new input (the user messages after the last assistant message), the client's
     context (its system and developer messages, in order) and the turns before the new input,
-    a role's consecutive texts as one message (as a thread holds them)."""
+    a role's consecutive texts and files as one message (as a thread holds them)."""
     context: list[str] = []
-    turns: list[tuple[str, str]] = []
+    turns: list[_Turn] = []
     for n, message in enumerate(messages):
         if message.role in ("tool", "function"):
             raise invalid(
@@ -334,43 +425,59 @@ def _conversation(
                 f"is '{message.role}': a result of a client's own tool, which is not taken",
                 _TOOLS,
             )
-        text = _text(message, n)
+        text, files = _content(message, n)
         if message.role in ("system", "developer"):
             if text.strip():
                 context.append(text)
-        elif turns and turns[-1][0] == message.role:
-            turns[-1] = (message.role, "\n\n".join(t for t in (turns[-1][1], text) if t.strip()))
+        elif turns and turns[-1].role == message.role:
+            last = turns[-1]
+            last.text = "\n\n".join(t for t in (last.text, text) if t.strip())
+            last.files += files
         else:
-            turns.append((message.role, text))
-    said = turns.pop()[1] if turns and turns[-1][0] == "user" else ""
-    if not said.strip():
+            turns.append(_Turn(message.role, text, files))
+    said = turns.pop() if turns and turns[-1].role == "user" else _Turn("user", "", [])
+    if not said.text.strip() and not said.files:
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
-            "messages has no user message with text after the last assistant message",
+            "messages has no user message with text or files after the last assistant message",
             hint="End messages with what the user says now.",
             details={"invalid": "messages"},
         )
-    for _, text in turns:
-        check_text(text, "messages")
-    check_text(said, "messages")
-    earlier = tuple(
-        UserMessage(text) if role == "user" else AssistantMessage(text=text)
-        for role, text in turns
-        if text.strip()
-    )
-    return said, "\n\n".join(context) or None, earlier
+    for turn in turns:
+        check_text(turn.text, "messages")
+    check_text(said.text, "messages")
+    return said, "\n\n".join(context) or None, [t for t in turns if t.text.strip() or t.files]
 
 
-def _text(message: ChatMessage, n: int) -> str:
-    """A message's text: its content, or its text parts; any other part is refused (it
-    would reach the agent as nothing)."""
+_PARTS = "Send text parts, and a user message's images and PDFs as image_url or file parts."
+
+
+def _content(message: ChatMessage, n: int) -> tuple[str, list[SentFile]]:
+    """A message's text (its content, or its text parts) and, a user message's, its files;
+    any other part is refused (it would reach the agent as nothing)."""
     if message.content is None or isinstance(message.content, str):
-        return message.content or ""
+        return message.content or "", []
+    files: list[SentFile] = []
     for k, part in enumerate(message.content):
-        if part.type != "text":
+        where = f"messages.{n}.content.{k}"
+        if part.type in ("image_url", "file") and message.role == "user":
+            files.append(_sent_file(part, where))
+        elif part.type != "text":
+            taken = "only text" if message.role != "user" else "only text, image_url and file"
             raise invalid(
-                f"messages.{n}.content.{k}.type",
-                f"is '{part.type}': only text reaches an agent through this endpoint",
-                "Send the text; give an agent files through its tools.",
+                f"{where}.type",
+                f"is '{part.type}': {taken} parts of a {message.role} message reach an agent "
+                "through this endpoint",
+                _PARTS,
             )
-    return "".join(part.text or "" for part in message.content)
+    return "".join(part.text or "" for part in message.content if part.type == "text"), files
+
+
+def _sent_file(part: ContentPart, where: str) -> SentFile:
+    if part.type == "image_url":
+        image = part.image_url
+        if image is None:
+            return SentFile(where, "image_url", None)
+        return SentFile(where, "image_url", image.url, detail=image.detail or "auto")
+    file = part.file or FileData()
+    return SentFile(where, "file", file.file_data, file.filename or "", file_id=file.file_id)

@@ -9,6 +9,11 @@ each field of the request does is ``chat_request``'s: the user messages after th
 are the new input, the client's system message is context in the user position, sampling and
 length fields are the run's model settings, and what a run cannot do is refused. The agent's
 tools run server-side; the client sees their result in the answer.
+
+A user message's ``image_url`` and ``file`` parts (data URLs) are its files, checked by
+``attach`` before anything runs (``_with_files``): the new input's go with the run, an earlier
+turn's into the history a new thread is opened with. A file refused, or sent as a web address,
+is answered 400 in OpenAI's error shape (``type``, ``param``), as OpenAI answers a bad image.
 """
 
 from __future__ import annotations
@@ -16,19 +21,23 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Header
 from pydantic import BaseModel, Field
-from starlette.responses import StreamingResponse
+from starlette.responses import JSONResponse, StreamingResponse
 
 from agentrunner.core.ids import new_id
+from agentrunner.engine.messages import Attachment, Message, UserMessage
 from agentrunner.errors import AgentRunnerError
 from agentrunner.events import EventData, child_of, typed
-from agentrunner.interfaces.server.chat_request import ChatRequest, ChatRun, chat_run
+from agentrunner.interfaces.server.chat_request import ChatRequest, ChatRun, SentFile, chat_run
 from agentrunner.interfaces.server.fields import Id, Retry
 from agentrunner.interfaces.server.routes import workspace
+from agentrunner.run.app import AppParts
+from agentrunner.run.attachment_entries import attach_entries
 from agentrunner.run.idempotency import IdempotencyKey, run_once
 from agentrunner.workspace.workspace import Workspace
 
@@ -109,9 +118,13 @@ async def chat_completions(
     retry: Retry = Depends(),
     ws: Workspace = Depends(workspace),
     x_agentrunner_thread: Id | None = Header(default=None),
-) -> dict[str, Any] | StreamingResponse:
+) -> dict[str, Any] | StreamingResponse | JSONResponse:
     agent = ws.app.agents.runnable(body.model)  # refused before a stream starts
     asked = chat_run(body)  # … as is what a run does not do
+    try:
+        asked = await _with_files(ws.runner, asked)  # … and a file refused
+    except AgentRunnerError as exc:
+        return _refused_file(exc)
     thread = x_agentrunner_thread or (
         f"{agent.id}-{body.user}" if body.user else new_id(f"{agent.id}-")
     )
@@ -126,6 +139,39 @@ async def chat_completions(
         media_type="text/event-stream",
         headers={"x-agentrunner-thread": thread},
     )
+
+
+async def _with_files(runner: AppParts, asked: ChatRun) -> ChatRun:
+    """``asked`` with its files read and checked: the new input's as its ``attachments``,
+    each earlier turn's in its message. Nothing is stored."""
+    earlier: list[Message] = []
+    for message, sent in zip(asked.earlier, asked.earlier_files, strict=True):
+        if sent and isinstance(message, UserMessage):
+            message = replace(message, attachments=await _files(runner, sent))
+        earlier.append(message)
+    files = await _files(runner, asked.files)
+    return replace(asked, attachments=files, earlier=tuple(earlier))
+
+
+async def _files(runner: AppParts, sent: Sequence[SentFile]) -> tuple[Attachment, ...]:
+    if not sent:
+        return ()
+    return await attach_entries([file.entry() for file in sent], runner)
+
+
+def _refused_file(exc: AgentRunnerError) -> JSONResponse:
+    """A file refused, as OpenAI answers a bad image: 400, ``invalid_request_error``, the
+    field in ``param``; with agentrunner's code and hint."""
+    param = exc.details.get("invalid") or exc.details.get("field")
+    error: dict[str, Any] = {
+        "message": exc.message,
+        "type": "invalid_request_error",
+        "param": param,
+        "code": str(exc.code),
+    }
+    if exc.hint:
+        error["hint"] = exc.hint
+    return JSONResponse({"error": error}, status_code=400)
 
 
 class _Chat:
@@ -162,6 +208,7 @@ class _Chat:
             asked.message,
             AgentRunnerCallbacks(on_event=on_event),
             RunAgentOverrides(model_settings=asked.settings, context=asked.context),
+            attachments=asked.attachments,
         )
         return {
             "id": self.id,

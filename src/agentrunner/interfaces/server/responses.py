@@ -23,6 +23,7 @@ from agentrunner.store import detach_reads
 __all__ = [
     "Agent",
     "AgentList",
+    "AttachmentRef",
     "Cancelled",
     "ChannelList",
     "ChannelMessagePage",
@@ -168,6 +169,28 @@ class Thinking(BaseModel):
     id: str | None = Field(default=None, description="the provider's id of the reasoning item")
 
 
+class AttachmentRef(BaseModel):
+    """A file a message carries, named (its bytes are kept in the store, once, by digest);
+    the optional keys are left out when empty."""
+
+    sha256: str = Field(description="the digest of its bytes, which names it")
+    media_type: str = Field(
+        description="read from its bytes: image/png, image/jpeg, image/gif, image/webp or "
+        "application/pdf"
+    )
+    size: int = Field(description="bytes")
+    name: str
+    width: int | None = Field(default=None, description="an image's, in pixels")
+    height: int | None = Field(default=None, description="an image's, in pixels")
+    pages: int | None = Field(default=None, description="a PDF's")
+    detail: str | None = Field(
+        default=None, description="what OpenAI models are asked to see of it; absent: auto"
+    )
+
+
+_FILES = "its files (images and PDFs); left out when it has none"
+
+
 class UserMessage(BaseModel):
     seq: int
     role: Literal["user"]
@@ -177,6 +200,7 @@ class UserMessage(BaseModel):
         description="no model was sent it: its run ended before any model request (refused "
         "by a budget, say); later runs do not send it either. Left out when false",
     )
+    attachments: list[AttachmentRef] = Field(default=[], description=_FILES)
     run_id: str | None
     created_at: float
 
@@ -211,6 +235,9 @@ class ToolResultMessage(BaseModel):
     name: str
     content: str
     is_error: bool
+    attachments: list[AttachmentRef] = Field(
+        default=[], description="the files its tool returned; left out when none"
+    )
     run_id: str | None
     created_at: float
 
@@ -286,6 +313,9 @@ class Run(BaseModel):
     completed_at: float | None
     trace_id: str | None = Field(
         description="its OpenTelemetry trace id (32 hex digits); null when telemetry was off"
+    )
+    attachments: list[AttachmentRef] = Field(
+        default=[], description="the files its message was sent with; left out when none"
     )
 
 

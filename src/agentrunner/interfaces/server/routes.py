@@ -24,8 +24,10 @@ from sse_starlette.sse import EventSourceResponse
 
 from agentrunner.core.ids import new_id
 from agentrunner.core.model_settings import ModelSettings
+from agentrunner.engine.messages import Attachment
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import ChannelMessageEvent, RunEnd
+from agentrunner.interfaces.server.attachment_fields import AttachmentIn, attachments_of
 from agentrunner.interfaces.server.fields import Id, Input, Retry, Text
 from agentrunner.interfaces.server.responses import (
     Agent,
@@ -46,6 +48,7 @@ from agentrunner.interfaces.server.responses import (
     event_stream,
     operation,
 )
+from agentrunner.run.sessions import agent_thread
 from agentrunner.run.spend import with_spend
 from agentrunner.store.channels import Channel, ChannelMessage
 from agentrunner.store.records import thread_message_dict
@@ -93,6 +96,11 @@ class RunCreate(BaseModel):
     # Checked by the library when the run is queued (its errors name a bad setting and the one
     # meant); the schema states what it accepts.
     model_settings: Annotated[dict[str, Any] | None, WithJsonSchema(_SETTINGS_SCHEMA)] = None
+    attachments: list[AttachmentIn] = Field(
+        default_factory=list,
+        description="files sent with the message: images (PNG, JPEG, GIF, WebP) and PDFs, "
+        "each checked before anything is queued (docs/attachments.md)",
+    )
 
 
 class PostMessage(BaseModel):
@@ -192,7 +200,14 @@ async def start_run(
 ) -> dict[str, Any]:
     """Queue a run of ``agent_id`` on its thread, which must exist (404 ``thread_not_found``
     otherwise: ``POST /threads`` opens one); a worker starts it. Follow it on
-    ``/runs/{run_id}/events``. 429 when the agent's queue is full."""
+    ``/runs/{run_id}/events``. 429 when the agent's queue is full. Its ``attachments`` are
+    checked before it is queued, once its agent and thread are known (422
+    ``attachment_refused`` naming a file, and nothing is queued)."""
+    files: list[Attachment] = []
+    if body.attachments:  # what is cheap to refuse first: an unknown agent or thread, a 404
+        ws.app.agents.runnable(body.agent_id)
+        await agent_thread(ws.app.store, body.agent_id, thread_id, prefix=False)
+        files = await attachments_of(body.attachments, ws.runner)
     queued = await ws.runs.queue(
         body.agent_id,
         thread_id,
@@ -200,12 +215,17 @@ async def start_run(
         input=body.input,
         model_settings=body.model_settings,
         idempotency=retry.key(body),
+        attachments=files,
     )
     retry.answered(queued.repeated)
     return {"run_id": queued.run_id, "thread_id": queued.thread_id, "status": "created"}
 
 
-@router.get("/runs/{run_id}", **operation("get_run", Run, tag="runs"))
+@router.get(
+    "/runs/{run_id}",
+    response_model_exclude_unset=True,  # `attachments` only for a run with files
+    **operation("get_run", Run, tag="runs"),
+)
 async def get_run(run_id: Id, ws: Workspace = Depends(workspace)) -> dict[str, Any]:
     store = ws.app.store
     return (await with_spend(store, _found(await store.runs.get(run_id), "run", run_id))).to_dict()

@@ -6,20 +6,32 @@ the first run that needs it and kept for the runner's life, shared by every agen
 the same server. A server that fails to start fails the run that wanted it (``tool_failed``,
 naming the agent file and the server); a connection that breaks later fails the call in flight
 and is opened again by the next run.
+
+A tool's result is its text; its images (image content) and the images and PDFs of its
+embedded resources (a blob of an image or PDF type) are files beside it, each checked by the one
+check (``read_attachment``, within the project's ``[attachments]``): the tool answers a list of
+its text and its files, as a tool may (``engine.tools``), or its text alone when it has none. A
+file refused is a line of the text saying why, not a failed call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import unquote, urlsplit
 
+from agentrunner.core.attachments import AttachmentLimits, attachment_name
+from agentrunner.engine.attachment_checks import read_attachment, refused
+from agentrunner.engine.messages import PDF_TYPE, Attachment
 from agentrunner.engine.tools import Tool, ToolContext, ToolRetry, render_result
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
@@ -49,13 +61,23 @@ class McpServers:
         self.connect_timeout_s = connect_timeout_s
         self._connections: dict[_Key, _Connection] = {}
 
-    async def tools(self, agent: AgentSpec, taken: Sequence[str] = ()) -> list[Tool]:
+    async def tools(
+        self,
+        agent: AgentSpec,
+        taken: Sequence[str] = (),
+        *,
+        limits: AttachmentLimits | None = None,
+    ) -> list[Tool]:
         """The tools of every server ``agent`` declares, connecting to those not yet open;
-        ``taken`` are the names of the agent's other tools, which no server may reuse."""
+        ``taken`` are the names of the agent's other tools, which no server may reuse. The
+        files their results carry are checked within ``limits`` (the project's
+        ``[attachments]``; its defaults when not given)."""
         tools: list[Tool] = []
         seen: dict[str, str] = dict.fromkeys(taken, "its own tools")
         for name, spec in agent.mcp_servers.items():
             connection = await self._connection(agent, name, spec)
+            if limits is not None:  # a runner's config: the same for every agent it runs
+                connection.limits = limits
             for tool in connection.named(name):
                 if tool.name in seen:
                     raise AgentRunnerError(
@@ -118,6 +140,7 @@ class _Connection:
         self.log = log
         self._log_start = 0  # where this server's output begins in its log (_open_log)
         self.broken = False
+        self.limits = AttachmentLimits()  # what its tools' files are checked within
         self.tools: list[Tool] = []
         # The tools as an agent names this server (``Tool.server``, which approval rules'
         # SERVER/TOOL match): agents sharing the connection may name it differently.
@@ -196,7 +219,7 @@ class _Connection:
     def _tool(self, listed: Any) -> Tool:
         tool_name: str = listed.name
 
-        async def call(arguments: Mapping[str, Any], ctx: ToolContext) -> str:
+        async def call(arguments: Mapping[str, Any], ctx: ToolContext) -> str | list[Any]:
             if self.broken:
                 raise ConnectionError(f"MCP server '{self.name}' has gone away")
             try:
@@ -208,9 +231,11 @@ class _Connection:
                     raise ToolRetry(f"{tool_name}: {error.message}") from exc
                 self.broken = True
                 raise ConnectionError(f"MCP server '{self.name}': {_reason(exc)}") from exc
-            text = _text(result.content)
             if result.is_error:
-                raise ToolRetry(text or f"'{tool_name}' failed")
+                raise ToolRetry(_text(result.content) or f"'{tool_name}' failed")
+            text, files = await _text_and_files(result.content, self.limits)
+            if files:
+                return [text, *files]
             if not text and result.structured_content is not None:
                 return render_result(result.structured_content)
             return text
@@ -298,16 +323,61 @@ def _expand_env(agent: AgentSpec, server: str, env: Mapping[str, str]) -> dict[s
 
 
 def _text(content: Sequence[Any]) -> str:
-    parts = []
+    return "\n".join(_said(block) for block in content)
+
+
+def _said(block: Any) -> str:
+    """A block as text: its text, else what it is (``[audio: audio/wav]``)."""
+    text = getattr(block, "text", None)
+    if text is not None:
+        return str(text)
+    kind = getattr(block, "type", "content")
+    mime = getattr(block, "mime_type", None)
+    return f"[{kind}{': ' + mime if mime else ''}]"
+
+
+async def _text_and_files(
+    content: Sequence[Any], limits: AttachmentLimits
+) -> tuple[str, list[Attachment]]:
+    """A result's text, and its files, each checked (``read_attachment``, on a worker
+    thread: decoding an image takes time); one refused is a line of the text instead."""
+    lines: list[str] = []
+    files: list[Attachment] = []
     for block in content:
-        text = getattr(block, "text", None)
-        if text is not None:
-            parts.append(text)
-        else:
-            kind = getattr(block, "type", "content")
-            mime = getattr(block, "mime_type", None)
-            parts.append(f"[{kind}{': ' + mime if mime else ''}]")
-    return "\n".join(parts)
+        sent = _sent_file(block)
+        if sent is None:
+            lines.append(_said(block))
+            continue
+        kind, name, encoded = sent
+        try:
+            files.append(await asyncio.to_thread(_checked, encoded, name, limits))
+        except AgentRunnerError as exc:
+            lines.append(f"[{kind} refused: {exc.message}]")
+    return "\n".join(lines), files
+
+
+def _sent_file(block: Any) -> tuple[str, str, str] | None:
+    """``(kind, name, base64)`` of a block that is a file: image content (named by the type it
+    says it is: ``image.png``), or an embedded resource whose blob is an image or a PDF (named
+    by its URI's last part); else None."""
+    kind = getattr(block, "type", None)
+    if kind == "image":
+        return "image", attachment_name("", str(block.mime_type or "")), str(block.data)
+    resource = getattr(block, "resource", None) if kind == "resource" else None
+    blob = getattr(resource, "blob", None)
+    mime = str(getattr(resource, "mime_type", None) or "")
+    if resource is None or blob is None or not (mime.startswith("image/") or mime == PDF_TYPE):
+        return None
+    name = PurePosixPath(unquote(urlsplit(str(resource.uri)).path)).name
+    return ("document" if mime == PDF_TYPE else "image"), name, str(blob)
+
+
+def _checked(encoded: str, name: str, limits: AttachmentLimits) -> Attachment:
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise refused(name or "the file", "its bytes are not base64", "decode") from None
+    return read_attachment(data, name, limits)
 
 
 def _reason(exc: BaseException) -> str:

@@ -169,7 +169,9 @@ class Toolsets:
         )
         tools = self.capabilities.resolve(context, grant)  # 6. capabilities → tools
         if agent.mcp_servers:  # … and the agent's MCP servers'
-            served = await self.mcp.tools(agent, taken=[t.name for t in tools])
+            served = await self.mcp.tools(
+                agent, taken=[t.name for t in tools], limits=self._config.attachments
+            )
             if caller is not None:
                 served = [t for t in served if t.name in caller.grant]
             tools += served
