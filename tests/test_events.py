@@ -121,6 +121,8 @@ def json_type(hint: Any) -> str:
         return " or ".join(f"`{value!r}`" for value in get_args(hint))
     if get_origin(hint) is dict:
         return "object"
+    if get_origin(hint) is list:
+        return f"array of {json_type(get_args(hint)[0])}s"
     names = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
     return names[hint]
 
@@ -132,9 +134,13 @@ def field_rows(shape: type, *, marks: bool = False) -> list[str]:
     for name, hint in hints.items():
         if name in listed_once:
             continue
+        optional = get_origin(hint) is typing.NotRequired
+        if optional:
+            [hint] = get_args(hint)
         assert get_origin(hint) is typing.Annotated, f"{shape.__name__}.{name} has no description"
         kind, description = get_args(hint)
-        rows.append(f"| `{name}` | {json_type(kind)} | {description} |")
+        shown = json_type(kind) + (", optional" if optional else "")
+        rows.append(f"| `{name}` | {shown} | {description} |")
     return rows
 
 

@@ -23,6 +23,7 @@ from agentrunner.store import detach_reads
 __all__ = [
     "Agent",
     "AgentList",
+    "AttachmentRef",
     "Cancelled",
     "ChannelList",
     "ChannelMessagePage",
@@ -306,7 +307,28 @@ class ChannelList(BaseModel):
     data: list[Channel]
 
 
+class AttachmentRef(BaseModel):
+    """A file kept in the store, as messages name it: never its bytes (`GET
+    /attachments/{sha256}` answers them)."""
+
+    sha256: str = Field(description="the sha256 of its bytes, 64 hex digits: its key")
+    media_type: str = Field(
+        description="`image/png`, `image/jpeg`, `image/gif`, `image/webp` or "
+        "`application/pdf`, read from its bytes"
+    )
+    size: int = Field(description="its bytes")
+    name: str = Field(description="its file name: a base name, without control characters")
+    width: int | None = Field(default=None, description="an image's, in pixels; left out for a PDF")
+    height: int | None = Field(default=None, description="an image's; left out for a PDF")
+    pages: int | None = Field(default=None, description="a PDF's; left out for an image")
+    detail: Literal["low", "high"] | None = Field(
+        default=None, description="what OpenAI is asked to see of an image; left out when auto"
+    )
+
+
 class ChannelMessage(BaseModel):
+    """A message as the channel keeps it; `attachments` is left out when it carries none."""
+
     id: str
     sender: str
     sender_kind: Literal["person", "agent", "notice"]
@@ -314,6 +336,9 @@ class ChannelMessage(BaseModel):
     thread: str | None = Field(description="the id of the thread's first message, if a reply")
     depth: int
     created_at: float
+    attachments: list[AttachmentRef] = Field(
+        default=[], description="the images and PDFs it carries; left out when none"
+    )
 
 
 class ChannelMessagePage(BaseModel):

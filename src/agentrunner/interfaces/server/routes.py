@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.types import DecoratedCallable
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
 
 from agentrunner.core.ids import new_id
@@ -50,6 +50,7 @@ from agentrunner.run.spend import with_spend
 from agentrunner.store.channels import Channel, ChannelMessage
 from agentrunner.store.records import thread_message_dict
 from agentrunner.workspace.feeds import ChannelFeed, RunFeed, ThreadFeed
+from agentrunner.workspace.uploads import SHA256_PATTERN, files_given
 from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["router", "workspace"]
@@ -95,6 +96,28 @@ class RunCreate(BaseModel):
     model_settings: Annotated[dict[str, Any] | None, WithJsonSchema(_SETTINGS_SCHEMA)] = None
 
 
+class FileGiven(BaseModel):
+    """A file sent with a message: its bytes (`data`) or, once uploaded, its digest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        default="",
+        max_length=1000,
+        description="its file name (kept as its base name, without control characters); its "
+        "type is read from its bytes, whatever the name says",
+    )
+    data: str | None = Field(
+        default=None, description="its bytes, base64: a file that fits in the JSON body"
+    )
+    sha256: str | None = Field(
+        default=None,
+        json_schema_extra={"pattern": SHA256_PATTERN},
+        description="the digest of a file kept before (`POST /attachments` answers it), "
+        "instead of `data`",
+    )
+
+
 class PostMessage(BaseModel):
     text: Text = Field(min_length=1)
     sender: Id | None = Field(
@@ -103,6 +126,12 @@ class PostMessage(BaseModel):
         "from their runs); default: [defaults] person",
     )
     thread: Id | None = Field(default=None, description="reply in the thread of this message")
+    attachments: list[FileGiven] = Field(
+        default=[],
+        description="images and PDFs sent with it to every agent it reaches: each "
+        '`{"name", "data"}` or `{"name", "sha256"}` (docs/attachments.md); a file refused is '
+        "422 `attachment_refused`, and nothing is posted",
+    )
 
 
 def _not_found(what: str, key: str) -> AgentRunnerError:
@@ -258,8 +287,14 @@ async def list_channels(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
 def _channel_post(
     path: str, operation_id: str, answers: type[BaseModel]
 ) -> Callable[[DecoratedCallable], DecoratedCallable]:
-    """The route of a post to a channel or a DM: 201, the message and the runs it queued."""
-    return router.post(path, status_code=201, **operation(operation_id, answers, tag="channels"))
+    """The route of a post to a channel or a DM: 201, the message and the runs it queued (a
+    message's keys left out when empty stay out)."""
+    return router.post(
+        path,
+        status_code=201,
+        response_model_exclude_unset=True,
+        **operation(operation_id, answers, tag="channels"),
+    )
 
 
 @_channel_post("/channels/{name}/messages", "post_channel_message", MessagePosted)
@@ -288,10 +323,18 @@ async def _post(
     *,
     thread_root: str | None = None,
 ) -> dict[str, Any]:
-    """Post ``body`` to ``channel``: the message and the runs it queued (the first post's, for a
-    retry)."""
+    """Post ``body`` to ``channel``, with its files (each read and checked first, or found by
+    its digest): the message and the runs it queued (the first post's, for a retry)."""
+    files = await files_given(
+        ws.runner, [f.model_dump(exclude_none=True) for f in body.attachments]
+    )
     posted = await ws.channels.post(
-        channel, body.sender, body.text, thread_root=thread_root, idempotency=retry.key(body)
+        channel,
+        body.sender,
+        body.text,
+        thread_root=thread_root,
+        idempotency=retry.key(body),
+        attachments=files,
     )
     retry.answered(posted.repeated)
     return {"message": _message(posted.message), "run_ids": posted.run_ids}
@@ -299,6 +342,7 @@ async def _post(
 
 @router.get(
     "/channels/{name}/messages",
+    response_model_exclude_unset=True,  # a message without files has no attachments key
     **operation("list_channel_messages", ChannelMessagePage, tag="channels"),
 )
 async def channel_messages(
@@ -367,8 +411,8 @@ async def _tail_channel(feed: ChannelFeed) -> AsyncGenerator[dict[str, Any], Non
             yield {"id": position, "event": item.type, "data": json.dumps(item.payload)}
 
 
-def _message(message: Any) -> ChannelMessageEvent:
-    return {
+def _message(message: ChannelMessage) -> ChannelMessageEvent:
+    said: ChannelMessageEvent = {
         "id": message.id,
         "sender": message.sender,
         "sender_kind": message.sender_kind,
@@ -377,3 +421,6 @@ def _message(message: Any) -> ChannelMessageEvent:
         "depth": message.depth,
         "created_at": message.created_at,
     }
+    if message.attachments:  # a text message's is what it always was
+        said["attachments"] = [a.to_dict() for a in message.attachments]
+    return said
