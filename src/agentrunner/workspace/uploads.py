@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from agentrunner.engine.messages import Attachment
     from agentrunner.run.app import AppParts
 
-__all__ = ["SHA256_PATTERN", "files_given", "kept_file", "upload"]
+__all__ = ["SHA256_PATTERN", "checked_digest", "files_given", "files_read", "kept_file", "upload"]
 
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 _SHA256 = re.compile(SHA256_PATTERN)
@@ -70,12 +70,17 @@ async def files_given(
     return files
 
 
+async def files_read(parts: AppParts, named: Sequence[tuple[str, bytes]]) -> list[Attachment]:
+    """Files sent as they are (a form's), each ``(name, bytes)`` read and checked by
+    ``runner.attach``, in order; ``attachment_refused`` for the first that fails."""
+    return [await asyncio.to_thread(parts.attach, data, name) for name, data in named]
+
+
 async def kept_file(parts: AppParts, digest: Any, name: str, field: str = "sha256") -> Attachment:
     """The file kept under ``digest`` (a reference, without its bytes), named ``name`` as a
     file is (``attachment_name``). ``validation`` naming ``field`` for a digest that is not
     one, or that no kept file has."""
-    if not isinstance(digest, str) or not _SHA256.match(digest):
-        raise invalid(field, "must be a file's sha256: 64 lowercase hex digits", _SHAPE)
+    digest = checked_digest(digest, field)
     kept = await parts.store.attachments.get(digest)
     if kept is None:
         raise invalid(
@@ -84,6 +89,14 @@ async def kept_file(parts: AppParts, digest: Any, name: str, field: str = "sha25
             "Upload it first (POST /attachments answers its digest), or send its bytes as data.",
         )
     return replace(kept, name=attachment_name(name, kept.media_type))
+
+
+def checked_digest(value: Any, field: str = "sha256") -> str:
+    """``value`` as a file's digest (64 lowercase hex digits), else ``validation`` naming
+    ``field``."""
+    if not isinstance(value, str) or not _SHA256.match(value):
+        raise invalid(field, "must be a file's sha256: 64 lowercase hex digits", _SHAPE)
+    return value
 
 
 async def upload(parts: AppParts, data: bytes, name: str) -> Attachment:
