@@ -169,6 +169,28 @@ class Thinking(BaseModel):
     id: str | None = Field(default=None, description="the provider's id of the reasoning item")
 
 
+class AttachmentRef(BaseModel):
+    """A file a message carries, named (its bytes are kept in the store, once, by digest);
+    the optional keys are left out when empty."""
+
+    sha256: str = Field(description="the digest of its bytes, which names it")
+    media_type: str = Field(
+        description="read from its bytes: image/png, image/jpeg, image/gif, image/webp or "
+        "application/pdf"
+    )
+    size: int = Field(description="bytes")
+    name: str
+    width: int | None = Field(default=None, description="an image's, in pixels")
+    height: int | None = Field(default=None, description="an image's, in pixels")
+    pages: int | None = Field(default=None, description="a PDF's")
+    detail: str | None = Field(
+        default=None, description="what OpenAI models are asked to see of it; absent: auto"
+    )
+
+
+_FILES = "its files (images and PDFs); left out when it has none"
+
+
 class UserMessage(BaseModel):
     seq: int
     role: Literal["user"]
@@ -307,25 +329,6 @@ class ChannelList(BaseModel):
     data: list[Channel]
 
 
-class AttachmentRef(BaseModel):
-    """A file kept in the store, as messages name it: never its bytes (`GET
-    /attachments/{sha256}` answers them)."""
-
-    sha256: str = Field(description="the sha256 of its bytes, 64 hex digits: its key")
-    media_type: str = Field(
-        description="`image/png`, `image/jpeg`, `image/gif`, `image/webp` or "
-        "`application/pdf`, read from its bytes"
-    )
-    size: int = Field(description="its bytes")
-    name: str = Field(description="its file name: a base name, without control characters")
-    width: int | None = Field(default=None, description="an image's, in pixels; left out for a PDF")
-    height: int | None = Field(default=None, description="an image's; left out for a PDF")
-    pages: int | None = Field(default=None, description="a PDF's; left out for an image")
-    detail: Literal["low", "high"] | None = Field(
-        default=None, description="what OpenAI is asked to see of an image; left out when auto"
-    )
-
-
 class ChannelMessage(BaseModel):
     """A message as the channel keeps it; `attachments` is left out when it carries none."""
 
@@ -336,9 +339,7 @@ class ChannelMessage(BaseModel):
     thread: str | None = Field(description="the id of the thread's first message, if a reply")
     depth: int
     created_at: float
-    attachments: list[AttachmentRef] = Field(
-        default=[], description="the images and PDFs it carries; left out when none"
-    )
+    attachments: list[AttachmentRef] = Field(default=[], description=_FILES)
 
 
 class ChannelMessagePage(BaseModel):

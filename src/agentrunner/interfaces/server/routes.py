@@ -19,13 +19,14 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.types import DecoratedCallable
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
 
 from agentrunner.core.ids import new_id
 from agentrunner.core.model_settings import ModelSettings
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import ChannelMessageEvent, RunEnd
+from agentrunner.interfaces.server.attachment_fields import AttachmentIn, attachments_of
 from agentrunner.interfaces.server.fields import Id, Input, Retry, Text
 from agentrunner.interfaces.server.responses import (
     Agent,
@@ -50,7 +51,6 @@ from agentrunner.run.spend import with_spend
 from agentrunner.store.channels import Channel, ChannelMessage
 from agentrunner.store.records import thread_message_dict
 from agentrunner.workspace.feeds import ChannelFeed, RunFeed, ThreadFeed
-from agentrunner.workspace.uploads import SHA256_PATTERN, files_given
 from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["router", "workspace"]
@@ -96,28 +96,6 @@ class RunCreate(BaseModel):
     model_settings: Annotated[dict[str, Any] | None, WithJsonSchema(_SETTINGS_SCHEMA)] = None
 
 
-class FileGiven(BaseModel):
-    """A file sent with a message: its bytes (`data`) or, once uploaded, its digest."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(
-        default="",
-        max_length=1000,
-        description="its file name (kept as its base name, without control characters); its "
-        "type is read from its bytes, whatever the name says",
-    )
-    data: str | None = Field(
-        default=None, description="its bytes, base64: a file that fits in the JSON body"
-    )
-    sha256: str | None = Field(
-        default=None,
-        json_schema_extra={"pattern": SHA256_PATTERN},
-        description="the digest of a file kept before (`POST /attachments` answers it), "
-        "instead of `data`",
-    )
-
-
 class PostMessage(BaseModel):
     text: Text = Field(min_length=1)
     sender: Id | None = Field(
@@ -126,11 +104,10 @@ class PostMessage(BaseModel):
         "from their runs); default: [defaults] person",
     )
     thread: Id | None = Field(default=None, description="reply in the thread of this message")
-    attachments: list[FileGiven] = Field(
-        default=[],
-        description="images and PDFs sent with it to every agent it reaches: each "
-        '`{"name", "data"}` or `{"name", "sha256"}` (docs/attachments.md); a file refused is '
-        "422 `attachment_refused`, and nothing is posted",
+    attachments: list[AttachmentIn] = Field(
+        default_factory=list,
+        description="files sent with it to every agent it reaches: images (PNG, JPEG, GIF, "
+        "WebP) and PDFs, each checked before anything is posted (docs/attachments.md)",
     )
 
 
@@ -325,9 +302,7 @@ async def _post(
 ) -> dict[str, Any]:
     """Post ``body`` to ``channel``, with its files (each read and checked first, or found by
     its digest): the message and the runs it queued (the first post's, for a retry)."""
-    files = await files_given(
-        ws.runner, [f.model_dump(exclude_none=True) for f in body.attachments]
-    )
+    files = await attachments_of(body.attachments, ws.runner) if body.attachments else []
     posted = await ws.channels.post(
         channel,
         body.sender,

@@ -23,10 +23,10 @@ from agentrunner.interfaces.server.dashboard.forms import checked_form, is_htmx
 from agentrunner.interfaces.server.dashboard.templating import fragment, page
 from agentrunner.interfaces.server.responses import event_source
 from agentrunner.interfaces.server.statuses import status_for
+from agentrunner.run.attachment_entries import AttachmentEntry, attach_entries
 from agentrunner.store.channels import Channel, ChannelActivityRow, ChannelMessage
 from agentrunner.store.store import Store
 from agentrunner.workspace.feeds import ChannelFeed, FeedPosition
-from agentrunner.workspace.uploads import files_read
 from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["PAGE", "router"]
@@ -166,7 +166,8 @@ async def post_message(request: Request, name: str) -> Response:
     try:
         if not composer.text.strip():
             raise invalid("text", "is empty", "Say something: the agents who hear it will reply.")
-        files = await files_read(ws.runner, chosen)
+        entries = [AttachmentEntry(n, d, where=f"files.{i}") for i, (n, d) in enumerate(chosen)]
+        files = await attach_entries(entries, ws.runner)
         posted = await ws.channels.post(
             channel, composer.sender, composer.text, thread_root=thread, attachments=files
         )
