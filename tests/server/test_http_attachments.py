@@ -8,6 +8,7 @@ import asyncio
 import base64
 import hashlib
 import io
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,19 @@ def test_a_post_s_files_reach_every_agent_by_bytes_or_by_upload(
         "depth",
         "created_at",
     }
+
+    # the channel's stream names them too, in its channel.message events
+    with httpx2.stream("GET", f"{srv.url}/channels/team/events", headers=AUTH, timeout=30) as s:
+        said: list[dict[str, Any]] = []
+        kind = ""
+        for line in s.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: ") and kind == "channel.message":
+                said.append(json.loads(line[6:]))
+                if len(said) == len(listed):
+                    break
+    assert said == listed  # the event is the listing's message, files and all
 
     # the bytes back, as their type and under a name
     got = httpx2.get(f"{srv.url}/attachments/{ref['sha256']}?name=q3.pdf", headers=AUTH)
