@@ -97,7 +97,8 @@ async def file_response(store: Store, sha256: str, name: str) -> Response:
         raise AgentRunnerError(
             ErrorCode.NOT_FOUND,
             f"no file is kept with the digest {sha256[:12]}…",
-            hint="Its thread may have been deleted; attach the file again.",
+            hint="Name a file a message or an upload kept (POST /attachments answers its "
+            "digest); a deleted thread's files go with it.",
             details={"not_found": "attachment"},
         )
     shown = attachment_name(name, kept.media_type)
