@@ -428,6 +428,14 @@ class ChannelMessageEvent(TypedDict):
     ]
     depth: Annotated[int, "how many agent replies led to it (0: not a reply of an agent run)"]
     created_at: Annotated[float, "when it was posted, seconds since the epoch"]
+    attachments: NotRequired[
+        Annotated[
+            list[dict[str, Any]],
+            "the images and PDFs it carries, sent to each agent it reaches: each its `sha256` "
+            "(`GET /attachments/{sha256}` answers its bytes), `media_type`, `size`, `name`, and "
+            "`width` and `height` or `pages` (never its bytes); only when there are some",
+        ]
+    ]
 
 
 class ChannelActivity(TypedDict):

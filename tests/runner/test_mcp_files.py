@@ -12,12 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
 from PIL import Image
 
 from agentrunner import AgentRunner
 from agentrunner.core.attachments import AttachmentLimits
-from agentrunner.engine import tools as engine_tools
 from agentrunner.engine.messages import Attachment, ToolResult
 from agentrunner.engine.tools import Tool, ToolContext
 from agentrunner.testing import MockProvider, Reply
@@ -117,11 +115,6 @@ async def test_the_project_s_limits_reach_its_mcp_tools(
     assert caption == "a green picture"
     assert refused.startswith("[image refused: image.png: the file is ")
     assert "at most 100 bytes" in refused
-    if not hasattr(engine_tools, "render_output"):
-        pytest.skip(
-            "the engine renders a tool's files from branch q-wires on "
-            "(engine.tools.render_output): un-skip once it does"
-        )
     assert small.content == "a blue picture" and not small.is_error
     [file] = small.attachments
     assert (file.name, file.width, file.height) == ("image.png", 5, 4)

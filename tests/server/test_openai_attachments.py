@@ -215,12 +215,7 @@ def test_the_mock_provider_receives_the_image(
     )
     [sent] = [r.body for r in mock.requests if r.path.endswith("/chat/completions")]
     last = sent["messages"][-1]
-    parts = last["content"] if isinstance(last["content"], list) else []
-    if not any(p.get("type") == "image_url" for p in parts):
-        pytest.skip(
-            "the Chat Completions wire does not send image parts yet (branch q-wires): "
-            "un-skip once it does"
-        )
+    parts = last["content"]
     by_type = {p["type"]: p for p in parts}
     assert by_type["image_url"]["image_url"] == {"url": _url(red, "image/png"), "detail": "low"}
     assert by_type["file"]["file"] == {

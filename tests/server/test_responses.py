@@ -39,23 +39,35 @@ OPERATIONS = {
     ("GET", "/channels/{name}/messages"): "list_channel_messages",
     ("POST", "/dm/{agent_id}"): "send_direct_message",
     ("GET", "/channels/{name}/events"): "stream_channel_events",
+    ("POST", "/attachments"): "upload_attachment",
+    ("GET", "/attachments/{sha256}"): "get_attachment",
     ("GET", "/costs"): "get_costs",
     ("GET", "/v1/models"): "list_models",
     ("POST", "/v1/chat/completions"): "create_chat_completion",
 }
 STREAMS = {"stream_run_events", "stream_thread_events", "stream_channel_events"}
+FILES = {
+    "get_attachment": ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"]
+}
 
 
 def test_every_route_declares_its_body_and_a_stable_operation_id(tmp_path: Path) -> None:
     """Ids are set by hand (FastAPI's own would change with a function's name), unique, and
     pinned here; every success answers a named schema with properties, or an event stream."""
-    from agentrunner.interfaces.server import approval_routes, create_app, openai_compat, routes
+    from agentrunner.interfaces.server import (
+        approval_routes,
+        attachment_routes,
+        create_app,
+        openai_compat,
+        routes,
+    )
 
     app = create_app(tmp_path, token="t")
     every_route = [
         *app.routes,
         *routes.router.routes,
         *approval_routes.router.routes,
+        *attachment_routes.router.routes,
         *openai_compat.router.routes,
     ]
     declared = {
@@ -80,6 +92,9 @@ def test_every_route_declares_its_body_and_a_stable_operation_id(tmp_path: Path)
         content = success["content"]
         if operation_id in STREAMS:
             assert list(content) == ["text/event-stream"] and status == "200", operation_id
+            continue
+        if operation_id in FILES:  # a file's bytes, as the type it is
+            assert list(content) == FILES[operation_id] and status == "200", operation_id
             continue
         name = content["application/json"]["schema"]["$ref"].removeprefix("#/components/schemas/")
         assert schemas[name]["properties"] and schemas[name]["required"], operation_id

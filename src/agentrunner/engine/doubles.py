@@ -27,6 +27,7 @@ from agentrunner.engine.attachment_tokens import attachment_tokens
 from agentrunner.engine.fold import DeltaSink
 from agentrunner.engine.messages import (
     AssistantMessage,
+    Attachment,
     FinishReason,
     ModelRequest,
     ModelResponse,
@@ -73,7 +74,7 @@ class TestModel(_InProcessModel):
         if _last_is_user(request):
             asked = request.messages[-1]
             assert isinstance(asked, UserMessage)
-            calls = _first_calls(request.tools, asked.content)
+            calls = _first_calls(request.tools, asked.content, asked.attachments)
             if calls:
                 return self._respond(request, AssistantMessage(tool_calls=calls), on_delta)
         if request.output_schema is not None:
@@ -162,10 +163,13 @@ def example_from_schema(schema: Mapping[str, Any], root: Mapping[str, Any] | Non
     return "example"
 
 
-def _first_calls(tools: Sequence[ToolDefinition], asked: str) -> list[ToolCall]:
+def _first_calls(
+    tools: Sequence[ToolDefinition], asked: str, files: Sequence[Attachment] = ()
+) -> list[ToolCall]:
     """The test model's tool calls on a new message: every tool once, with the exceptions its
     module's docstring lists. (A run's later requests call nothing: the last message is a
-    tool result then, so each tool is called at most once a run.)"""
+    tool result then, so each tool is called at most once a run.) In a channel it names the
+    files it was given, on the one line of its message."""
     names = {t.name for t in tools}
     channel = {"send_message", "do_nothing"} <= names
     if channel and _MARK in _newest(asked):  # a test model's message: nothing to add
@@ -179,7 +183,10 @@ def _first_calls(tools: Sequence[ToolDefinition], asked: str) -> list[ToolCall]:
             continue  # it changes what outlasts the run: only when asked to
         arguments = example_from_schema(t.parameters)
         if t.name == "send_message":
-            arguments["text"] = f"{_MARK} Re: {_newest(asked)[:200]}"
+            given = "; ".join(a.label for a in files)
+            arguments["text"] = f"{_MARK} Re: {_newest(asked)[:200]}" + (
+                f" (I was given: {given})" if given else ""
+            )
         elif t.name in _PASSES_ON:
             agent_field, text_field = _PASSES_ON[t.name]
             agent = _named(t.parameters, agent_field, asked)

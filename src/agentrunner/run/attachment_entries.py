@@ -12,7 +12,6 @@ digest up in the store, then the message's bounds, so an interface checks no fil
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import re
@@ -166,7 +165,7 @@ async def attach_entries(
 
 async def _attachment(entry: AttachmentEntry, parts: AppParts) -> Attachment:
     if entry.data is not None:
-        return await asyncio.to_thread(parts.attach, entry.data, entry.name, detail=entry.detail)
+        return await parts.attach(entry.data, entry.name, detail=entry.detail)  # off the loop
     assert entry.sha256 is not None
     kept = await parts.store.attachments.get(entry.sha256)
     shown = attachment_name(entry.name, kept.media_type if kept else "")

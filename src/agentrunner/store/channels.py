@@ -1,12 +1,20 @@
 """Channels, members and channel messages: every database operation of
-``agentrunner.workspace.channels``."""
+``agentrunner.workspace.channels``.
+
+A message's files are references in its row (``attachments``, NULL for none); their bytes are
+rows of ``attachments`` (``store/attachments``), written with the message, and the message's
+use of each a row of ``attachment_uses`` under the message's id, so that deleting an agent's
+thread that was sent the file leaves it for the channel that still shows it.
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from agentrunner.engine.messages import Attachment
+from agentrunner.store.attachments import attachment_ops
 from agentrunner.store.changes import channel_key
 from agentrunner.store.drivers import Op
 from agentrunner.store.records import from_json, to_json
@@ -46,6 +54,31 @@ class ChannelMessage:
     depth: int
     run_id: str | None
     created_at: float
+    # its files, as references (their bytes only while it is being posted); none for most
+    attachments: tuple[Attachment, ...] = ()
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ChannelMessage:
+        """The message of a row of ``channel_messages`` (its other columns left out)."""
+        files = from_json(row["attachments"]) if row["attachments"] is not None else None
+        return cls(
+            row["channel_id"],
+            row["id"],
+            row["thread_root_id"],
+            row["sender"],
+            row["sender_kind"],
+            row["content"],
+            row["depth"],
+            row["run_id"],
+            row["created_at"],
+            tuple(Attachment.from_dict(a) for a in files) if files else (),
+        )
+
+    def without_bytes(self) -> ChannelMessage:
+        """The message as it is read back: its files as references."""
+        if all(a.data is None for a in self.attachments):
+            return self
+        return replace(self, attachments=tuple(replace(a, data=None) for a in self.attachments))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +175,14 @@ class Channels(Repository):
         return [(r["member"], r["member_kind"]) for r in rows]
 
     def message_ops(self, message: ChannelMessage) -> list[Op]:
-        """The message's row, and word of it to the channel's readers (``store/changes``)."""
-        return [self.message_op(message), self.changed_op(channel_key(message.channel_id))]
+        """The message's row, its files (the bytes of those it carries kept once, and its use
+        of each: seq 0 under the message's id, as a thread's messages are numbered from 1),
+        and word of it to the channel's readers (``store/changes``)."""
+        return [
+            self.message_op(message),
+            *attachment_ops(self, message.id, 0, message.attachments),
+            self.changed_op(channel_key(message.channel_id)),
+        ]
 
     def message_op(self, message: ChannelMessage) -> Op:
         return self.op(
@@ -157,13 +196,16 @@ class Channels(Repository):
             depth=message.depth,
             run_id=message.run_id,
             now=message.created_at,
+            attachments=to_json([a.to_dict() for a in message.attachments])
+            if message.attachments
+            else None,
         )
 
     async def message(self, channel_id: str, message_id: str) -> ChannelMessage | None:
         row = await self.db.fetch_one(
             self.sql["channel_message_get"], {"channel_id": channel_id, "id": message_id}
         )
-        return ChannelMessage(**row) if row else None
+        return ChannelMessage.from_row(row) if row else None
 
     async def before(self, channel_id: str, message_id: str, limit: int) -> list[ChannelMessage]:
         """The ``limit`` messages before ``message_id``, oldest first."""
@@ -171,7 +213,7 @@ class Channels(Repository):
             self.sql["channel_messages_before"],
             {"channel_id": channel_id, "before": message_id, "limit": limit},
         )
-        return [ChannelMessage(**r) for r in reversed(rows)]
+        return [ChannelMessage.from_row(r) for r in reversed(rows)]
 
     async def page_before(
         self, channel_id: str, before: str | None, limit: int
@@ -184,7 +226,7 @@ class Channels(Repository):
             query = "channel_messages_page_before"
             params = {"channel_id": channel_id, "before": before, "limit": limit}
         rows = await self.db.fetch_all(self.sql[query], params)
-        return [ChannelMessage(**r) for r in reversed(rows)]
+        return [ChannelMessage.from_row(r) for r in reversed(rows)]
 
     async def replies(
         self, channel_id: str, root_id: str, after: str = "", limit: int = 100
@@ -194,7 +236,7 @@ class Channels(Repository):
             self.sql["channel_thread_replies"],
             {"channel_id": channel_id, "root": root_id, "after": after, "limit": limit},
         )
-        return [ChannelMessage(**r) for r in rows]
+        return [ChannelMessage.from_row(r) for r in rows]
 
     async def replies_before(
         self, channel_id: str, root_id: str, before: str | None, limit: int
@@ -207,7 +249,7 @@ class Channels(Repository):
         else:
             query, params = "channel_thread_replies_before", {**params, "before": before}
         rows = await self.db.fetch_all(self.sql[query], params)
-        return [ChannelMessage(**r) for r in reversed(rows)]
+        return [ChannelMessage.from_row(r) for r in reversed(rows)]
 
     async def reply_counts(self, channel_id: str, first: str, last: str) -> dict[str, int]:
         """How many replies each message with an id from ``first`` to ``last`` has (those
@@ -225,7 +267,7 @@ class Channels(Repository):
             self.sql["channel_messages_after"],
             {"channel_id": channel_id, "after": after, "limit": limit},
         )
-        return [ChannelMessage(**r) for r in rows]
+        return [ChannelMessage.from_row(r) for r in rows]
 
     async def settled_page(
         self, channel_id: str, after: str | None, limit: int
@@ -241,11 +283,7 @@ class Channels(Repository):
             params = {"after": after, "limit": limit}
         rows = await self.db.fetch_all(self.sql[query], {"channel_id": channel_id, **params})
         settled = int(rows[0]["settled"])
-        messages = [
-            ChannelMessage(**{k: v for k, v in r.items() if k != "settled"})
-            for r in rows
-            if r["id"] is not None
-        ]
+        messages = [ChannelMessage.from_row(r) for r in rows if r["id"] is not None]
         return (messages[::-1] if after is None else messages), settled
 
     async def feed_after(self, channel_id: str, key: int, item_id: str, limit: int) -> FeedPage:
@@ -266,16 +304,8 @@ class Channels(Repository):
         read: list[tuple[int, ChannelMessage | ChannelActivityRow]] = []
         for r in rows:
             if r["id"].startswith("m_"):
-                item: ChannelMessage | ChannelActivityRow = ChannelMessage(
-                    channel_id,
-                    r["id"],
-                    r["thread_root_id"],
-                    r["sender"],
-                    r["sender_kind"],
-                    r["content"],
-                    r["depth"],
-                    r["run_id"],
-                    r["created_at"],
+                item: ChannelMessage | ChannelActivityRow = ChannelMessage.from_row(
+                    {**r, "channel_id": channel_id}
                 )
             else:
                 item = ChannelActivityRow(

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from agentrunner.interfaces.cli.console import Column, err, listing, out
+from agentrunner.interfaces.cli.workspace import ATTACH_HELP
 
 if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
@@ -112,23 +113,26 @@ def brief(
     background: bool = typer.Option(
         False, "--background", "-b", help="Queue it as a job and return at once."
     ),
+    attach: list[str] = typer.Option([], "--attach", metavar="PATH", help=ATTACH_HELP),
 ) -> None:
-    """Brief the company: the root agent works on the directive and delegates down its org
-    chart (a session is started if none is active). Streams who is working, tool calls, and
-    the cost; then writes the journal entry."""
+    """Brief the company: the root agent works on the directive (and is sent its files) and
+    delegates down its org chart (a session is started if none is active). Streams who is
+    working, tool calls, and the cost; then writes the journal entry."""
     from agentrunner.interfaces.cli.project import read_message
 
     text = read_message(directive)
     if background:
-        _brief_background(text)
+        _brief_background(text, attach)
         return
+    from agentrunner.interfaces.cli.workspace import attached
     from agentrunner.workspace.company import brief as briefs
 
     async def work(runner: AgentRunner) -> tuple[Briefed, str | None]:
+        files = await attached(runner, attach)  # read and checked before anything starts
         return await _foreground(
             runner,
             lambda callbacks, abort: briefs.brief(
-                runner, text, callbacks=callbacks, abort=abort, warn=_warn
+                runner, text, callbacks=callbacks, abort=abort, warn=_warn, attachments=files
             ),
         )
 
@@ -149,18 +153,22 @@ def _exit_for(status: str | None) -> None:
         raise typer.Exit(codes[status])
 
 
-def _brief_background(text: str) -> None:
+def _brief_background(text: str, attach: list[str]) -> None:
     from agentrunner.workspace.company.brief import Queued
 
     async def main() -> Queued:
         from agentrunner.config import load_config
+        from agentrunner.engine.attachment_checks import read_file
         from agentrunner.store.store import open_store
         from agentrunner.workspace.company.brief import queue_brief
 
         config = await asyncio.to_thread(load_config)
+        # read as runner.attach reads a path, without a runner: the job's agents are the
+        # worker's to load
+        files = [await asyncio.to_thread(read_file, p, config.attachments) for p in attach]
         store = await open_store(config.resolved_database_url)
         try:
-            return await queue_brief(config, store, text)
+            return await queue_brief(config, store, text, files)
         finally:
             await store.close()
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from agentrunner.store.records import RunRecord, StepRecord, ThreadSummary
     from agentrunner.store.store import Store
 
-__all__ = ["runs_app", "threads_app"]
+__all__ = ["print_files", "runs_app", "threads_app"]
 
 threads_app = typer.Typer(help="Conversations and their messages.", no_args_is_help=True)
 runs_app = typer.Typer(
@@ -173,7 +173,7 @@ def threads_show(
         if isinstance(message, UserMessage):
             unsent = " [yellow](not sent to the model: its run ended first)[/]" * message.unsent
             out.print(f"[bold blue]user[/] [dim]#{seq}[/]{unsent}\n{escape(message.content)}")
-            _print_files(message.attachments)
+            print_files(message.attachments)
             out.print()
         elif isinstance(message, AssistantMessage):
             cut = " [yellow](interrupted)[/]" if message.interrupted else ""
@@ -194,11 +194,11 @@ def threads_show(
             out.print(
                 f"{mark} [dim]{escape(message.name)} #{seq}: {escape(message.content[:300])}[/]"
             )
-            _print_files(message.attachments)
+            print_files(message.attachments)
             out.print()
 
 
-def _print_files(files: Sequence[Attachment]) -> None:
+def print_files(files: Sequence[Attachment]) -> None:
     """A message's files: name, type, size, digest (their bytes stay in the store)."""
     for a in files:
         shape = f"{a.width}×{a.height}" if a.width else f"{a.pages} pages"

@@ -15,6 +15,8 @@ from agentrunner.interfaces.cli.console import Column, err, listing, out
 
 if TYPE_CHECKING:
     from agentrunner.agents.project import Project
+    from agentrunner.engine.messages import Attachment
+    from agentrunner.run.runner import AgentRunner
     from agentrunner.store.channels import Channel, ChannelMessage
     from agentrunner.store.store import Store
     from agentrunner.workspace.channels import Posted
@@ -23,7 +25,16 @@ if TYPE_CHECKING:
     from agentrunner.workspace.worker import Worker
     from agentrunner.workspace.workspace import Workspace
 
-__all__ = ["channels_app", "dm", "post", "status", "with_workspace", "worker"]
+__all__ = [
+    "ATTACH_HELP",
+    "attached",
+    "channels_app",
+    "dm",
+    "post",
+    "status",
+    "with_workspace",
+    "worker",
+]
 
 channels_app = typer.Typer(
     help="Channels: rooms with people and agents as members.", no_args_is_help=True
@@ -32,6 +43,10 @@ T = TypeVar("T")
 # How often `post`/`dm` look whether runs are still queued or running anywhere (a commit in the
 # channel, Ctrl-C or the in-process worker's end wakes them sooner).
 _FOLLOW_S = 0.1
+ATTACH_HELP = (
+    "A file to send with the message: an image (PNG, JPEG, GIF, WebP) or a PDF; repeat for "
+    "more. Each is checked before anything is sent (docs/attachments.md)."
+)
 
 
 def with_workspace(work: Callable[[Workspace], Awaitable[T]]) -> T:
@@ -134,16 +149,20 @@ def post(
     follow: bool = typer.Option(
         False, "--follow", "-f", help="Show the agents' replies as they arrive."
     ),
+    attach: list[str] = typer.Option([], "--attach", metavar="PATH", help=ATTACH_HELP),
 ) -> None:
-    """Post to a channel; the agents who should hear it reply.
+    """Post to a channel; the agents who should hear it reply (and are sent its files).
 
     With no worker running, this process serves the mailboxes until the conversation settles.
     """
 
     async def work(ws: Workspace) -> None:
+        files = await attached(ws.runner, attach)
         target = await ws.channels.channel(channel)
         feed = await _feed_from_now(ws, target)
-        posted = await ws.channels.post(target, sender, message, thread_root=thread)
+        posted = await ws.channels.post(
+            target, sender, message, thread_root=thread, attachments=files
+        )
         err.print(
             f"[dim]posted {posted.message.id} · {len(posted.run_ids)} agent(s) will read it[/]"
         )
@@ -162,18 +181,26 @@ def dm(
         help="Who is speaking: a person's name, never an agent's id "
         "(default: `person` in agentrunner.toml).",
     ),
+    attach: list[str] = typer.Option([], "--attach", metavar="PATH", help=ATTACH_HELP),
 ) -> None:
-    """A direct message to an agent; its reply is printed."""
+    """A direct message to an agent, with any files; its reply is printed."""
 
     async def work(ws: Workspace) -> None:
+        files = await attached(ws.runner, attach)
         target = await ws.channels.dm_channel(agent_id, sender)
         feed = await _feed_from_now(ws, target)
-        posted = await ws.channels.post(target, sender, message)
+        posted = await ws.channels.post(target, sender, message, attachments=files)
         if await _settle(ws, target, posted, feed, True):
             raise typer.Exit(130)
         await _raise_if_failed(ws, posted.run_ids)
 
     with_workspace(work)
+
+
+async def attached(runner: AgentRunner, paths: list[str]) -> list[Attachment]:
+    """The files of ``--attach``, each read and checked by ``runner.attach`` (off the event
+    loop), before anything is posted; a file that fails is its ``attachment_refused``."""
+    return [await runner.attach(path) for path in paths]
 
 
 async def _raise_if_failed(ws: Workspace, run_ids: list[str]) -> None:
@@ -434,3 +461,7 @@ def _print_message(message: ChannelMessage, channel: Channel) -> None:
     out.print(
         f"{ident}[bold {color}]{escape(message.sender)}[/]{thread}: {escape(message.content)}",
     )
+    if message.attachments:
+        from agentrunner.interfaces.cli.threads_runs import print_files
+
+        print_files(message.attachments)

@@ -19,7 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from agentrunner._version import __version__
 from agentrunner.interfaces.server.errors import install_handlers
-from agentrunner.interfaces.server.guard import Guard
+from agentrunner.interfaces.server.guard import BodyBounds, Guard
 from agentrunner.interfaces.server.responses import Health
 from agentrunner.interfaces.server.statuses import ERROR_RESPONSES
 from agentrunner.interfaces.server.throttle import LoginThrottle, ThrottlePolicy
@@ -55,13 +55,16 @@ def create_app(
     workspace: Workspace | None = None,
     login_policy: ThrottlePolicy | None = None,
 ) -> FastAPI:
-    """The app for the project at (or above) ``start``. With ``token``, every request needs
+    """The app for the project at (or above) ``start``. ``max_body_bytes``: how large a JSON
+    body may be (an upload's and the dashboard's post form's follow ``[attachments]``). With
+    ``token``, every request needs
     ``Authorization: Bearer <token>``, and wrong ones are slowed, then refused, per client as
     ``login_policy`` says (``throttle``); without, only loopback names and ``allowed_hosts``
     (and the project's ``[server] allowed_hosts``) are accepted as ``Host``. ``worker`` serves
     mailboxes in this process. An open ``workspace`` is used as it is (its opener closes it);
     otherwise the app opens and closes the project's own."""
     hosts = {name.lower() for name in allowed_hosts}
+    bounds = BodyBounds(max_body_bytes)  # the bodies that carry files: as the project says
 
     from agentrunner.interfaces.server import dashboard
 
@@ -73,6 +76,7 @@ def create_app(
         await dashboard.ready()
         app.state.workspace = opened
         hosts.update(opened.app.config.allowed_hosts)
+        bounds.limits = opened.app.config.attachments
         serving = opened.worker() if worker else None
         app.state.worker = serving  # stopped at the signal, before connections close
         task = asyncio.create_task(serving.run()) if serving else None
@@ -109,7 +113,7 @@ def create_app(
         Guard,
         token=token,
         allowed_hosts=hosts,
-        max_body_bytes=max_body_bytes,
+        bounds=bounds,
         throttle=throttle,
     )
     if cors_origins:
@@ -122,9 +126,15 @@ def create_app(
             allow_headers=["*"],
         )
 
-    from agentrunner.interfaces.server import approval_routes, openai_compat, routes
+    from agentrunner.interfaces.server import (
+        approval_routes,
+        attachment_routes,
+        openai_compat,
+        routes,
+    )
 
     app.include_router(routes.router, responses=ERROR_RESPONSES)
+    app.include_router(attachment_routes.router, responses=ERROR_RESPONSES)
     app.include_router(approval_routes.router, responses=ERROR_RESPONSES)
     app.include_router(openai_compat.router, responses=ERROR_RESPONSES)
     app.state.token = token  # what /login compares with; in memory only

@@ -12,7 +12,9 @@ body as it arrives, which ``BaseHTTPMiddleware`` cannot):
   its Content-Security-Policy and the rest of ``dashboard.auth.PAGE_HEADERS``.
 * **Body size.** Bytes are counted as they arrive, chunked bodies included, and the request is
   answered 413 as soon as the limit is passed; a declared ``Content-Length`` past it is refused
-  before anything is read.
+  before anything is read. The limit is the JSON bodies' (``BodyBounds``), but for the two
+  routes that take files: an upload (``POST /attachments``: the largest file ``[attachments]``
+  takes) and the dashboard's post form (a message's files, and the JSON limit for the rest).
 * **Crashes.** An unexpected exception is logged and answered 500 here, rather than re-raised to
   the server, which would then drop the client's kept-alive connection.
 * **Streams cut off.** A response the app started and left unfinished (an event stream ended by
@@ -24,11 +26,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentrunner.core.attachments import AttachmentLimits
 from agentrunner.interfaces.server.dashboard.auth import (
     PAGE_HEADERS,
     is_dashboard_path,
@@ -39,7 +43,7 @@ from agentrunner.interfaces.server.dashboard.auth import (
 from agentrunner.interfaces.server.errors import error_response
 from agentrunner.interfaces.server.throttle import LoginThrottle, Refused
 
-__all__ = ["LOOPBACK_HOSTS", "Guard", "bearer", "host_name"]
+__all__ = ["LOOPBACK_HOSTS", "BodyBounds", "Guard", "bearer", "host_name"]
 
 log = logging.getLogger("agentrunner.server")
 
@@ -52,6 +56,25 @@ _PAGES = _EVERY + [(name.encode(), value.encode()) for name, value in PAGE_HEADE
 
 class _BodyTooLarge(Exception):
     pass
+
+
+@dataclass(slots=True)
+class BodyBounds:
+    """How many bytes a request's body may have: ``json`` for every route but the two that
+    take files, whose bounds follow the project's ``[attachments]`` (``limits``, set when the
+    app opens its project): an upload (``POST /attachments``), one file, at most the larger of
+    an image's and a PDF's limit; the dashboard's post form (``POST /ui/channels/…/messages``),
+    a message's files and ``json`` for its fields and the form's framing."""
+
+    json: int
+    limits: AttachmentLimits = field(default_factory=AttachmentLimits)
+
+    def of(self, method: str, path: str) -> int:
+        if method == "POST" and path == "/attachments":
+            return max(self.limits.max_image_bytes, self.limits.max_pdf_bytes)
+        if method == "POST" and path.startswith("/ui/channels/") and path.endswith("/messages"):
+            return self.limits.max_message_bytes + self.json
+        return self.json
 
 
 def bearer(authorization: str | None) -> str | None:
@@ -106,7 +129,7 @@ class Guard:
         *,
         token: str | None,
         allowed_hosts: Collection[str],
-        max_body_bytes: int,
+        bounds: BodyBounds,
         throttle: LoginThrottle | None = None,
     ) -> None:
         self.app = app
@@ -116,7 +139,7 @@ class Guard:
         self.throttle = throttle
         self.session = session_value(token) if token is not None else ""
         self.allowed_hosts = allowed_hosts  # shared: the app adds the project's names on start
-        self.max_body_bytes = max_body_bytes
+        self.bounds = bounds  # shared: the app sets the project's [attachments] on start
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -124,13 +147,14 @@ class Guard:
             return
         headers = Headers(scope=scope)
         send = _headed(send, _PAGES if is_dashboard_path(scope["path"]) else _EVERY)
-        refusal = await self._refusal(scope, headers)
+        most = self.bounds.of(scope["method"], scope["path"])
+        refusal = await self._refusal(scope, headers, most)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        await self._guarded(scope, receive, send)
+        await self._guarded(scope, receive, send, most)
 
-    async def _refusal(self, scope: Scope, headers: Headers) -> Any:
+    async def _refusal(self, scope: Scope, headers: Headers, most: int) -> Any:
         if self.throttle is None:
             host = headers.get("host", "")
             if host_name(host) not in LOOPBACK_HOSTS | set(self.allowed_hosts):
@@ -149,8 +173,8 @@ class Guard:
             if refusal is not None:
                 return refusal
         length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.max_body_bytes:
-            return self._too_large()
+        if length.isdigit() and int(length) > most:
+            return _too_large(most)
         return None
 
     async def _unauthorized(self, scope: Scope, headers: Headers, throttle: LoginThrottle) -> Any:
@@ -181,15 +205,7 @@ class Guard:
             return _to_login(scope)
         return None
 
-    def _too_large(self) -> Any:
-        return error_response(
-            413,
-            "validation",
-            f"request body over {self.max_body_bytes} bytes",
-            "Send less: long texts and inputs are bounded field by field too.",
-        )
-
-    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send, most: int) -> None:
         received = 0
         too_large = started = finished = False
 
@@ -198,7 +214,7 @@ class Guard:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
+                if received > most:
                     too_large = True
                     raise _BodyTooLarge
             return message
@@ -208,7 +224,7 @@ class Guard:
             if too_large:  # whatever the app made of a cut-off body, the answer is 413
                 if message["type"] == "http.response.start" and not started:
                     started = True
-                    await self._too_large()(scope, receive, send)
+                    await _too_large(most)(scope, receive, send)
                 return
             if message["type"] == "http.response.start":
                 started = True
@@ -226,8 +242,18 @@ class Guard:
         except _BodyTooLarge:
             if not started:
                 started = True
-                await self._too_large()(scope, receive, send)
+                await _too_large(most)(scope, receive, send)
         except Exception:
             log.exception("unhandled error on %s %s", scope["method"], scope["path"])
             if not started:
                 await error_response(500, "internal", "internal error")(scope, receive, send)
+
+
+def _too_large(most: int) -> Any:
+    return error_response(
+        413,
+        "validation",
+        f"request body over {most} bytes",
+        "Send less: long texts and inputs are bounded field by field too; a large file goes "
+        "on its own (POST /attachments), within [attachments]' limits.",
+    )

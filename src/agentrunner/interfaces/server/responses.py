@@ -337,6 +337,8 @@ class ChannelList(BaseModel):
 
 
 class ChannelMessage(BaseModel):
+    """A message as the channel keeps it; `attachments` is left out when it carries none."""
+
     id: str
     sender: str
     sender_kind: Literal["person", "agent", "notice"]
@@ -344,6 +346,7 @@ class ChannelMessage(BaseModel):
     thread: str | None = Field(description="the id of the thread's first message, if a reply")
     depth: int
     created_at: float
+    attachments: list[AttachmentRef] = Field(default=[], description=_FILES)
 
 
 class ChannelMessagePage(BaseModel):

@@ -111,6 +111,11 @@ class PostMessage(BaseModel):
         "from their runs); default: [defaults] person",
     )
     thread: Id | None = Field(default=None, description="reply in the thread of this message")
+    attachments: list[AttachmentIn] = Field(
+        default_factory=list,
+        description="files sent with it to every agent it reaches: images (PNG, JPEG, GIF, "
+        "WebP) and PDFs, each checked before anything is posted (docs/attachments.md)",
+    )
 
 
 def _not_found(what: str, key: str) -> AgentRunnerError:
@@ -278,8 +283,14 @@ async def list_channels(ws: Workspace = Depends(workspace)) -> dict[str, Any]:
 def _channel_post(
     path: str, operation_id: str, answers: type[BaseModel]
 ) -> Callable[[DecoratedCallable], DecoratedCallable]:
-    """The route of a post to a channel or a DM: 201, the message and the runs it queued."""
-    return router.post(path, status_code=201, **operation(operation_id, answers, tag="channels"))
+    """The route of a post to a channel or a DM: 201, the message and the runs it queued (a
+    message's keys left out when empty stay out)."""
+    return router.post(
+        path,
+        status_code=201,
+        response_model_exclude_unset=True,
+        **operation(operation_id, answers, tag="channels"),
+    )
 
 
 @_channel_post("/channels/{name}/messages", "post_channel_message", MessagePosted)
@@ -308,10 +319,16 @@ async def _post(
     *,
     thread_root: str | None = None,
 ) -> dict[str, Any]:
-    """Post ``body`` to ``channel``: the message and the runs it queued (the first post's, for a
-    retry)."""
+    """Post ``body`` to ``channel``, with its files (each read and checked first, or found by
+    its digest): the message and the runs it queued (the first post's, for a retry)."""
+    files = await attachments_of(body.attachments, ws.runner) if body.attachments else []
     posted = await ws.channels.post(
-        channel, body.sender, body.text, thread_root=thread_root, idempotency=retry.key(body)
+        channel,
+        body.sender,
+        body.text,
+        thread_root=thread_root,
+        idempotency=retry.key(body),
+        attachments=files,
     )
     retry.answered(posted.repeated)
     return {"message": _message(posted.message), "run_ids": posted.run_ids}
@@ -319,6 +336,7 @@ async def _post(
 
 @router.get(
     "/channels/{name}/messages",
+    response_model_exclude_unset=True,  # a message without files has no attachments key
     **operation("list_channel_messages", ChannelMessagePage, tag="channels"),
 )
 async def channel_messages(
@@ -387,8 +405,8 @@ async def _tail_channel(feed: ChannelFeed) -> AsyncGenerator[dict[str, Any], Non
             yield {"id": position, "event": item.type, "data": json.dumps(item.payload)}
 
 
-def _message(message: Any) -> ChannelMessageEvent:
-    return {
+def _message(message: ChannelMessage) -> ChannelMessageEvent:
+    said: ChannelMessageEvent = {
         "id": message.id,
         "sender": message.sender,
         "sender_kind": message.sender_kind,
@@ -397,3 +415,6 @@ def _message(message: Any) -> ChannelMessageEvent:
         "depth": message.depth,
         "created_at": message.created_at,
     }
+    if message.attachments:  # a text message's is what it always was
+        said["attachments"] = [a.to_dict() for a in message.attachments]
+    return said

@@ -80,11 +80,12 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         402: "budget exceeded; a model whose price is unknown under a budget",
         403: "tool denied; a message or an answer blocked by a guard; a Host not accepted by "
         "a server without a token",
-        404: "no such agent, thread, run or channel",
+        404: "no such agent, thread, run, channel or kept file",
         405: "method not allowed (the Allow header lists those that are)",
         409: "cancelled; the agent is disabled (enabled: false in its file)",
         413: "request body too large",
-        422: "bad input: the request does not match the schema, or a field breaks its rules",
+        422: "bad input: the request does not match the schema, or a field breaks its rules; "
+        "a file refused (`attachment_refused`)",
         429: "the agent's queue is full; too many wrong tokens from this client (Retry-After "
         "says when to try again)",
         500: "internal error",

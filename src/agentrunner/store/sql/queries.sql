@@ -520,23 +520,26 @@ SELECT member, member_kind FROM channel_members WHERE channel_id = :channel_id O
 
 -- name: channel_message_insert
 INSERT INTO channel_messages (channel_id, id, thread_root_id, sender, sender_kind, content,
-                              depth, run_id, created_at, feed_key)
+                              depth, run_id, created_at, attachments, feed_key)
 VALUES (:channel_id, :id, :thread_root_id, :sender, :sender_kind, :content, :depth, :run_id,
-        :now, {next_feed_key});
+        :now, :attachments{json}, {next_feed_key});
 
 -- name: channel_message_get
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages WHERE channel_id = :channel_id AND id = :id;
 
 -- name: channel_messages_before
 -- What was said before a message, for an agent's transcript: notices (a failed reply, say) are
 -- for people, not models.
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages WHERE channel_id = :channel_id AND id < :before AND sender_kind <> 'notice'
 ORDER BY id DESC LIMIT :limit;
 
 -- name: channel_messages_after
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages WHERE channel_id = :channel_id AND id > :after
 ORDER BY id LIMIT :limit;
 
@@ -554,33 +557,38 @@ SELECT channel_id, member, member_kind FROM channel_members ORDER BY channel_id,
 
 -- name: channel_messages_newest
 -- The newest page of a conversation as people read it (notices included), newest first.
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages WHERE channel_id = :channel_id
 ORDER BY id DESC LIMIT :limit;
 
 -- name: channel_messages_page_before
 -- The page before a message as people read it (notices included), newest first.
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages WHERE channel_id = :channel_id AND id < :before
 ORDER BY id DESC LIMIT :limit;
 
 -- name: channel_thread_replies
 -- A message's thread: its replies after :after, oldest first, from channel_messages_thread
 -- (sqlite.sql says so to SQLite).
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages WHERE thread_root_id = :root AND channel_id = :channel_id AND id > :after
 ORDER BY id LIMIT :limit;
 
 -- name: channel_thread_replies_newest
 -- A message's thread from its newest end: its newest replies, newest first (sqlite.sql names
 -- the index to SQLite).
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages WHERE thread_root_id = :root AND channel_id = :channel_id
 ORDER BY id DESC LIMIT :limit;
 
 -- name: channel_thread_replies_before
 -- The replies of a thread before :before, newest first.
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages WHERE thread_root_id = :root AND channel_id = :channel_id AND id < :before
 ORDER BY id DESC LIMIT :limit;
 
@@ -607,14 +615,15 @@ ORDER BY id LIMIT :limit;
 SELECT f.*, s.settled FROM (
     SELECT * FROM (
         SELECT feed_key, id, thread_root_id, sender, sender_kind, content, depth, run_id,
-               CAST(NULL AS TEXT) AS type, NULL{json} AS payload, created_at
+               attachments, CAST(NULL AS TEXT) AS type, NULL{json} AS payload, created_at
         FROM channel_messages
         WHERE channel_id = :channel_id AND (feed_key, id) > (:key, :message_after)
         ORDER BY feed_key, id LIMIT :limit) m
     UNION ALL
     SELECT * FROM (
         SELECT feed_key, id, CAST(NULL AS TEXT), CAST(NULL AS TEXT), CAST(NULL AS TEXT),
-               CAST(NULL AS TEXT), CAST(NULL AS INTEGER), run_id, type, payload, created_at
+               CAST(NULL AS TEXT), CAST(NULL AS INTEGER), run_id, NULL{json}, type, payload,
+               created_at
         FROM channel_activity
         WHERE channel_id = :channel_id AND (feed_key, id) > (:key, :activity_after)
         ORDER BY feed_key, id LIMIT :limit) a
@@ -653,7 +662,7 @@ SELECT feed_key FROM channel_activity WHERE channel_id = :channel_id AND id = :i
 SELECT s.settled, m.* FROM (SELECT {settled_feed_key} AS settled) s
 LEFT JOIN (
     SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id,
-           created_at
+           created_at, attachments
     FROM channel_messages WHERE channel_id = :channel_id AND feed_key < {settled_feed_key}
     ORDER BY id DESC LIMIT :limit) m ON 1 = 1
 ORDER BY m.id DESC;
@@ -663,7 +672,7 @@ ORDER BY m.id DESC;
 SELECT s.settled, m.* FROM (SELECT {settled_feed_key} AS settled) s
 LEFT JOIN (
     SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id,
-           created_at
+           created_at, attachments
     FROM channel_messages
     WHERE channel_id = :channel_id AND id > :after AND feed_key < {settled_feed_key}
     ORDER BY id LIMIT :limit) m ON 1 = 1

@@ -503,3 +503,9 @@ CREATE TABLE attachment_uses (
     PRIMARY KEY (thread_id, seq, sha256)
 );
 CREATE INDEX attachment_uses_sha256 ON attachment_uses (sha256)
+
+-- migration: 21
+-- A channel or DM message may carry files (docs/attachments.md): their references (name,
+-- type, size, digest, pixels or pages; never the bytes, which are rows of `attachments`),
+-- as a JSON list. A message without files keeps NULL.
+ALTER TABLE channel_messages ADD COLUMN attachments {json}

@@ -4,21 +4,24 @@
 -- Without INDEXED BY, SQLite walks the channel's messages on the primary key (channel_id, id)
 -- rather than the thread's on channel_messages_thread: every message of the channel since the
 -- thread began, for a handful of replies.
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages INDEXED BY channel_messages_thread
 WHERE thread_root_id = :root AND channel_id = :channel_id AND id > :after
 ORDER BY id LIMIT :limit;
 
 -- name: channel_thread_replies_newest
 -- As channel_thread_replies: the thread's index, not the channel's messages.
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages INDEXED BY channel_messages_thread
 WHERE thread_root_id = :root AND channel_id = :channel_id
 ORDER BY id DESC LIMIT :limit;
 
 -- name: channel_thread_replies_before
 -- As channel_thread_replies.
-SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at
+SELECT channel_id, id, thread_root_id, sender, sender_kind, content, depth, run_id, created_at,
+       attachments
 FROM channel_messages INDEXED BY channel_messages_thread
 WHERE thread_root_id = :root AND channel_id = :channel_id AND id < :before
 ORDER BY id DESC LIMIT :limit;

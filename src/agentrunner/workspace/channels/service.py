@@ -9,6 +9,9 @@ agent says is posted and routed again, one hop deeper; a cascade of agents reply
 stops at the configured chain depth. A run that fails or is cancelled leaves a notice in the
 conversation naming the agent and the error code: for people, never routed, never in a
 transcript.
+
+A person's message may carry files (images, PDFs: docs/attachments.md); they are kept with the
+post, and each agent it reaches is sent them with it. An agent's own messages carry none.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from agentrunner.config import DEFAULT_MAX_QUEUE
 from agentrunner.core.ids import new_id
 from agentrunner.core.inputs import check_id, check_text, invalid
+from agentrunner.engine.messages import Attachment
 from agentrunner.engine.tools import Tool, ToolContext, ToolRetry
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.idempotency import IdempotencyKey, first_result
@@ -169,16 +173,20 @@ class ChannelService:
         *,
         thread_root: str | None = None,
         idempotency: IdempotencyKey | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> Posted:
         """A person's post: ``text`` from ``sender`` (``None``: the project's person), and a
         run queued for every agent that should hear it, in one transaction (nothing
-        half-written); wakes idle workers. ``validation`` for a bad text or reply id, and for
-        a sender that is no person's name (``person``: an agent's id included); ``queue_full``
-        when it would queue a run past an agent's bound; a repeat of ``idempotency`` returns
-        the first post. With telemetry on, the post is an ``enqueue`` span whose trace its
-        runs keep."""
+        half-written); wakes idle workers. ``attachments``: the message's files (each read by
+        ``runner.attach``, or a reference to a kept one), kept with it and sent to every agent
+        it reaches; ``attachment_refused`` past a message's bounds, before anything is
+        written. ``validation`` for a bad text or reply id, and for a sender that is no
+        person's name (``person``: an agent's id included); ``queue_full`` when it would queue
+        a run past an agent's bound; a repeat of ``idempotency`` returns the first post. With
+        telemetry on, the post is an ``enqueue`` span whose trace its runs keep."""
+        files = self.runner.check_attachments(attachments)
         return await self._send(
-            channel, self.person(sender), text, thread_root, 0, None, idempotency
+            channel, self.person(sender), text, thread_root, 0, None, idempotency, files
         )
 
     async def _speak(
@@ -195,7 +203,7 @@ class ChannelService:
         answer delivered for it): the only way an agent's words enter a channel. Bounded by
         the chain depth rather than the agents' queues; with telemetry on, its ``enqueue`` span
         is under the tool call."""
-        return await self._send(channel, agent_id, text, thread_root, depth, run_id, None)
+        return await self._send(channel, agent_id, text, thread_root, depth, run_id, None, ())
 
     async def _send(
         self,
@@ -206,12 +214,13 @@ class ChannelService:
         depth: int,
         run_id: str | None,
         idempotency: IdempotencyKey | None,
+        files: tuple[Attachment, ...],
     ) -> Posted:
         """The post, a person's or an agent's, inside its ``enqueue`` span (telemetry on)."""
         tracing = self.app.engine.tracing
         with tracing.enqueue(channel.label) as (span, carrier):
             posted, agents = await self._post(
-                channel, sender, text, thread_root, depth, run_id, idempotency, carrier
+                channel, sender, text, thread_root, depth, run_id, idempotency, carrier, files
             )
             tracing.enqueued(span, agents, posted.run_ids, repeated=posted.repeated)
             return replace(posted, trace_context=carrier)
@@ -226,6 +235,7 @@ class ChannelService:
         run_id: str | None,
         idempotency: IdempotencyKey | None,
         trace_context: Mapping[str, str] | None,
+        files: tuple[Attachment, ...],
     ) -> tuple[Posted, list[str]]:
         """The post, and the agents it queued a run for (none for a repeat)."""
         check_id(sender, "sender")
@@ -261,6 +271,7 @@ class ChannelService:
             depth,
             run_id,
             time.time(),
+            files,
         )
         participants = (
             await self.store.channels.thread_senders(channel.id, thread_root)
@@ -296,7 +307,7 @@ class ChannelService:
         )
         if first is not None:
             return await self._posted(channel, first), []
-        return Posted(message, run_ids), [run.agent_id for run in runs]
+        return Posted(message.without_bytes(), run_ids), [run.agent_id for run in runs]
 
     async def _posted(self, channel: Channel, first: dict[str, Any]) -> Posted:
         """The answer to a repeat of an idempotent post: the first post, as it was stored."""
@@ -344,6 +355,7 @@ class ChannelService:
                 ),
                 abort=abort,
                 run_id=claimed.id,
+                attachments=trigger.attachments,  # references: the runner loads their bytes
             )
         except AgentRunnerError as exc:
             await self._notice(
@@ -468,6 +480,13 @@ class ChannelService:
 def _transcript(channel: Channel, earlier: list[ChannelMessage], trigger: ChannelMessage) -> str:
     where = "a direct message" if channel.kind == "dm" else f"#{channel.name}"
     lines = [f"Recent conversation in {where} (oldest first):"]
-    lines += [f"{m.sender}: {m.content}" for m in earlier] or ["(no earlier messages)"]
+    lines += [_said(m) for m in earlier] or ["(no earlier messages)"]
     lines += ["", f"New message from {trigger.sender}:", trigger.content]
     return "\n".join(lines)
+
+
+def _said(message: ChannelMessage) -> str:
+    """An earlier message in a transcript: its files named, not sent again (the message that
+    carried them was)."""
+    files = "".join(f" {a.label}" for a in message.attachments)
+    return f"{message.sender}: {message.content}{files}"

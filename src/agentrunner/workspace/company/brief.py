@@ -14,7 +14,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.config import Config
     from agentrunner.engine.abort import AbortSignal
+    from agentrunner.engine.messages import Attachment
     from agentrunner.run.callbacks import AgentRunnerCallbacks
     from agentrunner.run.request import RunResult
     from agentrunner.run.runner import AgentRunner
@@ -151,12 +152,16 @@ async def brief(
     callbacks: AgentRunnerCallbacks | None = None,
     abort: AbortSignal | None = None,
     warn: Callable[[str], None] | None = None,
+    attachments: Sequence[Attachment] = (),
 ) -> Briefed:
     """Send ``directive`` to the active session (opening one if none), run it here, then write
     its journal entry (``journal_brief``: not yet for a run that waits for a person). A failed
     run raises its error, as ``run_agent`` does; a journal that cannot be written is a warning
-    in the result. The budget is checked first, as ``start`` does."""
+    in the result. The budget is checked first, as ``start`` does. ``attachments``: files sent
+    to the root with the directive (``runner.attach``), within a message's bounds
+    (``attachment_refused`` before anything is opened or run)."""
     _check_directive(directive)
+    files = runner.check_attachments(attachments)
     store = runner.app.store
     root = session.root_agent(runner.app.config, runner.app.agents)
     spending = _told(await _budget_warnings(runner, root), warn)
@@ -165,7 +170,14 @@ async def brief(
         current, root, warnings=spending + warnings, opened=opened, directive=directive
     )
     briefed.run_id, briefed.result = await _run_here(
-        runner, current, root, message, {"kind": "brief", "directive": directive}, callbacks, abort
+        runner,
+        current,
+        root,
+        message,
+        {"kind": "brief", "directive": directive},
+        callbacks,
+        abort,
+        files,
     )
     await journal_brief(runner, briefed)
     return briefed
@@ -189,15 +201,22 @@ async def journal_brief(runner: AgentRunner, briefed: Briefed) -> None:
         briefed.warnings.append(f"the journal entry was not written: {_why(exc)}")
 
 
-async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
+async def queue_brief(
+    config: Config, store: Store, directive: str, attachments: Sequence[Attachment] = ()
+) -> Queued:
     """Queue ``directive`` as a run of the root on the active session's thread (opening a
     session if none) and make sure a worker will serve it; returns at once. The agent files
-    are the worker's to read: a broken root file fails the job, not this call."""
+    are the worker's to read: a broken root file fails the job, not this call.
+    ``attachments``: files for the root (read by ``engine.attachment_checks``), within a
+    message's bounds (``attachment_refused`` before anything is written), their bytes kept
+    with the job's row."""
+    from agentrunner.engine.attachment_checks import check_message
     from agentrunner.store.mailbox import NewRun
     from agentrunner.workspace.company.jobs import ensure_worker
     from agentrunner.workspace.queueing import queue_runs
 
     _check_directive(directive)
+    check_message(attachments, config.attachments)
     root = await asyncio.to_thread(session.root_agent_id, config)  # a stat: off the loop
     # the root's and the global daily limits, against the root's smallest request; the
     # team's own are the worker's to meet
@@ -211,12 +230,18 @@ async def queue_brief(config: Config, store: Store, directive: str) -> Queued:
         new_id("run_"),
         root,
         current.thread_id,
-        _request(message, current, {"kind": "brief", "directive": directive, "background": True}),
+        _request(
+            message,
+            current,
+            {"kind": "brief", "directive": directive, "background": True},
+            attachments,
+        ),
     )
     await queue_runs(
         store,
         [run],
         result={"run_id": run.id, "thread_id": current.thread_id},
+        with_ops=store.attachments.keep_ops(attachments),
         max_queue=config.max_queue,
     )
     pid = await ensure_worker(config, store)
@@ -343,15 +368,24 @@ async def _session_for(
     return opened, _with_history(history, directive), warnings, True
 
 
-def _request(message: str, current: CompanySession, company: dict[str, Any]) -> dict[str, Any]:
+def _request(
+    message: str,
+    current: CompanySession,
+    company: dict[str, Any],
+    attachments: Sequence[Attachment] = (),
+) -> dict[str, Any]:
     """The run's request (what a worker serves: a direct run), with what the company commands
-    read back: which session, what kind of job, the directive as the person gave it."""
-    return {
+    read back: which session, what kind of job, the directive as the person gave it; and the
+    files sent with it, by reference (their bytes kept in the store)."""
+    request: dict[str, Any] = {
         "kind": "direct",
         "message": message,
         "input": {},
         "company": {"session": current.id, **company},
     }
+    if attachments:
+        request["attachments"] = [a.to_dict() for a in attachments]
+    return request
 
 
 async def _run_here(
@@ -362,6 +396,7 @@ async def _run_here(
     company: dict[str, Any],
     callbacks: AgentRunnerCallbacks | None,
     abort: AbortSignal | None,
+    attachments: Sequence[Attachment] = (),
 ) -> tuple[str, RunResult]:
     """Run the root on the session thread in this process, as a job ``kill`` can reach."""
     from agentrunner.engine.abort import AbortSignal
@@ -375,7 +410,7 @@ async def _run_here(
                 run_id,
                 agent_id=root.id,
                 thread_id=current.thread_id,
-                request=_request(message, current, company),
+                request=_request(message, current, company, attachments),
                 worker_id=me,
             )
         ]
@@ -384,7 +419,14 @@ async def _run_here(
     watcher = asyncio.ensure_future(_watch_kill(runner, run_id, me, abort))
     try:
         result = await runner.run_agent(
-            root.id, current.thread_id, message, callbacks, None, abort, run_id=run_id
+            root.id,
+            current.thread_id,
+            message,
+            callbacks,
+            None,
+            abort,
+            run_id=run_id,
+            attachments=attachments,
         )
     except AgentRunnerError as exc:
         # Failed before the runner took the run over (the root's file broke since it was

@@ -22,6 +22,7 @@ def install(app: FastAPI, *, login: bool) -> None:
         approvals,
         channels,
         costs,
+        files,
         jobs,
         runs,
         static,
@@ -32,7 +33,8 @@ def install(app: FastAPI, *, login: bool) -> None:
 
     app.state.dashboard_login = login
     router = APIRouter(include_in_schema=False)
-    for module in (static, login_pages, team, channels, threads, runs, approvals, costs, jobs):
+    pages = (static, login_pages, team, channels, threads, runs, approvals, costs, jobs, files)
+    for module in pages:
         router.include_router(module.router)
     app.include_router(router)
 

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Header, Request
 from sse_starlette.sse import EventSourceResponse
+from starlette.datastructures import FormData, UploadFile
 from starlette.responses import RedirectResponse, Response
 
 from agentrunner.core.inputs import check_id, invalid
@@ -22,6 +23,7 @@ from agentrunner.interfaces.server.dashboard.forms import checked_form, is_htmx
 from agentrunner.interfaces.server.dashboard.templating import fragment, page
 from agentrunner.interfaces.server.responses import event_source
 from agentrunner.interfaces.server.statuses import status_for
+from agentrunner.run.attachment_entries import AttachmentEntry, attach_entries
 from agentrunner.store.channels import Channel, ChannelActivityRow, ChannelMessage
 from agentrunner.store.store import Store
 from agentrunner.workspace.feeds import ChannelFeed, FeedPosition
@@ -146,7 +148,8 @@ async def _thread(
 
 @router.post("/ui/channels/{name}/messages")
 async def post_message(request: Request, name: str) -> Response:
-    """Post as a person; without JavaScript, 303 back to the conversation (or the thread),
+    """Post as a person, with the files chosen (each checked by ``runner.attach`` before
+    anything is posted); without JavaScript, 303 back to the conversation (or the thread),
     which shows the message; with htmx, a fresh form (the page's stream brings the message,
     once), or in a thread the thread's newest replies with it. Bad input: an error page, or
     with htmx the form again with the error in it."""
@@ -158,10 +161,16 @@ async def post_message(request: Request, name: str) -> Response:
     composer = _composer(ws, channel, members, thread=thread)
     composer.sender = str(form.get("sender") or "").strip() or composer.sender
     composer.text = str(form.get("text") or "")
+    chosen = await _chosen(form)
+    composer.had_files = bool(chosen)
     try:
         if not composer.text.strip():
             raise invalid("text", "is empty", "Say something: the agents who hear it will reply.")
-        posted = await ws.channels.post(channel, composer.sender, composer.text, thread_root=thread)
+        entries = [AttachmentEntry(n, d, where=f"files.{i}") for i, (n, d) in enumerate(chosen)]
+        files = await attach_entries(entries, ws.runner)
+        posted = await ws.channels.post(
+            channel, composer.sender, composer.text, thread_root=thread, attachments=files
+        )
     except AgentRunnerError as exc:
         if not is_htmx(request):
             raise
@@ -218,6 +227,7 @@ class Composer:
     thread: str | None = None
     text: str = ""
     error: AgentRunnerError | None = None
+    had_files: bool = False  # the refused post had files, which the form cannot keep
 
 
 @dataclass(slots=True)
@@ -297,6 +307,16 @@ def _composer(
     person = ws.app.config.person
     sender = people[0] if channel.kind == "dm" and people and person not in people else person
     return Composer(_path(channel.name) + "/messages", sender, thread)
+
+
+async def _chosen(form: FormData) -> list[tuple[str, bytes]]:
+    """The files the form's file input sent, each its name and bytes (a browser sends an
+    empty part, with no name, when none was chosen); the form's spooled files closed."""
+    try:
+        given = [f for f in form.getlist("files") if isinstance(f, UploadFile)]
+        return [(f.filename or "", await f.read()) for f in given if f.filename or f.size]
+    finally:
+        await form.close()
 
 
 def _path(name: str) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from agentrunner.run.spend import with_spend
 
 if TYPE_CHECKING:
+    from agentrunner.engine.messages import Attachment
     from agentrunner.store.approvals import ApprovalRecord
     from agentrunner.store.records import (
         EventRecord,
@@ -31,6 +32,7 @@ __all__ = [
     "Step",
     "ToolCall",
     "load_run_view",
+    "run_files",
     "unchanged",
     "version_of",
 ]
@@ -102,6 +104,7 @@ class RunView:
     version: str  # changes whenever what the page shows could have (``version_of``)
     # what it asked a person, and the decisions (docs/approvals.md), in the order asked
     approvals: list[ApprovalRecord] = field(default_factory=list)
+    files: tuple[Attachment, ...] = ()  # the files its message carried (``run_files``)
 
     @property
     def finished(self) -> bool:
@@ -167,7 +170,20 @@ async def load_run_view(store: Store, run: RunRecord) -> RunView:
     view = build(await with_spend(store, run), steps, messages, events, children)
     asked = await store.approvals.of_run(run.id)
     view.approvals = sorted(asked, key=lambda a: (a.created_at, a.position))
+    view.files = await run_files(store, run)
     return view
+
+
+async def run_files(store: Store, run: RunRecord) -> tuple[Attachment, ...]:
+    """The files the message ``run`` answers carried: a channel run's, its trigger message's;
+    a queued run's (a brief's, a run queued over HTTP), those its request names."""
+    from agentrunner.engine.messages import Attachment
+
+    if run.channel_id and run.trigger_message_id:
+        trigger = await store.channels.message(run.channel_id, run.trigger_message_id)
+        return trigger.attachments if trigger is not None else ()
+    named = (run.request or {}).get("attachments") or ()
+    return tuple(Attachment.from_dict(a) for a in named)
 
 
 async def _events(store: Store, run_id: str) -> list[EventRecord]:
