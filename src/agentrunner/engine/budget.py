@@ -426,8 +426,8 @@ def estimate_sent_tokens(request: ModelRequest, fixed_bytes: int, kind: str = ""
     files = 0
     for message in request.messages:
         size += _message_bytes(message)
-        if not isinstance(message, AssistantMessage) and message.attachments:
-            files += sum(attachment_tokens(a, kind, request.model) for a in message.attachments)
+        if message.attachments:
+            files += _files_tokens(message, kind, request.model)
     overhead = _PER_REQUEST + _PER_MESSAGE * len(request.messages)
     return math.ceil(size / _BYTES_PER_TOKEN) + overhead + files
 
@@ -436,9 +436,13 @@ def estimate_message_tokens(message: Message) -> int:
     """An estimate, erring high, of the input tokens ``message`` adds to a request (its files
     by OpenAI's tile rule, which a history's bound is counted in whatever the model)."""
     tokens = math.ceil(_message_bytes(message) / _BYTES_PER_TOKEN) + _PER_MESSAGE
-    if not isinstance(message, AssistantMessage) and message.attachments:
-        tokens += sum(attachment_tokens(a, "", "") for a in message.attachments)
-    return tokens
+    return tokens + _files_tokens(message, "", "") if message.attachments else tokens
+
+
+def _files_tokens(message: Message, kind: str, model: str) -> int:
+    """What ``message``'s files cost ``model`` of a provider of ``kind`` (``""``: OpenAI's
+    tiles), by their pixels or pages."""
+    return sum(attachment_tokens(a, kind, model) for a in message.attachments)
 
 
 def estimate_text_tokens(text: str) -> int:

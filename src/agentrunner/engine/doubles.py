@@ -232,12 +232,7 @@ def _summary(request: ModelRequest) -> str:
     asked = request.messages[last] if last >= 0 else None
     question = asked.content if isinstance(asked, UserMessage) else ""
     results = [m for m in request.messages[last + 1 :] if isinstance(m, ToolResult)]
-    seen = [
-        a
-        for m in (asked, *results)
-        if isinstance(m, UserMessage | ToolResult)
-        for a in m.attachments
-    ]
+    seen = [a for m in (asked, *results) if m is not None for a in m.attachments]
     # what a model that reads them would be sent, named
     given = "\nI was given: " + "; ".join(a.label for a in seen) if seen else ""
     if not results:
@@ -251,10 +246,9 @@ def _check_loaded(request: ModelRequest) -> None:
     """A provider is sent a file's bytes: a request that names one not loaded is refused, as
     the wires would (``Attachment.base64``), so a test on this model finds it."""
     for message in request.messages:
-        if isinstance(message, UserMessage | ToolResult):
-            for a in message.attachments:
-                if a.data is None:
-                    raise ValueError(f"attachment {a.sha256[:12]} was not loaded for the request")
+        for a in message.attachments:
+            if a.data is None:
+                raise ValueError(f"attachment {a.sha256[:12]} was not loaded for the request")
 
 
 def _last_is_user(request: ModelRequest) -> bool:
@@ -288,10 +282,7 @@ def _estimate_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
     )
     out = len(message.text) + sum(len(json.dumps(c.arguments)) for c in message.tool_calls)
     files = sum(  # by OpenAI's tiles, as a budget counts them for this model
-        attachment_tokens(a, "test", request.model)
-        for m in request.messages
-        if isinstance(m, UserMessage | ToolResult)
-        for a in m.attachments
+        attachment_tokens(a, "test", request.model) for m in request.messages for a in m.attachments
     )
     return Usage(
         input_tokens=max(1, chars // 4) + files, output_tokens=max(1, out // 4), requests=1

@@ -238,9 +238,8 @@ def needed_inputs(messages: Iterable[Message]) -> dict[InputKind, Attachment]:
     what a model must take to be sent them (``[models."p:m"] input``)."""
     needs: dict[InputKind, Attachment] = {}
     for message in messages:
-        if not isinstance(message, AssistantMessage) and message.attachments:
-            for a in message.attachments:
-                needs.setdefault(a.kind, a)
+        for a in message.attachments:
+            needs.setdefault(a.kind, a)
     return needs
 
 
@@ -295,6 +294,11 @@ class AssistantMessage:
     text_id: str | None = None
     phase: str | None = None
     role: Literal["assistant"] = "assistant"
+
+    @property
+    def attachments(self) -> tuple[Attachment, ...]:
+        """None: a model's reply carries no files (every message answers ``attachments``)."""
+        return ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": "assistant", "content": self.text}

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentrunner.engine.messages import AssistantMessage, Message, UserMessage, message_from_dict
+from agentrunner.engine.messages import Message, UserMessage, message_from_dict
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.attachments import Attachments, attachment_ops
 from agentrunner.store.drivers import GuardRefused, Op
@@ -285,6 +285,6 @@ def _files(
     """The files ``messages`` (numbered from ``first_seq``) carry, kept with them."""
     ops: list[Op] = []
     for n, m in enumerate(messages):
-        if not isinstance(m, AssistantMessage) and m.attachments:
+        if m.attachments:
             ops.extend(attachment_ops(repo, thread_id, first_seq + n, m.attachments))
     return ops
