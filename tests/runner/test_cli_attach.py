@@ -110,7 +110,13 @@ def test_chat_attaches_with_a_command_and_a_fresh_project_runs_it(tmp_path: Path
     exe = [sys.executable, "-m", "agentrunner"]
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("AGENTRUNNER_DATABASE_URL", None)
-    subprocess.run([*exe, "init", "demo"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [*exe, "init", "demo", "--model", "test"],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     project = tmp_path / "demo"
     (project / "shot.png").write_bytes(image(64, 48, "teal"))
     (project / "notes.png").write_text("not a picture")

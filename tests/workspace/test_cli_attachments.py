@@ -24,7 +24,7 @@ OFFICE_AGENTS = ("accountant", "manager", "reception", "sales")  # #general's ag
 def _init(tmp_path: Path, template: str, store_url: str) -> Company:
     project = Company(tmp_path / template, store_url)
     project.root.mkdir()
-    project.ok("init", ".", "--template", template)
+    project.ok("init", ".", "--template", template, "--model", "test")
     (project.root / "a.png").write_bytes(image(8, 6, "blue"))
     (project.root / "b.png").write_bytes(image(5, 9, "green"))
     (project.root / "r.pdf").write_bytes(pdf(pages=2))

@@ -19,7 +19,7 @@ def make(tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch) -> obj
 
     def made(template: str) -> Path:
         root = tmp_path / template
-        create_project(root, template)
+        create_project(root, template, "test")
         monkeypatch.chdir(root)
         return root
 

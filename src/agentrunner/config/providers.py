@@ -23,7 +23,7 @@ __all__ = [
     "Providers",
 ]
 
-PROVIDER_KINDS = ("openai", "openai-responses", "anthropic", "test")
+PROVIDER_KINDS = ("openai", "openai-responses", "anthropic", "local", "test")
 # OpenAI's two APIs: `api = "chat"` (Chat Completions) or `"responses"` (the Responses API), in a
 # [providers.NAME] table or for one model in [models."provider:model"], is the provider's kind.
 OPENAI_APIS: Mapping[str, str] = MappingProxyType(
@@ -160,6 +160,7 @@ BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = MappingProxyType(
             "https://generativelanguage.googleapis.com/v1beta/openai",
             "GEMINI_API_KEY",
         ),
+        "local": ProviderConfig("local", "local"),  # a GGUF model in-process (llama.cpp)
         "test": ProviderConfig("test", "test"),
     }
 )

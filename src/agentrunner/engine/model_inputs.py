@@ -21,6 +21,7 @@ _IMAGES: frozenset[str] = frozenset({"text", "image"})
 # (provider kind or None for any, pattern on the model's name, what it takes); first match wins.
 _FAMILIES: tuple[tuple[str | None, re.Pattern[str], frozenset[str]], ...] = (
     ("test", re.compile(r".*"), ALL_INPUTS),  # the built-in test model reads what it is given
+    ("local", re.compile(r".*"), TEXT_ONLY),  # llama.cpp in-process: text (engine/local_model)
     (None, re.compile(r"^(gpt-3\.5|o1-mini|o3-mini|text-)"), TEXT_ONLY),
     (None, re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o1|o3|o4)"), ALL_INPUTS),
     (None, re.compile(r"^claude-"), ALL_INPUTS),

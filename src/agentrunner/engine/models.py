@@ -124,6 +124,10 @@ class ModelRegistry:
         ``[models."provider:model"] context_window``, else what genai-prices lists for the
         providers it prices, else ``DEFAULT_CONTEXT_WINDOW``. Looked up once per model."""
         known = self.context_windows.get(model.ref)
+        if known is None and model.provider.kind == "local":
+            from agentrunner.engine.local_model import LOCAL_CONTEXT_WINDOW
+
+            known = self.context_windows[model.ref] = LOCAL_CONTEXT_WINDOW
         if known is None:
             from agentrunner.engine.pricing import listed_context_window
 
@@ -171,6 +175,10 @@ class ModelRegistry:
             from agentrunner.engine.doubles import TestModel
 
             return TestModel()
+        if provider.kind == "local":
+            from agentrunner.engine.local_model import LocalModel
+
+            return LocalModel(provider.name, self.context_windows)
         secret = self._credential(provider)
         headers = dict(provider.headers)
         if provider.kind == "anthropic":

@@ -33,7 +33,7 @@ GENAI_PRICES_IDS: Mapping[str, str] = {
     "openrouter": "openrouter",
     "gemini": "google",
 }
-FREE_PROVIDERS = frozenset({"test", "ollama", "scripted", "function"})
+FREE_PROVIDERS = frozenset({"test", "local", "ollama", "scripted", "function"})
 _MICROS = Decimal(1_000_000)
 
 

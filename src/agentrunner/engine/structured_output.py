@@ -21,7 +21,7 @@ def takes_schema_natively(entry: ChainEntry) -> bool:
     return (
         provider.kind == "anthropic"
         or (provider.kind in OPENAI_KINDS and provider.structured_output == "native")
-        or provider.kind == "test"
+        or provider.kind in ("test", "local")  # local: generated under the schema's grammar
     )
 
 

