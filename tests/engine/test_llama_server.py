@@ -164,7 +164,7 @@ async def test_a_tool_call_and_its_follow_up(runner: AgentRunner, stream: bool) 
     # A 135M model rarely picks a tool itself: a named tool_choice makes llama.cpp's
     # chatml-function-calling handler write that call, its arguments held to the tool's schema.
     # The server's chat format shows the model no tool result (its template leaves a tool
-    # message's content out): the follow-up, asked of a model that saw none, runs longer.
+    # message's content out): the follow-up, from a model that saw none, may ramble to its cap.
     result = await ask(
         runner,
         "t",
@@ -173,7 +173,8 @@ async def test_a_tool_call_and_its_follow_up(runner: AgentRunner, stream: bool) 
         tool_choice="get_weather",
         max_output_tokens=48,
     )
-    assert result.status == "completed" and result.stop_reason == "end_turn"
+    assert result.status == "completed"
+    assert result.stop_reason in ("end_turn", "max_tokens_exceeded")
     user, call, tool_result, answer = await stored(runner, "t")
     assert isinstance(user, UserMessage)
     assert isinstance(call, AssistantMessage) and [c.name for c in call.tool_calls] == [
