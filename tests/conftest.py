@@ -23,6 +23,7 @@ _KEEP = {
     "AGENTRUNNER_REQUIRE_PHOENIX",
     "AGENTRUNNER_TEST_CHROMIUM",
     "AGENTRUNNER_REQUIRE_BROWSER",
+    "AGENTRUNNER_REQUIRE_LLAMA",
     "AGENTRUNNER_SCREENSHOTS",
 }
 
@@ -63,6 +64,16 @@ def mock_server() -> Iterator[MockProviderServer]:
     server = MockProviderServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """llama.cpp's server on SmolLM2, one a session: its base URL (``…/v1``); skipped where it
+    is not installed, unless AGENTRUNNER_REQUIRE_LLAMA=1 (tests/llama_server.py)."""
+    from tests.llama_server import llama_server as serve
+
+    with serve(tmp_path_factory.mktemp("llama")) as url:
+        yield url
 
 
 @pytest.fixture

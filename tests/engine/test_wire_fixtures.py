@@ -766,7 +766,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                         },
                         {
                             "role": "assistant",
-                            "content": None,
+                            "content": "",
                             "tool_calls": [
                                 {
                                     "id": "call_v6LacIrChvs6ITVpIZqy5tFc",
@@ -925,7 +925,7 @@ All the required parameters are provided, so I can proceed with calling the calc
                         {"role": "user", "content": "What's the weather in Paris?"},
                         {
                             "role": "assistant",
-                            "content": None,
+                            "content": "",
                             "tool_calls": [
                                 {
                                     "id": "call_aDdJTteHrpMdhdkEkyxjxEHH",

@@ -99,6 +99,28 @@ def test_runs_list_and_show_tell_the_story(
         assert fragment in out, fragment
 
 
+def test_a_run_whose_provider_reports_no_usage_shows_an_estimate(
+    agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("helper")
+    mock.queue(Reply(text="Sunny.", usage=False), Reply(text="Sunny. " * 30, usage=False))
+    tokens = []
+    for prompt in ("weather?", "What is the weather like in Paris this week? " * 8):
+        code, _out, err = cli(capsys, "run", "helper", prompt)
+        assert code == 0, err
+        assert "tokens (estimated) · $" in err and "end_turn" in err  # not "0 tokens"
+        _code, listing, _ = cli(capsys, "runs", "list", "--agent", "helper", "--json")
+        run = json.loads(listing)[0]
+        usage = run["usage"]
+        assert run["status"] == "completed" and usage["estimated"] and run["cost_usd"] > 0
+        tokens.append((usage["input_tokens"], usage["output_tokens"]))
+        _code, shown, _ = cli(capsys, "runs", "show", run["id"])
+        assert f"out {usage['output_tokens']:,} (estimated)" in shown
+    # what was sent and what came back make the estimate: the second run sent and got more
+    (in_1, out_1), (in_2, out_2) = tokens
+    assert in_2 > in_1 > 0 and out_2 > out_1 > 0
+
+
 @pytest.mark.parametrize("answer", ["Two lines:\nsecond " + "word " * 40, "one " * 60])
 def test_run_show_keeps_a_long_or_multiline_message_under_its_label(
     agent: Agent,

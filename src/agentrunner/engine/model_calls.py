@@ -5,13 +5,15 @@ Apart from the turn's loop because money and secrets are settled per attempt, no
 step may take several attempts (retries, failover), and one may be cut off mid-way. Each
 attempt's worst case is reserved before it is sent and charged when it ends — its reservation
 given back only then, so what is spent plus what is held never drops below what was really
-used — and one cut off is charged at the provider's figures or an estimate marked as such. What
+used — and one cut off, or answered with no usage reported, is charged at the provider's
+figures or an estimate marked as such. What
 the model says is passed on with the secrets cut as it streams, a delta that may begin one held
 back. The loop sees a reply, what the turn has spent, and whether the budget cut the reply off.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, assert_never
 
 from agentrunner.engine.budget import BudgetGate, Reservation, estimate_output_tokens
@@ -202,11 +204,14 @@ class ModelCalls:
     ) -> None:
         if isinstance(outcome, ModelResponse):
             usage = outcome.usage
-            micros = self.turn.prices.cost_micros(
-                entry.model.provider.name, entry.model.name, usage, outcome.model
-            )
+            if usage.input_tokens or usage.output_tokens:
+                micros = self.turn.prices.cost_micros(
+                    entry.model.provider.name, entry.model.name, usage, outcome.model
+                )
+            else:  # the provider reported none (llama.cpp's server streams none): never 0
+                usage, micros = self.estimated_usage(entry, _written(outcome.message))
         elif self.partial:  # it failed mid-stream, after the provider began billing
-            usage, micros = self.estimated_usage(entry)
+            usage, micros = self.estimated_usage(entry, "".join(self.partial))
         else:
             usage, micros = Usage(requests=1), 0
         self.inflight = None
@@ -225,13 +230,14 @@ class ModelCalls:
                 },
             )
 
-    def estimated_usage(self, entry: ChainEntry) -> tuple[Usage, int | None]:
-        """What the request in flight used by estimate: the size of what it sent (not the
-        worst case its reservation holds), and the output streamed."""
+    def estimated_usage(self, entry: ChainEntry, output: str) -> tuple[Usage, int | None]:
+        """What the request in flight used by estimate, for a request cut off or a response
+        that reported no usage: the size of what it sent (not the worst case its reservation
+        holds), and of ``output``, what the model wrote."""
         request = self.inflight[1] if self.inflight is not None else self.request(entry)
         usage = Usage(
             input_tokens=self.gate.sent_tokens(entry.model, request),
-            output_tokens=estimate_output_tokens("".join(self.partial)),
+            output_tokens=estimate_output_tokens(output),
             requests=1,
             estimated=True,
         )
@@ -278,10 +284,22 @@ class ModelCalls:
             self.gate.release()
             return
         entry, _ = self.inflight
-        usage, micros = self.estimated_usage(entry)
+        usage, micros = self.estimated_usage(entry, "".join(self.partial))
         self.inflight = None
         self.charge(entry, len(self.turn.chain.attempts) + 1, "cancelled", usage, micros)
         self.cut_by_budget = None
+
+
+def _written(message: AssistantMessage) -> str:
+    """What a model wrote in ``message``, as output tokens bill it: its text, its thinking,
+    and its tool calls' names and arguments."""
+    parts = [message.text, *(thought.text for thought in message.thinking)]
+    for call in message.tool_calls:
+        arguments = call.raw_arguments
+        if arguments is None:
+            arguments = json.dumps(call.arguments) if call.arguments else ""
+        parts += (call.name, arguments)
+    return "".join(parts)
 
 
 def output_cap(limit: int | None, settings: ModelSettings | None) -> int | None:

@@ -228,7 +228,10 @@ def _tool_files(attachments: Sequence[Attachment]) -> dict[str, Any]:
 
 
 def _assistant(message: AssistantMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    """A reply sent back. Tool calls without text go with an empty text: OpenAI takes a null
+    beside them too, but llama.cpp's server refuses a null and fails without the field."""
+    text = message.text if message.tool_calls else message.text or None
+    out: dict[str, Any] = {"role": "assistant", "content": text}
     if message.tool_calls:
         out["tool_calls"] = [
             {

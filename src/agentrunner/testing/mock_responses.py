@@ -74,7 +74,7 @@ def openai_json(reply: Reply, model: str, rid: int) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": _openai_finish(reply)}],
-        "usage": _openai_usage(reply),
+        **({"usage": _openai_usage(reply)} if reply.usage else {}),
     }
 
 
@@ -119,7 +119,7 @@ def openai_stream(
                 (None, chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]}))
             )
     events.append((None, chunk({}, _openai_finish(reply))))
-    if (body.get("stream_options") or {}).get("include_usage"):
+    if reply.usage and (body.get("stream_options") or {}).get("include_usage"):
         events.append((None, {**base, "choices": [], "usage": _openai_usage(reply)}))
     events.append((None, "[DONE]"))
     return events
@@ -179,7 +179,7 @@ def anthropic_json(reply: Reply, model: str, rid: int) -> dict[str, Any]:
         "content": _anthropic_blocks(reply, rid),
         "stop_reason": _anthropic_stop(reply),
         "stop_sequence": None,
-        "usage": _anthropic_usage(reply),
+        **({"usage": _anthropic_usage(reply)} if reply.usage else {}),
     }
 
 
@@ -187,7 +187,7 @@ def anthropic_stream(
     reply: Reply, model: str, rid: int
 ) -> list[tuple[str | None, dict[str, Any] | str]]:
     usage = _anthropic_usage(reply)
-    start_usage = {**usage, "output_tokens": 1}
+    start_usage = {**usage, "output_tokens": 1} if reply.usage else None
     events: list[tuple[str | None, dict[str, Any] | str]] = [
         (
             "message_start",
@@ -239,7 +239,7 @@ def anthropic_stream(
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": _anthropic_stop(reply), "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]},
+                "usage": {"output_tokens": usage["output_tokens"]} if reply.usage else None,
             },
         )
     )
@@ -364,7 +364,7 @@ def _response(
         "tools": body.get("tools") or [],
         "top_p": 1.0,
         "truncation": "disabled",
-        "usage": _responses_usage(reply),
+        "usage": _responses_usage(reply) if reply.usage else None,
         "metadata": {},
     }
 

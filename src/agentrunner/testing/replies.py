@@ -60,7 +60,8 @@ class Reply:
     """One scripted answer. ``tool_calls`` entries are (name, arguments dict or raw JSON text).
     ``refusal``: the model declines, as each API says so (OpenAI: the message's ``refusal``,
     streamed as ``delta.refusal``, finish ``stop``; Anthropic: the text, stop reason
-    ``refusal``)."""
+    ``refusal``). ``usage=False``: the response reports no usage at all, streamed or not, as
+    llama.cpp's server streams (``stream_options.include_usage`` notwithstanding)."""
 
     text: str = ""
     tool_calls: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
@@ -71,6 +72,7 @@ class Reply:
     output_tokens: int | None = None
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    usage: bool = True
     fault: Fault | None = None
     delay_s: float = 0.0
     chunk_delay_s: float = 0.0

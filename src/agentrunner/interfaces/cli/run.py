@@ -391,12 +391,12 @@ def _end_line(
     thread_id: str | None,
 ) -> None:
     cost = f"${cost_usd:.4f}" if cost_usd is not None else "cost unknown"
+    said = " (estimated)" if estimated else ""  # cut off, or the provider reported none
     if stop_reason == "cancelled":
-        said = " (estimated)" if estimated else ""
         err.print(f"[yellow]cancelled[/] [dim]· {tokens:,} tokens{said} · {cost} · run {run_id}[/]")
         return
     err.print(
-        f"[dim]{tokens:,} tokens · {cost} · {stop_reason} · {escape(model or '')} · "
+        f"[dim]{tokens:,} tokens{said} · {cost} · {stop_reason} · {escape(model or '')} · "
         f"run {run_id} · thread {escape(thread_id or '—')}[/]"
     )
 
