@@ -111,7 +111,7 @@ def _run(
 def _company(root: Path) -> Path:
     """A fresh `agentrunner init --template company` project, with an accountant and #general
     as well, so every example finds the agents and channels it names."""
-    create_project(root, "company")
+    create_project(root, "company", "test")  # the examples: deterministic and instant
     (root / "agents" / "accountant.md").write_text(
         "---\nname: Accountant\ndescription: Guards the budget\n---\nYou keep the books.\n"
     )
@@ -378,9 +378,11 @@ def _cli_validate(block: Block, tmp_path: Path) -> None:
 
 def _company_session(block: Block, tmp_path: Path) -> None:
     """docs/company.md's terminal session is what the commands print today."""
-    from tests.company.session_capture import capture, masked
+    from tests.company.session_capture import capture, documented, shape
 
-    assert masked(capture(tmp_path)) == masked(block.body), (
+    text, model_lines = documented()
+    assert text == block.body
+    assert shape(*capture(tmp_path)) == shape(text, model_lines), (
         "docs/company.md's session is out of date: run `python tests/company/session_capture.py`"
     )
 

