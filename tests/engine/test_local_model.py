@@ -181,3 +181,34 @@ def test_a_model_that_is_no_file_is_model_not_found(tmp_path: Path) -> None:
         model_path("smollm3")
     assert "local:smollm2" in (caught.value.hint or "")
     assert model_path("smollm2").is_file()
+
+
+@tool
+def get_time(city: str) -> str:
+    """Get the local time in a city."""
+    return f"12:00 in {city}"
+
+
+async def test_offered_tools_without_a_tool_choice_it_answers_and_with_required_it_calls_one() -> (
+    None
+):
+    """The small model answers unless a call is asked for (docs/engine.md: offered the choice,
+    it called a tool for every message)."""
+    answered = Recorder()
+    result = await _run(
+        "What is the capital of France?",
+        tools=[get_weather, get_time],
+        emit=answered,
+        limits=TurnLimits(max_output_tokens=30),
+    )
+    assert not answered.of("agent.tool_call") and result.text.strip()
+    called = Recorder()
+    await _run(
+        "What is the weather in Paris?",
+        tools=[get_weather, get_time],
+        emit=called,
+        settings=ModelSettings(temperature=0.0, seed=7, tool_choice="required"),
+        limits=TurnLimits(max_output_tokens=30),
+    )
+    calls = called.of("agent.tool_call")
+    assert len(calls) == 1 and calls[0]["name"] in ("get_weather", "get_time")
