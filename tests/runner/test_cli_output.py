@@ -177,3 +177,48 @@ def test_a_summary_a_dm_reply_exec_and_an_answer_are_printed_as_written(
     code, out, err = cli(capsys, "answer", str(asked["id"]), "the first")
     assert code == 0, err
     assert out == text + "\n"
+
+
+_LOGS = """
+import logging, sys
+from agentrunner.interfaces.cli import console
+console.print_logs("text", debug="--debug" in sys.argv)
+console.stream(sys.argv[1])
+try:
+    1 / 0
+except ZeroDivisionError:
+    logging.getLogger("agentrunner.somewhere").exception("it broke [bold]here[/bold]")
+logging.getLogger("a.library").warning("careful: %s", "[red]")
+"""
+
+
+@pytest.mark.parametrize("streamed", ["partial answer", "whole answer\n"])
+def test_a_log_record_is_said_on_its_own_line_as_the_clis_warning_never_a_traceback(
+    streamed: str,
+) -> None:
+    """Any logger's record no handler takes (agentrunner's, a library's) is printed as the CLI
+    says its own warnings: after the streamed line, its words as said, one line each."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOGS, streamed],
+        env={**os.environ, "NO_COLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout
+    assert done.stdout.split("\n") == [
+        streamed.rstrip("\n"),
+        "error: it broke [bold]here[/bold] (ZeroDivisionError: division by zero)",
+        "warning: careful: [red]",
+        "",
+    ]
+    debug = subprocess.run(
+        [sys.executable, "-c", _LOGS, streamed, "--debug"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" in debug.stderr and "ZeroDivisionError" in debug.stderr  # --debug

@@ -141,12 +141,8 @@ class _LogLines(logging.Handler):
             exc = record.exc_info[1] if record.exc_info else None
             if exc is not None:
                 said += f" ({type(exc).__name__}: {exc})"
-            if record.levelno >= logging.ERROR:
-                word = ("error:", "bold red")
-            elif record.levelno >= logging.WARNING:
-                word = ("warning:", "yellow")
-            else:
-                word = (f"{record.levelname.lower()}:", "dim")
+            error = record.levelno >= logging.ERROR  # the handler takes WARNING and up
+            word = ("error:", "bold red") if error else ("warning:", "yellow")
             err.print(Text.assemble(word, " ", said))
             if exc is not None and state.debug and record.exc_info:
                 err.print(verbatim(logging.Formatter().formatException(record.exc_info)))
