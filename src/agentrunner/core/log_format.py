@@ -6,7 +6,8 @@ tools on worker threads, child runs), and the JSON format adds them to the line.
 says nothing about the run; a record may still name them itself (``extra={"agent": …}``).
 
 Two formats (``agentrunner --log-format``): ``text``, Python's own (nothing set up: warnings
-and errors as plain lines on stderr, as always), and ``json``, one object per line on stderr —
+and errors as plain lines on stderr, as always; the CLI says them as its own warnings, each on a
+line of its own: ``interfaces/cli/console``), and ``json``, one object per line on stderr —
 ``time``, ``level``, ``logger``, ``message``, then ``run_id`` / ``trace_id`` / ``agent`` where
 known and any fields the record was given — with agentrunner's INFO lines (what agents decided)
 included.
@@ -20,9 +21,12 @@ import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from agentrunner.core.json_text import json_text
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["LOG_FORMATS", "JsonFormatter", "RunContext", "current_run", "in_run", "use_format"]
 
@@ -88,11 +92,14 @@ _installed: logging.Handler | None = None
 _LOGGERS = ("agentrunner", "opentelemetry")
 
 
-def use_format(fmt: LogFormat, stream: TextIO | None = None, *, debug: bool = False) -> None:
-    """Print agentrunner's (and OpenTelemetry's) log records in ``fmt`` from now on: ``json``
-    puts a handler with the JSON format on their loggers (INFO and up, not passed on to the
-    root logger); ``text`` takes it away again, leaving Python's default. ``debug`` shows
-    their DEBUG records too (the exporters' retries among them), in either format."""
+def use_format(
+    fmt: LogFormat, stream: SupportsWrite[str] | None = None, *, debug: bool = False
+) -> None:
+    """Print agentrunner's (and OpenTelemetry's) log records in ``fmt`` from now on, on
+    ``stream`` (default: stderr; the CLI's ends a streamed line first): ``json`` puts a handler
+    with the JSON format on their loggers (INFO and up, not passed on to the root logger);
+    ``text`` takes it away again, leaving Python's default. ``debug`` shows their DEBUG
+    records too (the exporters' retries among them), in either format."""
     global _installed
     loggers = [logging.getLogger(name) for name in _LOGGERS]
     if _installed is not None:

@@ -19,6 +19,10 @@ def main(argv: list[str] | None = None) -> None:
         _main(args)
     except SystemExit as done:
         raise SystemExit(_after_telemetry(done.code)) from None
+    finally:
+        from agentrunner.interfaces.cli.console import finish
+
+        finish()
 
 
 def _after_telemetry(status: int | str | None) -> int | str | None:

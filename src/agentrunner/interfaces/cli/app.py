@@ -64,10 +64,9 @@ def _root(
     ),
 ) -> None:
     """agentrunner: agents as Markdown files, run from the CLI, Python or HTTP."""
-    if log_format is LogFormat.json or debug:
-        from agentrunner.core.log_format import use_format
+    from agentrunner.interfaces.cli.console import print_logs
 
-        use_format("json" if log_format is LogFormat.json else "text", debug=debug)
+    print_logs(log_format.value, debug=debug)
 
 
 app.command("init")(project.init)

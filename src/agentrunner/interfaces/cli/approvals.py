@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
-from agentrunner.interfaces.cli.console import Column, err, listing, out
+from agentrunner.interfaces.cli.console import Column, err, listing, out, verbatim
 from agentrunner.interfaces.cli.workspace import with_workspace
 
 if TYPE_CHECKING:
@@ -218,7 +218,7 @@ def _decide(
         err.print("[dim]the run waits for its other requests: agentrunner approvals[/]")
     said = _answer(outcome)
     if said is not None:
-        out.print(escape(said))  # the agent's words, brackets and all (not Rich markup)
+        out.print(verbatim(said))  # the agent's words, as it wrote them
 
 
 def _answer(outcome: Outcome) -> str | None:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
-from agentrunner.interfaces.cli.console import Column, err, listing, out
+from agentrunner.interfaces.cli.console import Column, err, listing, markup, out, verbatim
 from agentrunner.interfaces.cli.workspace import ATTACH_HELP
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def brief(
 
     briefed, status = _with_runner(work)
     if briefed.journal is not None:
-        err.print(f"[dim]journal: {escape(briefed.journal.summary)}[/]")
+        err.print(verbatim(f"journal: {briefed.journal.summary}", "dim"))
     _exit_for(status)
 
 
@@ -213,7 +214,6 @@ async def _foreground(
     try:
         briefed = await call(AgentRunnerCallbacks(on_event=header), abort)
     except AgentRunnerError as exc:
-        printer.end()
         job_id = exc.details.get("job_id")  # set when the job itself failed
         failed = await runner.app.store.runs.get(job_id) if isinstance(job_id, str) else None
         if failed is not None:
@@ -221,7 +221,6 @@ async def _foreground(
         raise
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-        printer.end()
     run = await runner.app.store.runs.get(briefed.run_id) if briefed.run_id else None
     if run is not None and run.status == "waiting":
         run = await _waiting(runner, run, printer, header)
@@ -282,7 +281,7 @@ async def _print_end(store: Store, run: RunRecord, *, with_error: bool = True) -
         err.print(f"[dim]  by agent: {_breakdown(cost.by_agent)}[/]")
         err.print(f"[dim]  by model: {_breakdown(cost.by_model)}[/]")
     if with_error and run.status == "failed" and run.error_code:
-        err.print(f"[red]  {escape(error_line(run.error_code, run.error_message))}[/]")
+        err.print(verbatim(f"  {error_line(run.error_code, run.error_message)}", "red"))
 
 
 def _usd(cost: RunSpend) -> str:
@@ -308,7 +307,7 @@ def stop() -> None:
     for warning in stopped.warnings:
         err.print(f"[yellow]warning:[/] {escape(warning)}")
     if stopped.journal is not None:
-        err.print(f"[dim]journal: {escape(stopped.journal.summary)}[/]")
+        err.print(verbatim(f"journal: {stopped.journal.summary}", "dim"))
     out.print(f"[green]session {escape(stopped.session.id)} ended[/]")
 
 
@@ -337,8 +336,14 @@ def journal(
     for entry in entries:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created_at))
         out.print(
-            f"[bold]{when}[/] [dim]· ${entry.cost_micros / 1e6:.4f} · job {entry.run_id}[/]\n"
-            f"[cyan]{escape(entry.directive)}[/]\n{escape(entry.summary)}\n",
+            Text.assemble(
+                markup(
+                    f"[bold]{when}[/] [dim]· ${entry.cost_micros / 1e6:.4f} · job {entry.run_id}[/]"
+                ),
+                "\n",
+                (entry.directive, "cyan"),
+                f"\n{entry.summary}\n",
+            )
         )
 
 
@@ -379,7 +384,7 @@ def jobs(
                 f"[{_STATE_COLORS.get(job.run.status, 'white')}]{job.run.status}[/]",
                 _age(now - job.run.created_at),
                 f"${job.run.cost_micros / 1e6:.4f}",
-                escape(job.directive or "—"),
+                verbatim(job.directive or "—"),
             ]
             for job in listed
         ],
@@ -428,13 +433,11 @@ def logs(
             interrupted.cancel()
             if not following.done():
                 following.cancel()
-                printer.end()
                 err.print("[yellow]stopped following[/] [dim]· the job goes on[/]")
                 return run
             final = following.result()
         finally:
             loop.remove_signal_handler(signal.SIGINT)
-            printer.end()
         if not header.said:
             _say_header(final.agent_id)
         if final.settled:

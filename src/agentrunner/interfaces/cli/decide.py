@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
+from rich.text import Text
 
-from agentrunner.interfaces.cli.console import err, print_error
+from agentrunner.interfaces.cli.console import end_line, err, markup, print_error, verbatim
 
 if TYPE_CHECKING:
     from agentrunner.interfaces.cli.run import EventPrinter
@@ -42,7 +43,9 @@ def on_terminal() -> bool:
 
 
 async def read_line(text: str) -> str | None:
-    """A line from the person, or None when they quit (Ctrl-D, or Ctrl-C at the prompt)."""
+    """A line from the person, or None when they quit (Ctrl-D, or Ctrl-C at the prompt). The
+    prompt starts on a line of its own."""
+    end_line()
     return await _LINES.read(text)
 
 
@@ -127,10 +130,15 @@ def print_waiting(asked: Sequence[Asked], run_id: str, thread_id: str | None) ->
     for approval_id, tool, arguments, rule in asked:
         shown = json.dumps(arguments, ensure_ascii=False)
         err.print(
-            f"[yellow]waiting for a decision[/] on [bold]{escape(tool)}[/]"
-            f"({escape(shown[:_SHORT])}) [dim]· {escape(rule)}[/]\n"
-            f"  [dim]approve:[/] agentrunner approve {approval_id}"
-            f"   [dim]deny:[/] agentrunner deny {approval_id} --reason …"
+            Text.assemble(
+                markup(f"[yellow]waiting for a decision[/] on [bold]{escape(tool)}[/]("),
+                shown[:_SHORT],
+                markup(
+                    f") [dim]· {escape(rule)}[/]\n"
+                    f"  [dim]approve:[/] agentrunner approve {approval_id}"
+                    f"   [dim]deny:[/] agentrunner deny {approval_id} --reason …"
+                ),
+            )
         )
     held = f" (it holds thread {escape(thread_id)})" if thread_id else ""
     err.print(f"[dim]run {run_id} waits{held}; agentrunner approvals lists what waits[/]")
@@ -148,7 +156,7 @@ async def decide_here(
 ) -> RunRecord | None:
     """Ask the person about each request run ``run_id`` waits on, decide each, and once all
     are decided go on with the run here (or follow it, served by a worker), its events passed
-    to ``sink`` (by default ``printer``, whose line is ended before each question); again
+    to ``sink`` (by default ``printer``); again
     each time it waits again. Returns the run as it then is: ended, or still ``waiting`` when
     the person pressed Ctrl-C at a question (the commands that decide it are printed), or
     ``cancelled`` by Ctrl-C while it ran here."""
@@ -180,7 +188,6 @@ async def decide_here(
             )
         finally:
             loop.remove_signal_handler(signal.SIGINT)
-            printer.end()
         if gone.stopped and not gone.served_here:
             err.print("[yellow]stopped following[/] [dim]· a worker goes on with the run[/]")
             return gone.run
@@ -198,9 +205,14 @@ async def _ask(runner: AgentRunner, request: ApprovalRecord, left: int) -> bool:
     shown = json.dumps(request.arguments, ensure_ascii=False)
     more = f" [dim]({left} to decide)[/]" if left > 1 else ""
     err.print(
-        f"[yellow]?[/] [bold]{escape(request.agent_id)}[/] wants to run "
-        f"[bold]{escape(request.tool)}[/]({escape(shown[:_SHORT])}"
-        f"{'…' if len(shown) > _SHORT else ''}) [dim]· {escape(request.rule)}[/]{more}"
+        Text.assemble(
+            markup(
+                f"[yellow]?[/] [bold]{escape(request.agent_id)}[/] wants to run "
+                f"[bold]{escape(request.tool)}[/]("
+            ),
+            shown[:_SHORT],
+            markup(f"{'…' if len(shown) > _SHORT else ''}) [dim]· {escape(request.rule)}[/]{more}"),
+        )
     )
     while True:
         err.print(f"  {_CHOICES}")
@@ -219,7 +231,7 @@ async def _ask(runner: AgentRunner, request: ApprovalRecord, left: int) -> bool:
                 return False
             decision = {"approve": False, "reason": reason.strip() or None}
         elif word in ("s", "show"):
-            err.print(escape(json.dumps(request.arguments, ensure_ascii=False, indent=2)))
+            err.print(verbatim(json.dumps(request.arguments, ensure_ascii=False, indent=2)))
             continue
         elif word in ("e", "edit"):
             text = await read_line("  arguments (JSON; Enter keeps them) › ")

@@ -6,15 +6,15 @@ import asyncio
 import json
 import os
 import signal
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
-from agentrunner.interfaces.cli.console import err, out, print_error
+from agentrunner.interfaces.cli.console import err, out, print_error, stream, verbatim
 from agentrunner.interfaces.cli.project import SET_HELP
 
 if TYPE_CHECKING:
@@ -251,8 +251,6 @@ async def _turn(
         )
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-        if printer is not None:
-            printer.end()
     if printer is None:
         out.print_json(data=result.to_dict())
         return result.status
@@ -265,12 +263,12 @@ async def _turn(
 
 
 class EventPrinter:
-    """Streams tokens to stdout and tool activity to stderr as events arrive."""
+    """Streams tokens to stdout and tool activity to stderr as events arrive: a model's words
+    as it wrote them (`verbatim`), a line on stderr on a line of its own (`console.stream`)."""
 
     def __init__(self) -> None:
         from agentrunner.events import child_of, typed
 
-        self.mid_line = False
         self.typed, self.child_of = typed, child_of
 
     def __call__(self, kind: str, data: EventData) -> None:
@@ -278,9 +276,8 @@ class EventPrinter:
         child = self.child_of(data)
         told = _told(event)
         if told is not None:  # what a tool produced for the person: always shown
-            self.end()
-            who = f"{escape(child[0])} › " if child else ""
-            err.print(f"[magenta]{who}{told}[/]")
+            who = f"{child[0]} › " if child else ""
+            err.print(Text.assemble(who, told, style="magenta"))
             return
         if child is not None:  # a delegated run: show its tool use, not its tokens
             match event:
@@ -290,25 +287,18 @@ class EventPrinter:
                     what = "answered"
                 case _:
                     return
-            self.end()
             agent_id, depth = child
-            err.print(f"[dim]{'  ' * depth}{escape(agent_id)} › {escape(what)}[/]")
+            err.print(verbatim(f"{'  ' * depth}{agent_id} › {what}", "dim"))
             return
         match event:
             case ("agent.token", token):
-                sys.stdout.write(token["token"])
-                sys.stdout.flush()
-                self.mid_line = not token["token"].endswith("\n")
+                stream(token["token"])
             case ("agent.tool_call", call):
-                self.end()
                 args = json.dumps(call["input"], ensure_ascii=False)
-                err.print(
-                    f"[cyan]→ {escape(call['name'])}[/] [dim]{escape(args[:160])}[/]",
-                )
+                err.print(Text.assemble((f"→ {call['name']}", "cyan"), " ", (args[:160], "dim")))
             case ("agent.tool_result", result):
-                mark = "[red]✗[/]" if result["is_error"] else "[green]←[/]"
-                summary = escape(result["output_summary"][:160])
-                err.print(f"{mark} [dim]{summary}[/]")
+                mark = ("✗", "red") if result["is_error"] else ("←", "green")
+                err.print(Text.assemble(mark, " ", (result["output_summary"][:160], "dim")))
             case ("thread.compacted", compacted):  # why this turn took longer, and cost more
                 requests = compacted["requests"]
                 err.print(
@@ -317,25 +307,17 @@ class EventPrinter:
                     f"{'s' if requests != 1 else ''}): {_outgrew(compacted)}[/]"
                 )
             case ("model.setting_dropped", dropped):
-                self.end()
                 err.print(
                     f"[yellow]! {escape(dropped['model'])}: {escape(dropped['setting'])} not "
                     f"sent — {escape(dropped['reason'])}[/]",
                 )
             case ("model.attempt_failed", failed):
-                self.end()
                 said = f"! {escape(failed['model'])}: {escape(failed['error_code'])}"
                 if failed["failover"]:
                     err.print(f"[yellow]{said} — retrying or failing over[/]")
                 else:  # a bad request or rejected key: the run ends with it, tried nowhere else
                     status = f" (HTTP {failed['status']})" if failed["status"] else ""
                     err.print(f"[yellow]{said}{status}[/]")
-
-    def end(self) -> None:
-        if self.mid_line:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-            self.mid_line = False
 
 
 def _outgrew(compacted: ThreadCompacted) -> str:
@@ -349,17 +331,18 @@ def _outgrew(compacted: ThreadCompacted) -> str:
     return "asked for"
 
 
-def _told(event: Event) -> str | None:
-    """A capability's output for the person, as a line of markup; None for other events."""
+def _told(event: Event) -> Text | None:
+    """A capability's output for the person, its words as the model wrote them; None for
+    other events."""
     match event:
         case ("agent.notify", notify):
-            return f"🔔 {escape(notify['message'])}"
+            return Text.assemble("🔔 ", notify["message"])
         case ("agent.file", file):
-            caption = f" — {escape(file['caption'])}" if file["caption"] else ""
-            return f"📎 file sent: {escape(file['path'])}{caption}"
+            caption = f" — {file['caption']}" if file["caption"] else ""
+            return Text.assemble("📎 file sent: ", file["path"], caption)
         case ("agent.note_shared", note):
-            message = f" — {escape(note['message'])}" if note["message"] else ""
-            return f"📝 note shared: {escape(note['title'])} ({escape(note['slug'])}){message}"
+            message = f" — {note['message']}" if note["message"] else ""
+            return Text.assemble("📝 note shared: ", note["title"], f" ({note['slug']})", message)
     return None
 
 

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
-from agentrunner.interfaces.cli.console import Column, err, listing, out
+from agentrunner.interfaces.cli.console import Column, err, listing, markup, out, verbatim
 from agentrunner.interfaces.cli.cost import cache_line
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def threads_list(
             [
                 escape(t.id),
                 escape(t.agent_id),
-                escape(t.title or "—"),
+                verbatim(t.title or "—"),
                 str(t.message_count),
                 _when(t.updated_at),
             ]
@@ -172,28 +173,26 @@ def threads_show(
     for seq, message, run_id, _ in page:
         if isinstance(message, UserMessage):
             unsent = " [yellow](not sent to the model: its run ended first)[/]" * message.unsent
-            out.print(f"[bold blue]user[/] [dim]#{seq}[/]{unsent}\n{escape(message.content)}")
+            out.print(markup(f"[bold blue]user[/] [dim]#{seq}[/]{unsent}"))
+            out.print(verbatim(message.content))
             print_files(message.attachments)
             out.print()
         elif isinstance(message, AssistantMessage):
             cut = " [yellow](interrupted)[/]" if message.interrupted else ""
             out.print(f"[bold green]assistant[/] [dim]#{seq}[/]{cut}")
             if message.text:
-                out.print(escape(message.text))
+                out.print(verbatim(message.text))
             run = stopped.get(run_id) if message.interrupted else None
             if run is not None:  # why it stopped: for people, never sent to the model
-                out.print(f"[red]✗ run {escape(run.id)} {escape(_why(run))}[/]")
+                out.print(verbatim(f"✗ run {run.id} {_why(run)}", "red"))
             for call in message.tool_calls:
-                out.print(
-                    f"[cyan]→ {escape(call.name)}[/] "
-                    f"[dim]{escape(json.dumps(call.arguments, ensure_ascii=False)[:200])}[/]"
-                )
+                shown = json.dumps(call.arguments, ensure_ascii=False)[:200]
+                out.print(Text.assemble((f"→ {call.name}", "cyan"), " ", (shown, "dim")))
             out.print()
         elif isinstance(message, ToolResult):
-            mark = "[red]✗[/]" if message.is_error else "[green]←[/]"
-            out.print(
-                f"{mark} [dim]{escape(message.name)} #{seq}: {escape(message.content[:300])}[/]"
-            )
+            mark = ("✗", "red") if message.is_error else ("←", "green")
+            said = f"{message.name} #{seq}: {message.content[:300]}"
+            out.print(Text.assemble(mark, " ", (said, "dim")))
             print_files(message.attachments)
             out.print()
 
@@ -297,9 +296,9 @@ def _print_summary(summary: ThreadSummary) -> None:
     cost = _usd(summary.cost_micros, summary.cost_micros is not None)
     out.print(
         f"[bold magenta]summary[/] [dim]of messages 1-{summary.through_seq} · "
-        f"{escape(summary.model)} · {requests} · {cost} · {_when(summary.created_at)}[/]\n"
-        f"{escape(summary.summary)}\n"
+        f"{escape(summary.model)} · {requests} · {cost} · {_when(summary.created_at)}[/]"
     )
+    out.print(verbatim(summary.summary + "\n"))
 
 
 @runs_app.command("list")
@@ -418,7 +417,7 @@ def runs_show(
     if run.trace_id:  # where to find it in the tracing tool (docs/observability.md)
         out.print(f"trace {run.trace_id}")
     if run.error_code:
-        out.print(f"[red]error:[/] {escape(_why(run))}")
+        out.print(Text.assemble(("error:", "red"), " ", _why(run)))
     cached = cache.read_tokens > 0  # else no column for it
     listing(
         "Steps",
@@ -451,13 +450,12 @@ def runs_show(
         if m.message_type == "tool_call_message":
             _hanging(
                 f"  [cyan]→ {escape(m.tool_name or '')}[/]",
-                f"[dim]{escape(m.content[:200])} ({escape(m.tool_call_id or '')})[/]",
+                verbatim(f"{m.content[:200]} ({m.tool_call_id or ''})", "dim"),
             )
         elif m.message_type == "tool_return_message":
             mark = "[red]✗[/]" if m.is_error else "[green]←[/]"
             _hanging(
-                f"  {mark} [dim]{escape(m.tool_name or '')}:[/]",
-                f"[dim]{escape(m.content[:200])}[/]",
+                f"  {mark} [dim]{escape(m.tool_name or '')}:[/]", verbatim(m.content[:200], "dim")
             )
         else:
             label = m.message_type.removesuffix("_message")
@@ -466,7 +464,7 @@ def runs_show(
                 if label != "system"
                 else m.content[:160] + ("…" if len(m.content) > 160 else "")
             )
-            _hanging(f"  [bold]{label}[/]:", escape(text))
+            _hanging(f"  [bold]{label}[/]:", verbatim(text))
     if approvals:
         _print_approvals(approvals)
 
@@ -492,21 +490,22 @@ def _print_approvals(approvals: list[ApprovalRecord]) -> None:
             what += f" · execution {a.execution or 'not yet'}"
         _hanging(f"  [cyan]{escape(a.tool)}[/]", f"{what} [dim]({escape(a.id)})[/]")
         if a.reason:
-            _hanging("    reason:", escape(a.reason))
+            _hanging("    reason:", verbatim(a.reason))
         asked = json.dumps(a.arguments, ensure_ascii=False)
         if a.edited and a.arguments_used is not None:
             used = json.dumps(a.arguments_used, ensure_ascii=False)
             _hanging(
                 "    arguments edited:",
-                f"{escape(used[:300])} [dim](asked: {escape(asked[:300])})[/]",
+                Text.assemble(used[:300], " ", (f"(asked: {asked[:300]})", "dim")),
             )
         else:
-            _hanging("    arguments:", f"[dim]{escape(asked[:300])}[/]")
+            _hanging("    arguments:", verbatim(asked[:300], "dim"))
 
 
-def _hanging(label: str, text: str) -> None:
-    """``label`` then ``text``, whose wrapped and later lines stay under its first: a long or
-    multi-line message reads as one, not as lines of the page's own."""
+def _hanging(label: str, text: str | Text) -> None:
+    """``label`` then ``text`` (markup, or `verbatim` words), whose wrapped and later lines
+    stay under its first: a long or multi-line message reads as one, not as lines of the
+    page's own."""
     from rich.table import Table
 
     grid = Table.grid(padding=(0, 1, 0, 0))

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
-from agentrunner.interfaces.cli.console import Column, err, listing, out
+from agentrunner.interfaces.cli.console import Column, err, listing, markup, out
 
 if TYPE_CHECKING:
     from agentrunner.agents.project import Project
@@ -450,17 +451,16 @@ async def _queued(ws: Workspace) -> int:
 
 def _print_message(message: ChannelMessage, channel: Channel) -> None:
     """One message; its id first, the one ``post --thread`` replies to."""
-    ident = f"[dim]{message.id}[/] "
+    ident = markup(f"[dim]{message.id}[/] ")
     if message.sender_kind == "notice":
-        out.print(f"{ident}[yellow]! {escape(message.content)}[/]")
+        out.print(Text.assemble(ident, (f"! {message.content}", "yellow")))
         return
     color = "green" if message.sender_kind == "agent" else "blue"
     # a DM is one conversation: its replies being threaded under the message says nothing
     in_thread = message.thread_root_id and channel.kind != "dm"
     thread = f" [dim](in thread {message.thread_root_id})[/]" if in_thread else ""
-    out.print(
-        f"{ident}[bold {color}]{escape(message.sender)}[/]{thread}: {escape(message.content)}",
-    )
+    said = markup(f"[bold {color}]{escape(message.sender)}[/]{thread}: ")
+    out.print(Text.assemble(ident, said, message.content))
     if message.attachments:
         from agentrunner.interfaces.cli.threads_runs import print_files
 
