@@ -55,7 +55,7 @@ def capture(workdir: Path) -> tuple[str, list[int]]:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,  # one stream, in the order a terminal shows them
             text=True,
-            timeout=120,
+            timeout=300,  # a real model on a loaded machine: a minute or two at worst
             check=True,
         )
         lines += done.stdout.rstrip("\n").splitlines()
@@ -85,12 +85,7 @@ def _written(database: Path) -> set[str]:
             for call in message.get("tool_calls") or ():
                 texts.append(json.dumps(call.get("arguments"), ensure_ascii=False)[1:-1])
         texts += [summary for (summary,) in db.execute("SELECT summary FROM journal_entries")]
-    return {
-        line.strip()
-        for text in texts
-        for line in text.splitlines()
-        if len(line.strip()) >= 8
-    }
+    return {line.strip() for text in texts for line in text.splitlines() if len(line.strip()) >= 8}
 
 
 def _words(command: str) -> list[str]:

