@@ -212,3 +212,28 @@ async def test_offered_tools_without_a_tool_choice_it_answers_and_with_required_
     )
     calls = called.of("agent.tool_call")
     assert len(calls) == 1 and calls[0]["name"] in ("get_weather", "get_time")
+
+
+async def test_an_answer_stops_at_256_tokens_unless_the_run_asks_for_more() -> None:
+    """A runner fits a cap of a quarter of the context window (2,048 tokens here), which
+    SmolLM2 filled by repeating one paragraph; the provider holds an answer to 256 unless the
+    run's own max_output_tokens setting says more."""
+    from agentrunner.engine.local_model import _cap
+    from agentrunner.engine.messages import ModelRequest
+
+    fitted = ModelRequest(model="smollm2", system="", messages=[], max_output_tokens=2048)
+    assert _cap(fitted) == 256
+    asked = ModelRequest(
+        model="smollm2",
+        system="",
+        messages=[],
+        max_output_tokens=600,
+        settings=ModelSettings(max_output_tokens=600),
+    )
+    assert _cap(asked) == 600
+    assert _cap(ModelRequest(model="smollm2", system="", messages=[], max_output_tokens=5)) == 5
+    result = await _run(
+        "Write a very long story about a knight, a dragon and a king.",
+        limits=TurnLimits(max_output_tokens=2048),
+    )
+    assert result.usage.output_tokens <= 257

@@ -208,6 +208,7 @@ def test_local_providers_are_free_and_unknown_is_unknown(caplog: pytest.LogCaptu
     book = PriceBook()
     assert book.cost_micros("ollama", "llama3.2", Usage(input_tokens=10)) == 0
     assert book.cost_micros("test", "test", Usage(input_tokens=10)) == 0
+    assert book.cost_micros("local", "smollm2", Usage(input_tokens=10, output_tokens=5)) == 0
     with caplog.at_level(logging.WARNING, "agentrunner.pricing"):
         # A custom OpenAI-compatible endpoint is not priced as OpenAI.
         assert book.cost_micros("my-vllm", "gpt-4.1-mini", Usage(input_tokens=10)) is None
@@ -220,10 +221,11 @@ def test_local_providers_are_free_and_unknown_is_unknown(caplog: pytest.LogCaptu
 async def test_unknown_price_is_reported_not_zero(
     mock_server: MockProviderServer, mock: MockProvider
 ) -> None:
-    reg = ModelRegistry({"local": ProviderConfig("local", "openai", mock_server.openai_url)})
+    # (not named "local": the built-in local provider, llama.cpp in-process, is free)
+    reg = ModelRegistry({"lan": ProviderConfig("lan", "openai", mock_server.openai_url)})
     mock.queue(Reply(text="hi"))
     rec = Recorder()
-    t = _text_turn(reg, "local:llama")
+    t = _text_turn(reg, "lan:llama")
     t.emit = rec
     result = await run_turn(t)
     await reg.aclose()

