@@ -85,7 +85,11 @@ def model_path(name: str) -> Path:
         raise AgentRunnerError(
             ErrorCode.MODEL_NOT_FOUND,
             f"Model 'local:{name}' not found: "
-            + ("no such file" if path.suffix.lower() == ".gguf" else "not a .gguf file"),
+            + (
+                "no such file"
+                if path.suffix.lower() == ".gguf"
+                else "no model is bundled by that name, and it is no path to a .gguf file"
+            ),
             hint=f"Use {known}, or local:PATH to a GGUF file (local:models/qwen2.5-0.5b.gguf).",
         )
     return path
