@@ -165,6 +165,8 @@ def test_the_docs_run(
     directive, _, argument = block.directive.partition(":")
     if directive == "skip":
         pytest.skip(argument.strip())
+    if directive == "cli-output" and argument.strip() == "company-session":
+        pytest.skip("test_the_company_session runs it (a real model: minutes, not seconds)")
     if directive == "cli-output":
         CLI_OUTPUTS[argument.strip()](block, tmp_path)
     elif block.lang == "python":
@@ -374,6 +376,14 @@ def _cli_validate(block: Block, tmp_path: Path) -> None:
     assert done.returncode == 1
     problems = [line for line in done.stderr.splitlines() if line.startswith("agents/")]
     assert problems == block.body.splitlines()
+
+
+def test_the_company_session(tmp_path: Path) -> None:
+    """docs/company.md's terminal session is what the commands print today, in its shape. Its
+    own test, so that a run can leave it out by name (.ci/run's second Python does: it runs a
+    real model through the whole walk-through, minutes of the machine's two cores)."""
+    [block] = [b for b in BLOCKS if b.directive == "cli-output: company-session"]
+    _company_session(block, tmp_path)
 
 
 def _company_session(block: Block, tmp_path: Path) -> None:

@@ -47,6 +47,8 @@ def capture(workdir: Path) -> tuple[str, list[int]]:
     cwd, job = workdir, ""
     for command in COMMANDS:
         command = command.replace("{job}", job)
+        if command.startswith("journal"):
+            _journaled(workdir / "acme" / ".agentrunner" / "agentrunner.db", job)
         lines.append(f"$ agentrunner {command}")
         done = subprocess.run(
             [sys.executable, "-m", "agentrunner", *_words(command)],
@@ -68,6 +70,21 @@ def capture(workdir: Path) -> tuple[str, list[int]]:
     written = _written(workdir / "acme" / ".agentrunner" / "agentrunner.db")
     ours = [n for n, line in enumerate(lines, 1) if any(piece in line for piece in written)]
     return "\n".join(lines) + "\n", ours
+
+
+def _journaled(database: Path, job: str) -> None:
+    """Wait for the background job's journal entry: its worker writes it after the job ends
+    (``logs --follow`` returns then), with a real model a few seconds later."""
+    import contextlib
+    import sqlite3
+    import time
+
+    for _ in range(600):
+        with contextlib.closing(sqlite3.connect(database)) as db:
+            if db.execute("SELECT 1 FROM journal_entries WHERE run_id = ?", (job,)).fetchone():
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no journal entry for {job} after 2 minutes")
 
 
 def _written(database: Path) -> set[str]:
@@ -118,10 +135,12 @@ def masked(text: str) -> str:
 
 def shape(text: str, model_lines: list[int]) -> str:
     """The session without the model's words: each run of its lines one «model» line, numbers
-    (token counts, requests) masked, a late title's warning (it depends on the machine's speed)
-    left out."""
+    (token counts, requests) masked, blank lines and a late title's warning (it depends on the
+    machine's speed) left out."""
     kept: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
+        if not line:  # between the model's paragraphs, as many as it wrote
+            continue
         if number in model_lines:
             if not kept or kept[-1] != "«model»":
                 kept.append("«model»")
