@@ -28,7 +28,7 @@ import importlib.util
 import json
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,10 +171,11 @@ class LocalModel:
     """The ``local`` provider's client: requests run on their model's thread, one at a time."""
 
     def __init__(
-        self, provider: str = "local", context_windows: Mapping[str, int] | None = None
+        self, provider: str = "local", context_window: Callable[[str], int] | None = None
     ) -> None:
         self.provider = provider
-        self._context_windows = context_windows or {}  # by ref, as the registry has them
+        # a model's context by its name: the registry's (``[models."local:…"]``, else ours)
+        self._context_window = context_window or (lambda _: LOCAL_CONTEXT_WINDOW)
         self._models: dict[str, _Loaded] = {}  # by name: found and loaded once
 
     async def aclose(self) -> None:
@@ -184,9 +185,7 @@ class LocalModel:
         loop = asyncio.get_running_loop()
         loaded = self._models.get(request.model)
         if loaded is None:  # the file is looked for and read on a thread, not the loop
-            n_ctx = self._context_windows.get(
-                f"{self.provider}:{request.model}", LOCAL_CONTEXT_WINDOW
-            )
+            n_ctx = self._context_window(request.model)
             loaded = await loop.run_in_executor(None, load_model, request.model, n_ctx)
             self._models[request.model] = loaded
         fold = ResponseFold(self.provider, on_delta)
@@ -251,12 +250,12 @@ class _Generation:
 
     def _run(self) -> None:
         request = self.request
-        formatted = self.loaded.formatter(messages=_chat(request))
+        tools = _offered(request)
+        formatted = self.loaded.formatter(messages=_chat(request, tools))
         prompt: list[int] = self.llama.tokenize(
             formatted.prompt.encode(), add_bos=not formatted.added_special, special=True
         )
         sampling = self._sampling(formatted.stop)
-        tools = _offered(request)
         if tools:
             name = self._choose(prompt, tools)
             self._call(prompt, name, tools[name], sampling)
@@ -380,11 +379,11 @@ def _offered(request: ModelRequest) -> dict[str, Any]:
     return {choice: tools[choice]} if choice in tools else {}
 
 
-def _chat(request: ModelRequest) -> list[dict[str, str]]:
-    """The conversation as the plain roles every chat template knows: a tool call written as
-    the model is asked to write one, a tool's result as a user message naming the tool."""
+def _chat(request: ModelRequest, tools: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The conversation as the plain roles every chat template knows, ``tools`` (``_offered``)
+    described: a tool call written as the model is asked to write one, a tool's result as a
+    user message naming the tool."""
     system = request.system
-    tools = _offered(request)
     if tools:
         system += _tools_prompt(request, tools)
     messages = [{"role": "system", "content": system}] if system else []

@@ -13,9 +13,9 @@ back. The loop sees a reply, what the turn has spent, and whether the budget cut
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, assert_never
 
+from agentrunner.core.json_text import json_text
 from agentrunner.engine.budget import BudgetGate, Reservation, estimate_output_tokens
 from agentrunner.engine.failures import ProviderError
 from agentrunner.engine.fallback import Attempt, ChainEntry
@@ -297,7 +297,7 @@ def _written(message: AssistantMessage) -> str:
     for call in message.tool_calls:
         arguments = call.raw_arguments
         if arguments is None:
-            arguments = json.dumps(call.arguments) if call.arguments else ""
+            arguments = json_text(call.arguments) if call.arguments else ""
         parts += (call.name, arguments)
     return "".join(parts)
 

@@ -178,7 +178,12 @@ class ModelRegistry:
         if provider.kind == "local":
             from agentrunner.engine.local_model import LocalModel
 
-            return LocalModel(provider.name, self.context_windows)
+            return LocalModel(
+                provider.name,
+                lambda name: self.context_window(
+                    ResolvedModel(f"{provider.name}:{name}", provider, name)
+                ),
+            )
         secret = self._credential(provider)
         headers = dict(provider.headers)
         if provider.kind == "anthropic":
