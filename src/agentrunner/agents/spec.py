@@ -16,6 +16,7 @@ from agentrunner.agents.templating import Rendered, Template
 
 if TYPE_CHECKING:
     from agentrunner.agents.approval import ApprovalRules
+    from agentrunner.config.schedules import Schedule
     from agentrunner.core.model_settings import ModelSettings
 
 __all__ = [
@@ -137,6 +138,7 @@ TOP_LEVEL_KEYS: tuple[str, ...] = (
     "persona",
     "model_settings",
     "approval",
+    "schedule",
 )
 
 
@@ -174,6 +176,8 @@ class AgentSpec:
     # Which tool calls need a person's yes: the file's approval: over [approval], merged when
     # the file is loaded; None when none does (a run then checks nothing)
     approval: ApprovalRules | None = None
+    # The agent's own schedule (schedule:, named after it): when it runs on its own
+    schedule: Schedule | None = None
     lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     digest: str = field(default="", compare=False)  # of the file's text: changes with any edit
     # What the file says in an old way that is still accepted (a renamed key): shown by

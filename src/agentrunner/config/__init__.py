@@ -44,6 +44,7 @@ from agentrunner.config.registry import (
     default_extensions,
     register_config_extension,
 )
+from agentrunner.config.schedules import Schedule
 from agentrunner.config.sections import (
     DEFAULT_HISTORY_TOKENS,
     MIN_HISTORY_TOKENS,
@@ -74,6 +75,7 @@ __all__ = [
     "ConfigExtensionRegistry",
     "PriceOverride",
     "ProviderConfig",
+    "Schedule",
     "Telemetry",
     "default_extensions",
     "find_config_file",

@@ -23,6 +23,7 @@ from agentrunner.config.providers import (
     Providers,
 )
 from agentrunner.config.registry import ConfigExtensionRegistry, default_extensions
+from agentrunner.config.schedules import Schedule, Schedules
 from agentrunner.config.sections import (
     DEFAULT_HISTORY_TOKENS,
     RESERVED_KEYS,
@@ -82,6 +83,8 @@ class Config:
     budgets: Budgets = field(default_factory=Budgets)
     prices: Mapping[str, PriceOverride] = field(default_factory=_empty)
     channels: Mapping[str, ChannelConfig] = field(default_factory=_empty)
+    # [schedules.NAME]: agents that run on their own (an agent file's schedule: is its own)
+    schedules: Mapping[str, Schedule] = field(default_factory=_empty)
     person: str = "you"
     chain_depth: int = 3
     lease_s: float = 30.0
@@ -259,6 +262,7 @@ def _build(
     budgets = Budgets.read(table("budgets"))
     prices = Prices.read(table("prices"))
     channels = Channels.read(table("channels"))
+    schedules = Schedules.read(table("schedules"))
     workers = Workers.read(table("workers"))
     server = Server.read(table("server"))
     company, journal = Company.read(table("company")), Journal.read(table("journal"))
@@ -283,6 +287,7 @@ def _build(
         budgets=budgets,
         prices=prices.by_model,
         channels=channels.by_name,
+        schedules=schedules.by_name,
         person=defaults.person,
         chain_depth=defaults.chain_depth,
         lease_s=workers.lease_s,

@@ -99,6 +99,7 @@ class RunLifecycle:
         *,
         callbacks: AgentRunnerCallbacks | None = None,
         channel: ChannelRun | None = None,
+        notices: str | None = None,
         parent_run_id: str | None = None,
         parent_cost: CostTracker | None = None,
         depth: int = 0,
@@ -115,7 +116,9 @@ class RunLifecycle:
         changed = [] if thread_id is None else [thread_key(thread_id)]
         if parent_run_id is not None:
             changed.append(run_key(parent_run_id))
-        rows = RunRows(self._store, run_id, agent.id, forward, channel, changed=changed)
+        rows = RunRows(
+            self._store, run_id, agent.id, forward, channel, changed=changed, notices=notices
+        )
         cost = CostTracker() if parent_cost is None else parent_cost.child()
         limit = run_limit(agent, self._budgets)
         if limit is not None:

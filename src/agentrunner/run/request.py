@@ -40,12 +40,16 @@ class RunAgentOverrides:
     ``context`` is what the caller sends for this run besides its message (an OpenAI client's
     system message): untrusted, it goes in the user position before the transcript, marked as
     the caller's, and is kept in the run's record, not in the thread (DESIGN decision 1).
+    ``background``: nobody is watching (a schedule's run, seed 000): the prompt says so, and
+    what it has for people — ``notify_user``, files, shared notes, its failure — is written
+    as notices to ``notify_channel`` (a channel's id), where they read.
     """
 
     model: str | None = None
     fallback: tuple[str, ...] = ()
     max_steps: int | None = None
     background: bool = False
+    notify_channel: str | None = None
     channel_mode: bool = False
     channel: ChannelRun | None = None
     history: bool = True

@@ -34,6 +34,9 @@ from agentrunner.store.store import Store
 
 __all__ = ["ChannelRun", "RunRows"]
 
+# the events that carry something for a person, delivered where people read when nobody watches
+_FOR_PEOPLE = frozenset(("agent.notify", "agent.file", "agent.note_shared", "agent.failed"))
+
 
 @dataclass(frozen=True, slots=True)
 class ChannelRun:
@@ -57,10 +60,14 @@ class RunRows:
         forward: EventSink | None = None,
         channel: ChannelRun | None = None,
         changed: Sequence[str] = (),
+        notices: str | None = None,
     ) -> None:
         self.log = RunLog(store, run_id, agent_id, forward, derive=self.derive, changed=changed)
         self._store = store
         self._channel = channel
+        # where what it has for people goes while nobody watches it: its channel, else (a
+        # background run's) the channel it was given
+        self._notices = channel.channel_id if channel is not None else notices
         self._usage: dict[str, int] = {}  # the step in progress': summed over its attempts
         self._cost: int | None = 0  # None once an attempt's cost is unknown
         self._attempts: list[dict[str, Any]] = []
@@ -72,6 +79,8 @@ class RunRows:
                 self._to_channel(self._channel, kind, data, now)
             elif kind == "approval.requested":
                 self._waiting_notice(self._channel, cast("ApprovalRequested", data), now)
+        if self._notices is not None and kind in _FOR_PEOPLE:
+            self._for_people(self._notices, kind, data, now)
         match typed(kind, data):
             case ("step.started", step):
                 self._usage, self._cost, self._attempts = {}, 0, []
@@ -135,6 +144,37 @@ class RunRows:
         self.log.write(
             [self._store.channels.message_op(notice)], changed=channel_key(channel.channel_id)
         )
+
+    def _for_people(self, channel_id: str, kind: str, data: EventData, now: float) -> None:
+        """What a run has for people — ``notify_user``, a file, a shared note, and (a run
+        outside a channel, whose channel service says nothing) its failure — as a notice
+        where they read, written with its event: no one may be watching the run."""
+        agent = str(data.get("agent_id") or self.log.agent_id)
+        match typed(kind, data):
+            case ("agent.notify", notify):
+                text = f"{agent} notifies: {notify['message']}"
+            case ("agent.file", sent):
+                caption = f": {sent['caption']}" if sent["caption"] else ""
+                text = f"{agent} sent a file, {sent['path']}{caption}"
+            case ("agent.note_shared", note):
+                text = f"{agent} shared a note, {note['title']}:\n{note['body']}"
+            case ("agent.failed", failed) if self._channel is None:
+                text = f"{agent} failed ({failed['error_code']}): {failed['message']}"
+            case _:
+                return
+        channel = self._channel
+        notice = ChannelMessage(
+            channel_id,
+            new_id("m_"),
+            channel.thread if channel is not None else None,
+            agent,
+            "notice",
+            text,
+            channel.depth if channel is not None else 1,
+            self.log.run_id,
+            now,
+        )
+        self.log.write([self._store.channels.message_op(notice)], changed=channel_key(channel_id))
 
     def charge(self, cost: CostUpdated, now: float) -> dict[str, int]:
         """The cost row of a request's attempt (its ``cost.updated``); its usage. A request

@@ -124,8 +124,7 @@ class AgentRunner(AppParts):
         self.delegations: dict[str, AbortSignal] = {}
 
     def abort_delegations(self, requested: Collection[str], reason: str) -> int:
-        """Abort the delegations running in this process whose ids are in ``requested`` (a
-        cancel asked of one of them, from any process); how many there were."""
+        """Abort this process's delegations named in ``requested``; how many there were."""
         found = [self.delegations[run_id] for run_id in requested if run_id in self.delegations]
         for signal in found:
             signal.abort(reason)
@@ -330,6 +329,7 @@ class AgentRunner(AppParts):
             thread.id,
             callbacks=request.callbacks,
             channel=overrides.channel,
+            notices=overrides.notify_channel,
             parent_run_id=parent.run_id if parent else None,
             parent_cost=parent.cost if parent else None,
             depth=caller.depth + 1 if caller else 0,

@@ -23,6 +23,7 @@ from agentrunner.store.idempotency import IdempotencyKeys
 from agentrunner.store.locks import ThreadLocks
 from agentrunner.store.mailbox import Mailbox, Workers
 from agentrunner.store.runs import Events, Runs
+from agentrunner.store.schedules import ScheduleRows
 from agentrunner.store.sql import ExtensionTable, SqlSet, load_sql, with_tables
 from agentrunner.store.threads import Messages, Threads
 
@@ -53,6 +54,7 @@ class Store:
         self.company = Company(driver, sql)
         self.approvals = Approvals(driver, sql)
         self.attachments = Attachments(driver, sql)
+        self.schedules = ScheduleRows(driver, sql)
         self.changes = Changes(driver)  # readers woken by commits, in whichever process
 
     @property

@@ -37,6 +37,8 @@ from agentrunner.telemetry.names import (
     APPROVAL_DECISION,
     ERROR_TYPE,
     OPERATION,
+    SCHEDULE,
+    SCHEDULE_OUTCOME,
     TOKEN_TYPE,
     TOOL_NAME,
     TOOL_TYPE,
@@ -99,6 +101,12 @@ class Metrics:
             "s",
             "How long a tool call took; its count is the calls made.",
             explicit_bucket_boundaries_advisory=_OPERATION_S,
+        )
+        self.schedule_fires = meter.create_counter(
+            "agentrunner.schedule.fires",
+            "{fire}",
+            "Schedules' ticks decided, per schedule and outcome (queued or skipped): one per "
+            "tick however many processes fire schedules.",
         )
         self.queue_wait = meter.create_histogram(
             "agentrunner.queue.wait.duration",
@@ -180,6 +188,10 @@ class Metrics:
         self.tool_duration.record(seconds, attributes)
 
     # -- mailboxes ----------------------------------------------------------------------------
+
+    def schedule_fired(self, schedule: str, agent_id: str, outcome: str) -> None:
+        attributes = {SCHEDULE: schedule, AGENT_ID: agent_id, SCHEDULE_OUTCOME: outcome}
+        self.schedule_fires.add(1, attributes)
 
     def claimed(self, agent_id: str, waited_s: float) -> None:
         self.queue_wait.record(waited_s, {AGENT_ID: agent_id})

@@ -47,6 +47,11 @@ __all__ = [
     "RESPONSE_MODEL",
     "RETRY_REASON",
     "RUN_ID",
+    "SCHEDULE",
+    "SCHEDULE_MISSED",
+    "SCHEDULE_OUTCOME",
+    "SCHEDULE_REASON",
+    "SCHEDULE_TICK",
     "STOP_REASON",
     "SYSTEM_INSTRUCTIONS",
     "TEXT",
@@ -110,6 +115,11 @@ QUEUE_RUN_IDS = "agentrunner.queue.run_ids"
 QUEUE_REPEATED = "agentrunner.queue.repeated"
 QUEUE_WAIT = "agentrunner.queue.wait_s"
 WORKER_ID = "agentrunner.worker.id"
+SCHEDULE = "agentrunner.schedule.name"
+SCHEDULE_TICK = "agentrunner.schedule.tick"  # seconds since the epoch
+SCHEDULE_OUTCOME = "agentrunner.schedule.outcome"  # queued | skipped
+SCHEDULE_REASON = "agentrunner.schedule.reason"
+SCHEDULE_MISSED = "agentrunner.schedule.missed"  # ticks a fire stands for that nothing ran
 APPROVAL_ID = "agentrunner.approval.id"
 APPROVAL_DECISION = "agentrunner.approval.decision"
 APPROVAL_BY = "agentrunner.approval.by"

@@ -79,6 +79,11 @@ from agentrunner.telemetry.names import (
     RESPONSE_MODEL,
     RETRY_REASON,
     RUN_ID,
+    SCHEDULE,
+    SCHEDULE_MISSED,
+    SCHEDULE_OUTCOME,
+    SCHEDULE_REASON,
+    SCHEDULE_TICK,
     STOP_REASON,
     SYSTEM_INSTRUCTIONS,
     TEXT,
@@ -292,6 +297,33 @@ class OtelTracing(Tracing):
             ours.set(AGENT_ID, agents[0])
         if repeated:
             ours.set(QUEUE_REPEATED, True)
+
+    def schedule_fired(
+        self,
+        *,
+        schedule: str,
+        agent_id: str,
+        tick: float,
+        outcome: str,
+        reason: str | None,
+        run_id: str | None,
+        missed: int,
+    ) -> None:
+        """A tick decided: a span under what is current (the queueing of its run, whose trace
+        the run keeps), and the fires counted per schedule and outcome."""
+        attributes: dict[str, Any] = {
+            SCHEDULE: schedule,
+            AGENT_ID: agent_id,
+            SCHEDULE_TICK: tick,
+            SCHEDULE_OUTCOME: outcome,
+            SCHEDULE_MISSED: missed,
+        }
+        if reason:
+            attributes[SCHEDULE_REASON] = reason
+        if run_id:
+            attributes[RUN_ID] = run_id
+        self.tracer.start_span(f"fire {schedule}", attributes=attributes).end()
+        self.metrics.schedule_fired(schedule, agent_id, outcome)
 
     def claimed(
         self,

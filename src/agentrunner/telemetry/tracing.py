@@ -135,6 +135,21 @@ class Tracing(ABC):
         nothing."""
 
     @abstractmethod
+    def schedule_fired(
+        self,
+        *,
+        schedule: str,
+        agent_id: str,
+        tick: float,
+        outcome: str,
+        reason: str | None,
+        run_id: str | None,
+        missed: int,
+    ) -> None:
+        """A schedule's tick decided by this process (``queued``, its run; or ``skipped``, why),
+        once committed: one per tick, whichever process won it."""
+
+    @abstractmethod
     def claimed(
         self,
         *,
@@ -294,6 +309,19 @@ class NoTracing(Tracing):
 
     def enqueued(
         self, span: Span, agents: Sequence[str], run_ids: Sequence[str], *, repeated: bool
+    ) -> None:
+        pass
+
+    def schedule_fired(
+        self,
+        *,
+        schedule: str,
+        agent_id: str,
+        tick: float,
+        outcome: str,
+        reason: str | None,
+        run_id: str | None,
+        missed: int,
     ) -> None:
         pass
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from agentrunner.run.runner import AgentRunner
     from agentrunner.store.mailbox import ClaimedRun
     from agentrunner.workspace.channels.service import ChannelService
+    from agentrunner.workspace.schedules import Scheduler
 
 __all__ = ["Worker"]
 
@@ -55,6 +56,7 @@ class Worker:
         lease_s: float = 30.0,
         idle_poll_s: float = 1.0,
         drain_s: float = 30.0,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.runner = runner
         self.app = runner.app
@@ -64,6 +66,7 @@ class Worker:
         self.lease_s = lease_s
         self.idle_poll_s = idle_poll_s
         self.drain_s = drain_s
+        self.scheduler = scheduler  # the project's schedules, fired from here too
         # Lock tickets are owned by "host:pid:…"; so is a worker, so its tickets can be freed.
         self.id = f"{socket.gethostname()}:{os.getpid()}"
         self.served = 0
@@ -90,6 +93,9 @@ class Worker:
         await self.store.workers.heartbeat(self.id, self.concurrency)
         upkeep = asyncio.create_task(self._upkeep())
         cancels = asyncio.create_task(self._watch_cancels())
+        fires = (
+            asyncio.create_task(self.scheduler.serve(self._stopping)) if self.scheduler else None
+        )
         delay, outage = 0.01, _OUTAGE_PAUSE_S
         try:
             await self.store.mailbox.fail_expired()
@@ -123,7 +129,9 @@ class Worker:
             await self._drain()
             await self._count_queues()
         finally:
-            for task in (upkeep, cancels):
+            for task in (upkeep, cancels, fires):
+                if task is None:
+                    continue
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -181,12 +189,20 @@ class Worker:
         else:
             from agentrunner.run.request import RunAgentOverrides  # loaded with the runner
 
-            settings = claimed.request.get("model_settings")  # checked when it was queued
+            request = claimed.request
+            settings = request.get("model_settings")  # checked when it was queued
+            overrides = None
+            if settings or request.get("background"):  # a schedule's run: nobody watches it
+                overrides = RunAgentOverrides(
+                    model_settings=settings,
+                    background=bool(request.get("background")),
+                    notify_channel=request.get("notify_channel"),
+                )
             await self.runner.run_agent(
                 claimed.agent_id,
                 claimed.thread_id or f"{claimed.agent_id}-queue",
-                str(claimed.request.get("message", "")),
-                overrides=RunAgentOverrides(model_settings=settings) if settings else None,
+                str(request.get("message", "")),
+                overrides=overrides,
                 abort=abort,
                 input=dict(claimed.request.get("input") or {}),
                 run_id=claimed.id,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from agentrunner.workspace.channels import ChannelService
 from agentrunner.workspace.queueing import RunQueue
+from agentrunner.workspace.schedules import Scheduler
 from agentrunner.workspace.worker import Worker
 
 if TYPE_CHECKING:
@@ -27,14 +28,18 @@ class Workspace:
             runner, chain_depth=config.chain_depth, max_queue=config.max_queue
         )
         self.runs = RunQueue(runner, max_queue=config.max_queue)
+        self.schedules = Scheduler(runner, self.channels)
 
-    def worker(self, *, concurrency: int | None = None) -> Worker:
+    def worker(self, *, concurrency: int | None = None, schedules: bool = False) -> Worker:
+        """A worker; with ``schedules``, one that fires the project's schedules too (a
+        ``worker``'s, a server's: processes that serve until stopped)."""
         config = self.app.config
         return Worker(
             self.runner,
             self.channels,
             concurrency=concurrency or config.worker_concurrency,
             lease_s=config.lease_s,
+            scheduler=self.schedules if schedules else None,
         )
 
     async def close(self) -> None:

@@ -230,7 +230,7 @@ def worker(
     """Serve agents' mailboxes until SIGTERM or Ctrl-C (then drain: nothing is left running)."""
 
     async def work(ws: Workspace) -> None:
-        serving = ws.worker(concurrency=concurrency)
+        serving = ws.worker(concurrency=concurrency, schedules=True)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, serving.stop)

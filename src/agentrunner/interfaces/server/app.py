@@ -77,7 +77,7 @@ def create_app(
         app.state.workspace = opened
         hosts.update(opened.app.config.allowed_hosts)
         bounds.limits = opened.app.config.attachments
-        serving = opened.worker() if worker else None
+        serving = opened.worker(schedules=True) if worker else None
         app.state.worker = serving  # stopped at the signal, before connections close
         task = asyncio.create_task(serving.run()) if serving else None
         if task is not None:

@@ -1066,3 +1066,59 @@ WHERE id = :id
   AND NOT EXISTS (
       SELECT 1 FROM runs WHERE thread_id = :id AND status IN ('created', 'running', 'waiting')
   );
+
+-- name: schedule_start
+-- A schedule seen for the first time starts from now: no tick before it fires.
+INSERT INTO schedule_state (name, cursor_ms, paused, updated_at)
+VALUES (:name, :cursor_ms, FALSE, :now)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: schedule_states
+SELECT name, cursor_ms, paused, updated_at FROM schedule_state;
+
+-- name: schedule_advance
+-- guarded: a tick is decided once: the batch that would move a schedule's cursor from where
+-- another process already moved it (its fires, its runs) is refused whole.
+UPDATE schedule_state SET cursor_ms = :cursor_ms, updated_at = :now
+WHERE name = :name AND cursor_ms = :seen_ms AND paused = FALSE;
+
+-- name: schedule_pause
+INSERT INTO schedule_state (name, cursor_ms, paused, updated_at)
+VALUES (:name, :cursor_ms, TRUE, :now)
+ON CONFLICT (name) DO UPDATE SET paused = TRUE, updated_at = :now;
+
+-- name: schedule_resume
+-- From now on: the ticks that passed while it was paused are not missed, they were refused.
+UPDATE schedule_state SET paused = FALSE, cursor_ms = :cursor_ms, updated_at = :now
+WHERE name = :name;
+
+-- name: schedule_fire
+-- Written with its guarded schedule_advance, which decides whether the batch stands: a fire
+-- another process wrote first is left as it is, and that batch is refused by its guard.
+INSERT INTO schedule_fires (schedule, tick_ms, outcome, reason, run_id, missed, fired_at)
+VALUES (:schedule, :tick_ms, :outcome, :reason, :run_id, :missed, :now)
+ON CONFLICT (schedule, tick_ms) DO NOTHING;
+
+-- name: schedule_fires_recent
+SELECT f.schedule, f.tick_ms, f.outcome, f.reason, f.run_id, f.missed, f.fired_at,
+       r.status AS run_status, r.error_code, r.thread_id, r.channel_id
+FROM schedule_fires f LEFT JOIN runs r ON r.id = f.run_id
+WHERE f.schedule = :schedule AND f.tick_ms < :before_ms
+ORDER BY f.tick_ms DESC LIMIT :limit;
+
+-- name: schedule_fires_last
+-- Each schedule's newest fire, with its run's status: what `schedules` lists.
+SELECT f.schedule, f.tick_ms, f.outcome, f.reason, f.run_id, f.missed, f.fired_at,
+       r.status AS run_status, r.error_code, r.thread_id, r.channel_id
+FROM schedule_fires f LEFT JOIN runs r ON r.id = f.run_id
+WHERE f.tick_ms = (SELECT MAX(g.tick_ms) FROM schedule_fires g WHERE g.schedule = f.schedule);
+
+-- name: schedule_run_live
+-- The newest queued fire's run, while it has not ended: what an overlap rule looks at.
+SELECT r.id, r.status FROM schedule_fires f JOIN runs r ON r.id = f.run_id
+WHERE f.schedule = :schedule AND f.outcome = 'queued'
+  AND r.status IN ('created', 'running', 'waiting')
+ORDER BY f.tick_ms DESC LIMIT 1;
+
+-- name: schedule_fire_count
+SELECT schedule, outcome, COUNT(*) AS n FROM schedule_fires GROUP BY schedule, outcome;

@@ -509,3 +509,28 @@ CREATE INDEX attachment_uses_sha256 ON attachment_uses (sha256)
 -- type, size, digest, pixels or pages; never the bytes, which are rows of `attachments`),
 -- as a JSON list. A message without files keeps NULL.
 ALTER TABLE channel_messages ADD COLUMN attachments {json}
+
+-- migration: 22
+-- Schedules (docs/schedules.md). A schedule's cursor is the newest tick decided (fired,
+-- skipped, or passed while it was paused), in milliseconds since the epoch; a process moves it
+-- only from where it found it (a guarded update), in the transaction that writes the ticks'
+-- fires and queues their runs, so however many processes look, a tick is decided once. Each
+-- tick decided is a row of schedule_fires, unique by schedule and tick: what it queued (its
+-- run, whose status is the fire's outcome) or why it was skipped.
+CREATE TABLE schedule_state (
+    name TEXT PRIMARY KEY,
+    cursor_ms BIGINT NOT NULL,
+    paused BOOLEAN NOT NULL DEFAULT FALSE,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE schedule_fires (
+    schedule TEXT NOT NULL,
+    tick_ms BIGINT NOT NULL,
+    outcome TEXT NOT NULL,
+    reason TEXT,
+    run_id TEXT,
+    missed INTEGER NOT NULL DEFAULT 0,
+    fired_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (schedule, tick_ms)
+);
+CREATE INDEX schedule_fires_run ON schedule_fires (run_id)

@@ -352,6 +352,7 @@ class ChannelService:
                     ),
                     history=False,
                     tools=tuple(tools),
+                    background=bool(claimed.request.get("background")),  # a schedule's
                 ),
                 abort=abort,
                 run_id=claimed.id,

@@ -1,0 +1,182 @@
+"""Schedules' rows (docs/schedules.md): each schedule's cursor and pause, and its fires.
+
+A tick is decided once however many processes look: whoever decides moves the schedule's cursor
+from where it found it (``advance_op``, guarded) in the transaction that writes the tick's fire
+and queues its run, so a process that looked at the same cursor has its whole batch refused.
+The fire row's key (schedule, tick) says the same a second time. Ticks are kept in milliseconds
+since the epoch, so equal ticks compare equal in both databases.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agentrunner.store.drivers import Op
+from agentrunner.store.repositories import Repository
+
+__all__ = ["Fire", "ScheduleRows", "ScheduleState", "to_ms"]
+
+
+def to_ms(t: float) -> int:
+    return round(t * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleState:
+    name: str
+    cursor: float  # the newest tick decided, in seconds
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Fire:
+    """A tick decided: ``queued`` (its run, whose status is ``run_status``) or ``skipped`` (and
+    ``reason``). ``missed``: ticks it stands for that passed while nothing ran."""
+
+    schedule: str
+    tick: float
+    outcome: str
+    reason: str | None
+    run_id: str | None
+    missed: int
+    fired_at: float
+    run_status: str | None = None
+    error_code: str | None = None
+    thread_id: str | None = None
+
+    @property
+    def result(self) -> str:
+        """What came of it in one word: ``skipped``, or its run's status (``completed``,
+        ``failed``, ``running``, ``queued`` while it waits for a worker…)."""
+        if self.outcome != "queued":
+            return self.outcome
+        status = self.run_status or "deleted"
+        return "queued" if status == "created" else status
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schedule": self.schedule,
+            "tick": self.tick,
+            "outcome": self.result,
+            "reason": self.reason,
+            "run_id": self.run_id,
+            "missed": self.missed,
+            "fired_at": self.fired_at,
+            "error_code": self.error_code,
+            "thread_id": self.thread_id,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Fire:
+        return cls(
+            row["schedule"],
+            int(row["tick_ms"]) / 1000,
+            row["outcome"],
+            row["reason"],
+            row["run_id"],
+            int(row["missed"]),
+            float(row["fired_at"]),
+            row.get("run_status"),
+            row.get("error_code"),
+            row.get("thread_id"),
+        )
+
+
+class ScheduleRows(Repository):
+    async def states(self) -> dict[str, ScheduleState]:
+        rows = await self.db.fetch_all(self.sql["schedule_states"], {})
+        return {
+            r["name"]: ScheduleState(r["name"], int(r["cursor_ms"]) / 1000, bool(r["paused"]))
+            for r in rows
+        }
+
+    async def start(self, names: Iterable[tuple[str, float]]) -> None:
+        """Schedules seen for the first time, each from its cursor (the tick at or before
+        now); one already started is left as it is."""
+        now = time.time()
+        ops = [
+            self.op("schedule_start", name=name, cursor_ms=to_ms(cursor), now=now)
+            for name, cursor in names
+        ]
+        if ops:
+            await self.db.batch(ops)
+
+    def advance_op(self, name: str, seen: float, cursor: float) -> Op:
+        """Move ``name``'s cursor from ``seen`` to ``cursor``: refuses the batch (guarded) when
+        another process moved it first, or the schedule was paused meanwhile."""
+        return self.op(
+            "schedule_advance",
+            name=name,
+            seen_ms=to_ms(seen),
+            cursor_ms=to_ms(cursor),
+            now=time.time(),
+        )
+
+    def fire_op(
+        self,
+        schedule: str,
+        tick: float,
+        outcome: str,
+        *,
+        reason: str | None = None,
+        run_id: str | None = None,
+        missed: int = 0,
+    ) -> Op:
+        return self.op(
+            "schedule_fire",
+            schedule=schedule,
+            tick_ms=to_ms(tick),
+            outcome=outcome,
+            reason=reason,
+            run_id=run_id,
+            missed=missed,
+            now=time.time(),
+        )
+
+    async def pause(self, name: str, cursor: float) -> None:
+        await self.db.execute(
+            self.sql["schedule_pause"],
+            {"name": name, "cursor_ms": to_ms(cursor), "now": time.time()},
+        )
+
+    async def resume(self, name: str, cursor: float) -> bool:
+        """Resumed from ``cursor`` (now's tick); False when it was never paused or started."""
+        changed = await self.db.execute(
+            self.sql["schedule_resume"],
+            {"name": name, "cursor_ms": to_ms(cursor), "now": time.time()},
+        )
+        return changed > 0
+
+    async def live_run(self, schedule: str) -> str | None:
+        """The newest fire's run while it has not ended (queued, running or waiting)."""
+        row = await self.db.fetch_one(self.sql["schedule_run_live"], {"schedule": schedule})
+        return None if row is None else str(row["id"])
+
+    async def recent(
+        self, schedule: str, *, limit: int = 20, before: float | None = None
+    ) -> list[Fire]:
+        """``schedule``'s newest fires first, before tick ``before`` (a page's end)."""
+        rows = await self.db.fetch_all(
+            self.sql["schedule_fires_recent"],
+            {
+                "schedule": schedule,
+                "limit": limit,
+                "before_ms": to_ms(before) if before is not None else 2**62,
+            },
+        )
+        return [Fire.from_row(r) for r in rows]
+
+    async def last(self) -> dict[str, Fire]:
+        """Each schedule's newest fire."""
+        rows = await self.db.fetch_all(self.sql["schedule_fires_last"], {})
+        return {r["schedule"]: Fire.from_row(r) for r in rows}
+
+    async def counts(self) -> dict[str, dict[str, int]]:
+        """Fires per schedule and outcome (``queued``, ``skipped``)."""
+        counts: dict[str, dict[str, int]] = {}
+        for r in await self.db.fetch_all(self.sql["schedule_fire_count"], {}):
+            counts.setdefault(r["schedule"], {})[r["outcome"]] = int(r["n"])
+        return counts

@@ -1,0 +1,247 @@
+"""Schedules fired in one process with a fake clock: each tick once, the missed-tick and overlap
+rules, the skips with their reasons, background runs and where what they say goes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentrunner.runtime.compose import open_workspace
+from agentrunner.testing import MockProvider, Reply
+from agentrunner.workspace.schedules import Scheduler
+from agentrunner.workspace.workspace import Workspace
+from tests.runner.conftest import Agent
+
+T0 = 1_800_000_000.0  # a tick of every period used here (a multiple of 10 s)
+
+
+@dataclass
+class Clock:
+    now: float = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def schedules(project: Path, text: str) -> None:
+    with (project / "agentrunner.toml").open("a") as config:
+        config.write("\n" + text)
+
+
+@pytest.fixture
+async def opened(project: Path, agent: Agent) -> AsyncIterator[Any]:
+    agent("bot")
+    agent("other")
+    workspaces: list[Workspace] = []
+
+    async def make(clock: Clock) -> tuple[Workspace, Scheduler]:
+        ws = await open_workspace(project)
+        workspaces.append(ws)
+        return ws, Scheduler(ws.runner, ws.channels, clock=clock)
+
+    yield make
+    for ws in workspaces:
+        await ws.close()
+
+
+async def runs_of(ws: Workspace, agent_id: str) -> list[dict[str, Any]]:
+    """The agent's runs, oldest first."""
+    runs = await ws.app.store.runs.list(agent_id=agent_id, limit=1000)
+    return [
+        {"id": r.id, "thread_id": r.thread_id, "request": r.request or {}, "status": r.status}
+        for r in reversed(runs)
+    ]
+
+
+async def test_each_tick_fires_once_with_its_own_message(project: Path, opened: Any) -> None:
+    schedules(
+        project,
+        '[schedules.ping]\nagent = "bot"\nevery = "10s"\n'
+        'message = "Ping {{input.who}} at {{input.fire_time}}"\ninput = { who = "ops" }\n'
+        'overlap = "queue"\n'
+        '[schedules.pong]\nagent = "other"\nevery = "20s"\nmessage = "Pong {{input.fire_date}}"\n',
+    )
+    clock = Clock()
+    ws, scheduler = await opened(clock)
+    assert await scheduler.fire_due() == []  # seen for the first time: from now on
+    clock.now = T0 + 10
+    fired = await scheduler.fire_due()
+    assert [(f.schedule, f.tick, f.outcome) for f in fired] == [("ping", T0 + 10, "queued")]
+    assert await scheduler.fire_due() == []  # the same tick again: nothing
+    clock.now = T0 + 25  # ping's T0+20 (5 s late: on time) and pong's T0+20
+    fired = await scheduler.fire_due()
+    assert sorted((f.schedule, f.tick) for f in fired) == [("ping", T0 + 20), ("pong", T0 + 20)]
+    bot, other = await runs_of(ws, "bot"), await runs_of(ws, "other")
+    assert len(bot) == 2 and len(other) == 1
+    first, second = (r["request"]["message"] for r in bot)
+    assert first.startswith("Ping ops at 2027-01-15T08:00:10") and first != second
+    assert other[0]["request"]["message"] == "Pong 2027-01-15"
+    assert all(r["request"]["background"] for r in bot + other)
+    assert len({r["thread_id"] for r in bot}) == 2  # thread = "new": a thread each time
+
+
+async def test_a_refused_decision_queues_nothing_and_the_next_look_fires(
+    project: Path, opened: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that dies (or fails) before its commit leaves the tick to the next look."""
+    schedules(project, '[schedules.ping]\nagent = "bot"\nevery = "10s"\nmessage = "ping"\n')
+    clock = Clock()
+    ws, scheduler = await opened(clock)
+    await scheduler.fire_due()
+    clock.now = T0 + 10
+    calls = 0
+    real = ws.app.store.mailbox.enqueue
+
+    async def crash(*args: Any, **kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        raise ConnectionError("the process died mid-tick")
+
+    monkeypatch.setattr(ws.app.store.mailbox, "enqueue", crash)
+    with pytest.raises(ConnectionError):
+        await scheduler.fire_due()
+    assert await runs_of(ws, "bot") == []
+    monkeypatch.setattr(ws.app.store.mailbox, "enqueue", real)
+    fired = await scheduler.fire_due()
+    assert [(f.tick, f.outcome) for f in fired] == [(T0 + 10, "queued")]
+    assert len(await runs_of(ws, "bot")) == 1
+
+
+async def test_two_processes_on_one_tick_queue_one_run(project: Path, opened: Any) -> None:
+    schedules(project, '[schedules.ping]\nagent = "bot"\nevery = "10s"\nmessage = "ping"\n')
+    clock = Clock()
+    ws, one = await opened(clock)
+    _, two = await opened(clock)
+    await one.fire_due()
+    clock.now = T0 + 10
+    state = (await ws.app.store.schedules.states())["ping"]
+    decided = await one.fire_due()
+    # the other looked at the same cursor: its decision is refused whole
+    assert await two._decide(two.schedules["ping"], state, T0 + 10, clock.now) == []
+    assert len(decided) == 1 and len(await runs_of(ws, "bot")) == 1
+
+
+@pytest.mark.parametrize("missed", ["skip", "once"])
+async def test_ticks_missed_while_nothing_ran(project: Path, opened: Any, missed: str) -> None:
+    schedules(
+        project,
+        f'[schedules.ping]\nagent = "bot"\nevery = "10s"\nmessage = "ping"\nmissed = "{missed}"\n'
+        'overlap = "queue"\n',
+    )
+    clock = Clock()
+    ws, scheduler = await opened(clock)
+    await scheduler.fire_due()
+    clock.now = T0 + 10
+    await scheduler.fire_due()
+    clock.now = T0 + 110 + 3  # ticks T0+20 … T0+100 passed with no process: 9, then T0+110
+    fired = await scheduler.fire_due()
+    outcomes = [(f.tick, f.outcome, f.missed) for f in fired]
+    if missed == "skip":
+        assert outcomes == [(T0 + 100, "skipped", 9), (T0 + 110, "queued", 0)]
+        assert "missed: 9 ticks" in (fired[0].reason or "")
+    else:
+        assert outcomes == [(T0 + 100, "queued", 9), (T0 + 110, "queued", 0)]
+    runs = await runs_of(ws, "bot")
+    assert len(runs) == (2 if missed == "skip" else 3)
+    clock.now = T0 + 120  # back to normal
+    assert [(f.tick, f.outcome) for f in await scheduler.fire_due()] == [(T0 + 120, "queued")]
+
+
+async def test_a_clock_set_back_fires_nothing_twice(project: Path, opened: Any) -> None:
+    schedules(
+        project,
+        '[schedules.ping]\nagent = "bot"\nevery = "10s"\nmessage = "ping"\noverlap = "queue"\n',
+    )
+    clock = Clock()
+    ws, scheduler = await opened(clock)
+    await scheduler.fire_due()
+    for now in (T0 + 10, T0 + 20, T0 + 30):
+        clock.now = now
+        await scheduler.fire_due()
+    clock.now = T0 + 5  # set back by 25 s, then forward again
+    assert await scheduler.fire_due() == []
+    clock.now = T0 + 30
+    assert await scheduler.fire_due() == []
+    clock.now = T0 + 40
+    assert [f.tick for f in await scheduler.fire_due()] == [T0 + 40]
+    assert len(await runs_of(ws, "bot")) == 4
+    # a restart (a new process) starts from the cursor kept in the store
+    _, restarted = await opened(clock)
+    assert await restarted.fire_due() == []
+
+
+@pytest.mark.parametrize("overlap", ["skip", "queue"])
+async def test_overlap_while_the_last_fire_runs(project: Path, opened: Any, overlap: str) -> None:
+    schedules(
+        project,
+        '[schedules.ping]\nagent = "bot"\nevery = "10s"\nmessage = "ping"\n'
+        f'overlap = "{overlap}"\n',
+    )
+    clock = Clock()
+    ws, scheduler = await opened(clock)
+    await scheduler.fire_due()
+    clock.now = T0 + 10
+    first = (await scheduler.fire_due())[0]
+    clock.now = T0 + 20  # the first fire's run is still queued: no worker yet
+    second = (await scheduler.fire_due())[0]
+    if overlap == "skip":
+        assert second.outcome == "skipped"
+        assert second.reason is not None and first.run_id in second.reason
+        assert "overlap" in second.reason
+    else:
+        assert second.outcome == "queued" and second.run_id != first.run_id
+    served = await ws.worker().run(until_idle=True)
+    assert served == (1 if overlap == "skip" else 2)
+    clock.now = T0 + 30  # the run ended: the next tick fires whatever the rule
+    assert (await scheduler.fire_due())[0].outcome == "queued"
+
+
+async def test_a_disabled_agent_and_a_spent_budget_are_skipped_with_their_reasons(
+    project: Path, agent: Agent, opened: Any, mock: MockProvider
+) -> None:
+    schedules(
+        project,
+        "[budgets]\nglobal_daily_usd = 0.01\n"
+        '[schedules.ping]\nagent = "bot"\nevery = "10s"\nmessage = "ping"\n'
+        '[schedules.off]\nagent = "sleepy"\nevery = "10s"\nmessage = "wake"\n',
+    )
+    agent("sleepy", "name: Sleepy\nenabled: false")
+    clock = Clock()
+    ws, scheduler = await opened(clock)
+    await scheduler.fire_due()
+    clock.now = T0 + 10
+    fired = {f.schedule: f for f in await scheduler.fire_due()}
+    assert fired["off"].outcome == "skipped"
+    assert (fired["off"].reason or "").startswith("agent_disabled")
+    assert fired["ping"].outcome == "queued"
+    mock.queue(Reply(text="spent it", input_tokens=20_000, output_tokens=10))
+    await ws.worker().run(until_idle=True)  # spends past the day's limit
+    clock.now = T0 + 20
+    fired = {f.schedule: f for f in await scheduler.fire_due()}
+    assert fired["ping"].outcome == "skipped"
+    assert (fired["ping"].reason or "").startswith("budget_exceeded")
+    shown = await scheduler.fires("ping")
+    assert [f.result for f in shown] == ["skipped", "completed"]
+
+
+async def test_a_scheduled_run_is_a_background_run(
+    project: Path, opened: Any, mock: MockProvider
+) -> None:
+    """Its prompt says nobody watches (on the request the model received); what it has for
+    people goes to the person's DM with its agent, and its failure too."""
+    schedules(project, '[schedules.ping]\nagent = "bot"\nevery = "10s"\nmessage = "ping"\n')
+    clock = Clock()
+    ws, scheduler = await opened(clock)
+    await scheduler.fire_due()
+    clock.now = T0 + 10
+    await scheduler.fire_due()
+    await ws.worker().run(until_idle=True)
+    system = mock.requests[-1].body["messages"][0]["content"]
+    assert "## Background run" in system
+    # a run of the same agent that is not scheduled has no such note
+    await ws.runner.run_agent("bot", "bot-direct", "hello")
+    assert "## Background run" not in mock.requests[-1].body["messages"][0]["content"]
