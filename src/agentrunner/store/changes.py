@@ -29,6 +29,7 @@ from agentrunner.store.wake import ALL, SEPARATOR
 __all__ = [
     "APPROVALS_KEY",
     "FALLBACK_S",
+    "SCHEDULES_KEY",
     "Changes",
     "Watch",
     "channel_key",
@@ -49,6 +50,7 @@ _MAX_PAYLOAD = 7_900  # bytes: PostgreSQL refuses a NOTIFY payload of 8,000
 
 
 APPROVALS_KEY = "approvals"  # what waits for a person changed (docs/approvals.md)
+SCHEDULES_KEY = "schedules"  # a schedule fired, skipped, paused or resumed (docs/schedules.md)
 
 
 def run_key(run_id: str) -> str:

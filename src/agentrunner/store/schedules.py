@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agentrunner.store.changes import SCHEDULES_KEY
 from agentrunner.store.drivers import Op
 from agentrunner.store.repositories import Repository
 

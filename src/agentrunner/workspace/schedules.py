@@ -355,6 +355,7 @@ class Scheduler:
         ``enqueue`` span (telemetry on); nothing, when another process decided first."""
         tracing = self.app.engine.tracing
         run_ids = [run.id for run in decision.runs]
+        decision.ops.append(self.store.schedules.changed())
         with tracing.enqueue(f"schedule {schedule.name}") as (span, carrier):
             try:
                 if decision.runs:
@@ -438,9 +439,7 @@ class Scheduler:
         """From now on: the ticks that passed while it was paused are not run."""
         schedule = self.get(name)
         now = self.clock()
-        cursor = schedule.ticks.at_or_before(now) or now
-        if not await self.store.schedules.resume(name, cursor):
-            await self.store.schedules.start([(name, cursor)])
+        await self.store.schedules.resume(name, schedule.ticks.at_or_before(now) or now)
 
     async def run_now(self, name: str) -> Fire:
         """Fire ``name`` once, now, whatever its ticks (a person's ``run-now``): its run
