@@ -137,19 +137,24 @@ class ScheduleRows(Repository):
             now=time.time(),
         )
 
-    async def pause(self, name: str, cursor: float) -> None:
-        await self.db.execute(
-            self.sql["schedule_pause"],
-            {"name": name, "cursor_ms": to_ms(cursor), "now": time.time()},
-        )
+    def changed(self) -> Op:
+        """Word to the readers of schedules (a page, a stream) that one changed."""
+        return self.changed_op(SCHEDULES_KEY)
 
-    async def resume(self, name: str, cursor: float) -> bool:
-        """Resumed from ``cursor`` (now's tick); False when it was never paused or started."""
-        changed = await self.db.execute(
-            self.sql["schedule_resume"],
-            {"name": name, "cursor_ms": to_ms(cursor), "now": time.time()},
+    async def pause(self, name: str, cursor: float) -> None:
+        op = self.op("schedule_pause", name=name, cursor_ms=to_ms(cursor), now=time.time())
+        await self.db.batch([op, self.changed()])
+
+    async def resume(self, name: str, cursor: float) -> None:
+        """Resumed from ``cursor`` (now's tick): started there when it never was."""
+        now = time.time()
+        await self.db.batch(
+            [
+                self.op("schedule_start", name=name, cursor_ms=to_ms(cursor), now=now),
+                self.op("schedule_resume", name=name, cursor_ms=to_ms(cursor), now=now),
+                self.changed(),
+            ]
         )
-        return changed > 0
 
     async def live_run(self, schedule: str) -> str | None:
         """The newest fire's run while it has not ended (queued, running or waiting)."""
