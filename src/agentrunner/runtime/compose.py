@@ -31,6 +31,7 @@ from agentrunner.run.runner import AgentRunner
 from agentrunner.store.store import open_store
 from agentrunner.telemetry.setup import start_tracing
 from agentrunner.workspace.channels.service import CHANNEL_TOOLS
+from agentrunner.workspace.schedules import check_schedule, project_schedules
 from agentrunner.workspace.tasks.cache import open_cache
 from agentrunner.workspace.tasks.task import Outcome, TaskRunner
 from agentrunner.workspace.workspace import Workspace
@@ -227,8 +228,42 @@ def check_project(project: Project) -> ProjectCheck:
             if budget is not None and _unpriced(models, resolved):
                 unpriced = price_unknown(resolved.ref, budget)
                 check.problems.append(configured_model_error(config, unpriced))
+    _schedules(check, project)
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
+
+
+def _schedules(check: ProjectCheck, project: Project) -> None:
+    """Each schedule checked against the project (``schedules.check_schedule``), its problems
+    located at their keys: in agentrunner.toml, or in its agent's file."""
+    config = project.config
+    try:
+        schedules = project_schedules(config, project.agents)
+    except AgentRunnerError as exc:
+        check.problems.append(exc)
+        return
+    for schedule in schedules.values():
+        own = schedule.name not in config.schedules
+        spec = project.agents.get(schedule.agent) if own else None
+        for key, message, stops in check_schedule(config, project.agents, schedule):
+            if spec is not None:
+                line = spec.line_of(f"schedule.{key}") or spec.line_of("schedule")
+                file = display_path(spec.path)
+            else:
+                file = display_path(config.path) if config.path else CONFIG_FILE
+                line = config.line_of("schedules", schedule.name, key)
+            if stops:
+                check.problems.append(
+                    AgentRunnerError(
+                        ErrorCode.INVALID_SPECIFICATION,
+                        f"schedule '{schedule.name}': {message}",
+                        file=file,
+                        line=line,
+                        hint="See docs/schedules.md.",
+                    )
+                )
+            else:
+                check.warnings.append(f"{file}:{line}: schedule '{schedule.name}': {message}")
 
 
 def _approval_names(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -43,24 +44,35 @@ from agentrunner.store.schedules import Fire, ScheduleState
 from agentrunner.workspace.queueing import queue_runs
 
 if TYPE_CHECKING:
-    from agentrunner.run.app import App
+    from agentrunner.agents.registry import AgentRegistry
+    from agentrunner.config import Config
     from agentrunner.run.runner import AgentRunner
+    from agentrunner.store.store import Store
     from agentrunner.workspace.channels import ChannelService
 
-__all__ = ["FIRE_INPUTS", "ScheduleView", "Scheduler", "project_schedules"]
+__all__ = [
+    "FIRE_INPUTS",
+    "ScheduleView",
+    "Scheduler",
+    "check_schedule",
+    "project_schedules",
+    "schedule_views",
+]
 
 log = logging.getLogger("agentrunner.schedules")
 
+# (key, message, whether it stops the schedule firing: a problem; else a warning)
+Problem = tuple[str, str, bool]
 LATE_S = 60.0  # a tick older than this (or than its period) when first looked at was missed
 FIRE_INPUTS = ("schedule", "fire_time", "fire_date")  # what a message may name besides input
 
 
-def project_schedules(app: App) -> dict[str, Schedule]:
+def project_schedules(config: Config, agents: AgentRegistry) -> dict[str, Schedule]:
     """The project's schedules by name: ``[schedules.NAME]`` and each agent file's own
     ``schedule:`` (named after its agent). A name written in both is refused at its line."""
-    found = dict(app.config.schedules)
-    for agent_id in app.agents.ids():
-        own = app.agents.get(agent_id).schedule
+    found = dict(config.schedules)
+    for agent_id in agents.ids():
+        own = agents.get(agent_id).schedule
         if own is None:
             continue
         if own.name in found:
@@ -69,31 +81,68 @@ def project_schedules(app: App) -> dict[str, Schedule]:
                 f"schedule '{own.name}' is written twice: in agentrunner.toml and as "
                 f"{agent_id}'s own schedule:",
                 file=own.source,
-                hint="Rename [schedules." + own.name + "] or remove one of them.",
+                hint=f"Rename [schedules.{own.name}] or remove one of them.",
             )
         found[own.name] = own
     return found
 
 
-def check_schedule(app: App, schedule: Schedule) -> list[str]:
-    """What is wrong with ``schedule`` in this project, in words: an unknown agent, a channel
-    not declared, a message naming an input it does not have."""
-    problems = []
-    if schedule.agent not in app.agents:
-        problems.append(f"its agent '{schedule.agent}' has no file in agents/")
-    for channel in (schedule.channel, schedule.notify):
-        if channel is not None and channel not in app.config.channels:
-            problems.append(f"#{channel} is not declared: add [channels.{channel}] members = […]")
+async def schedule_views(
+    store: Store, schedules: Mapping[str, Schedule], now: float
+) -> list[ScheduleView]:
+    """Every schedule by name, with its state, next tick, newest fire and counts: what
+    ``schedules``, ``status``, the API and the dashboard show."""
+    if not schedules:
+        return []
+    states = await store.schedules.states()
+    last = await store.schedules.last()
+    counts = await store.schedules.counts()
+    views = []
+    for name, schedule in sorted(schedules.items()):
+        state = states.get(name)
+        views.append(
+            ScheduleView(
+                schedule,
+                bool(state and state.paused),
+                schedule.ticks.after(now),
+                last.get(name),
+                counts.get(name, {}),
+            )
+        )
+    return views
+
+
+def check_schedule(config: Config, agents: AgentRegistry, schedule: Schedule) -> list[Problem]:
+    """What is wrong with ``schedule`` in this project, each at its key: an unknown agent, a
+    message naming an input it does not have (problems); a channel not declared in
+    agentrunner.toml, which must then be made before it fires (a warning)."""
+    problems: list[Problem] = []
+    if schedule.agent not in agents and schedule.agent not in agents.partial:
+        problems.append(("agent", f"no agent '{schedule.agent}' in agents/", True))
+    for key, channel in (("channel", schedule.channel), ("notify", schedule.notify)):
+        if channel is not None and channel not in config.channels:
+            problems.append(
+                (
+                    key,
+                    f"#{channel} is not declared in agentrunner.toml ([channels.{channel}]): "
+                    "its fires are skipped until it is made (`agentrunner channels create`)",
+                    False,
+                )
+            )
     try:
         template = Template.parse(schedule.message, file=schedule.source)
     except AgentRunnerError as exc:
-        return [*problems, exc.message]
+        return [*problems, ("message", exc.message, True)]
     for placeholder in template.placeholders:
-        key = placeholder.path[0] if placeholder.path else ""
-        if not placeholder.optional and key not in schedule.input and key not in FIRE_INPUTS:
+        name = placeholder.path[0] if placeholder.path else ""
+        if not placeholder.optional and name not in schedule.input and name not in FIRE_INPUTS:
             problems.append(
-                f"its message names {{{{{placeholder.dotted}}}}}, which neither its input nor "
-                f"the fire ({', '.join(FIRE_INPUTS)}) gives"
+                (
+                    "message",
+                    f"the message names {{{{{placeholder.dotted}}}}}, which neither its input "
+                    f"nor the fire ({', '.join(FIRE_INPUTS)}) gives",
+                    True,
+                )
             )
     return problems
 
@@ -167,7 +216,7 @@ class Scheduler:
         self.channels = channels
         self.clock = clock
         self.poll_s = poll_s
-        self.schedules = project_schedules(self.app)
+        self.schedules = project_schedules(self.app.config, self.app.agents)
         self._started: set[str] = set()
 
     # -- firing ----------------------------------------------------------------------------
@@ -255,7 +304,11 @@ class Scheduler:
         if reason is not None:
             self._skip(decision, schedule, tick, reason, missed)
             return live
-        run = await self._run(decision, schedule, tick)
+        try:
+            run = await self._run(decision, schedule, tick)
+        except AgentRunnerError as exc:  # its channel or thread is not there to take it
+            self._skip(decision, schedule, tick, f"{exc.code}: {exc.message}", missed)
+            return live
         decision.ops.append(
             self.store.schedules.fire_op(
                 schedule.name, tick, "queued", reason=why, run_id=run.id, missed=missed
@@ -331,6 +384,13 @@ class Scheduler:
                 channel_id=channel.id,
             )
         thread_id = new_id(f"{schedule.agent}-") if schedule.thread == "new" else schedule.thread
+        thread = await self.store.threads.get(thread_id)
+        if thread is not None and thread.agent_id != schedule.agent:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"thread '{thread_id}' belongs to agent '{thread.agent_id}'",
+                hint='Name a thread of its own, or thread = "new".',
+            )
         decision.ops.append(self.store.threads.create_op(thread_id, schedule.agent))
         notify = await self._notify_channel(schedule)
         request = {
@@ -398,10 +458,11 @@ class Scheduler:
         """The schedule ``name``; ``not_found`` naming the project's schedules otherwise."""
         found = self.schedules.get(name)
         if found is None:
+            near = difflib.get_close_matches(name, list(self.schedules), n=1, cutoff=0.6)
             names = ", ".join(sorted(self.schedules)) or "none yet"
             raise AgentRunnerError(
                 ErrorCode.NOT_FOUND,
-                f"no schedule '{name}'",
+                f"no schedule '{name}'" + (f" (did you mean '{near[0]}'?)" if near else ""),
                 hint=f"The project's schedules: {names} (`agentrunner schedules`).",
                 details={"not_found": "schedule"},
             )
@@ -409,23 +470,7 @@ class Scheduler:
 
     async def overview(self) -> list[ScheduleView]:
         """Every schedule, with its state, next tick, newest fire and counts."""
-        states = await self.store.schedules.states()
-        last = await self.store.schedules.last()
-        counts = await self.store.schedules.counts()
-        now = self.clock()
-        views = []
-        for name, schedule in sorted(self.schedules.items()):
-            state = states.get(name)
-            views.append(
-                ScheduleView(
-                    schedule,
-                    bool(state and state.paused),
-                    schedule.ticks.after(now),
-                    last.get(name),
-                    counts.get(name, {}),
-                )
-            )
-        return views
+        return await schedule_views(self.store, self.schedules, self.clock())
 
     async def fires(self, name: str, limit: int = 20) -> list[Fire]:
         self.get(name)

@@ -6,17 +6,19 @@ from ``spend``, as ``cost`` and the budget check do.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.run.spend import LimitUse, Spend, spend_report
 from agentrunner.workspace.approvals import waiting_runs
+from agentrunner.workspace.schedules import ScheduleView, schedule_views
 
 if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
-    from agentrunner.config import Budgets
+    from agentrunner.config import Budgets, Schedule
     from agentrunner.store.store import Store
 
 __all__ = ["STATES", "AgentStatus", "ProjectStatus", "project_status"]
@@ -72,6 +74,8 @@ class ProjectStatus:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     # The runs that wait for a person, oldest first, each with what it waits on.
     waiting: list[dict[str, Any]] = field(default_factory=list)
+    # The project's schedules, each with its next and last fire (docs/schedules.md).
+    schedules: list[ScheduleView] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[LimitUse]:
@@ -89,6 +93,7 @@ class ProjectStatus:
             "session": self.session,
             "jobs": self.jobs,
             "waiting": self.waiting,
+            "schedules": [view.to_dict() for view in self.schedules],
         }
 
 
@@ -98,9 +103,11 @@ async def project_status(
     budgets: Budgets,
     *,
     floors: Mapping[str, int] | None = None,
+    schedules: Mapping[str, Schedule] | None = None,
 ) -> ProjectStatus:
     """The project now. ``floors``: each agent's smallest request (``budgets.request_floors``),
-    so that a daily limit that cannot pay for one shows as exhausted."""
+    so that a daily limit that cannot pay for one shows as exhausted; ``schedules``: the
+    project's (``schedules.project_schedules``), listed with their next and last fires."""
     specs = _chart_order(list(agents))
     spend = await spend_report(store, budgets, agents=[spec.id for spec, _ in specs], floors=floors)
     depths = await store.mailbox.depths()
@@ -126,6 +133,7 @@ async def project_status(
             )
         )
     session, jobs = await _company(store)
+    views = await schedule_views(store, schedules or {}, time.time())
     return ProjectStatus(
         agents=rows,
         org_chart=any(spec.reports_to is not None for spec, _ in specs),
@@ -135,6 +143,7 @@ async def project_status(
         problems=len({p.file for p in agents.problems}),
         session=session,
         jobs=jobs,
+        schedules=views,
         waiting=[
             {
                 "run_id": run_id,

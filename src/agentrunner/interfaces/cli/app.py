@@ -18,6 +18,7 @@ from agentrunner.interfaces.cli import (
     cost,
     project,
     run,
+    schedules,
     serve,
     tasks,
     threads_runs,
@@ -101,3 +102,4 @@ app.add_typer(workspace.channels_app, name="channels")
 app.add_typer(agents.app, name="agents")
 app.add_typer(threads_runs.threads_app, name="threads")
 app.add_typer(threads_runs.runs_app, name="runs")
+app.add_typer(schedules.app, name="schedules")

@@ -250,11 +250,18 @@ def status(
     that wait for a person's decision, and on what; live workers; the daily limits nearly or
     wholly used up."""
     from agentrunner.interfaces.cli.cost import floors_of, with_project_store
+    from agentrunner.workspace.schedules import project_schedules
     from agentrunner.workspace.status import project_status
 
     async def work(project: Project, store: Store) -> ProjectStatus:
         floors = await floors_of(project, store)
-        return await project_status(store, project.agents, project.config.budgets, floors=floors)
+        return await project_status(
+            store,
+            project.agents,
+            project.config.budgets,
+            floors=floors,
+            schedules=project_schedules(project.config, project.agents),
+        )
 
     report = with_project_store(work)
     if as_json:
@@ -324,6 +331,7 @@ def _print_status(report: ProjectStatus) -> None:
                 f"[bold]{escape(request['tool'])}[/] ({escape(request['id'])}) [dim]· "
                 f"agentrunner approve {escape(request['id'])}[/]"
             )
+    _print_schedules(report)
     out.print(f"today (UTC): {usd(report.spent_today.micros)} spent")
     for use in report.warnings:
         color = "red" if use.state == "exceeded" else "yellow"
@@ -333,6 +341,22 @@ def _print_status(report: ProjectStatus) -> None:
             out.print(f"[green]worker[/] {escape(w['id'])} · concurrency {w['concurrency']}")
     else:
         out.print("[dim]no live workers (post and dm serve the mailboxes themselves)[/]")
+
+
+def _print_schedules(report: ProjectStatus) -> None:
+    """A line per schedule: its state, next fire and last fire's outcome (a failure in red)."""
+    from agentrunner.interfaces.cli.schedules import fire_words, moment
+
+    for view in report.schedules:
+        s = view.schedule
+        line = f"[magenta]schedule[/] {escape(s.name)} · {escape(s.agent)} → {escape(s.target)}"
+        if view.state != "active":
+            line += f" · [dim]{view.state}[/]"
+        else:
+            line += f" · next {moment(view.next_tick)}"
+        if view.last is not None:
+            line += f" · last {moment(view.last.tick)} {fire_words(view.last)}"
+        out.print(line)
 
 
 def _branches(depths: list[int]) -> list[str]:
