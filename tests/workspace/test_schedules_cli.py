@@ -4,6 +4,7 @@ mistakes a person makes (a bad cron expression, a misspelt name)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -43,7 +44,8 @@ def cli(project: Path, *args: str, check: bool = True) -> subprocess.CompletedPr
 
 
 def shown(project: Path, name: str = "pulse", limit: int = 100) -> dict[str, Any]:
-    return json.loads(cli(project, "schedules", "show", name, "--limit", str(limit), "--json").stdout)
+    done = cli(project, "schedules", "show", name, "--limit", str(limit), "--json")
+    return json.loads(done.stdout)
 
 
 def wait_for(predicate: Any, what: str, seconds: float = 60.0) -> Any:
@@ -83,7 +85,7 @@ def test_a_worker_fires_a_schedule_at_its_pace_and_pause_and_run_now_work(fresh:
         fires = shown(fresh)["fires"]
         ticks = sorted(f["tick"] for f in fires)
         # every tick since the first decided once: 2 s apart, none left out, none twice
-        assert [b - a for a, b in zip(ticks, ticks[1:], strict=False)] == [2.0] * (len(ticks) - 1)
+        assert [b - a for a, b in itertools.pairwise(ticks)] == [2.0] * (len(ticks) - 1)
         listed = cli(fresh, "schedules").stdout
         assert "pulse" in listed and "every 2 s" in listed and "#general" in listed
         assert "completed" in listed
