@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentrunner.runtime.compose import open_workspace
-from agentrunner.testing import MockProvider, Reply
+from agentrunner.testing import Fault, MockProvider, Reply
 from agentrunner.workspace.schedules import Scheduler
 from agentrunner.workspace.workspace import Workspace
 from tests.runner.conftest import Agent
@@ -245,3 +245,50 @@ async def test_a_scheduled_run_is_a_background_run(
     # a run of the same agent that is not scheduled has no such note
     await ws.runner.run_agent("bot", "bot-direct", "hello")
     assert "## Background run" not in mock.requests[-1].body["messages"][0]["content"]
+
+
+async def notices(ws: Workspace, channel_name: str) -> list[str]:
+    channel = await ws.app.store.channels.by_name(channel_name)
+    assert channel is not None, channel_name
+    messages = await ws.app.store.channels.after(channel.id, "", 1000)
+    return [m.content for m in messages if m.sender_kind == "notice"]
+
+
+async def test_what_a_background_run_has_for_people_reaches_them(
+    project: Path, agent: Agent, opened: Any, mock: MockProvider
+) -> None:
+    """A run on a thread: its notify_user and its failure go to the person's DM with the agent;
+    a run posting in a channel: to the channel — never only to a live caller there is not."""
+    agent("bot", "name: bot\ncapabilities: [notify]")
+    schedules(
+        project,
+        '[channels.ops]\nmembers = ["bot", "you"]\n'
+        '[schedules.check]\nagent = "bot"\nevery = "10s"\nmessage = "check"\n'
+        '[schedules.post]\nagent = "bot"\nevery = "10s"\nmessage = "post"\nchannel = "ops"\n'
+        'overlap = "queue"\n',
+    )
+    clock = Clock()
+    ws, scheduler = await opened(clock)
+    await scheduler.fire_due()
+    clock.now = T0 + 10
+    mock.queue(
+        Reply(tool_calls=[("notify_user", {"message": "the disk is 91% full"})]),
+        Reply(text="checked"),
+        Reply(tool_calls=[("notify_user", {"message": "posted the numbers"})]),
+        Reply(text="numbers: 4, 2"),
+    )
+    fired = await scheduler.fire_due()
+    assert sorted(f.schedule for f in fired) == ["check", "post"]
+    await ws.worker(concurrency=1).run(until_idle=True)  # in order: the replies are one queue
+    assert await notices(ws, "dm:bot:you") == ["bot notifies: the disk is 91% full"]
+    assert await notices(ws, "ops") == ["bot notifies: posted the numbers"]
+
+    clock.now = T0 + 20  # the next fire of the thread schedule fails
+    mock.queue(Reply(fault=Fault.http(401)), Reply(text="numbers: 5"))
+    await scheduler.fire_due()
+    await ws.worker(concurrency=1).run(until_idle=True)  # in order: the replies are one queue
+    failed = (await notices(ws, "dm:bot:you"))[-1]
+    assert failed.startswith("bot failed (provider_auth)")
+    shown = {v.schedule.name: v.last for v in await scheduler.overview() if v.last is not None}
+    assert shown["check"].result == "failed" and shown["check"].error_code == "provider_auth"
+    assert shown["post"].result == "completed"
