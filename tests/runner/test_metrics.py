@@ -464,3 +464,55 @@ async def test_each_wait_for_a_person_is_a_span_and_measured_by_decision(
     span = spans["approval note_create"]
     assert span.attributes["agentrunner.approval.by"] == "ana"
     assert span.end_time - span.start_time >= 50_000_000
+
+
+async def test_each_fire_of_a_schedule_is_a_span_and_counted_by_outcome(
+    agent: Agent,
+    mock: MockProvider,
+    project: Path,
+    measured: Measured,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A fire is a `fire NAME` span with its tick and outcome, under the enqueue span whose
+    trace its run continues; fires are counted per schedule and outcome."""
+    from agentrunner.workspace.schedules import Scheduler
+
+    telemetry(project, "enabled = true")
+    agent("clerk")
+    agent("sleepy", "name: sleepy\nenabled: false")
+    with (project / "agentrunner.toml").open("a") as config:
+        config.write(
+            '\n[schedules.tick]\nagent = "clerk"\nevery = "10s"\nmessage = "tick"\n'
+            '[schedules.idle]\nagent = "sleepy"\nevery = "10s"\nmessage = "idle"\n'
+        )
+    now = [1_800_000_000.0]
+    workspace = await open_workspace(project)
+    try:
+        scheduler = Scheduler(workspace.runner, workspace.channels, clock=lambda: now[0])
+        await scheduler.fire_due()
+        now[0] += 10
+        fired = {f.schedule: f for f in await scheduler.fire_due()}
+        await workspace.worker().run(until_idle=True)
+        await workspace.runner.effects.drain()
+        done = measured.collect()
+    finally:
+        await workspace.close()
+    fires = "agentrunner.schedule.fires"
+    queued, skipped = "queued", "skipped"
+    key = "agentrunner__schedule__"
+    assert done.total(fires, **{f"{key}name": "tick", f"{key}outcome": queued}) == 1
+    assert done.total(fires, **{f"{key}name": "idle", f"{key}outcome": skipped}) == 1
+    assert done.total(fires) == 2
+    finished = list(exporter.get_finished_spans())
+    spans = {s.name: s for s in finished}
+    tick = spans["fire tick"].attributes or {}
+    assert tick["agentrunner.schedule.outcome"] == queued
+    assert tick["agentrunner.run.id"] == fired["tick"].run_id
+    assert tick["agentrunner.schedule.tick"] == 1_800_000_010.0
+    idle = spans["fire idle"].attributes or {}
+    assert str(idle["agentrunner.schedule.reason"]).startswith("agent_disabled")
+    # the run it queued continued the trace of the enqueue that queued it
+    enqueue = spans["enqueue schedule tick"]
+    run = next(s for s in finished if s.name.startswith("invoke_agent clerk"))
+    assert run.context is not None and enqueue.context is not None
+    assert run.context.trace_id == enqueue.context.trace_id
