@@ -227,11 +227,15 @@ class Scheduler:
         active = [s for s in self.schedules.values() if s.enabled]
         if not active:
             return
+        failing = False
         while not stopping.is_set():
             try:
                 await self.fire_due()
-            except Exception as exc:
-                log.warning("firing schedules failed (%s); trying again", exc)
+                failing = False
+            except Exception as exc:  # said once until it works again: an outage is long
+                if not failing:
+                    log.warning("firing schedules failed (%s); trying again", exc)
+                failing = True
             now = self.clock()
             upcoming = [t for s in active if (t := s.ticks.after(now)) is not None]
             wait = min([*(t - now for t in upcoming), self.poll_s])

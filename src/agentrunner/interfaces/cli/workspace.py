@@ -237,6 +237,9 @@ def worker(
         err.print(
             f"[green]worker {escape(serving.id)}[/] serving with concurrency {serving.concurrency}"
         )
+        fired = [s.name for s in ws.schedules.schedules.values() if s.enabled]
+        if fired:
+            err.print(f"firing {len(fired)} schedule(s): {escape(', '.join(sorted(fired)))}")
         served = await serving.run()
         err.print(f"[dim]stopped after {served} run(s)[/]")
 
