@@ -63,7 +63,7 @@ def fire_words(fire: Fire) -> str:
     """A fire's outcome in color, with its reason when it was skipped or stood for missed ticks."""
     result = fire.result
     shown = f"[{_OUTCOME_COLORS.get(result, 'white')}]{result}[/]"
-    if fire.error_code:
+    if fire.error_code and fire.error_code != result:
         shown += f" ({escape(fire.error_code)})"
     if fire.reason:
         shown += f" [dim]· {escape(fire.reason)}[/]"
@@ -208,6 +208,8 @@ def run_now(name: str = typer.Argument(..., help="The schedule's name.")) -> Non
         return
     color = _OUTCOME_COLORS.get(run.status, "white")
     out.print(f"run {escape(fire.run_id)} [{color}]{run.status}[/]")
+    if run.status == "cancelled":
+        raise typer.Exit(130)  # as `run` exits at Ctrl-C
     if run.status == "failed":
         err.print(f"[red]{escape(run.error_code or '')}[/]: {escape(run.error_message or '')}")
         raise typer.Exit(1)
