@@ -3,8 +3,10 @@
 A tick is decided once however many processes look: whoever decides moves the schedule's cursor
 from where it found it (``advance_op``, guarded) in the transaction that writes the tick's fire
 and queues its run, so a process that looked at the same cursor has its whole batch refused.
-The fire row's key (schedule, tick) says the same a second time. Ticks are kept in milliseconds
-since the epoch, so equal ticks compare equal in both databases.
+The cursor only moves on (a resume after the clock went back leaves it where it is). The fire
+is guarded too, by its key (schedule, tick): a batch whose fire another wrote first is refused,
+its run with it, so the fires stored and the runs queued are the same. Ticks are kept in
+milliseconds since the epoch, so equal ticks compare equal in both databases.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ class ScheduleRows(Repository):
         run_id: str | None = None,
         missed: int = 0,
     ) -> Op:
+        """The fire at ``tick``: refuses the batch (guarded) when ``schedule`` has one there."""
         return self.op(
             "schedule_fire",
             schedule=schedule,
@@ -146,7 +149,8 @@ class ScheduleRows(Repository):
         await self.db.batch([op, self.changed()])
 
     async def resume(self, name: str, cursor: float) -> None:
-        """Resumed from ``cursor`` (now's tick): started there when it never was."""
+        """Resumed from ``cursor`` (now's tick), or from its own when that is newer (the clock
+        went back): started there when it never was."""
         now = time.time()
         await self.db.batch(
             [

@@ -40,7 +40,7 @@ from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.channels import ChannelMessage
 from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.mailbox import NewRun
-from agentrunner.store.schedules import Fire, ScheduleState
+from agentrunner.store.schedules import Fire, ScheduleState, to_ms
 from agentrunner.workspace.queueing import queue_runs
 
 if TYPE_CHECKING:
@@ -416,7 +416,8 @@ class Scheduler:
 
     async def _commit(self, schedule: Schedule, decision: _Decision, now: float) -> list[Fire]:
         """The decision written in one transaction, its runs queued in the trace of an
-        ``enqueue`` span (telemetry on); nothing, when another process decided first."""
+        ``enqueue`` span (telemetry on); nothing, when another process decided first (or, for
+        a run-now, took its instant)."""
         tracing = self.app.engine.tracing
         run_ids = [run.id for run in decision.runs]
         decision.ops.append(self.store.schedules.changed())
@@ -432,7 +433,7 @@ class Scheduler:
                     )
                 else:
                     await self.store.driver.batch(decision.ops)
-            except GuardRefused:  # another process decided these ticks first
+            except GuardRefused:  # another process decided these ticks (wrote these fires) first
                 tracing.enqueued(span, [schedule.agent], [], repeated=True)
                 return []
             tracing.enqueued(span, [schedule.agent] * len(run_ids), run_ids, repeated=False)
@@ -496,10 +497,22 @@ class Scheduler:
         ``overlap``, which only ticks follow)."""
         schedule = self.get(name)
         now = self.clock()
-        decision = _Decision()
-        await self._fire(decision, schedule, now, None, "run now, by request", 0)
-        fires = await self._commit(schedule, decision, now)
-        return fires[0]
+        at = to_ms(now)
+        while True:  # each refusal is an instant taken by another fire: the next one is free
+            at = _off_tick(schedule, at)
+            decision = _Decision()
+            await self._fire(decision, schedule, at / 1000, None, "run now, by request", 0)
+            fires = await self._commit(schedule, decision, now)
+            if fires:
+                return fires[0]
+            at += 1
+
+
+def _off_tick(schedule: Schedule, at_ms: int) -> int:
+    """``at_ms``, or the millisecond after it when a tick falls on it: fires are kept by their
+    instant to the millisecond, so a run-now never takes the one its tick's fire will have."""
+    tick = schedule.ticks.after(at_ms / 1000 - 0.001)
+    return at_ms + 1 if tick is not None and to_ms(tick) == at_ms else at_ms
 
 
 def _runs_of(decision: _Decision) -> list[str | None]:

@@ -1089,12 +1089,15 @@ ON CONFLICT (name) DO UPDATE SET paused = TRUE, updated_at = :now;
 
 -- name: schedule_resume
 -- From now on: the ticks that passed while it was paused are not missed, they were refused.
-UPDATE schedule_state SET paused = FALSE, cursor_ms = :cursor_ms, updated_at = :now
+-- The cursor never goes back (a clock set back before the resume): a tick decided stays decided.
+UPDATE schedule_state
+SET paused = FALSE, updated_at = :now,
+    cursor_ms = CASE WHEN cursor_ms < :cursor_ms THEN :cursor_ms ELSE cursor_ms END
 WHERE name = :name;
 
 -- name: schedule_fire
--- Written with its guarded schedule_advance, which decides whether the batch stands: a fire
--- another process wrote first is left as it is, and that batch is refused by its guard.
+-- guarded: a fire is written once, with its run: the batch whose fire (schedule, tick) another
+-- wrote first is refused whole, its run with it (a run-now has no cursor to guard it).
 INSERT INTO schedule_fires (schedule, tick_ms, outcome, reason, run_id, missed, fired_at)
 VALUES (:schedule, :tick_ms, :outcome, :reason, :run_id, :missed, :now)
 ON CONFLICT (schedule, tick_ms) DO NOTHING;
