@@ -389,9 +389,13 @@ class _Reader:
             else None
         )
         approval, wrong = approval_rules(data.get("approval"), approval_defaults)
+        schedule, timing = Schedule.parse(
+            agent_id, data.get("schedule"), agent=agent_id, source=self.file
+        )
+        wrong = [*wrong, *((f"schedule.{k}".rstrip("."), m, h) for k, m, h in timing)]
         for key, message, hint in wrong:  # an unknown key's own line, else its block's
-            self.fail(key, message, hint, self.lines.get(key) or self.lines.get("approval"))
-        schedule = self._schedule(agent_id, data.get("schedule"), path)
+            block = self.lines.get(key.split(".")[0])
+            self.fail(key, message, hint or None, self.lines.get(key) or block)
         spec_kwargs: dict[str, Any] = {
             "id": agent_id,
             "name": name,
@@ -422,18 +426,6 @@ class _Reader:
         # Built even with problems (their fields at defaults, a broken body as empty): it is
         # what the file is, for the checks across files (reports_to) and against tools and models.
         return AgentSpec(system=system or Template.parse(""), **spec_kwargs)
-
-    def _schedule(self, agent_id: str, value: Any, path: Path | None) -> Schedule | None:
-        """The agent's own ``schedule:``, read as ``[schedules.NAME]`` is (``Schedule.parse``),
-        named after the agent."""
-        if value is None:
-            return None
-        source = str(path) if path is not None else f"{agent_id}.md"
-        schedule, wrong = Schedule.parse(agent_id, value, agent=agent_id, source=source)
-        for key, message, hint in wrong:  # the key's own line, else its block's
-            where = f"schedule.{key}" if key else "schedule"
-            self.fail(where, message, hint or None, self.lines.get(where, self.lines["schedule"]))
-        return schedule
 
     def _retry(self, value: Mapping[str, Any]) -> RetryPolicy:
         d = RetryPolicy()

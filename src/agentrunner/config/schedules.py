@@ -83,7 +83,10 @@ class Schedule:
         cls, name: str, value: Any, *, agent: str | None = None, source: str = "agentrunner.toml"
     ) -> tuple[Schedule | None, list[ScheduleProblem]]:
         """A schedule from its block; ``agent`` given (an agent file's own) is its agent, and
-        the block names none. The problems found, each located by its key."""
+        the block names none. The problems found, each located by its key; none and no
+        schedule for no block (``None``)."""
+        if value is None:
+            return None, []
         if not isinstance(value, Mapping):
             return None, [("", "a schedule must be a table of keys", _WHEN_HINT)]
         problems: list[ScheduleProblem] = []

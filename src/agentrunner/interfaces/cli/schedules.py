@@ -79,6 +79,7 @@ def schedules(
     last fire with its outcome."""
     if ctx.invoked_subcommand is not None:
         return
+
     async def work(ws: Workspace) -> tuple[list[ScheduleView], bool]:
         return await ws.schedules.overview(), bool(await ws.app.store.workers.alive())
 
