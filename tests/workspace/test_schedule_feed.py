@@ -6,15 +6,18 @@ on; a position that is none is refused naming its field."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.runtime.compose import open_workspace
 from agentrunner.store import Store
 from agentrunner.store.drivers import Op
 from agentrunner.store.schedules import Fire
 from agentrunner.workspace.feeds import FirePosition, ScheduleFeed
+from tests.runner.conftest import Agent
 
 postgres_only = pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
 T0 = 1_800_000_000.0
@@ -87,3 +90,33 @@ async def test_a_fire_of_a_transaction_that_commits_after_a_later_one_is_not_los
     resumed = ScheduleFeed(store, str(feed.position))
     assert _ticks(await _read(resumed)) == [("early", T0), ("late", T0 + 10)]
     assert _ticks(await _read(feed)) == [("early", T0), ("late", T0 + 10)]
+
+
+async def test_a_fire_as_the_scheduler_answers_it_is_the_fire_stored(
+    project: Path, agent: Agent
+) -> None:
+    """What ``fire_due`` and ``run_now`` return (what ``run-now`` and the API answer) says
+    what the stored fire says: a queued run is ``queued`` on its thread, not ``deleted``."""
+    agent("bot")
+    with (project / "agentrunner.toml").open("a") as config:
+        config.write('\n[schedules.ping]\nagent = "bot"\nevery = "10s"\nmessage = "ping"\n')
+    now = [T0]
+    ws = await open_workspace(project)
+    try:
+        ws.schedules.clock = lambda: now[0]
+        feed = ScheduleFeed(ws.app.store)
+        await feed.start()
+        await ws.schedules.fire_due()
+        now[0] = T0 + 10
+        answered = await ws.schedules.fire_due()
+        now[0] = T0 + 13
+        answered.append(await ws.schedules.run_now("ping"))
+        stored = [fire for _, fire in await _read(feed)]
+        assert [f.to_dict()["outcome"] for f in answered] == ["queued", "queued"]
+        assert all(f.thread_id and f.thread_id.startswith("bot-") for f in answered)
+        fields = ("schedule", "tick", "outcome", "reason", "run_id", "missed", "thread_id")
+        assert [{k: f.to_dict()[k] for k in fields} for f in answered] == [
+            {k: f.to_dict()[k] for k in fields} for f in stored
+        ]
+    finally:
+        await ws.close()

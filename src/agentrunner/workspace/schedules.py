@@ -372,8 +372,19 @@ class Scheduler:
                 tracing.enqueued(span, [schedule.agent], [], repeated=True)
                 return []
             tracing.enqueued(span, [schedule.agent] * len(run_ids), run_ids, repeated=False)
-            fires = [
-                Fire(schedule.name, tick, outcome, why, run_id, missed, now)
+            threads = {run.id: run.thread_id for run in decision.runs}
+            fires = [  # as the store now says them: a queued fire's run waits for a worker
+                Fire(
+                    schedule.name,
+                    tick,
+                    outcome,
+                    why,
+                    run_id,
+                    missed,
+                    now,
+                    run_status="created" if run_id else None,
+                    thread_id=threads.get(run_id) if run_id else None,
+                )
                 for (tick, outcome, why, missed), run_id in zip(
                     decision.fires, _runs_of(decision), strict=True
                 )
