@@ -438,6 +438,11 @@ class Scheduler:
             )
         return views
 
+    async def view(self, name: str) -> ScheduleView:
+        """One schedule as ``overview`` gives it (``not_found``, as ``get``, for none)."""
+        self.get(name)
+        return next(view for view in await self.overview() if view.schedule.name == name)
+
     async def fires(self, name: str, limit: int = 20) -> list[Fire]:
         self.get(name)
         return await self.store.schedules.recent(name, limit=limit)
