@@ -420,8 +420,12 @@ class ChannelMessageEvent(TypedDict):
     """a message posted to the channel (`/channels/{name}/events`)"""
 
     id: Annotated[str, "the message's id, time-ordered"]
-    sender: Annotated[str, "who posted it: an agent's id or a person's name"]
-    sender_kind: Annotated[str, "`agent`, `person` or `notice` (about an agent's run)"]
+    sender: Annotated[
+        str, "who posted it: an agent's id, a person's name, or `schedule:NAME` (a schedule's fire)"
+    ]
+    sender_kind: Annotated[
+        str, "`agent`, `person`, `notice` (about an agent's run) or `schedule` (a fire's message)"
+    ]
     content: Annotated[str, "the message's text"]
     thread: Annotated[
         str | None, "the id of the first message of its thread; null: a top-level message"

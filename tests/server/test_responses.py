@@ -42,10 +42,21 @@ OPERATIONS = {
     ("POST", "/attachments"): "upload_attachment",
     ("GET", "/attachments/{sha256}"): "get_attachment",
     ("GET", "/costs"): "get_costs",
+    ("GET", "/schedules"): "list_schedules",
+    ("GET", "/schedules/{name}"): "get_schedule",
+    ("POST", "/schedules/{name}/pause"): "pause_schedule",
+    ("POST", "/schedules/{name}/resume"): "resume_schedule",
+    ("POST", "/schedules/{name}/run"): "run_schedule_now",
+    ("GET", "/schedules/events"): "stream_schedule_fires",
     ("GET", "/v1/models"): "list_models",
     ("POST", "/v1/chat/completions"): "create_chat_completion",
 }
-STREAMS = {"stream_run_events", "stream_thread_events", "stream_channel_events"}
+STREAMS = {
+    "stream_run_events",
+    "stream_thread_events",
+    "stream_channel_events",
+    "stream_schedule_fires",
+}
 FILES = {
     "get_attachment": ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"]
 }
@@ -60,6 +71,7 @@ def test_every_route_declares_its_body_and_a_stable_operation_id(tmp_path: Path)
         create_app,
         openai_compat,
         routes,
+        schedule_routes,
     )
 
     app = create_app(tmp_path, token="t")
@@ -69,6 +81,7 @@ def test_every_route_declares_its_body_and_a_stable_operation_id(tmp_path: Path)
         *approval_routes.router.routes,
         *attachment_routes.router.routes,
         *openai_compat.router.routes,
+        *schedule_routes.router.routes,
     ]
     declared = {
         (method, route.path): route.operation_id

@@ -69,7 +69,7 @@ def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_worker_fires_a_schedule_at_its_pace_and_pause_and_run_now_work(fresh: Path) -> None:
-    assert shown(fresh)["fires"] == []
+    assert shown(fresh)["recent"] == []
     worker = subprocess.Popen(
         [sys.executable, "-m", "agentrunner", "worker"],
         cwd=fresh,
@@ -79,10 +79,10 @@ def test_a_worker_fires_a_schedule_at_its_pace_and_pause_and_run_now_work(fresh:
     )
     try:
         wait_for(
-            lambda: sum(f["outcome"] == "completed" for f in shown(fresh)["fires"]) >= 3,
+            lambda: sum(f["outcome"] == "completed" for f in shown(fresh)["recent"]) >= 3,
             "three fires answered",
         )
-        fires = shown(fresh)["fires"]
+        fires = shown(fresh)["recent"]
         ticks = sorted(f["tick"] for f in fires)
         # every tick since the first decided once: 2 s apart, none left out, none twice
         assert [b - a for a, b in itertools.pairwise(ticks)] == [2.0] * (len(ticks) - 1)
@@ -100,21 +100,21 @@ def test_a_worker_fires_a_schedule_at_its_pace_and_pause_and_run_now_work(fresh:
             "paused"
         )
         time.sleep(5)  # two ticks or more pass while paused
-        after_pause = [f for f in shown(fresh)["fires"] if f["tick"] > paused_at]
+        after_pause = [f for f in shown(fresh)["recent"] if f["tick"] > paused_at]
         assert after_pause == []
 
-        before = len(shown(fresh)["fires"])
+        before = len(shown(fresh)["recent"])
         now = cli(fresh, "schedules", "run-now", "pulse")
         assert "queued run" in now.stdout or "completed" in now.stdout
-        fired = shown(fresh)["fires"]
+        fired = shown(fresh)["recent"]
         assert len(fired) == before + 1
         assert fired[0]["reason"] == "run now, by request"
-        wait_for(lambda: shown(fresh)["fires"][0]["outcome"] == "completed", "run-now's answer")
+        wait_for(lambda: shown(fresh)["recent"][0]["outcome"] == "completed", "run-now's answer")
 
         cli(fresh, "schedules", "resume", "pulse")
         resumed_at = time.time()
         wait_for(
-            lambda: [f for f in shown(fresh)["fires"] if f["tick"] > resumed_at],
+            lambda: [f for f in shown(fresh)["recent"] if f["tick"] > resumed_at],
             "a fire after resuming",
         )
         status = json.loads(cli(fresh, "status", "--json").stdout)

@@ -39,6 +39,7 @@ SCHEDULE_KEYS: tuple[str, ...] = (
     "overlap",
 )
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_RESERVED = ("events", "stream")  # GET /schedules/events, /ui/schedules/stream: not schedules
 _WHEN_HINT = 'Write cron = "0 9 * * 1-5" (with timezone = "Europe/Paris") or every = "15m".'
 
 # (key, message, hint): where a problem is in the block, what, what to do
@@ -100,6 +101,8 @@ class Schedule:
                 wrong(str(key), f"unknown key '{key}'", f"A schedule's keys: {', '.join(keys)}.")
         if not _NAME.fullmatch(name):
             wrong("", f"{name!r} is not a schedule name", "Letters, digits, '_', '.', '-'.")
+        elif name in _RESERVED:
+            wrong("", f"'{name}' is a name the API keeps for itself", "Choose another name.")
         owner = agent if agent is not None else value.get("agent")
         if not isinstance(owner, str) or not owner.strip():
             wrong("agent", "a schedule needs the agent it runs", 'Write agent = "assistant".')

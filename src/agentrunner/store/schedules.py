@@ -179,6 +179,26 @@ class ScheduleRows(Repository):
         )
         return [Fire.from_row(r) for r in rows]
 
+    async def feed_after(
+        self, key: int, schedule: str, tick_ms: int, limit: int
+    ) -> tuple[list[tuple[int, Fire]], int]:
+        """The fires after the position (``key``, ``schedule``, ``tick_ms``) in the order they
+        were committed, each with its feed key (up to ``limit``), and the key below which every
+        fire is settled (``feeds.ScheduleFeed`` gives only those)."""
+        rows = await self.db.fetch_all(
+            self.sql["schedule_fires_after"],
+            {"key": key, "schedule": schedule, "tick_ms": tick_ms, "limit": limit},
+        )
+        if not rows:
+            return [], 0
+        return [(int(r["feed_key"]), Fire.from_row(r)) for r in rows], int(rows[0]["settled"])
+
+    async def feed_settled(self) -> int:
+        """The feed key below which every fire is settled now: where a reader that starts now
+        starts (what it gives is every fire from this key on)."""
+        row = await self.db.fetch_one(self.sql["schedule_fires_settled"], {})
+        return 0 if row is None else int(row["settled"])
+
     async def last(self) -> dict[str, Fire]:
         """Each schedule's newest fire."""
         rows = await self.db.fetch_all(self.sql["schedule_fires_last"], {})

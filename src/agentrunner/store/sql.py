@@ -93,14 +93,23 @@ _SQLITE_NEXT_FEED_KEY = (
     "SELECT MAX(feed_key) AS k FROM channel_messages WHERE channel_id = :channel_id "
     "UNION ALL SELECT MAX(feed_key) FROM channel_activity WHERE channel_id = :channel_id))"
 )
+# The schedules' fires (``feeds.ScheduleFeed``) are one feed, keyed the same way:
+# ``{next_fire_key}`` and ``{settled_fire_key}``; on SQLite the next number of them all.
+_SQLITE_NEXT_FIRE_KEY = "(SELECT COALESCE(MAX(feed_key), 0) + 1 FROM schedule_fires)"
+_PG_TRANSACTION = "pg_current_xact_id()::text::bigint"
+_PG_OLDEST_UNDER_WAY = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 _FEED_KEYS: dict[Dialect, dict[str, str]] = {
     "sqlite": {
         "{next_feed_key}": _SQLITE_NEXT_FEED_KEY,
         "{settled_feed_key}": _SQLITE_NEXT_FEED_KEY,
+        "{next_fire_key}": _SQLITE_NEXT_FIRE_KEY,
+        "{settled_fire_key}": _SQLITE_NEXT_FIRE_KEY,
     },
     "postgres": {
-        "{next_feed_key}": "pg_current_xact_id()::text::bigint",
-        "{settled_feed_key}": "pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+        "{next_feed_key}": _PG_TRANSACTION,
+        "{settled_feed_key}": _PG_OLDEST_UNDER_WAY,
+        "{next_fire_key}": _PG_TRANSACTION,
+        "{settled_fire_key}": _PG_OLDEST_UNDER_WAY,
     },
 }
 

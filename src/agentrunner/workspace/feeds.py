@@ -1,15 +1,16 @@
 """Following the store: a run's events (with its delegations', for a job's log), a thread's (its
-runs' in the order they held it) and a channel's feed, read from the store, so a reader follows
-whichever process writes them.
+runs' in the order they held it), a channel's feed and the schedules' fires, read from the
+store, so a reader follows whichever process writes them.
 
 Each is a feed: ``read`` gives what is new since its position, and ``follow`` every item as it
-comes — until the run has ended, for a run; a thread's and a channel's never end. A follower
-reads again when a commit names what it reads (``store/changes``: the run, and each run it
-delegated to; the thread; the channel), or after the fallback timer. A reader with a loop of
+comes — until the run has ended, for a run; the others never end. A follower reads again when a
+commit names what it reads (``store/changes``: the run, and each run it delegated to; the
+thread; the channel; the schedules), or after the fallback timer. A reader with a loop of
 its own (a page's live part, ``post --follow``) opens the feed's watch with ``watching`` and
 waits for its next look with ``wait``. A position resumes exactly: a run's event's sequence
 number (``RunFeed``), ``<run id>/<seq>`` on a thread (``ThreadFeed``), ``<key>.<id>`` in a
-channel's feed (``FeedPosition``) — each an SSE event's id.
+channel's feed (``FeedPosition``), ``<key>.<tick>.<schedule>`` in the fires (``FirePosition``)
+— each an SSE event's id.
 
 A run's events are written before its end, so a run's feed that finds nothing new reads the
 run, and once it has ended looks once more: what that finds is all there is (a job's feed reads
@@ -27,7 +28,9 @@ rows wait for it. So a position — the (key, id) of the last row given — is e
 from it, in this process or another, gives every row not given yet, once, however late it
 committed. A reader with no position starts before the channel's newest ``BACKLOG`` rows, not
 at its first. While rows wait for an earlier transaction, a follower looks again ``RETRY_S``
-later (doubling), since that transaction's commit need not name the channel.
+later (doubling), since that transaction's commit need not name the channel. The schedules'
+fires are one feed keyed the same way (migration 23: ``ScheduleFeed``); a reader with no
+position starts with the fires committed from then on.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from agentrunner.events import EventData, from_child
 from agentrunner.store.changes import (
     APPROVALS_KEY,
     FALLBACK_S,
+    SCHEDULES_KEY,
     Watch,
     channel_key,
     run_key,
@@ -51,6 +55,7 @@ from agentrunner.store.changes import (
 )
 from agentrunner.store.channels import ChannelActivityRow, ChannelMessage
 from agentrunner.store.records import RUN_ENDED, EventRecord, RunRecord
+from agentrunner.store.schedules import Fire, to_ms
 
 if TYPE_CHECKING:
     from agentrunner.store.approvals import ApprovalRecord
@@ -63,8 +68,10 @@ __all__ = [
     "Feed",
     "FeedItem",
     "FeedPosition",
+    "FirePosition",
     "PendingFeed",
     "RunFeed",
+    "ScheduleFeed",
     "ThreadFeed",
     "descendants",
     "in_order",
@@ -288,6 +295,77 @@ class PendingFeed(Feed["ApprovalRecord"]):
 
     async def read(self) -> list[ApprovalRecord]:
         return await self.store.approvals.pending()
+
+
+# -- schedules --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FirePosition:
+    """Where a reader of the schedules' fires is: after the fire of ``schedule`` at ``tick_ms``
+    of feed key ``key`` (after every fire below ``key`` when ``schedule`` is "")."""
+
+    key: int
+    schedule: str = ""
+    tick_ms: int = -1
+
+    def __str__(self) -> str:
+        return f"{self.key}.{self.tick_ms}.{self.schedule}"
+
+    @classmethod
+    def parse(cls, text: str, field: str) -> FirePosition:
+        """A position as ``str`` writes one; ``invalid`` naming ``field`` otherwise."""
+        check_id(text, field)
+        key, _, rest = text.partition(".")
+        tick, _, schedule = rest.partition(".")
+        tick_ok = tick.isdigit() or (tick == "-1" and not schedule)
+        if key.isdigit() and int(key) <= _MAX_KEY and tick_ok and int(tick) <= _MAX_KEY:
+            return cls(int(key), schedule, int(tick))
+        raise invalid(
+            field,
+            f"'{text}' is not a position in the schedules' fires",
+            "Send the id of the last event the stream sent (its SSE `id`), or none to start "
+            "with the fires written from now on.",
+        )
+
+
+class ScheduleFeed(Feed[tuple[str, Fire]]):
+    """Every schedule's fires (a tick queued or skipped, a run-now) in the order they were
+    committed, each with its position, on from ``after``: a position (as an SSE event's id
+    gives it), or None or "" (the fires committed from now on). Woken by every commit that
+    writes a fire, pauses or resumes a schedule (``store/changes``' ``SCHEDULES_KEY``). As a
+    channel's feed, a fire is given once every fire with a smaller feed key is settled, so a
+    position is exact. ``start`` settles where; ``read`` and ``follow`` do first. Never
+    ends."""
+
+    def __init__(self, store: Store, after: str | None = None, *, field: str = "after") -> None:
+        super().__init__(store, SCHEDULES_KEY)
+        self.position = FirePosition.parse(after, field) if after else None
+
+    async def start(self) -> FirePosition:
+        """Where this reader starts: its position, or (at once, for a reader with none) after
+        every fire settled now."""
+        if self.position is None:
+            self.position = FirePosition(await self.store.schedules.feed_settled())
+        return self.position
+
+    async def read(self, limit: int = _PAGE) -> list[tuple[str, Fire]]:
+        """What is new since the last read, in the order committed, each with the position
+        after it; at most ``limit`` (``more``: that many)."""
+        position = await self.start()
+        rows, settled = await self.store.schedules.feed_after(
+            position.key, position.schedule, position.tick_ms, limit
+        )
+        read = []
+        for key, fire in rows:
+            if key >= settled:  # it waits for an earlier transaction; so does what follows
+                break
+            position = FirePosition(key, fire.schedule, to_ms(fire.tick))
+            read.append((str(position), fire))
+        self.position = position
+        self.waiting = len(read) < len(rows)
+        self.more = len(read) == limit
+        return read
 
 
 # -- channels ---------------------------------------------------------------------------------

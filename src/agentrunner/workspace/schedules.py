@@ -437,8 +437,19 @@ class Scheduler:
                 tracing.enqueued(span, [schedule.agent], [], repeated=True)
                 return []
             tracing.enqueued(span, [schedule.agent] * len(run_ids), run_ids, repeated=False)
-            fires = [
-                Fire(schedule.name, tick, outcome, why, run_id, missed, now)
+            threads = {run.id: run.thread_id for run in decision.runs}
+            fires = [  # as the store now says them: a queued fire's run waits for a worker
+                Fire(
+                    schedule.name,
+                    tick,
+                    outcome,
+                    why,
+                    run_id,
+                    missed,
+                    now,
+                    run_status="created" if run_id else None,
+                    thread_id=threads.get(run_id) if run_id else None,
+                )
                 for (tick, outcome, why, missed), run_id in zip(
                     decision.fires, _runs_of(decision), strict=True
                 )
@@ -476,6 +487,11 @@ class Scheduler:
     async def overview(self) -> list[ScheduleView]:
         """Every schedule, with its state, next tick, newest fire and counts."""
         return await schedule_views(self.store, self.schedules, self.clock())
+
+    async def view(self, name: str) -> ScheduleView:
+        """One schedule as ``overview`` gives it (``not_found``, as ``get``, for none)."""
+        self.get(name)
+        return next(view for view in await self.overview() if view.schedule.name == name)
 
     async def fires(self, name: str, limit: int = 20) -> list[Fire]:
         self.get(name)

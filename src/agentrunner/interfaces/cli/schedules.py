@@ -144,7 +144,7 @@ def show(
 
     view, fires = with_workspace(work)
     if as_json:
-        out.print_json(data={**view.to_dict(), "fires": [fire.to_dict() for fire in fires]})
+        out.print_json(data={**view.to_dict(), "recent": [fire.to_dict() for fire in fires]})
         return
     s = view.schedule
     out.print(

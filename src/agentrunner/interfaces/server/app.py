@@ -131,11 +131,13 @@ def create_app(
         attachment_routes,
         openai_compat,
         routes,
+        schedule_routes,
     )
 
     app.include_router(routes.router, responses=ERROR_RESPONSES)
     app.include_router(attachment_routes.router, responses=ERROR_RESPONSES)
     app.include_router(approval_routes.router, responses=ERROR_RESPONSES)
+    app.include_router(schedule_routes.router, responses=ERROR_RESPONSES)
     app.include_router(openai_compat.router, responses=ERROR_RESPONSES)
     app.state.token = token  # what /login compares with; in memory only
     dashboard.install(app, login=token is not None)

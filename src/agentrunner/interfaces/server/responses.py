@@ -341,7 +341,9 @@ class ChannelMessage(BaseModel):
 
     id: str
     sender: str
-    sender_kind: Literal["person", "agent", "notice"]
+    sender_kind: Literal["person", "agent", "notice", "schedule"] = Field(
+        description="`schedule`: the message a schedule's fire posted (sender `schedule:NAME`)"
+    )
     content: str
     thread: str | None = Field(description="the id of the thread's first message, if a reply")
     depth: int

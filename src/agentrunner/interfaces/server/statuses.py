@@ -80,7 +80,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         402: "budget exceeded; a model whose price is unknown under a budget",
         403: "tool denied; a message or an answer blocked by a guard; a Host not accepted by "
         "a server without a token",
-        404: "no such agent, thread, run, channel or kept file",
+        404: "no such agent, thread, run, channel, kept file or schedule",
         405: "method not allowed (the Allow header lists those that are)",
         409: "cancelled; the agent is disabled (enabled: false in its file)",
         413: "request body too large",

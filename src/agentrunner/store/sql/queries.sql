@@ -1098,8 +1098,9 @@ WHERE name = :name;
 -- name: schedule_fire
 -- guarded: a fire is written once, with its run: the batch whose fire (schedule, tick) another
 -- wrote first is refused whole, its run with it (a run-now has no cursor to guard it).
-INSERT INTO schedule_fires (schedule, tick_ms, outcome, reason, run_id, missed, fired_at)
-VALUES (:schedule, :tick_ms, :outcome, :reason, :run_id, :missed, :now)
+INSERT INTO schedule_fires (schedule, tick_ms, outcome, reason, run_id, missed, fired_at,
+                            feed_key)
+VALUES (:schedule, :tick_ms, :outcome, :reason, :run_id, :missed, :now, {next_fire_key})
 ON CONFLICT (schedule, tick_ms) DO NOTHING;
 
 -- name: schedule_fires_recent
@@ -1108,6 +1109,23 @@ SELECT f.schedule, f.tick_ms, f.outcome, f.reason, f.run_id, f.missed, f.fired_a
 FROM schedule_fires f LEFT JOIN runs r ON r.id = f.run_id
 WHERE f.schedule = :schedule AND f.tick_ms < :before_ms
 ORDER BY f.tick_ms DESC LIMIT :limit;
+
+-- name: schedule_fires_after
+-- The fires after a position (key, schedule, tick) in the order they were committed (their
+-- feed keys; a transaction's by schedule and tick), each with its run's status, and the key
+-- below which every fire is settled (store/sql.py).
+SELECT f.*, s.settled FROM (
+    SELECT g.feed_key, g.schedule, g.tick_ms, g.outcome, g.reason, g.run_id, g.missed,
+           g.fired_at, r.status AS run_status, r.error_code, r.thread_id
+    FROM schedule_fires g LEFT JOIN runs r ON r.id = g.run_id
+    WHERE (g.feed_key, g.schedule, g.tick_ms) > (:key, :schedule, :tick_ms)
+    ORDER BY g.feed_key, g.schedule, g.tick_ms LIMIT :limit
+) f CROSS JOIN (SELECT {settled_fire_key} AS settled) s
+ORDER BY f.feed_key, f.schedule, f.tick_ms;
+
+-- name: schedule_fires_settled
+-- The key below which every fire is settled: where a reader that starts now starts.
+SELECT {settled_fire_key} AS settled;
 
 -- name: schedule_fires_last
 -- Each schedule's newest fire, with its run's status: what `schedules` lists.

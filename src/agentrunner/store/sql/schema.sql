@@ -534,3 +534,13 @@ CREATE TABLE schedule_fires (
     PRIMARY KEY (schedule, tick_ms)
 );
 CREATE INDEX schedule_fires_run ON schedule_fires (run_id)
+
+-- migration: 23
+-- The fires in the order they were committed (GET /schedules/events, feeds.ScheduleFeed):
+-- each fire's feed key, written by its insert (`{next_fire_key}`, store/sql.py): on
+-- PostgreSQL the id of the transaction that wrote it, on SQLite one more than the largest. A
+-- reader gives a fire only once every fire with a smaller key is committed or never will be,
+-- so a position (key, schedule, tick) is exact. Fires written before this migration have key
+-- 0, in the order of their schedules and ticks.
+ALTER TABLE schedule_fires ADD COLUMN feed_key BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX schedule_fires_feed ON schedule_fires (feed_key, schedule, tick_ms)

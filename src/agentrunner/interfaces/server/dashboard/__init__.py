@@ -2,8 +2,8 @@
 live parts over server-sent events with htmx, shipped as a few static files (no front-end
 build). Each page is a module with a router of its own; this package puts them together.
 Pages read through the same library calls as the JSON API; the only writes are a person's
-post, a run's cancel, a job's stop and a decision on what a run asks, each a form with a CSRF
-field (``auth``).
+post, a run's cancel, a job's stop, a decision on what a run asks and a schedule's pause,
+resume or run-now, each a form with a CSRF field (``auth``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def install(app: FastAPI, *, login: bool) -> None:
         files,
         jobs,
         runs,
+        schedules,
         static,
         team,
         threads,
@@ -33,7 +34,19 @@ def install(app: FastAPI, *, login: bool) -> None:
 
     app.state.dashboard_login = login
     router = APIRouter(include_in_schema=False)
-    pages = (static, login_pages, team, channels, threads, runs, approvals, costs, jobs, files)
+    pages = (
+        static,
+        login_pages,
+        team,
+        channels,
+        threads,
+        runs,
+        approvals,
+        costs,
+        jobs,
+        schedules,
+        files,
+    )
     for module in pages:
         router.include_router(module.router)
     app.include_router(router)
