@@ -138,9 +138,7 @@ def show(
     skipped, and what came of it."""
 
     async def work(ws: Workspace) -> tuple[ScheduleView, list[Fire]]:
-        ws.schedules.get(name)
-        views = {view.schedule.name: view for view in await ws.schedules.overview()}
-        return views[name], await ws.schedules.fires(name, limit)
+        return await ws.schedules.view(name), await ws.schedules.fires(name, limit)
 
     view, fires = with_workspace(work)
     if as_json:
@@ -175,8 +173,7 @@ def resume(name: str = typer.Argument(..., help="The schedule's name.")) -> None
 
     async def work(ws: Workspace) -> ScheduleView:
         await ws.schedules.resume(name)
-        views = {view.schedule.name: view for view in await ws.schedules.overview()}
-        return views[name]
+        return await ws.schedules.view(name)
 
     view = with_workspace(work)
     out.print(f"[green]resumed[/] {escape(name)} · next fire {moment(view.next_tick)}")
