@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,3 +301,34 @@ def test_the_stream_gives_each_fire_as_it_is_written_and_resumes_after_an_id(api
 
     wrong = httpx2.get(f"{api.url}/schedules/events", headers={**AUTH, "last-event-id": "x"})
     assert wrong.status_code == 422 and "Last-Event-ID" in wrong.json()["error"]["message"]
+
+
+def test_a_server_with_its_worker_fires_the_schedules(
+    agent: Agent, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve` takes part as a worker does: its worker fires the project's schedules (on the
+    real clock here), and serves their runs."""
+    from agentrunner.interfaces.server import create_app
+
+    agent("pinger")
+    config = project / "agentrunner.toml"
+    config.write_text(
+        config.read_text()
+        + '\n[schedules.beat]\nagent = "pinger"\nevery = "1s"\nmessage = "beat"\n'
+        + 'overlap = "queue"\n'
+    )
+    app = create_app(project, token="secret-token", worker=True)
+    server = ServerThread(app)
+    try:
+        for _ in range(600):  # ticks a second apart: a few are fired and answered within
+            shown = httpx2.get(f"{server.url}/schedules/beat", headers=AUTH, timeout=READ_S)
+            recent = shown.json()["recent"]
+            if sum(f["outcome"] == "completed" for f in recent) >= 2:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the server's worker fired nothing: {shown.text}")
+    finally:
+        server.stop()
+    ticks = sorted(f["tick"] for f in recent)
+    assert ticks == [ticks[0] + n for n in range(len(ticks))]  # each second once
