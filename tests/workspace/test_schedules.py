@@ -143,12 +143,35 @@ async def test_ticks_missed_while_nothing_ran(project: Path, opened: Any, missed
     if missed == "skip":
         assert outcomes == [(T0 + 100, "skipped", 9), (T0 + 110, "queued", 0)]
         assert "missed: 9 ticks" in (fired[0].reason or "")
-    else:
-        assert outcomes == [(T0 + 100, "queued", 9), (T0 + 110, "queued", 0)]
-    runs = await runs_of(ws, "bot")
-    assert len(runs) == (2 if missed == "skip" else 3)
+    else:  # one run for them all: the on-time tick's
+        assert outcomes == [(T0 + 110, "queued", 9)]
+        assert "catching up 9 ticks" in (fired[0].reason or "")
+    assert len(await runs_of(ws, "bot")) == 2
     clock.now = T0 + 120  # back to normal
     assert [(f.tick, f.outcome) for f in await scheduler.fire_due()] == [(T0 + 120, "queued")]
+
+
+@pytest.mark.parametrize("missed", ["skip", "once"])
+async def test_a_restart_past_a_long_periods_tick_runs_it_once_or_not(
+    project: Path, opened: Any, missed: str
+) -> None:
+    """A daily digest whose 9:00 passed while the server was down: with "once" it runs at the
+    restart, once for all the ticks it missed; with "skip" it waits for the next tick."""
+    schedules(
+        project,
+        f'[schedules.hourly]\nagent = "bot"\nevery = "1h"\nmessage = "hi"\nmissed = "{missed}"\n'
+        'overlap = "queue"\n',
+    )
+    clock = Clock()
+    ws, scheduler = await opened(clock)
+    await scheduler.fire_due()
+    clock.now = T0 + 3 * 3600 + 300  # three ticks passed; the newest five minutes ago: late
+    fired = [(f.tick, f.outcome, f.missed) for f in await scheduler.fire_due()]
+    outcome = "skipped" if missed == "skip" else "queued"
+    assert fired == [(T0 + 3 * 3600, outcome, 3)]
+    assert len(await runs_of(ws, "bot")) == (0 if missed == "skip" else 1)
+    clock.now = T0 + 4 * 3600 + 1  # the next tick, on time, either way
+    assert [(f.tick, f.outcome) for f in await scheduler.fire_due()] == [(T0 + 4 * 3600, "queued")]
 
 
 async def test_a_clock_set_back_fires_nothing_twice(project: Path, opened: Any) -> None:

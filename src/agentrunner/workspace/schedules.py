@@ -11,7 +11,8 @@ process that dies before its commit leaves the ticks undecided for the next one 
 
 A tick is on time while it is the newest and no older than its schedule's period (a minute at
 most); older ticks passed while nothing ran and follow ``missed``: ``"skip"`` records them as
-one skipped fire, ``"once"`` queues one run for them all. A fire is skipped, with its reason,
+one skipped fire (and the on-time tick runs), ``"once"`` queues one run for them all (the
+on-time tick's, when there is one). A fire is skipped, with its reason,
 when its agent is disabled, when a daily budget cannot pay for the agent's smallest request,
 and under ``overlap = "skip"`` while the previous fire's run has not ended. A clock set back
 finds no tick past the cursor, so nothing fires twice; a schedule paused passes its ticks by.
@@ -278,17 +279,14 @@ class Scheduler:
         missed = count - (1 if on_time else 0)
         decision = _Decision([self.store.schedules.advance_op(schedule.name, state.cursor, latest)])
         live = await self.store.schedules.live_run(schedule.name)
-        if missed > 0:
+        if missed > 0 and schedule.missed == "skip":  # recorded, at the newest of them
             newest_missed = latest if not on_time else schedule.ticks.at_or_before(latest - 0.001)
-            tick = newest_missed if newest_missed is not None else latest
-            if schedule.missed == "skip":
-                why = f'missed: {_ticks(missed)} passed while nothing ran (missed = "skip")'
-                self._skip(decision, schedule, tick, why, missed)
-            else:
-                why = (
-                    f'catching up {_ticks(missed)} that passed while nothing ran (missed = "once")'
-                )
-                live = await self._fire(decision, schedule, tick, live, why, missed)
+            why = f'missed: {_ticks(missed)} passed while nothing ran (missed = "skip")'
+            self._skip(decision, schedule, newest_missed or latest, why, missed)
+        elif missed > 0:  # "once": one run for them all, the on-time tick's if there is one
+            why = f'catching up {_ticks(missed)} that passed while nothing ran (missed = "once")'
+            await self._fire(decision, schedule, latest, live, why, missed)
+            return await self._commit(schedule, decision, now)
         if on_time:
             await self._fire(decision, schedule, latest, live, None, 0)
         return await self._commit(schedule, decision, now)
