@@ -24,7 +24,9 @@ T0 = 1_800_000_000.0
 
 
 def _fire(store: Store, schedule: str, tick: float, outcome: str = "skipped") -> Op:
-    return store.schedules.fire_op(schedule, tick, outcome, reason=f"{schedule} at {tick}")
+    return store.schedules.fire_op(
+        schedule, tick, outcome, reason=f"{schedule} at {tick}", now=tick
+    )
 
 
 async def _read(feed: ScheduleFeed) -> list[tuple[str, Fire]]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.runtime.compose import open_workspace
 from agentrunner.testing import Fault, MockProvider, Reply
 from agentrunner.workspace.schedules import Scheduler
@@ -315,3 +316,32 @@ async def test_what_a_background_run_has_for_people_reaches_them(
     shown = {v.schedule.name: v.last for v in await scheduler.overview() if v.last is not None}
     assert shown["check"].result == "failed" and shown["check"].error_code == "provider_auth"
     assert shown["post"].result == "completed"
+
+
+async def test_a_schedule_that_cannot_fire_is_listed_invalid_and_never_fired(
+    project: Path, opened: Any
+) -> None:
+    """An unknown agent, a placeholder the fire does not give: said once, as the schedule's
+    state, never fired (each tick would only be skipped for it); run-now refuses it."""
+    schedules(
+        project,
+        '[schedules.ghost]\nagent = "asistant"\nevery = "10s"\nmessage = "hi"\n'
+        '[schedules.holes]\nagent = "bot"\nevery = "10s"\nmessage = "{{input.nothing}}"\n'
+        '[schedules.ping]\nagent = "bot"\nevery = "10s"\nmessage = "ping"\n',
+    )
+    clock = Clock()
+    _, scheduler = await opened(clock)
+    assert scheduler.fired() == ["ping"]
+    await scheduler.fire_due()
+    clock.now = T0 + 10
+    assert [f.schedule for f in await scheduler.fire_due()] == ["ping"]
+    views = {v.schedule.name: v for v in await scheduler.overview()}
+    assert views["ghost"].state == "invalid" and "no agent 'asistant'" in (
+        views["ghost"].problem or ""
+    )
+    assert views["holes"].state == "invalid" and "input.nothing" in (views["holes"].problem or "")
+    assert views["ping"].state == "active" and views["ping"].problem is None
+    with pytest.raises(AgentRunnerError) as refused:
+        await scheduler.run_now("ghost")
+    assert refused.value.code is ErrorCode.INVALID_SPECIFICATION
+    assert "cannot fire: no agent 'asistant'" in refused.value.message

@@ -13,6 +13,7 @@ or ``"queue"`` it behind).
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,11 @@ SCHEDULE_KEYS: tuple[str, ...] = (
     "overlap",
 )
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_HINTS = {
+    "cron": 'Five fields: minute hour day-of-month month day-of-week, e.g. "0 9 * * 1-5".',
+    "timezone": 'An IANA name, e.g. "Europe/Paris", "America/New_York" or "UTC".',
+    "every": 'A number and a unit (s, m, h, d), 1 s at least: "30s", "15m", "2h".',
+}
 _RESERVED = ("events", "stream")  # GET /schedules/events, /ui/schedules/stream: not schedules
 _WHEN_HINT = 'Write cron = "0 9 * * 1-5" (with timezone = "Europe/Paris") or every = "15m".'
 
@@ -98,7 +104,10 @@ class Schedule:
         keys = SCHEDULE_KEYS if agent is None else tuple(k for k in SCHEDULE_KEYS if k != "agent")
         for key in value:
             if key not in keys:
-                wrong(str(key), f"unknown key '{key}'", f"A schedule's keys: {', '.join(keys)}.")
+                near = difflib.get_close_matches(str(key), keys, n=1, cutoff=0.6)
+                meant = f" (did you mean '{near[0]}'?)" if near else ""
+                hint = f"A schedule's keys: {', '.join(keys)}."
+                wrong(str(key), f"unknown key '{key}'{meant}", hint)
         if not _NAME.fullmatch(name):
             wrong("", f"{name!r} is not a schedule name", "Letters, digits, '_', '.', '-'.")
         elif name in _RESERVED:
@@ -176,12 +185,7 @@ def _ticks(value: Mapping[str, Any], wrong: Any) -> Ticks | None:
         return Ticks(every_s=every_seconds(str(every)), timezone=tz)
     except TicksError as exc:
         key = "timezone" if "time zone" in str(exc) else ("cron" if cron is not None else "every")
-        hint = (
-            'Five fields: minute hour day-of-month month day-of-week, e.g. "0 9 * * 1-5".'
-            if key == "cron"
-            else _WHEN_HINT
-        )
-        wrong(key, str(exc), hint)
+        wrong(key, str(exc), _HINTS[key])
         return None
 
 

@@ -127,8 +127,10 @@ class ScheduleRows(Repository):
         reason: str | None = None,
         run_id: str | None = None,
         missed: int = 0,
+        now: float,
     ) -> Op:
-        """The fire at ``tick``: refuses the batch (guarded) when ``schedule`` has one there."""
+        """The fire at ``tick``, decided at ``now`` (the deciding process's clock): refuses the
+        batch (guarded) when ``schedule`` has one there."""
         return self.op(
             "schedule_fire",
             schedule=schedule,
@@ -137,7 +139,7 @@ class ScheduleRows(Repository):
             reason=reason,
             run_id=run_id,
             missed=missed,
-            now=time.time(),
+            now=now,
         )
 
     def changed(self) -> Op:

@@ -57,6 +57,7 @@ __all__ = [
     "Scheduler",
     "check_schedule",
     "project_schedules",
+    "schedule_problems",
     "schedule_views",
 ]
 
@@ -89,10 +90,15 @@ def project_schedules(config: Config, agents: AgentRegistry) -> dict[str, Schedu
 
 
 async def schedule_views(
-    store: Store, schedules: Mapping[str, Schedule], now: float
+    store: Store,
+    schedules: Mapping[str, Schedule],
+    now: float,
+    problems: Mapping[str, str] | None = None,
 ) -> list[ScheduleView]:
-    """Every schedule by name, with its state, next tick, newest fire and counts: what
-    ``schedules``, ``status``, the API and the dashboard show."""
+    """Every schedule by name, with its state, next tick, newest fire and counts, and what
+    keeps one from firing (``problems``): what ``schedules``, ``status``, the API and the
+    dashboard show."""
+    problems = problems or {}
     if not schedules:
         return []
     states = await store.schedules.states()
@@ -108,9 +114,23 @@ async def schedule_views(
                 schedule.ticks.after(now),
                 last.get(name),
                 counts.get(name, {}),
+                problems.get(name),
             )
         )
     return views
+
+
+def schedule_problems(
+    config: Config, agents: AgentRegistry, schedules: Mapping[str, Schedule]
+) -> dict[str, str]:
+    """The schedules that cannot fire, each with the first reason (``check_schedule``'s
+    problems, not its warnings): never fired, listed as ``invalid``."""
+    found = {}
+    for name, schedule in schedules.items():
+        stops = [message for _, message, stop in check_schedule(config, agents, schedule) if stop]
+        if stops:
+            found[name] = stops[0]
+    return found
 
 
 def check_schedule(config: Config, agents: AgentRegistry, schedule: Schedule) -> list[Problem]:
@@ -119,7 +139,9 @@ def check_schedule(config: Config, agents: AgentRegistry, schedule: Schedule) ->
     agentrunner.toml, which must then be made before it fires (a warning)."""
     problems: list[Problem] = []
     if schedule.agent not in agents and schedule.agent not in agents.partial:
-        problems.append(("agent", f"no agent '{schedule.agent}' in agents/", True))
+        near = difflib.get_close_matches(schedule.agent, agents.ids(), n=1, cutoff=0.6)
+        meant = f" (did you mean '{near[0]}'?)" if near else ""
+        problems.append(("agent", f"no agent '{schedule.agent}' in agents/{meant}", True))
     for key, channel in (("channel", schedule.channel), ("notify", schedule.notify)):
         if channel is not None and channel not in config.channels:
             problems.append(
@@ -158,9 +180,12 @@ class ScheduleView:
     next_tick: float | None
     last: Fire | None
     counts: Mapping[str, int] = field(default_factory=dict)
+    problem: str | None = None  # what keeps it from firing (`schedule_problems`)
 
     @property
     def state(self) -> str:
+        if self.problem is not None:
+            return "invalid"
         if not self.schedule.enabled:
             return "disabled"
         return "paused" if self.paused else "active"
@@ -180,6 +205,7 @@ class ScheduleView:
             "missed": s.missed,
             "overlap": s.overlap,
             "state": self.state,
+            "problem": self.problem,
             "next_fire": self.next_tick if self.state == "active" else None,
             "last_fire": None if self.last is None else self.last.to_dict(),
             "fires": {
@@ -191,8 +217,10 @@ class ScheduleView:
 
 @dataclass(slots=True)
 class _Decision:
-    """What one pass decided for one schedule: the operations and runs of one transaction."""
+    """What one pass decided for one schedule at ``now`` (its clock): the operations and runs
+    of one transaction."""
 
+    now: float
     ops: list[Op] = field(default_factory=list)
     runs: list[NewRun] = field(default_factory=list)
     # each fire: its tick, outcome, reason and the missed ticks it stands for
@@ -218,6 +246,7 @@ class Scheduler:
         self.clock = clock
         self.poll_s = poll_s
         self.schedules = project_schedules(self.app.config, self.app.agents)
+        self.problems = schedule_problems(self.app.config, self.app.agents, self.schedules)
         self._started: set[str] = set()
 
     # -- firing ----------------------------------------------------------------------------
@@ -225,7 +254,7 @@ class Scheduler:
     async def serve(self, stopping: asyncio.Event) -> None:
         """Fire ticks as they come until ``stopping`` is set: a worker's and a server's. A pass
         that fails (the database gone a while) is logged and tried again."""
-        active = [s for s in self.schedules.values() if s.enabled]
+        active = list(self._active().values())
         if not active:
             return
         failing = False
@@ -243,10 +272,18 @@ class Scheduler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), max(wait, 0.01))
 
+    def fired(self) -> list[str]:
+        """The names of the schedules this process fires."""
+        return list(self._active())
+
+    def _active(self) -> dict[str, Schedule]:
+        """The schedules this process fires: enabled, and none that cannot fire."""
+        return {n: s for n, s in self.schedules.items() if s.enabled and n not in self.problems}
+
     async def fire_due(self) -> list[Fire]:
         """One look at every schedule: the ticks due decided, each once across processes.
         Returns the fires this process wrote."""
-        active = {n: s for n, s in self.schedules.items() if s.enabled}
+        active = self._active()
         if not active:
             return []
         now = self.clock()
@@ -277,7 +314,8 @@ class Scheduler:
         on_time = now - latest <= late
         count = schedule.ticks.count_between(state.cursor, latest)
         missed = count - (1 if on_time else 0)
-        decision = _Decision([self.store.schedules.advance_op(schedule.name, state.cursor, latest)])
+        advance = self.store.schedules.advance_op(schedule.name, state.cursor, latest)
+        decision = _Decision(now, [advance])
         live = await self.store.schedules.live_run(schedule.name)
         if missed > 0 and schedule.missed == "skip":  # recorded, at the newest of them
             newest_missed = latest if not on_time else schedule.ticks.at_or_before(latest - 0.001)
@@ -313,7 +351,13 @@ class Scheduler:
             return live
         decision.ops.append(
             self.store.schedules.fire_op(
-                schedule.name, tick, "queued", reason=why, run_id=run.id, missed=missed
+                schedule.name,
+                tick,
+                "queued",
+                reason=why,
+                run_id=run.id,
+                missed=missed,
+                now=decision.now,
             )
         )
         decision.runs.append(run)
@@ -324,7 +368,9 @@ class Scheduler:
         self, decision: _Decision, schedule: Schedule, tick: float, why: str, missed: int
     ) -> None:
         decision.ops.append(
-            self.store.schedules.fire_op(schedule.name, tick, "skipped", reason=why, missed=missed)
+            self.store.schedules.fire_op(
+                schedule.name, tick, "skipped", reason=why, missed=missed, now=decision.now
+            )
         )
         decision.fires.append((tick, "skipped", why, missed))
 
@@ -484,7 +530,7 @@ class Scheduler:
 
     async def overview(self) -> list[ScheduleView]:
         """Every schedule, with its state, next tick, newest fire and counts."""
-        return await schedule_views(self.store, self.schedules, self.clock())
+        return await schedule_views(self.store, self.schedules, self.clock(), self.problems)
 
     async def view(self, name: str) -> ScheduleView:
         """One schedule as ``overview`` gives it (``not_found``, as ``get``, for none)."""
@@ -508,13 +554,21 @@ class Scheduler:
     async def run_now(self, name: str) -> Fire:
         """Fire ``name`` once, now, whatever its ticks (a person's ``run-now``): its run
         queued, or the fire skipped for its reason (a disabled agent, a spent budget; never
-        ``overlap``, which only ticks follow)."""
+        ``overlap``, which only ticks follow). ``invalid_specification`` for a schedule that
+        cannot fire (its agent unknown, its message naming what it lacks)."""
         schedule = self.get(name)
+        if name in self.problems:
+            raise AgentRunnerError(
+                ErrorCode.INVALID_SPECIFICATION,
+                f"schedule '{name}' cannot fire: {self.problems[name]}",
+                file=schedule.source,
+                hint="See every problem with `agentrunner agents validate`.",
+            )
         now = self.clock()
         at = to_ms(now)
         while True:  # each refusal is an instant taken by another fire: the next one is free
             at = _off_tick(schedule, at)
-            decision = _Decision()
+            decision = _Decision(now)
             await self._fire(decision, schedule, at / 1000, None, "run now, by request", 0)
             fires = await self._commit(schedule, decision, now)
             if fires:

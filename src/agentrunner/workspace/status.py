@@ -13,12 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner.run.spend import LimitUse, Spend, spend_report
 from agentrunner.workspace.approvals import waiting_runs
-from agentrunner.workspace.schedules import ScheduleView, schedule_views
+from agentrunner.workspace.schedules import (
+    ScheduleView,
+    project_schedules,
+    schedule_problems,
+    schedule_views,
+)
 
 if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
     from agentrunner.agents.spec import AgentSpec
-    from agentrunner.config import Budgets, Schedule
+    from agentrunner.config import Budgets, Config
     from agentrunner.store.store import Store
 
 __all__ = ["STATES", "AgentStatus", "ProjectStatus", "project_status"]
@@ -103,11 +108,12 @@ async def project_status(
     budgets: Budgets,
     *,
     floors: Mapping[str, int] | None = None,
-    schedules: Mapping[str, Schedule] | None = None,
+    config: Config | None = None,
 ) -> ProjectStatus:
     """The project now. ``floors``: each agent's smallest request (``budgets.request_floors``),
-    so that a daily limit that cannot pay for one shows as exhausted; ``schedules``: the
-    project's (``schedules.project_schedules``), listed with their next and last fires."""
+    so that a daily limit that cannot pay for one shows as exhausted; with the project's
+    ``config``, its schedules (``schedules.project_schedules``) with their next and last fires
+    and what keeps one from firing."""
     specs = _chart_order(list(agents))
     spend = await spend_report(store, budgets, agents=[spec.id for spec, _ in specs], floors=floors)
     depths = await store.mailbox.depths()
@@ -133,7 +139,11 @@ async def project_status(
             )
         )
     session, jobs = await _company(store)
-    views = await schedule_views(store, schedules or {}, time.time())
+    views: list[ScheduleView] = []
+    if config is not None:
+        schedules = project_schedules(config, agents)
+        problems = schedule_problems(config, agents, schedules)
+        views = await schedule_views(store, schedules, time.time(), problems)
     return ProjectStatus(
         agents=rows,
         org_chart=any(spec.reports_to is not None for spec, _ in specs),

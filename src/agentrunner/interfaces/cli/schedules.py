@@ -79,6 +79,14 @@ def schedules(
     last fire with its outcome."""
     if ctx.invoked_subcommand is not None:
         return
+    listed(as_json)
+
+
+@app.command("list")
+def listed(
+    as_json: bool = typer.Option(False, "--json", help="Print them as JSON, for scripts."),
+) -> None:
+    """Every schedule (what `agentrunner schedules` alone prints)."""
 
     async def work(ws: Workspace) -> tuple[list[ScheduleView], bool]:
         return await ws.schedules.overview(), bool(await ws.app.store.workers.alive())
@@ -100,22 +108,24 @@ def schedules(
         out.print("[dim]no live workers: schedules fire while `agentrunner worker` runs[/]")
 
 
-_COLUMNS = [
+_COLUMNS = [  # in a narrow terminal the agent goes first, then where, then the next fire
     Column("name", whole=True),
-    Column("agent", whole=True, drop=3),
-    Column("when", drop=4),
-    Column("to", whole=True, drop=2),
+    Column("agent", whole=True, drop=4),
+    Column("when", drop=1),
+    Column("to", whole=True, drop=3),
     Column("state", whole=True),
-    Column("next", drop=1),
+    Column("next", drop=2),
     Column("last"),
 ]
 
 
 def _row(view: ScheduleView) -> list[str]:
     s = view.schedule
-    state = {"active": "[green]active[/]", "paused": "[yellow]paused[/]"}.get(
-        view.state, f"[dim]{view.state}[/]"
-    )
+    state = {
+        "active": "[green]active[/]",
+        "paused": "[yellow]paused[/]",
+        "invalid": f"[red]invalid[/] [dim]· {escape(view.problem or '')}[/]",
+    }.get(view.state, f"[dim]{view.state}[/]")
     last = "—" if view.last is None else f"{moment(view.last.tick)} {fire_words(view.last)}"
     return [
         escape(s.name),

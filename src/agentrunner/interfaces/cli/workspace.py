@@ -32,6 +32,7 @@ __all__ = [
     "channels_app",
     "dm",
     "post",
+    "schedule_lines",
     "status",
     "with_workspace",
     "worker",
@@ -237,13 +238,21 @@ def worker(
         err.print(
             f"[green]worker {escape(serving.id)}[/] serving with concurrency {serving.concurrency}"
         )
-        fired = [s.name for s in ws.schedules.schedules.values() if s.enabled]
-        if fired:
-            err.print(f"firing {len(fired)} schedule(s): {escape(', '.join(sorted(fired)))}")
+        schedule_lines(ws)
         served = await serving.run()
         err.print(f"[dim]stopped after {served} run(s)[/]")
 
     with_workspace(work)
+
+
+def schedule_lines(ws: Workspace) -> None:
+    """What a process that fires schedules says as it starts: which, and which it cannot."""
+    scheduler = ws.schedules
+    fired = sorted(scheduler.fired())
+    if fired:
+        err.print(f"firing {len(fired)} schedule(s): {escape(', '.join(fired))}")
+    for name, problem in sorted(scheduler.problems.items()):
+        err.print(f"[yellow]warning:[/] not firing schedule '{escape(name)}': {escape(problem)}")
 
 
 def status(
@@ -253,17 +262,12 @@ def status(
     that wait for a person's decision, and on what; live workers; the daily limits nearly or
     wholly used up."""
     from agentrunner.interfaces.cli.cost import floors_of, with_project_store
-    from agentrunner.workspace.schedules import project_schedules
     from agentrunner.workspace.status import project_status
 
     async def work(project: Project, store: Store) -> ProjectStatus:
         floors = await floors_of(project, store)
         return await project_status(
-            store,
-            project.agents,
-            project.config.budgets,
-            floors=floors,
-            schedules=project_schedules(project.config, project.agents),
+            store, project.agents, project.config.budgets, floors=floors, config=project.config
         )
 
     report = with_project_store(work)

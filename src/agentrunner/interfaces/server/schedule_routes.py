@@ -64,8 +64,13 @@ class Schedule(BaseModel):
     thread: str | None = Field(description='"new" or a thread\'s name; null when it posts')
     missed: Literal["skip", "once"]
     overlap: Literal["skip", "queue"]
-    state: Literal["active", "paused", "disabled"] = Field(
-        description="`disabled`: `enabled = false` in the project"
+    state: Literal["active", "paused", "disabled", "invalid"] = Field(
+        description="`disabled`: `enabled = false` in the project; `invalid`: it cannot fire "
+        "(its `problem`)"
+    )
+    problem: str | None = Field(
+        description="what keeps it from firing (an unknown agent, a message naming what it "
+        "lacks): `agentrunner agents validate` says where"
     )
     next_fire: float | None = Field(description="its next tick; null unless active")
     last_fire: Fire | None
