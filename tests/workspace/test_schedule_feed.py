@@ -74,6 +74,21 @@ async def test_a_position_that_is_none_is_refused_naming_its_field(store: Store)
     assert FirePosition.parse("7.5.a.b", "after") == FirePosition(7, "a.b", 5)  # names with dots
 
 
+async def test_a_position_past_every_fire_is_refused_not_waited_on(store: Store) -> None:
+    """A made-up id far ahead would have its reader wait, silently, for fires that came
+    before it: refused, naming the field; the stream's own ids are taken."""
+    await store.batch([_fire(store, "ping", T0 + 10)])
+    feed = ScheduleFeed(store, "0.-1")
+    (given, _), *_ = await _read(feed)
+    assert (await ScheduleFeed(store, given).start()) == FirePosition.parse(given, "after")
+    for ahead in ("999999.1.ping", "999999999.-1"):
+        with pytest.raises(AgentRunnerError) as refused:
+            await ScheduleFeed(store, ahead, field="Last-Event-ID").start()
+        assert refused.value.code is ErrorCode.VALIDATION
+        assert "past every fire" in refused.value.message
+        assert "Last-Event-ID" in refused.value.message
+
+
 @postgres_only
 async def test_a_fire_of_a_transaction_that_commits_after_a_later_one_is_not_lost(
     store: Store, store_url: str

@@ -341,12 +341,26 @@ class ScheduleFeed(Feed[tuple[str, Fire]]):
     def __init__(self, store: Store, after: str | None = None, *, field: str = "after") -> None:
         super().__init__(store, SCHEDULES_KEY)
         self.position = FirePosition.parse(after, field) if after else None
+        self._field = field
+        self._started = False
 
     async def start(self) -> FirePosition:
         """Where this reader starts: its position, or (at once, for a reader with none) after
-        every fire settled now."""
-        if self.position is None:
-            self.position = FirePosition(await self.store.schedules.feed_settled())
+        every fire settled now. ``invalid`` for a position past every fire settled, which no
+        stream gave (a reader would wait there for fires that came before it)."""
+        if self._started:
+            assert self.position is not None
+            return self.position
+        settled = await self.store.schedules.feed_settled()
+        if self.position is not None and self.position.key >= settled:
+            raise invalid(
+                self._field,
+                f"'{self.position}' is past every fire written so far",
+                "Send the id of the last event the stream sent (its SSE `id`), or none to "
+                "start with the fires written from now on.",
+            )
+        self.position = self.position or FirePosition(settled)
+        self._started = True
         return self.position
 
     async def read(self, limit: int = _PAGE) -> list[tuple[str, Fire]]:
