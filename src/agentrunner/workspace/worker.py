@@ -74,6 +74,16 @@ class Worker:
         self._inflight: dict[str, tuple[asyncio.Task[None], AbortSignal]] = {}
         self._wake = asyncio.Event()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether ``stop()`` was asked (it drains, then returns from ``run``)."""
+        return self._stopping.is_set()
+
+    @property
+    def in_flight(self) -> int:
+        """The runs it is serving now."""
+        return len(self._inflight)
+
     def stop(self) -> None:
         """Stop claiming; in-flight runs finish (or are cancelled after ``drain_s``)."""
         self._stopping.set()

@@ -233,8 +233,8 @@ def worker(
     async def work(ws: Workspace) -> None:
         serving = ws.worker(concurrency=concurrency, schedules=True)
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, serving.stop)
+        loop.add_signal_handler(signal.SIGTERM, serving.stop)
+        loop.add_signal_handler(signal.SIGINT, _stopping, serving)
         err.print(
             f"[green]worker {escape(serving.id)}[/] serving with concurrency {serving.concurrency}"
         )
@@ -243,6 +243,22 @@ def worker(
         err.print(f"[dim]stopped after {served} run(s)[/]")
 
     with_workspace(work)
+
+
+def _stopping(serving: Worker) -> None:
+    """Ctrl-C: the first drains (the runs in flight finish; nothing new is claimed), and says
+    so; the next cancels what is still running, as SIGTERM's drain does once it runs out."""
+    if serving.stopping:
+        err.print("[yellow]cancelling the runs in flight[/]")
+        serving.cancel("cancelled at Ctrl-C")
+        return
+    serving.stop()
+    running = serving.in_flight
+    if running:
+        err.print(
+            f"stopping: {running} run(s) in flight finish first "
+            f"(up to {serving.drain_s:g} s); Ctrl-C again cancels them"
+        )
 
 
 def schedule_lines(ws: Workspace) -> None:
