@@ -113,6 +113,13 @@ def test_init_says_which_model_and_takes_another(
         "model": "test"
     }
     assert "Model: test (" in out
+    # what it says of a model is printed as written: "agentrunner[local]" is no markup
+    from agentrunner.runtime.scaffold import describe_model
+
+    code, out, err = run(capsys, "init", "t", "--model", "test")
+    assert code == 0, err
+    assert f"({describe_model('test', 'basic')})" in " ".join(out.split())
+    assert "agentrunner[local]" in " ".join(out.split())
     code, _, err = run(capsys, "init", "c", "--model", "gtp-4")
     assert code == 1
     assert "model_not_found" in err and "gtp-4" in err

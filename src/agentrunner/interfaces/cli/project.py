@@ -52,7 +52,7 @@ def init(
     for path in written:
         out.print(f"  {escape(str(path))}")
     said = describe_model(model, template)
-    out.print(f"Model: [bold]{escape(model)}[/] ({said})")
+    out.print(f"Model: [bold]{escape(model)}[/] ({escape(said)})")
     where = "" if directory.resolve() == Path.cwd() else f"cd {directory} && "
     first = {"company": "agentrunner start", "office": 'agentrunner post general "Hello"'}
     out.print(f"\nNext: [bold]{escape(where)}{first.get(template, 'agentrunner agents list')}[/]")
