@@ -141,6 +141,7 @@ def test_mistakes_are_named_where_they_are(fresh: Path) -> None:
     assert bad.returncode == 1 and "fire_tiem" in bad.stderr and "fire_time" in bad.stderr
 
     config.write_text(text)
+    assert "1 agent and 1 schedule valid" in cli(fresh, "agents", "validate").stdout
     missing = cli(fresh, "schedules", "show", "plse", check=False)
     assert missing.returncode == 1
     assert "no schedule 'plse' (did you mean 'pulse'?)" in missing.stderr

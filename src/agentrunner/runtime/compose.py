@@ -163,6 +163,7 @@ class ProjectCheck:
 
     problems: list[AgentRunnerError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    schedules: int = 0  # the project's schedules, each checked
 
 
 def check_project(project: Project) -> ProjectCheck:
@@ -242,6 +243,7 @@ def _schedules(check: ProjectCheck, project: Project) -> None:
     except AgentRunnerError as exc:
         check.problems.append(exc)
         return
+    check.schedules = len(schedules)
     for schedule in schedules.values():
         own = schedule.name not in config.schedules
         spec = project.agents.get(schedule.agent) if own else None

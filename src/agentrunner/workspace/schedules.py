@@ -83,6 +83,7 @@ def project_schedules(config: Config, agents: AgentRegistry) -> dict[str, Schedu
                 f"schedule '{own.name}' is written twice: in agentrunner.toml and as "
                 f"{agent_id}'s own schedule:",
                 file=own.source,
+                line=agents.get(agent_id).line_of("schedule"),
                 hint=f"Rename [schedules.{own.name}] or remove one of them.",
             )
         found[own.name] = own

@@ -140,9 +140,9 @@ def validate() -> None:
             f"{escape(_where(check.problems, project.config))}"
         )
         raise typer.Exit(1)
-    out.print(
-        f"[green]✓[/] {len(project.agents)} agent{'s' if len(project.agents) != 1 else ''} valid"
-    )
+    agents, schedules = len(project.agents), check.schedules
+    timed = f" and {schedules} schedule{'s' if schedules != 1 else ''}" if schedules else ""
+    out.print(f"[green]✓[/] {agents} agent{'s' if agents != 1 else ''}{timed} valid")
 
 
 def _where(problems: list[AgentRunnerError], config: Config) -> str:
