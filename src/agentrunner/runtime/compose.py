@@ -31,7 +31,7 @@ from agentrunner.run.runner import AgentRunner
 from agentrunner.store.store import open_store
 from agentrunner.telemetry.setup import start_tracing
 from agentrunner.workspace.channels.service import CHANNEL_TOOLS
-from agentrunner.workspace.schedules import check_schedule, project_schedules
+from agentrunner.workspace.project_schedules import check_schedule, project_schedules
 from agentrunner.workspace.tasks.cache import open_cache
 from agentrunner.workspace.tasks.task import Outcome, TaskRunner
 from agentrunner.workspace.workspace import Workspace

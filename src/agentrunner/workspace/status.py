@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner.run.spend import LimitUse, Spend, spend_report
 from agentrunner.workspace.approvals import waiting_runs
-from agentrunner.workspace.schedules import (
+from agentrunner.workspace.project_schedules import (
     ScheduleView,
     project_schedules,
     schedule_problems,

@@ -17,7 +17,7 @@ from agentrunner.interfaces.cli.workspace import with_workspace
 
 if TYPE_CHECKING:
     from agentrunner.store.schedules import Fire
-    from agentrunner.workspace.schedules import ScheduleView
+    from agentrunner.workspace.project_schedules import ScheduleView
     from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["app", "fire_words", "moment"]

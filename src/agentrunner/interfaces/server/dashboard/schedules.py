@@ -25,7 +25,7 @@ from agentrunner.interfaces.server.dashboard.templating import page
 from agentrunner.interfaces.server.fields import Id
 from agentrunner.store.schedules import to_ms
 from agentrunner.workspace.feeds import ScheduleFeed
-from agentrunner.workspace.schedules import ScheduleView
+from agentrunner.workspace.project_schedules import ScheduleView
 from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["router"]
