@@ -38,6 +38,7 @@ from agentrunner.config.schedules import Schedule
 from agentrunner.core.ids import new_id
 from agentrunner.core.ticks import zone
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.run.spend import preflight
 from agentrunner.store.channels import ChannelMessage
 from agentrunner.store.drivers import GuardRefused, Op
 from agentrunner.store.mailbox import NewRun
@@ -230,8 +231,6 @@ class Scheduler:
         if live is not None and schedule.overlap == "skip":
             return f'overlap: the previous fire\'s run {live} has not ended (overlap = "skip")'
         if self.app.config.budgets.daily:
-            from agentrunner.run.spend import preflight
-
             try:
                 await preflight(
                     self.store,
