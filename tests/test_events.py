@@ -57,7 +57,8 @@ Order within a run: it begins with `agent.working`. Then, for each model request
 `step.started`, then `model.setting_dropped` for a setting its provider is not sent (once a run
 for each), then `agent.thinking` / `agent.token` deltas as they stream, then `cost.updated`
 (and `model.attempt_failed` if the attempt failed); then, if the model called tools, one
-`agent.tool_call` per call followed by their `agent.tool_result`s; the loop repeats; the turn
+`agent.tool_call` per call followed by their `agent.tool_result`s (in the order the calls
+finish: a step's calls run concurrently; `call_id` names the call); the loop repeats; the turn
 ends with `agent.message`. The run ends with `agent.idle` (just after `agent.failed` if it
 failed), written with the run's end whatever ended it, so a chat client can show "cto is
 typing" in between. Only a run whose process died ends without one (its record says

@@ -95,13 +95,14 @@ async def test_the_result_carries_the_files_and_its_event_names_them() -> None:
         ("Nothing to see.", ()),
     ]
     assert results[0].attachments[0].data == PNG  # loaded: the next request sends it
-    events = rec.of("agent.tool_result")
-    assert [e.get("attachments") for e in events] == [
-        [FIRST[0].to_dict()],
-        [SECOND[0].to_dict()],
-        None,  # a text result's event is what it always was
-    ]
-    assert events[0]["output"] == "Screen 1."
+    # a step's calls run concurrently: their events come as each finishes
+    events = {e["call_id"]: e for e in rec.of("agent.tool_result")}
+    assert {call_id: e.get("attachments") for call_id, e in events.items()} == {
+        "c1": [FIRST[0].to_dict()],
+        "c2": [SECOND[0].to_dict()],
+        "c3": None,  # a text result's event is what it always was
+    }
+    assert events["c1"]["output"] == "Screen 1."
     assert b64(PNG) not in json.dumps(rec.events)
 
 
