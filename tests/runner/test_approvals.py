@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -449,5 +450,52 @@ async def test_a_short_id_finds_its_request_and_an_ambiguous_one_is_refused(
         with pytest.raises(AgentRunnerError) as ambiguous:
             await ws.runner.waits.find(a[:common])
         assert ambiguous.value.code is ErrorCode.VALIDATION and a in ambiguous.value.message
+    finally:
+        await ws.close()
+
+
+async def test_the_last_decision_says_it_requeued_the_run_though_a_worker_took_it_at_once(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    """``requeued`` is what the decision's own transaction did, not the run's status read
+    after it: a worker that claimed the run between the commit and that read (PostgreSQL
+    wakes one by NOTIFY) left it ``running``, and the person was told it still waited."""
+    agent("clerk", FRONT)
+    mock.queue(
+        Reply(
+            tool_calls=[
+                ("note_create", {"title": "a", "body": "x"}),
+                ("note_create", {"title": "b", "body": "y"}),
+            ]
+        ),
+    )
+    ws = await open_workspace(project)
+    try:
+        store = ws.runner.store
+        first, second = (await ws.runner.run_agent("clerk", "t1", "write both")).approvals
+        driver = store.driver
+        claimed: list[str] = []
+
+        def then_claimed(commit: Any) -> Any:
+            async def committed(ops: Any) -> Any:
+                done = await commit(ops)
+                if not claimed:  # the quick worker, woken by the commit
+                    run = await store.mailbox.claim("quick-worker", lease_s=30.0)
+                    claimed.extend([run.id] if run is not None else [])
+                return done
+
+            return committed
+
+        driver.batch = then_claimed(driver.batch)  # type: ignore[method-assign]
+        driver.fetch_in_transaction = then_claimed(driver.fetch_in_transaction)  # type: ignore[method-assign]
+        # a decision that leaves another request pending queues nothing
+        decided = await ws.runner.waits.decide(first["approval_id"], approve=True, by="ana")
+        assert decided.won and not decided.requeued
+        assert claimed == []  # nothing to claim: the run waits
+        decided = await ws.runner.waits.decide(second["approval_id"], approve=False, by="bo")
+        assert decided.won and decided.requeued
+        run = await store.runs.get(decided.record.run_id)
+        assert claimed == [decided.record.run_id]
+        assert run is not None and run.status == "running"  # the worker's, at once
     finally:
         await ws.close()

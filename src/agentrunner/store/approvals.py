@@ -356,16 +356,18 @@ class Approvals(Repository):
         if found.thread_id:
             keys.append(thread_key(found.thread_id))
         ops.append(self.changed_op(*keys))
+        # Whether this transaction queued the run again, read inside it: once committed, a
+        # worker may claim the run before any read after it.
+        ops.append(self.op("run_get", id=run_id))
         try:
-            await self.db.batch(ops)
+            [run] = await self.db.fetch_in_transaction(ops)
         except GuardRefused:
             winner = await self.get(found.id)
             return Decided(winner or found, False, False)
         self.db.notify()  # SQLite's idle workers
         record = await self.get(found.id)
         assert record is not None
-        run = await self.db.fetch_one(self.sql["run_get"], {"id": run_id})
-        return Decided(record, True, run is not None and run["status"] == "created")
+        return Decided(record, True, run["status"] == "created")
 
     async def started(self, approval_id: str) -> bool:
         """The journal's mark before an approved call runs; False: it was marked before (it

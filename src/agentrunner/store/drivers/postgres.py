@@ -152,10 +152,16 @@ class PostgresDriver:
         return await self._run(lambda conn: in_transaction(conn, claim))
 
     async def fetch_in_transaction(self, ops: Sequence[Op]) -> list[dict[str, Any]]:
+        """Commit ``ops`` as ``batch`` does (guarded statements), in one transaction; the rows
+        of the last statement."""
+        guarded = self.guarded
+
         async def run(conn: Any) -> list[dict[str, Any]]:
             cursor = None
-            for _, sql, params in ops:
+            for name, sql, params in ops:
                 cursor = await conn.execute(sql, params)
+                if name in guarded and cursor.rowcount == 0:
+                    raise GuardRefused(name, params)
             if cursor is None or cursor.description is None:
                 return []
             return list(await cursor.fetchall())

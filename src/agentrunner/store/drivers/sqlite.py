@@ -134,18 +134,32 @@ class SQLiteDriver:
         return [dict(row) for row in rows]
 
     async def fetch_in_transaction(self, ops: Sequence[Op]) -> list[dict[str, Any]]:
-        """Run ``ops`` in one write transaction, begun holding the write lock (so every read
-        in it sees every earlier commit); the rows of the last."""
+        """Commit ``ops`` as ``batch`` does (guarded statements, the changes row), after the
+        batches submitted before them, in one write transaction begun holding the write lock
+        (so every read in it sees every earlier commit); the rows of the last statement run."""
+        if self._waiting:
+            self._commit_waiting()
         cursor = self._cursor
+        guarded = self.guarded
+        changed = None
         cursor.execute("BEGIN IMMEDIATE")
         try:
             rows: list[Any] = []
-            for _, sql, params in ops:
-                rows = cursor.execute(*bind(sql, params)).fetchall()
+            for name, sql, params in ops:
+                if name == CHANGES:
+                    changed = params["keys"].split(SEPARATOR)
+                    continue
+                found = cursor.execute(*bind(sql, params))
+                if name in guarded and found.rowcount == 0:
+                    raise GuardRefused(name, params)
+                rows = found.fetchall()
         except BaseException:
             cursor.execute("ROLLBACK")
             raise
         cursor.execute("COMMIT")
+        if changed:
+            self._publish(changed)
+        self._after_commit()
         return [dict(row) for row in rows]
 
     async def batch(self, ops: Sequence[Op]) -> None:
