@@ -113,9 +113,13 @@ _TABLES = (
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """No server named: start a throwaway one where PostgreSQL is installed."""
+    """No server named: start a throwaway one where PostgreSQL is installed. Under xdist each
+    worker starts its own, not the controller one for all: a test that restarts its server
+    would cut the other workers' sessions."""
     if os.environ.get(_PG_URL_VAR) or os.environ.get("AGENTRUNNER_TEST_POSTGRES") == "off":
         return
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        return  # the xdist controller: it runs no test
     from tests.throwaway_postgres import start_throwaway_postgres
 
     server = start_throwaway_postgres()
