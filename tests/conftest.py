@@ -162,7 +162,7 @@ def pg_database() -> Iterator[str]:
 @pytest.fixture
 def restart_postgres(request: pytest.FixtureRequest) -> Callable[[], None]:
     """Restart the test PostgreSQL (``pg_ctl restart -m fast``): the one pytest started, or one
-    started outside whose directories the environment names (``.ci/postgres.sh`` does)."""
+    started outside whose directories the environment names."""
     from tests.throwaway_postgres import postgres_from_environment
 
     url = _require_pg()
@@ -170,7 +170,7 @@ def restart_postgres(request: pytest.FixtureRequest) -> Callable[[], None]:
     if server is None:
         reason = (
             "cannot restart the test PostgreSQL: set AGENTRUNNER_TEST_POSTGRES_DIR and "
-            "AGENTRUNNER_TEST_POSTGRES_BIN (as .ci/postgres.sh does)"
+            "AGENTRUNNER_TEST_POSTGRES_BIN (its pg_ctl's directory)"
         )
         if os.environ.get("AGENTRUNNER_REQUIRE_POSTGRES") == "1":
             pytest.fail(reason)

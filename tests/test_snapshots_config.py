@@ -37,7 +37,13 @@ def project(tmp_path: Path) -> Path:
 
 def environment(*, ci: bool) -> dict[str, str]:
     ci_names = ("CI", "GITHUB_ACTIONS", "BUILD_ID", "BUILD_NUMBER", "CONTINUOUS_INTEGRATION")
-    env = {k: v for k, v in os.environ.items() if k not in ci_names}
+    # PYTEST_XDIST_*: under xdist this test's worker's, which would make the pytest it starts
+    # look like a worker to inline-snapshot (which then never writes a snapshot).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ci_names and not k.startswith("PYTEST_XDIST")
+    }
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # inline-snapshot's alone, named on the line
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     if ci:

@@ -1,15 +1,16 @@
 """A throwaway PostgreSQL server for one test session.
 
 When ``AGENTRUNNER_TEST_DATABASE_URL`` names no server and PostgreSQL's server binaries are
-installed, ``pytest`` starts its own — the same steps as ``.ci/postgres.sh`` — so the README's test
-command runs the PostgreSQL tests on any machine that has PostgreSQL, not only in CI. The cluster
+installed, ``pytest`` starts its own — under xdist each worker its own — so the README's test
+command runs the PostgreSQL tests on any machine that has PostgreSQL, CI included. The cluster
 lives in a temporary directory, listens on a spare loopback port, and is removed at the end.
 ``initdb`` refuses to run as root, so as root the cluster belongs to the ``postgres`` user.
 Set ``AGENTRUNNER_TEST_POSTGRES=off`` to skip the PostgreSQL tests instead.
 
-A server started from outside (``.ci/postgres.sh``) can still be restarted by the tests that
-need it when ``AGENTRUNNER_TEST_POSTGRES_DIR`` (the directory holding ``data/`` and ``log``) and
-``AGENTRUNNER_TEST_POSTGRES_BIN`` (its ``pg_ctl``'s directory) name it.
+A server started from outside can still be restarted by the tests that need it when
+``AGENTRUNNER_TEST_POSTGRES_DIR`` (the directory holding ``data/`` and ``log``) and
+``AGENTRUNNER_TEST_POSTGRES_BIN`` (its ``pg_ctl``'s directory) name it (and no other session
+uses it: a restart cuts every session).
 """
 
 from __future__ import annotations
@@ -90,17 +91,34 @@ def _spare_port() -> int:
 
 
 def start_throwaway_postgres() -> ThrowawayPostgres | None:
-    """Start a server and return it, or None where no server binaries are installed."""
+    """Start a server and return it, or None where no server binaries are installed or it
+    would not start. Under xdist every worker starts one at the same moment: the ``postgres``
+    user is made by whichever gets there first, and a port another took in between is tried
+    again with another."""
     bin_dir = _bin_dir()
     if bin_dir is None:
         return None
-    data = Path(tempfile.mkdtemp(prefix="agentrunner-test-pg-"))
     as_user: list[str] = []
     if os.geteuid() == 0:
         if subprocess.run(["id", "postgres"], capture_output=True, check=False).returncode:
-            subprocess.run(["useradd", "--system", "--no-create-home", "postgres"], check=True)
-        shutil.chown(data, "postgres")
+            subprocess.run(
+                ["useradd", "--system", "--no-create-home", "postgres"],
+                capture_output=True,
+                check=False,  # made meanwhile by another worker: `id` below says
+            )
+        subprocess.run(["id", "postgres"], capture_output=True, check=True)
         as_user = ["runuser", "-u", "postgres", "--"]
+    for _attempt in range(3):
+        server = _started(bin_dir, as_user)
+        if server is not None:
+            return server
+    return None
+
+
+def _started(bin_dir: Path, as_user: list[str]) -> ThrowawayPostgres | None:
+    data = Path(tempfile.mkdtemp(prefix="agentrunner-test-pg-"))
+    if as_user:
+        shutil.chown(data, "postgres")
     port = _spare_port()
     server = ThrowawayPostgres(
         f"postgresql://postgres@127.0.0.1:{port}/agentrunner_test", bin_dir, data, as_user

@@ -116,7 +116,7 @@ _MASKS = [
     (re.compile(r"\b(ceo|cto|cmo|cfo|engineer|analyst)-[0-9a-f]{20,}(\.[a-z.]+)?"), r"\1-…"),
     (re.compile(r"\d{4}-\d\d-\d\d( \d\d:\d\d)?"), "DATE"),
     (re.compile(r"pid \d+"), "pid N"),
-    (re.compile(r"\b\d+s\b"), "Ns"),
+    (re.compile(r"\b\d+[smhd]\b"), "Ns"),  # an age: `31s`, or `2m` on a loaded machine
     (re.compile(r"[ ─]+$", re.M), ""),  # columns sized to what they hold
     (re.compile(r" {2,}"), " "),
     (re.compile(r"─+"), "─"),
