@@ -54,6 +54,8 @@ class Thread:
     updated_at: float
     summary_through: int = 0  # the last message its newest summary covers; 0: none
     waiting_run_id: str | None = None  # the run that holds it while it waits for a person
+    forked_from: str | None = None  # the thread it was forked from (store/forks)
+    forked_at: int | None = None  # the last of that thread's messages it began with
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Thread:
@@ -68,6 +70,8 @@ class Thread:
             "title": self.title,
             "message_count": self.message_count,
             "summary_through": self.summary_through,
+            "forked_from": self.forked_from,
+            "forked_at": self.forked_at,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }

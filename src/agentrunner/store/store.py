@@ -19,6 +19,7 @@ from agentrunner.store.channels import Channels
 from agentrunner.store.company import Company
 from agentrunner.store.costs import Costs
 from agentrunner.store.drivers import Driver, GuardRefused, Listener, Op, open_driver
+from agentrunner.store.forks import Forks
 from agentrunner.store.idempotency import IdempotencyKeys
 from agentrunner.store.locks import ThreadLocks
 from agentrunner.store.mailbox import Mailbox, Workers
@@ -54,6 +55,7 @@ class Store:
         self.company = Company(driver, sql)
         self.approvals = Approvals(driver, sql)
         self.attachments = Attachments(driver, sql)
+        self.forks = Forks(driver, sql, self.threads, self.messages, self.attachments)
         self.schedules = ScheduleRows(driver, sql)
         self.changes = Changes(driver)  # readers woken by commits, in whichever process
 

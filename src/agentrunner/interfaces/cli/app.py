@@ -16,6 +16,7 @@ from agentrunner.interfaces.cli import (
     approvals,
     company,
     cost,
+    forks,
     project,
     run,
     schedules,
@@ -100,6 +101,8 @@ app.command("serve-briefs", hidden=True)(company.serve_briefs)
 app.add_typer(tasks.cache_app, name="cache")
 app.add_typer(workspace.channels_app, name="channels")
 app.add_typer(agents.app, name="agents")
+threads_runs.threads_app.command("fork")(forks.threads_fork)
+threads_runs.threads_app.command("rewind")(forks.threads_rewind)
 app.add_typer(threads_runs.threads_app, name="threads")
 app.add_typer(threads_runs.runs_app, name="runs")
 app.add_typer(schedules.app, name="schedules")

@@ -129,6 +129,7 @@ def create_app(
     from agentrunner.interfaces.server import (
         approval_routes,
         attachment_routes,
+        fork_routes,
         openai_compat,
         routes,
         schedule_routes,
@@ -138,6 +139,7 @@ def create_app(
     app.include_router(attachment_routes.router, responses=ERROR_RESPONSES)
     app.include_router(approval_routes.router, responses=ERROR_RESPONSES)
     app.include_router(schedule_routes.router, responses=ERROR_RESPONSES)
+    app.include_router(fork_routes.router, responses=ERROR_RESPONSES)
     app.include_router(openai_compat.router, responses=ERROR_RESPONSES)
     app.state.token = token  # what /login compares with; in memory only
     dashboard.install(app, login=token is not None)

@@ -126,6 +126,8 @@ class Thread(BaseModel):
         description="the last message its summary covers (runs send the summary in their "
         "place); 0: never compacted"
     )
+    forked_from: str | None = Field(description="the thread it was forked from; null: none")
+    forked_at: int | None = Field(description="the last of that thread's messages it began with")
     created_at: float
     updated_at: float
 

@@ -4,7 +4,8 @@
 
 -- name: thread_get
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at, summary_through, waiting_run_id
+       message_count, created_at, updated_at, summary_through, waiting_run_id,
+       forked_from, forked_at
 FROM threads WHERE id = :id;
 
 -- name: thread_ids_starting
@@ -29,7 +30,8 @@ ON CONFLICT (id) DO NOTHING;
 
 -- name: thread_list
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at, summary_through, waiting_run_id
+       message_count, created_at, updated_at, summary_through, waiting_run_id,
+       forked_from, forked_at
 FROM threads
 WHERE updated_at < :before
 ORDER BY updated_at DESC LIMIT :limit;
@@ -39,7 +41,8 @@ ORDER BY updated_at DESC LIMIT :limit;
 -- whole answer for an agent in use, at a bounded cost whatever the project's size.
 SELECT *
 FROM (SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-             message_count, created_at, updated_at, summary_through, waiting_run_id
+             message_count, created_at, updated_at, summary_through, waiting_run_id,
+       forked_from, forked_at
       FROM threads
       WHERE updated_at < :before
       ORDER BY updated_at DESC LIMIT :scan) AS recent
@@ -51,7 +54,8 @@ ORDER BY updated_at DESC LIMIT :limit;
 -- recent ones, this costs its own threads, not everyone's. (The unary plus keeps the planner
 -- off threads_updated, which would walk every other agent's threads too.)
 SELECT id, agent_id, title, session_run_id, session_state, active_task, parent_thread_id,
-       message_count, created_at, updated_at, summary_through, waiting_run_id
+       message_count, created_at, updated_at, summary_through, waiting_run_id,
+       forked_from, forked_at
 FROM threads
 WHERE agent_id = :agent_id AND +updated_at < :before
 ORDER BY +updated_at DESC LIMIT :limit;
@@ -1143,3 +1147,58 @@ ORDER BY f.tick_ms DESC LIMIT 1;
 
 -- name: schedule_fire_count
 SELECT schedule, outcome, COUNT(*) AS n FROM schedule_fires GROUP BY schedule, outcome;
+
+-- name: thread_fork
+-- guarded: a fork begins with its parent's first :at messages: refused when message :at is
+-- no longer there (the parent was rewound meanwhile). The newest summary at or before :at is
+-- the fork's; no session carries over (the fork's first run sends its whole history).
+INSERT INTO threads (id, agent_id, title, session_state, parent_thread_id, message_count,
+                     summary_through, forked_from, forked_at, created_at, updated_at)
+SELECT :id, agent_id, title, :session_state{json}, NULL, :at,
+       (SELECT COALESCE(MAX(through_seq), 0) FROM thread_summaries
+        WHERE thread_id = :parent AND through_seq <= :at),
+       :parent, :at, :now, :now
+FROM threads
+WHERE id = :parent
+  AND (:at = 0 OR EXISTS (SELECT 1 FROM messages WHERE thread_id = :parent AND seq = :at));
+
+-- name: thread_fork_messages
+-- Each message as it was stored, body and all: the fork's history is its parent's prefix.
+INSERT INTO messages (thread_id, seq, role, body, run_id, created_at)
+SELECT :id, seq, role, body, run_id, created_at FROM messages
+WHERE thread_id = :parent AND seq <= :at;
+
+-- name: thread_fork_summaries
+INSERT INTO thread_summaries (thread_id, through_seq, summary, model, run_id, requests,
+                              cost_micros, created_at)
+SELECT :id, through_seq, summary, model, run_id, requests, cost_micros, created_at
+FROM thread_summaries WHERE thread_id = :parent AND through_seq <= :at;
+
+-- name: thread_fork_files
+INSERT INTO attachment_uses (thread_id, seq, sha256, name)
+SELECT :id, seq, sha256, name FROM attachment_uses WHERE thread_id = :parent AND seq <= :at;
+
+-- name: thread_rewind
+-- guarded: a thread is cut back with nothing running on it, as it is deleted (thread_delete).
+UPDATE threads
+SET message_count = :at,
+    summary_through = (SELECT COALESCE(MAX(through_seq), 0) FROM thread_summaries
+                       WHERE thread_id = :id AND through_seq <= :at),
+    session_run_id = NULL,
+    updated_at = :now
+WHERE id = :id
+  AND NOT EXISTS (
+      SELECT 1 FROM runs WHERE thread_id = :id AND status IN ('created', 'running', 'waiting')
+  );
+
+-- name: thread_rewind_messages
+DELETE FROM messages WHERE thread_id = :id AND seq > :at;
+
+-- name: thread_rewind_summaries
+DELETE FROM thread_summaries WHERE thread_id = :id AND through_seq > :at;
+
+-- name: thread_rewind_files
+DELETE FROM attachment_uses WHERE thread_id = :id AND seq > :at;
+
+-- name: attachment_uses_after
+SELECT DISTINCT sha256 FROM attachment_uses WHERE thread_id = :id AND seq > :at;

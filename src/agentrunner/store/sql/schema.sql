@@ -544,3 +544,10 @@ CREATE INDEX schedule_fires_run ON schedule_fires (run_id)
 -- 0, in the order of their schedules and ticks.
 ALTER TABLE schedule_fires ADD COLUMN feed_key BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX schedule_fires_feed ON schedule_fires (feed_key, schedule, tick_ms)
+
+-- migration: 24
+-- A thread forked from another (docs/threads.md): the thread it was cut from and the last of
+-- that thread's messages it began with. Not parent_thread_id, which makes a delegation's
+-- thread its caller's (deleted with it); a fork outlives its parent.
+ALTER TABLE threads ADD COLUMN forked_from TEXT;
+ALTER TABLE threads ADD COLUMN forked_at INTEGER

@@ -1,0 +1,161 @@
+"""Trying again from a point of a thread (docs/threads.md): a fork is a new thread that begins
+with another's first messages, copied as they are stored, so what its runs send the model is
+its parent's history byte for byte; a rewind cuts a thread back in place. Either way a point
+inside a step's tool calls moves past their results (a call is never kept without its
+answer), a compaction's summary comes along when the point is past it, and no session carries
+over. What a rewind cuts stays in the records of the runs that wrote it (``runs show``)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from agentrunner.core.ids import new_id
+from agentrunner.engine.messages import AssistantMessage, ToolResult
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.store.attachments import Attachments
+from agentrunner.store.changes import thread_key
+from agentrunner.store.drivers import Driver, GuardRefused
+from agentrunner.store.records import Thread
+from agentrunner.store.repositories import Repository
+from agentrunner.store.sql import SqlSet
+from agentrunner.store.threads import Messages, Threads
+
+__all__ = ["Cut", "Forks"]
+
+# How many messages past the point are read to find the end of a step's tool results: more
+# calls than this in one step is past any model's habit; a longer run of results is followed
+# page by page.
+_PAGE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """What a fork or a rewind made: the thread, the last message it keeps (``at``: the point
+    asked for, or past the tool results that answer the calls there) and how many of the
+    source's messages it left out."""
+
+    thread: Thread
+    at: int
+    asked: int
+    left_out: int
+
+
+class Forks(Repository):
+    def __init__(
+        self, driver: Driver, sql: SqlSet, threads: Threads, messages: Messages, files: Attachments
+    ) -> None:
+        super().__init__(driver, sql)
+        self._threads = threads
+        self._messages = messages
+        self._files = files
+
+    async def fork(self, thread_id: str, at: int) -> Cut:
+        """A new thread of the same agent beginning with thread ``thread_id``'s first ``at``
+        messages; the parent is left as it was."""
+        parent, point, last = await self._point(thread_id, at)
+        fork_id = new_id(f"{parent.agent_id}-")
+        params = {"id": fork_id, "parent": parent.id, "at": point}
+        try:
+            await self.db.batch(
+                [
+                    self.op("thread_fork", **params, session_state="{}", now=time.time()),
+                    self.op("thread_fork_messages", **params),
+                    self.op("thread_fork_summaries", **params),
+                    self.op("thread_fork_files", **params),
+                    self.changed_op(thread_key(fork_id)),
+                ]
+            )
+        except GuardRefused:
+            raise _moved(parent.id) from None
+        forked = await self._threads.get(fork_id)
+        assert forked is not None
+        return Cut(forked, point, at, last - point)
+
+    async def rewind(self, thread_id: str, at: int) -> Cut:
+        """Thread ``thread_id`` cut back to its first ``at`` messages, in one transaction with
+        the summaries past them and each file only they named; refused while a run on it is
+        queued, running or waiting."""
+        thread, point, last = await self._point(thread_id, at)
+        live = await self.db.fetch_one(self.sql["thread_live_run"], {"thread_id": thread.id})
+        if live is not None:
+            raise _live(thread.id, live["id"], live["status"])
+        params = {"id": thread.id, "at": point}
+        cut_files = await self.db.fetch_all(self.sql["attachment_uses_after"], params)
+        digests = [str(row["sha256"]) for row in cut_files]
+        try:
+            await self.db.batch(
+                [
+                    self.op("thread_rewind", **params, now=time.time()),
+                    self.op("thread_rewind_messages", **params),
+                    self.op("thread_rewind_summaries", **params),
+                    self.op("thread_rewind_files", **params),
+                    *self._files.release_ops(digests),
+                    self.changed_op(thread_key(thread.id)),
+                ]
+            )
+        except GuardRefused:
+            raise _live(thread.id, None, "queued") from None
+        rewound = await self._threads.get(thread.id)
+        assert rewound is not None
+        return Cut(rewound, point, at, last - point)
+
+    async def _point(self, thread_id: str, at: int) -> tuple[Thread, int, int]:
+        """The thread, the point ``at`` moved past the results of the calls it falls among,
+        and the thread's last message number."""
+        thread = await self._threads.get(thread_id)
+        if thread is None:
+            raise AgentRunnerError(
+                ErrorCode.THREAD_NOT_FOUND,
+                f"no thread {thread_id!r}",
+                hint="`agentrunner threads list` shows the threads.",
+            )
+        _, last = await self._messages.tail(thread.id, 1)
+        if not 0 <= at <= last:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"thread {thread.id} has messages 1-{last}; there is no message {at}"
+                if last
+                else f"thread {thread.id} has no messages; there is no message {at}",
+                hint=f"`agentrunner threads show {thread.id}` numbers its messages.",
+                details={"thread_id": thread.id, "at": at, "last": last},
+            )
+        point = at
+        while 0 < point < last:
+            page = await self._messages.page(thread.id, after=point - 1, limit=_PAGE)
+            if not page or not _among_calls(page[0][1]):
+                break
+            for seq, message, _run, _at in page[1:]:
+                if not isinstance(message, ToolResult):
+                    return thread, point, last
+                point = seq
+            if len(page) < _PAGE:
+                break
+        return thread, point, last
+
+
+def _among_calls(message: object) -> bool:
+    """Whether a point at ``message`` falls among a step's tool calls and their results."""
+    if isinstance(message, ToolResult):
+        return True
+    return isinstance(message, AssistantMessage) and bool(message.tool_calls)
+
+
+def _moved(thread_id: str) -> AgentRunnerError:
+    return AgentRunnerError(
+        ErrorCode.VALIDATION,
+        f"thread {thread_id} was cut back while it was being forked; nothing was written",
+        hint=f"`agentrunner threads show {thread_id}` shows what it holds now; fork it again.",
+    )
+
+
+def _live(thread_id: str, run_id: str | None, status: str) -> AgentRunnerError:
+    which = f" ({run_id})" if run_id else ""
+    cancel = run_id or "RUN"
+    return AgentRunnerError(
+        ErrorCode.VALIDATION,
+        f"thread {thread_id} has a run that is {status}{which}; nothing was cut",
+        hint=f"Cancel it first (`agentrunner runs cancel {cancel}`), or wait for it to end; "
+        f"or fork the thread instead (`agentrunner threads fork {thread_id} --at SEQ`).",
+        details={"thread_id": thread_id, "run_id": run_id},
+    )

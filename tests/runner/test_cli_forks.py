@@ -1,0 +1,97 @@
+"""`agentrunner threads fork|rewind` from the command line (docs/threads.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.runner.conftest import Agent
+from tests.runner.test_cli_run import cli
+
+
+def _thread(capsys: pytest.CaptureFixture[str]) -> tuple[str, list[str]]:
+    """An echo agent's thread of three turns (messages 1-6), and its runs."""
+    runs = []
+    for said in ("one", "two", "three"):
+        code, out, err = cli(capsys, "run", "echo", said, "--json")
+        assert code == 0, err
+        runs.append(json.loads(out))
+    assert len({r["thread_id"] for r in runs}) == 1
+    return runs[0]["thread_id"], [r["run_id"] for r in runs]
+
+
+def _shown(capsys: pytest.CaptureFixture[str], thread_id: str) -> str:
+    code, out, err = cli(capsys, "threads", "show", thread_id)
+    assert code == 0, err
+    return out
+
+
+def test_a_fork_goes_on_from_its_point_and_the_thread_is_left_as_it_was(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("echo")
+    thread_id, _ = _thread(capsys)
+    code, out, err = cli(capsys, "threads", "fork", thread_id[:-3], "--at", "2")
+    assert code == 0, err
+    assert f"forked {thread_id} at message 2: " in out and "(2 messages)" in out
+    fork_id = out.split(": ")[1].split(" ")[0]
+    assert f'agentrunner run echo "…" --thread {fork_id}' in err
+    code, out, err = cli(capsys, "run", "echo", "other", "--thread", fork_id, "--json")
+    assert code == 0, err
+    assert json.loads(out)["text"] == "Echo: other"
+    shown = _shown(capsys, fork_id)
+    assert "one" in shown and "other" in shown and "two" not in shown
+    assert "three" in _shown(capsys, thread_id)  # the parent is unchanged
+    # another point, another fork
+    code, out, err = cli(capsys, "threads", "fork", thread_id, "--at", "4", "--json")
+    assert code == 0, err
+    forked = json.loads(out)
+    assert (forked["at"], forked["cut"], forked["thread"]["forked_from"]) == (4, 2, thread_id)
+    assert forked["thread"]["message_count"] == 4 and forked["thread"]["id"] != fork_id
+
+
+def test_a_rewind_asks_for_yes_then_cuts_and_the_run_keeps_what_was_cut(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("echo")
+    thread_id, runs = _thread(capsys)
+    code, _, err = cli(capsys, "threads", "rewind", thread_id, "--at", "4")
+    assert code == 1 and "nothing was cut" in err
+    assert f"threads rewind {thread_id} --at 4 --yes" in err and "threads fork" in err
+    assert "three" in _shown(capsys, thread_id)
+    code, out, err = cli(capsys, "threads", "rewind", thread_id, "--at", "4", "--yes")
+    assert code == 0, err
+    assert f"rewound {thread_id} to message 4: 2 messages cut" in out
+    assert "three" not in _shown(capsys, thread_id)
+    code, out, err = cli(capsys, "runs", "show", runs[2])
+    assert code == 0, err
+    assert "three" in out  # the run that wrote it keeps it
+    code, out, err = cli(capsys, "run", "echo", "again", "--json")  # the session goes on
+    assert code == 0, err
+    assert json.loads(out)["thread_id"] == thread_id
+    assert [line for line in _shown(capsys, thread_id).splitlines() if "again" in line]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["fork", "{t}", "--at", "9"], "has messages 1-6; there is no message 9"),
+        (["fork", "{t}", "--at", "-1"], "there is no message -1"),
+        (["fork", "nope", "--at", "1"], "no thread 'nope'"),
+        (["rewind", "{t}", "--at", "7", "--yes"], "there is no message 7"),
+        (["fork", "{t}"], "Missing option '--at'"),
+    ],
+    ids=["past-the-end", "negative", "unknown-thread", "rewind-past-the-end", "no-point"],
+)
+def test_a_wrong_point_or_thread_is_one_clear_line_and_nothing_is_written(
+    agent: Agent, capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    agent("echo")
+    thread_id, _ = _thread(capsys)
+    code, out, err = cli(capsys, "threads", *(a.format(t=thread_id) for a in args))
+    assert code != 0 and said in err, err
+    assert "Traceback" not in err
+    code, out, _ = cli(capsys, "threads", "list", "--json")
+    assert [t["id"] for t in json.loads(out)] == [thread_id]
+    assert "three" in _shown(capsys, thread_id)
