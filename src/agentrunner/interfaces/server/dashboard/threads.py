@@ -1,17 +1,21 @@
 """``/ui/threads``: agents' threads, most recently updated first, a page at a time (of one
 agent's with ``?agent=``). ``/ui/threads/{id}``: a thread's messages a page at a time from its
 newest end — read by number, so a thread of any length costs a page — each with its role, its
-text, its tool calls and results folded, and the run that wrote it; the thread's runs."""
+text, its tool calls and results folded, and the run that wrote it; the thread's runs; on a
+person's message, "try again from here" (``POST /ui/threads/{id}/fork``): a fork of the thread
+before it (``store/forks``), and the message, as edited, queued there."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
 from agentrunner.core.inputs import check_id, invalid
 from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.interfaces.server.dashboard.forms import checked_form
 from agentrunner.interfaces.server.dashboard.templating import page
 from agentrunner.workspace.workspace import Workspace
 
@@ -85,3 +89,26 @@ async def thread_page(
         "runs_shown": RUNS,
     }
     return page(request, "thread.html", context)
+
+
+@router.post("/ui/threads/{thread_id}/fork")
+async def try_again(request: Request, thread_id: str) -> Response:
+    """A fork of the thread with its first ``at`` messages and, with ``message``, a run of its
+    agent queued there with that message and the input of the run that sent the one it
+    replaces (a worker runs it); 303 to the fork's page. The thread is left as it is."""
+    form = await checked_form(request)
+    ws: Workspace = request.app.state.workspace
+    store = ws.app.store
+    given = str(form.get("at") or "")
+    if not given.isdigit():
+        raise invalid("at", "is not a message number", "Use the page's own form.")
+    at = int(given)
+    cut = await store.forks.fork(check_id(thread_id, "thread"), at)
+    message = str(form.get("message") or "")
+    if message.strip():
+        replaced = await store.messages.page(thread_id, after=cut.at, limit=1)
+        run_id = replaced[0][2] if replaced else None
+        earlier = await store.runs.get(run_id) if run_id else None
+        values = (earlier.request or {}).get("input") if earlier else None
+        await ws.runs.queue(cut.thread.agent_id, cut.thread.id, message, input=values)
+    return RedirectResponse(f"/ui/threads/{quote(cut.thread.id, safe='')}", status_code=303)
