@@ -202,6 +202,7 @@ PUBLIC_API = [
     "PromptContext",
     "ProviderConfig",
     "Rendered",
+    "Replay",
     "ResultCache",
     "RetryPolicy",
     "RunAgentOverrides",
@@ -233,6 +234,7 @@ PUBLIC_API = [
     "open_task_runner",
     "parse_agent_text",
     "register_config_extension",
+    "replay_run",
     "tool",
 ]
 

@@ -127,6 +127,8 @@ if TYPE_CHECKING:
     from agentrunner.run.callbacks import RunEvent as RunEvent
     from agentrunner.run.extensions import Extensions as Extensions
     from agentrunner.run.prompt import PromptContext as PromptContext
+    from agentrunner.run.replay import Replay as Replay
+    from agentrunner.run.replay import replay_run as replay_run
     from agentrunner.run.request import (
         RunAgentOverrides as RunAgentOverrides,
     )
@@ -155,6 +157,8 @@ _EXPORTS: dict[str, str] = {
     "RunAgentOverrides": "agentrunner.run.request",
     "ModelSettings": "agentrunner.core.model_settings",
     "RunResult": "agentrunner.run.request",
+    "Replay": "agentrunner.run.replay",
+    "replay_run": "agentrunner.run.replay",
     "RunEvent": "agentrunner.run.callbacks",
     "Extensions": "agentrunner.run.extensions",
     "PromptContext": "agentrunner.run.prompt",

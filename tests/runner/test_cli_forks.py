@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from agentrunner.testing import MockProvider, Reply
 from tests.runner.conftest import Agent
 from tests.runner.test_cli_run import cli
 
@@ -95,3 +102,74 @@ def test_a_wrong_point_or_thread_is_one_clear_line_and_nothing_is_written(
     code, out, _ = cli(capsys, "threads", "list", "--json")
     assert [t["id"] for t in json.loads(out)] == [thread_id]
     assert "three" in _shown(capsys, thread_id)
+
+
+def test_a_replay_prints_the_run_and_its_replay_side_by_side(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("echo")
+    thread_id, runs = _thread(capsys)
+    code, out, err = cli(capsys, "runs", "replay", runs[1])
+    assert code == 0, err
+    assert f"replayed {runs[1]} as run_" in err and "messages 1-2)" in err
+    assert "the run and its replay" in out
+    for row in ("model", "status", "tokens", "cost", "seconds"):
+        assert any(line.split()[:1] == [row] for line in out.splitlines()), out
+    assert out.rstrip().endswith("Echo: two")  # the replay's answer, to the second message
+    code, out, err = cli(capsys, "runs", "replay", runs[0][-8:], "--json")
+    assert code == 0, err
+    done = json.loads(out)
+    assert done["original"]["id"] == runs[0] and done["replay"]["id"] != runs[0]
+    assert done["answer"] == "Echo: one" and done["thread_id"] != thread_id
+    assert done["replay"]["model"] == done["original"]["model"]
+    assert "three" in _shown(capsys, thread_id)  # the thread is as it was
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run_nope"], "no run 'run_nope'"),
+        (["{r}", "--model", "nope:nothing"], "Model 'nope:nothing' not found"),
+    ],
+    ids=["unknown-run", "unknown-model"],
+)
+def test_a_replay_of_what_is_not_there_is_one_clear_line(
+    agent: Agent, capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    agent("echo")
+    thread_id, runs = _thread(capsys)
+    code, _, err = cli(capsys, "runs", "replay", *(a.format(r=runs[0]) for a in args))
+    assert code != 0 and said in err, err
+    assert "Traceback" not in err
+    code, out, _ = cli(capsys, "threads", "list", "--json")
+    assert [t["id"] for t in json.loads(out)] == [thread_id]  # no fork made
+
+
+def test_ctrl_c_cancels_a_replay_which_is_kept_cancelled(
+    agent: Agent, mock: MockProvider, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("talker")
+    mock.queue(Reply(text="Short."), Reply(text="word " * 400, chunk_delay_s=0.02))
+    code, out, err = cli(capsys, "run", "talker", "tell me everything", "--json")
+    assert code == 0, err
+    original = json.loads(out)["run_id"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "runs", "replay", original],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(mock.requests) < 2:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "cancelled" in err and "runs list" in err and "Traceback" not in err
+    _code, listing, _ = cli(capsys, "runs", "list", "--agent", "talker", "--json")
+    statuses = {r["id"]: r["status"] for r in json.loads(listing)}
+    assert statuses.pop(original) == "completed"  # the original, as it was
+    assert list(statuses.values()) == ["cancelled"]

@@ -91,3 +91,64 @@ def test_a_wrong_point_or_thread_is_refused_and_nothing_is_written(
     listed = httpx2.get(f"{srv.url}/threads", headers=TOKEN).json()["data"]
     assert [t["id"] for t in listed] == ["t-1"]
     assert len(_messages(srv.url, "t-1")) == 2
+
+
+def test_a_replay_is_queued_on_a_fork_and_sends_the_first_request_again(
+    agent: Agent, server: Any, mock: MockProvider
+) -> None:
+    agent("clerk", "model: mockai:gpt-mock", body="You keep {{input.office}}'s books.")
+    mock.queue(Reply(text="first"), Reply(text="again"), Reply(text="on mini"))
+    srv = server()
+    open_thread(srv.url, "clerk", "t-1")
+    queued = httpx2.post(
+        f"{srv.url}/threads/t-1/runs",
+        headers=TOKEN,
+        json={"agent_id": "clerk", "message": "Balance?", "input": {"office": "Lyon"}},
+    )
+    original_id = queued.json()["run_id"]
+    _done(srv.url, original_id)
+    original = mock.requests[-1].body
+
+    replayed = httpx2.post(f"{srv.url}/runs/{original_id}/replay", headers=TOKEN)
+    assert replayed.status_code == 202, replayed.text
+    body = replayed.json()
+    assert (body["replay_of"], body["model"], body["status"]) == (
+        original_id,
+        "mockai:gpt-mock",
+        "created",
+    )
+    run = _done(srv.url, body["run_id"])
+    assert run["thread_id"] == body["thread_id"] != "t-1"
+    again = mock.requests[-1].body
+    assert json.dumps(again["messages"]) == json.dumps(original["messages"])
+    assert "Lyon" in json.dumps(again["messages"])
+
+    other = httpx2.post(
+        f"{srv.url}/runs/{original_id}/replay", headers=TOKEN, json={"model": "mockai:gpt-mini"}
+    )
+    assert other.status_code == 202, other.text
+    assert _done(srv.url, other.json()["run_id"])["model"] == "mockai:gpt-mini"
+    assert mock.requests[-1].body["model"] == "gpt-mini"
+    assert json.dumps(mock.requests[-1].body["messages"]) == json.dumps(original["messages"])
+
+    threads = len(httpx2.get(f"{srv.url}/threads", headers=TOKEN).json()["data"])
+    for path, json_body, status, code in (
+        ("/runs/run_nope/replay", None, 404, "not_found"),
+        (f"/runs/{original_id}/replay", {"model": "nope:nothing"}, 400, "model_not_found"),
+    ):
+        refused = httpx2.post(f"{srv.url}{path}", headers=TOKEN, json=json_body)
+        assert refused.status_code == status, refused.text
+        assert refused.json()["error"]["code"] == code
+    assert len(httpx2.get(f"{srv.url}/threads", headers=TOKEN).json()["data"]) == threads
+
+
+def _done(url: str, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while (run := httpx2.get(f"{url}/runs/{run_id}", headers=TOKEN).json())["status"] not in (
+        "completed",
+        "failed",
+    ):
+        assert time.monotonic() < deadline, run
+        time.sleep(0.05)
+    assert run["status"] == "completed", run
+    return dict(run)

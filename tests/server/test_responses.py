@@ -31,6 +31,7 @@ OPERATIONS = {
     ("POST", "/threads/{thread_id}/runs"): "start_run",
     ("GET", "/runs/{run_id}"): "get_run",
     ("POST", "/runs/{run_id}/cancel"): "cancel_run",
+    ("POST", "/runs/{run_id}/replay"): "replay_run",
     ("GET", "/approvals"): "list_approvals",
     ("GET", "/approvals/{approval_id}"): "get_approval",
     ("POST", "/approvals/{approval_id}"): "decide_approval",

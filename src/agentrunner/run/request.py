@@ -42,7 +42,9 @@ class RunAgentOverrides:
     the caller's, and is kept in the run's record, not in the thread (DESIGN decision 1).
     ``background``: nobody is watching (a schedule's run, seed 000): the prompt says so, and
     what it has for people — ``notify_user``, files, shared notes, its failure — is written
-    as notices to ``notify_channel`` (a channel's id), where they read.
+    as notices to ``notify_channel`` (a channel's id), where they read. ``prompt``: the system
+    prompt and the user-position context sent as given instead of the agent file's, rendered
+    now (a replay sends those of the run it replays, as that run logged them).
     """
 
     model: str | None = None
@@ -57,6 +59,7 @@ class RunAgentOverrides:
     stream: bool = True
     model_settings: ModelSettings | Mapping[str, Any] | None = None
     context: str | None = None
+    prompt: tuple[str, str | None] | None = None
 
     def __post_init__(self) -> None:
         if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid

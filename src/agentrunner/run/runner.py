@@ -406,7 +406,7 @@ class AgentRunner(AppParts):
             )
         tracing = self.engine.tracing
         with tracing.step("build_prompt") as span:
-            system, notes = await self._prompt(run)
+            system, notes = overrides.prompt or await self._prompt(run)  # a replay's: as given
             tracing.prompt_built(span, system, notes)
         toolset = await self.toolsets.assemble(  # 6-7. capabilities, MCP servers, injections
             agent,

@@ -251,6 +251,14 @@ class Messages(Repository):
             for r in reversed(rows)
         ]
 
+    async def first_of_run(self, thread_id: str, run_id: str) -> int | None:
+        """The number of the first message run ``run_id`` wrote in the thread (its person's
+        message); None when the thread holds none of its messages."""
+        row = await self.db.fetch_one(
+            self.sql["message_first_of_run"], {"thread_id": thread_id, "run_id": run_id}
+        )
+        return int(row["seq"]) if row and row["seq"] is not None else None
+
     def append_ops(
         self, thread_id: str, first_seq: int, messages: Iterable[Message], run_id: str | None
     ) -> list[Op]:

@@ -95,13 +95,16 @@ class RunQueue:
         model_settings: Mapping[str, Any] | None = None,
         idempotency: IdempotencyKey | None = None,
         attachments: Sequence[Attachment] = (),
+        model: str | None = None,
+        prompt: tuple[str, str | None] | None = None,
     ) -> QueuedRun:
         """Queue a run of ``agent_id`` on its thread ``thread_id`` and wake the workers.
         Raises ``validation`` for a bad id, message or input, ``thread_not_found`` for an
         unknown id (opening a thread is its own request: ``store.threads.open``, ``POST
         /threads``) or another agent's thread, ``queue_full`` past the bound; a repeat of
         ``idempotency`` returns the first run. ``model_settings`` are checked now
-        (``validation`` naming a bad one) and kept with the run. With telemetry on, an
+        (``validation`` naming a bad one) and kept with the run, as are ``model`` (that model
+        only) and ``prompt`` (a replay's: ``RunAgentOverrides.prompt``). With telemetry on, an
         ``enqueue`` span whose trace the run keeps."""
         tracing = self.app.engine.tracing
         with tracing.enqueue(agent_id) as (span, carrier):
@@ -114,6 +117,8 @@ class RunQueue:
                 idempotency,
                 carrier,
                 tuple(attachments),
+                model,
+                prompt,
             )
             tracing.enqueued(span, [agent_id], [queued.run_id], repeated=queued.repeated)
             return queued
@@ -128,6 +133,8 @@ class RunQueue:
         idempotency: IdempotencyKey | None,
         trace_context: Mapping[str, str] | None,
         attachments: tuple[Attachment, ...],
+        model: str | None,
+        prompt: tuple[str, str | None] | None,
     ) -> QueuedRun:
         check_id(thread_id, "thread_id")
         check_text(message, "message")
@@ -135,6 +142,10 @@ class RunQueue:
         request: dict[str, Any] = {"kind": "direct", "message": message, "input": values}
         if attachments:  # references: the bytes are kept with the run's row
             request["attachments"] = [a.to_dict() for a in attachments]
+        if model is not None:
+            request["model"] = model
+        if prompt is not None:
+            request["prompt"] = list(prompt)
         if model_settings is not None:  # stored as the input is: the input's bounds
             from agentrunner.core.model_settings import model_settings as checked
 

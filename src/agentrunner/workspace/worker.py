@@ -201,12 +201,15 @@ class Worker:
 
             request = claimed.request
             settings = request.get("model_settings")  # checked when it was queued
+            model, prompt = request.get("model"), request.get("prompt")  # a replay's
             overrides = None
-            if settings or request.get("background"):  # a schedule's run: nobody watches it
+            if settings or request.get("background") or model or prompt:
                 overrides = RunAgentOverrides(
+                    model=model,
                     model_settings=settings,
-                    background=bool(request.get("background")),
+                    background=bool(request.get("background")),  # a schedule's: nobody watches
                     notify_channel=request.get("notify_channel"),
+                    prompt=(prompt[0], prompt[1]) if prompt else None,
                 )
             await self.runner.run_agent(
                 claimed.agent_id,

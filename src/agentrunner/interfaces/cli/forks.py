@@ -1,5 +1,6 @@
-"""``agentrunner threads fork|rewind``: try again from a point of a thread (docs/threads.md).
-The commands of ``threads_runs.threads_app``, which was past its size."""
+"""Trying again (docs/threads.md): ``agentrunner threads fork|rewind``, from a point of a
+thread, and ``agentrunner runs replay``, a run sent again. Commands of ``threads_runs``' apps,
+which was past its size."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from agentrunner.interfaces.cli.console import err, out
+from agentrunner.interfaces.cli.console import Column, err, listing, out, verbatim
 from agentrunner.interfaces.cli.workspace import with_workspace
 
 if TYPE_CHECKING:
+    from agentrunner.run.replay import Replay
     from agentrunner.store.forks import Cut
+    from agentrunner.store.records import RunRecord
     from agentrunner.workspace.workspace import Workspace
 
-__all__ = ["threads_fork", "threads_rewind"]
+__all__ = ["runs_replay", "threads_fork", "threads_rewind"]
 
 _AT = typer.Option(
     ...,
@@ -107,3 +110,73 @@ def _messages(n: int) -> str:
 
 def _as_dict(cut: Cut) -> dict[str, object]:
     return {"thread": cut.thread.to_dict(), "at": cut.at, "asked": cut.asked, "cut": cut.left_out}
+
+
+def runs_replay(
+    run_id: str = typer.Argument(..., help="The run id, or its beginning or end."),
+    model: str | None = typer.Option(
+        None, "--model", help="Send it to this model (default: the model that answered it)."
+    ),
+    as_json: bool = _JSON,
+) -> None:
+    """Send a run again, as a new run beside it: on a fork of its thread cut just before its
+    message, with the prompt it logged, its message and files and its model settings, on the
+    model that answered it or --model. Prints the two side by side. The new run is an ordinary
+    one: its tools run and its cost is counted."""
+
+    async def replay(ws: Workspace) -> tuple[Replay, RunRecord]:
+        from agentrunner.run.replay import replay_run
+
+        done = await replay_run(ws.runner, run_id, model=model)
+        record = await ws.runner.store.runs.get(done.result.run_id)
+        assert record is not None
+        return done, record
+
+    try:
+        done, again = with_workspace(replay)
+    except KeyboardInterrupt:  # the run was cancelled with its task, and recorded so
+        err.print("[yellow]cancelled[/] [dim]· the replay's run is kept: agentrunner runs list[/]")
+        raise typer.Exit(130) from None
+    original = done.original
+    if as_json:
+        out.print_json(
+            data={
+                "original": original.to_dict(),
+                "replay": again.to_dict(),
+                "answer": done.result.text,
+                "thread_id": done.fork.thread.id,
+            }
+        )
+        return
+    kept = f"messages 1-{done.fork.at}" if done.fork.at else "no message before it"
+    err.print(
+        f"[dim]replayed {escape(original.id)} as {escape(again.id)}, on a fork of its thread "
+        f"({escape(done.fork.thread.id)}, {kept})[/]"
+    )
+    listing(
+        f"{original.agent_id}: the run and its replay",
+        [Column(""), Column("original", whole=True), Column("replay", whole=True)],
+        [
+            ["model", *(escape(r.model or "—") for r in (original, again))],
+            ["status", *(escape(r.stop_reason or r.status) for r in (original, again))],
+            ["tokens", *(_tokens(r) for r in (original, again))],
+            ["cost", *(_cost(r) for r in (original, again))],
+            ["seconds", *(_seconds(r) for r in (original, again))],
+        ],
+    )
+    out.print(verbatim(done.result.text))  # the replay's answer, as the model wrote it
+
+
+def _tokens(run: RunRecord) -> str:
+    usage = run.token_usage or {}
+    return f"{usage.get('input_tokens', 0):,} in · {usage.get('output_tokens', 0):,} out"
+
+
+def _cost(run: RunRecord) -> str:
+    return f"${run.cost_micros / 1e6:.4f}" if run.cost_known else "unknown"
+
+
+def _seconds(run: RunRecord) -> str:
+    if run.started_at is None or run.completed_at is None:
+        return "—"
+    return f"{run.completed_at - run.started_at:.1f}"

@@ -1202,3 +1202,7 @@ DELETE FROM attachment_uses WHERE thread_id = :id AND seq > :at;
 
 -- name: attachment_uses_after
 SELECT DISTINCT sha256 FROM attachment_uses WHERE thread_id = :id AND seq > :at;
+
+-- name: message_first_of_run
+-- The first of a thread's messages a run wrote (its person's message): a replay forks before it.
+SELECT MIN(seq) AS seq FROM messages WHERE thread_id = :thread_id AND run_id = :run_id;
