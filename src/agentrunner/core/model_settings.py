@@ -68,13 +68,15 @@ EXTRA_RESERVED: tuple[str, ...] = (
     "stream_options",
 )
 
-# Integers a database and a JSON encoder can hold; no setting needs more.
-_INT64 = {"ge": -(2**63), "le": 2**63 - 1}
+# A seed: an integer every JSON reader holds exactly (JavaScript's and a double's, 2**53), so
+# the schema's bounds mean the same read as numbers: int64's, 2**63 - 1 read as a double, is
+# 2**63, which is past them (a schema-valid request the server refused). No seed needs more.
+_SEED = {"ge": -(2**53), "le": 2**53}
 _TOKENS = 2**31 - 1
 
 # What each setting must be, in words, for an error that names it.
-# What a whole number out of range is told besides (a seed is one a database can hold).
-_RANGES: dict[str, str] = {"seed": f" from {-(2**63)} to {2**63 - 1}"}
+# What a whole number out of range is told besides.
+_RANGES: dict[str, str] = {"seed": f" from {-(2**53)} to {2**53}"}
 _EXPECTED: dict[str, str] = {
     "temperature": "a number from 0 to 2",
     "top_p": "a number from 0 to 1",
@@ -123,7 +125,7 @@ class ModelSettings(BaseModel):
     top_p: Annotated[float, Field(ge=0, le=1)] | None = None
     max_output_tokens: Annotated[int, Field(gt=0, le=_TOKENS)] | None = None
     stop: tuple[Annotated[str, Field(min_length=1, json_schema_extra=_TEXT)], ...] | None = None
-    seed: Annotated[int, Field(**_INT64)] | None = None
+    seed: Annotated[int, Field(**_SEED)] | None = None
     tool_choice: Annotated[str, Field(min_length=1, json_schema_extra=_TEXT)] | None = None
     parallel_tool_calls: bool | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None

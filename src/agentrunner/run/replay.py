@@ -66,9 +66,9 @@ async def plan_replay(
     replayed — a task's (no thread), a channel's (its prompt is the channel's transcript), one
     not ended, one whose message its thread no longer holds (rewound or deleted) — before
     anything is written; ``model_not_found`` for a ``model`` ``models`` does not know."""
+    original = await find_run(store, run_id)  # an unknown run is said first: a 404
     if model is not None:
         models.resolve(model)
-    original = await find_run(store, run_id)
     if original.thread_id is None:
         raise _refused(original, "ran on no thread (a task)", "Run the task again instead.")
     if original.channel_id is not None:
