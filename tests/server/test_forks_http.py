@@ -22,16 +22,7 @@ def _ran(url: str, thread: str, message: str) -> dict[str, Any]:
         json={"agent_id": "clerk", "message": message},
     )
     assert queued.status_code in (200, 202), queued.text
-    run_id = queued.json()["run_id"]
-    deadline = time.monotonic() + 30
-    while (run := httpx2.get(f"{url}/runs/{run_id}", headers=TOKEN).json())["status"] not in (
-        "completed",
-        "failed",
-    ):
-        assert time.monotonic() < deadline, run
-        time.sleep(0.05)
-    assert run["status"] == "completed", run
-    return dict(run)
+    return _done(url, queued.json()["run_id"])
 
 
 def _messages(url: str, thread: str) -> list[dict[str, Any]]:
