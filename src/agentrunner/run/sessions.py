@@ -68,11 +68,18 @@ async def find_thread(store: Store, thread_id: str) -> Thread:
         thread = await store.threads.get(starting[0])
         if thread is not None:
             return thread
-    hint = "See `agentrunner threads list`."
     if len(starting) > 1:
         more = ", …" if len(starting) > 5 else ""
-        hint = f"'{thread_id}' begins {', '.join(starting[:5])}{more}: give more of the id."
-    raise AgentRunnerError(ErrorCode.THREAD_NOT_FOUND, f"no thread '{thread_id}'", hint=hint)
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"'{thread_id}' begins more than one thread id: {', '.join(starting[:5])}{more}",
+            hint="Give more of the id.",
+        )
+    raise AgentRunnerError(
+        ErrorCode.THREAD_NOT_FOUND,
+        f"no thread '{thread_id}'",
+        hint="See `agentrunner threads list`.",
+    )
 
 
 def check_owner(thread: Thread, agent_id: str) -> None:

@@ -56,40 +56,6 @@ def _with_store(work: Callable[[Store], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
-async def _find(
-    kind: str,
-    given: str,
-    get: Callable[[str], Awaitable[T | None]],
-    starting: Callable[[str, int], Awaitable[list[str]]],
-) -> T:
-    """The ``kind`` (a thread) with id ``given``, or else the one whose id begins with it:
-    ids are long, and a unique beginning is enough, as with git's short hashes. (Runs:
-    ``run_ids.find_run``, which takes the end pages show too.)"""
-    from agentrunner.errors import AgentRunnerError, ErrorCode
-
-    found = await get(given)
-    if found is not None:
-        return found
-    ids = await starting(given, _SHOWN_MATCHES + 1) if given else []
-    if len(ids) == 1:
-        found = await get(ids[0])
-        if found is not None:
-            return found
-    if len(ids) > 1:
-        more = ", …" if len(ids) > _SHOWN_MATCHES else ""
-        raise AgentRunnerError(
-            ErrorCode.VALIDATION,
-            f"'{given}' begins more than one {kind} id: {', '.join(ids[:_SHOWN_MATCHES])}{more}",
-            hint="Give more of the id.",
-        )
-    raise AgentRunnerError(
-        ErrorCode.VALIDATION, f"no {kind} '{given}'", hint=f"See `agentrunner {kind}s list`."
-    )
-
-
-_SHOWN_MATCHES = 5
-
-
 def _when(epoch: float | None) -> str:
     return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S") if epoch else "—"
 
@@ -146,7 +112,9 @@ def threads_show(
     from agentrunner.engine.messages import AssistantMessage, ToolResult, UserMessage
 
     async def load(store: Store) -> Any:
-        thread = await _find("thread", thread_id, store.threads.get, store.threads.ids_starting)
+        from agentrunner.run.sessions import find_thread
+
+        thread = await find_thread(store, thread_id)
         page = await store.messages.page(thread.id, limit=limit)
         cut = {r for _, m, r, _ in page if isinstance(m, AssistantMessage) and m.interrupted}
         summary = await store.threads.summary(thread.id) if thread.summary_through else None
@@ -261,7 +229,9 @@ def threads_delete(
     a run on it is queued, running or waiting."""
 
     async def delete(store: Store) -> tuple[list[str], int]:
-        thread = await _find("thread", thread_id, store.threads.get, store.threads.ids_starting)
+        from agentrunner.run.sessions import find_thread
+
+        thread = await find_thread(store, thread_id)
         if not yes:
             from agentrunner.errors import AgentRunnerError, ErrorCode
 
