@@ -64,13 +64,16 @@ def test_a_rewind_asks_for_yes_then_cuts_and_the_run_keeps_what_was_cut(
     agent("echo")
     thread_id, runs = _thread(capsys)
     code, _, err = cli(capsys, "threads", "rewind", thread_id, "--at", "4")
-    assert code == 1 and "nothing was cut" in err
+    assert code == 1 and "nothing was cut" in err and "removes messages 5-6" in err
     assert f"threads rewind {thread_id} --at 4 --yes" in err and "threads fork" in err
     assert "three" in _shown(capsys, thread_id)
     code, out, err = cli(capsys, "threads", "rewind", thread_id, "--at", "4", "--yes")
     assert code == 0, err
     assert f"rewound {thread_id} to message 4: 2 messages cut" in out
     assert "three" not in _shown(capsys, thread_id)
+    code, out, err = cli(capsys, "threads", "rewind", thread_id, "--at", "4")  # nothing to lose
+    assert code == 0, err
+    assert "0 messages cut" in out
     code, out, err = cli(capsys, "runs", "show", runs[2])
     assert code == 0, err
     assert "three" in out  # the run that wrote it keeps it
@@ -87,9 +90,17 @@ def test_a_rewind_asks_for_yes_then_cuts_and_the_run_keeps_what_was_cut(
         (["fork", "{t}", "--at", "-1"], "there is no message -1"),
         (["fork", "nope", "--at", "1"], "no thread 'nope'"),
         (["rewind", "{t}", "--at", "7", "--yes"], "there is no message 7"),
+        (["rewind", "{t}", "--at", "8"], "there is no message 8"),  # said before --yes
         (["fork", "{t}"], "Missing option '--at'"),
     ],
-    ids=["past-the-end", "negative", "unknown-thread", "rewind-past-the-end", "no-point"],
+    ids=[
+        "past-the-end",
+        "negative",
+        "unknown-thread",
+        "rewind-past-the-end",
+        "rewind-past-the-end-without-yes",
+        "no-point",
+    ],
 )
 def test_a_wrong_point_or_thread_is_one_clear_line_and_nothing_is_written(
     agent: Agent, capsys: pytest.CaptureFixture[str], args: list[str], said: str

@@ -53,7 +53,7 @@ class Forks(Repository):
     async def fork(self, thread_id: str, at: int) -> Cut:
         """A new thread of the same agent beginning with thread ``thread_id``'s first ``at``
         messages; the parent is left as it was."""
-        parent, point, last = await self._point(thread_id, at)
+        parent, point, last = await self.point(thread_id, at)
         fork_id = new_id(f"{parent.agent_id}-")
         params = {"id": fork_id, "parent": parent.id, "at": point}
         try:
@@ -76,7 +76,7 @@ class Forks(Repository):
         """Thread ``thread_id`` cut back to its first ``at`` messages, in one transaction with
         the summaries past them and each file only they named; refused while a run on it is
         queued, running or waiting."""
-        thread, point, last = await self._point(thread_id, at)
+        thread, point, last = await self.point(thread_id, at)
         live = await self.db.fetch_one(self.sql["thread_live_run"], {"thread_id": thread.id})
         if live is not None:
             raise _live(thread.id, live["id"], live["status"])
@@ -100,7 +100,7 @@ class Forks(Repository):
         assert rewound is not None
         return Cut(rewound, point, at, last - point)
 
-    async def _point(self, thread_id: str, at: int) -> tuple[Thread, int, int]:
+    async def point(self, thread_id: str, at: int) -> tuple[Thread, int, int]:
         """The thread, the point ``at`` moved past the results of the calls it falls among,
         and the thread's last message number."""
         thread = await self._threads.get(thread_id)

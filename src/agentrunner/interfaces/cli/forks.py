@@ -73,17 +73,20 @@ def threads_rewind(
         from agentrunner.errors import AgentRunnerError, ErrorCode
         from agentrunner.run.sessions import find_thread
 
+        forks = ws.runner.store.forks
         thread = await find_thread(ws.runner.store, thread_id)
-        if not yes:
+        _, point, last = await forks.point(thread.id, at)  # a wrong point is said first
+        if not yes and point < last:  # else nothing is lost: no need to ask
+            cut = f"messages {point + 1}-{last}" if point < last - 1 else f"message {last}"
             raise AgentRunnerError(
                 ErrorCode.VALIDATION,
-                f"rewinding thread {thread.id} removes its messages after {at} from it; "
+                f"rewinding thread {thread.id} to message {point} removes {cut} from it; "
                 "nothing was cut",
                 hint=f"Run `agentrunner threads rewind {thread.id} --at {at} --yes` to cut "
                 f"them, or `agentrunner threads fork {thread.id} --at {at}` to keep this "
                 "thread and go on in a new one.",
             )
-        return await ws.runner.store.forks.rewind(thread.id, at)
+        return await forks.rewind(thread.id, at)
 
     cut = with_workspace(rewind)
     if as_json:
