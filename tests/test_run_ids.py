@@ -47,18 +47,19 @@ async def test_a_run_is_found_by_its_id_its_beginning_or_its_end(store: Store) -
 
 async def test_more_than_one_match_names_them_and_none_says_so(store: Store) -> None:
     ids = [f"run_0193aa00000{n}beef{n}0" for n in range(8)]
-    await _runs(store, *ids, "run_0193bb000000cdef00")
+    await _runs(store, *ids, "run_0193bb000000cbeef00")
     with pytest.raises(AgentRunnerError) as several:
         await find_run(store, "run_0193aa")  # the beginning of eight
     assert several.value.code == "validation" and "Give more" in (several.value.hint or "")
     assert ids[0] in several.value.message and ids[4] in several.value.message
     assert ids[5] not in several.value.message and several.value.message.endswith(", …")
     with pytest.raises(AgentRunnerError) as both:
-        await find_run(store, "ef00")  # the end of two
+        await find_run(store, "beef00")  # the end of two, as pages show ends
     assert both.value.code == "validation"
     assert "run_0193aa000000beef00" in both.value.message
-    assert "run_0193bb000000cdef00" in both.value.message
-    for given in ("cdef", "nope", "run_0193cc", ""):
+    assert "run_0193bb000000cbeef00" in both.value.message
+    # fewer characters of an end than a page shows name no run: a typo must not pick one
+    for given in ("ef00", "0", "cdef", "nope", "run_0193cc", ""):
         with pytest.raises(AgentRunnerError) as none:
             await find_run(store, given, kind="job", hint="See the jobs.")
         assert (none.value.code, none.value.message) == ("not_found", f"no job '{given}'")

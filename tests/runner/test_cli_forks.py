@@ -54,7 +54,7 @@ def test_a_fork_goes_on_from_its_point_and_the_thread_is_left_as_it_was(
     code, out, err = cli(capsys, "threads", "fork", thread_id, "--at", "4", "--json")
     assert code == 0, err
     forked = json.loads(out)
-    assert (forked["at"], forked["cut"], forked["thread"]["forked_from"]) == (4, 2, thread_id)
+    assert (forked["at"], forked["left_out"], forked["thread"]["forked_from"]) == (4, 2, thread_id)
     assert forked["thread"]["message_count"] == 4 and forked["thread"]["id"] != fork_id
 
 
@@ -124,8 +124,11 @@ def test_a_replay_prints_the_run_and_its_replay_side_by_side(
     assert code == 0, err
     assert f"replayed {runs[1]} as run_" in err and "messages 1-2)" in err
     assert "the run and its replay" in out
-    for row in ("model", "status", "tokens", "cost", "seconds"):
-        assert any(line.split()[:1] == [row] for line in out.splitlines()), out
+    rows = {line.split("  ")[0]: line.split() for line in out.splitlines()}
+    for row in ("model", "status", "stop reason", "tokens", "cost", "seconds"):
+        assert row in rows, out
+    assert rows["status"][1:] == ["completed", "completed"]
+    assert rows["stop reason"][2:] == ["end_turn", "end_turn"]
     assert out.rstrip().endswith("Echo: two")  # the replay's answer, to the second message
     code, out, err = cli(capsys, "runs", "replay", runs[0][-8:], "--json")
     assert code == 0, err
@@ -184,3 +187,45 @@ def test_ctrl_c_cancels_a_replay_which_is_kept_cancelled(
     statuses = {r["id"]: r["status"] for r in json.loads(listing)}
     assert statuses.pop(original) == "completed"  # the original, as it was
     assert list(statuses.values()) == ["cancelled"]
+
+
+def test_a_waiting_run_is_cancelled_as_the_refusal_says_and_the_thread_is_rewound(
+    agent: Agent, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent(
+        "clerk", "model: mockai:gpt-mock\ncapabilities: [notes]\napproval:\n  tools: [note_create]"
+    )
+    mock.queue(
+        Reply(text="Hello."), Reply(tool_calls=[("note_create", {"title": "x", "body": "y"})])
+    )
+    code, out, err = cli(capsys, "run", "clerk", "hi", "--json")
+    assert code == 0, err
+    thread_id = json.loads(out)["thread_id"]
+    code, out, err = cli(capsys, "run", "clerk", "note it", "--json")
+    waiting = json.loads(out)["run_id"]
+    code, _, err = cli(capsys, "threads", "rewind", thread_id, "--at", "2", "--yes")
+    assert code == 1 and f"agentrunner runs cancel {waiting}" in err
+    code, out, err = cli(capsys, "runs", "cancel", waiting[-6:])
+    assert code == 0, err
+    assert out.strip() == f"cancelled run {waiting}"
+    code, out, err = cli(capsys, "threads", "rewind", thread_id, "--at", "2", "--yes")
+    assert code == 0, err
+    code, out, _ = cli(capsys, "runs", "cancel", waiting, "--json")
+    assert json.loads(out) == {"run_id": waiting, "cancel": "not_cancellable"}
+    code, _, err = cli(capsys, "runs", "cancel", "run_nope")
+    assert code == 1 and "no run 'run_nope'" in err
+
+
+def test_a_short_end_of_an_id_names_no_run_to_replay(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("echo")
+    thread_id, runs = _thread(capsys)
+    code, _, err = cli(capsys, "runs", "replay", runs[1][-1])  # one character: a typo
+    assert code == 1 and "no run" in err
+    code, out, err = cli(capsys, "runs", "replay", runs[1][-6:], "--json")  # as pages show it
+    assert code == 0, err
+    replayed = json.loads(out)
+    assert replayed["original"]["id"] == runs[1]
+    shown = _shown(capsys, replayed["thread_id"])
+    assert f"forked from {thread_id} at message 2" in shown.splitlines()[0]

@@ -171,6 +171,11 @@ async def test_a_thread_with_a_waiting_run_is_forked_not_rewound(
         assert [seq for seq, _ in await stored(fresh, "t-main")] == list(range(1, 15))
         forked = await fresh.store.forks.fork("t-main", 12)
         assert forked.thread.message_count == 12 and forked.thread.waiting_run_id is None
+        # 14 made a call that waits for a person: kept without its answer it would be
+        # answered "interrupted" in the fork, so the fork ends before it
+        before = await fresh.store.forks.fork("t-main", 14)
+        assert (before.at, before.asked) == (13, 14)
+        assert [seq for seq, _ in await stored(fresh, before.thread.id)] == list(range(1, 14))
     finally:
         await fresh.close()
 

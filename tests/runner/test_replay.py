@@ -128,3 +128,19 @@ async def test_what_cannot_be_replayed_is_refused_naming_why_and_nothing_is_writ
     assert "left no message in thread t-other" in cut.value.message
     assert len(await runner.store.threads.list(limit=100)) == threads  # no fork made
     assert (await replay_run(runner, done.run_id)).original.id == done.run_id  # the control
+
+
+async def test_a_replay_to_a_model_without_its_key_is_refused_before_the_fork(
+    runner: AgentRunner, mock: MockProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    mock.queue(Reply(text="Kept."))
+    done = await runner.run_agent("clerk", "t-main", "Keep this?", input={"office": "Lyon"})
+    threads = len(await runner.store.threads.list(limit=100))
+    runs = len(await runner.store.runs.list(limit=100))
+    with pytest.raises(AgentRunnerError) as refused:
+        await replay_run(runner, done.run_id, model="openai:gpt-4.1-mini")
+    assert refused.value.code is ErrorCode.PROVIDER_AUTH
+    assert "OPENAI_API_KEY" in refused.value.message
+    assert len(await runner.store.threads.list(limit=100)) == threads  # no fork
+    assert len(await runner.store.runs.list(limit=100)) == runs  # no run

@@ -46,7 +46,7 @@ def test_fork_and_rewind_over_http(agent: Agent, server: Any, mock: MockProvider
     assert forked.status_code == 201, forked.text
     body = forked.json()
     fork = body["thread"]
-    assert (body["at"], body["asked"], body["cut"]) == (2, 2, 2)
+    assert (body["at"], body["asked"], body["left_out"]) == (2, 2, 2)
     assert (fork["forked_from"], fork["forked_at"], fork["message_count"]) == ("t-1", 2, 2)
     assert httpx2.get(f"{srv.url}/threads/{fork['id']}", headers=TOKEN).json()["forked_at"] == 2
     _ran(srv.url, fork["id"], "instead")
@@ -57,7 +57,7 @@ def test_fork_and_rewind_over_http(agent: Agent, server: Any, mock: MockProvider
 
     rewound = httpx2.post(f"{srv.url}/threads/t-1/rewind", headers=TOKEN, json={"at": 2})
     assert rewound.status_code == 200, rewound.text
-    assert rewound.json()["cut"] == 2 and rewound.json()["thread"]["message_count"] == 2
+    assert rewound.json()["left_out"] == 2 and rewound.json()["thread"]["message_count"] == 2
     assert _messages(srv.url, "t-1") == before[:2]
 
 

@@ -155,6 +155,11 @@ class ModelRegistry:
         variable = model.provider.api_key_env
         return not variable or bool(self._env.get(variable, "").strip())
 
+    def check_credential(self, model: ResolvedModel) -> None:
+        """``provider_auth`` now, as a request to ``model`` would be refused, when its
+        provider's key is unset or could not be sent; nothing is built."""
+        self._credential(model.provider)
+
     def client(self, model: ResolvedModel) -> ModelClient:
         """The provider's client, created on first use; ``provider_auth`` if its key is unset."""
         key = (model.provider.name, model.provider.kind)

@@ -65,10 +65,12 @@ async def plan_replay(
     the model that answered it, its fork made. ``validation`` for a run that cannot be
     replayed — a task's (no thread), a channel's (its prompt is the channel's transcript), one
     not ended, one whose message its thread no longer holds (rewound or deleted) — before
-    anything is written; ``model_not_found`` for a ``model`` ``models`` does not know."""
+    anything is written; ``model_not_found`` for a ``model`` ``models`` does not know, and
+    ``provider_auth`` for one whose key is not set. A run no model answered (it failed first)
+    is sent to its agent's models."""
     original = await find_run(store, run_id)  # an unknown run is said first: a 404
     if model is not None:
-        models.resolve(model)
+        models.check_credential(models.resolve(model))  # refused before the fork is made
     if original.thread_id is None:
         raise _refused(original, "ran on no thread (a task)", "Run the task again instead.")
     if original.channel_id is not None:
@@ -91,6 +93,8 @@ async def plan_replay(
     logged = {m.message_type: m.content for m in await store.runs.messages(original.id)}
     if "system_message" not in logged:
         raise _refused(original, "logged no prompt (it never reached a model)", None)
+    if model is None and original.model is not None and models.knows(original.model):
+        models.check_credential(models.resolve(original.model))
     request = original.request or {}
     return ReplayPlan(
         original,

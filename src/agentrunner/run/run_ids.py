@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentrunner.core.ids import SHORT_LENGTH
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["find_run"]
 
 _SHOWN = 5  # candidates named when more than one run matches
+_END = SHORT_LENGTH  # the fewest characters of an id's end that name a run: what pages show
 
 
 async def find_run(
@@ -27,7 +29,10 @@ async def find_run(
     if run is not None or not given:
         return _found(run, given, kind, hint)
     ids = await store.runs.ids_starting(given, _SHOWN + 1)
-    for more in await store.runs.ids_ending(given, _SHOWN + 1):
+    # An end as the dashboard shows one, not a character or two: a typo that happens to end a
+    # run's id must not name it (a replay or a kill of the wrong run).
+    ending = await store.runs.ids_ending(given, _SHOWN + 1) if len(given) >= _END else []
+    for more in ending:
         if more not in ids:
             ids.append(more)
     if len(ids) > 1:

@@ -23,9 +23,8 @@ from agentrunner.store.threads import Messages, Threads
 
 __all__ = ["Cut", "Forks"]
 
-# How many messages past the point are read to find the end of a step's tool results: more
-# calls than this in one step is past any model's habit; a longer run of results is followed
-# page by page.
+# How many messages either side of the point are read to find the step's calls and results it
+# falls among: more calls than this in one step is past any model's habit.
 _PAGE = 64
 
 
@@ -77,6 +76,8 @@ class Forks(Repository):
         the summaries past them and each file only they named; refused while a run on it is
         queued, running or waiting."""
         thread, point, last = await self.point(thread_id, at)
+        if point == last:  # nothing to cut: nothing written, the thread's place kept
+            return Cut(thread, point, at, 0)
         live = await self.db.fetch_one(self.sql["thread_live_run"], {"thread_id": thread.id})
         if live is not None:
             raise _live(thread.id, live["id"], live["status"])
@@ -101,8 +102,8 @@ class Forks(Repository):
         return Cut(rewound, point, at, last - point)
 
     async def point(self, thread_id: str, at: int) -> tuple[Thread, int, int]:
-        """The thread, the point ``at`` moved past the results of the calls it falls among,
-        and the thread's last message number."""
+        """The thread, the point ``at`` as it is kept (``_paired``), and the thread's last
+        message number; ``validation`` for a point that is no message."""
         thread = await self._threads.get(thread_id)
         if thread is None:
             raise AgentRunnerError(
@@ -120,25 +121,32 @@ class Forks(Repository):
                 hint=f"`agentrunner threads show {thread.id}` numbers its messages.",
                 details={"thread_id": thread.id, "at": at, "last": last},
             )
-        point = at
-        while 0 < point < last:
-            page = await self._messages.page(thread.id, after=point - 1, limit=_PAGE)
-            if not page or not _among_calls(page[0][1]):
-                break
-            for seq, message, _run, _at in page[1:]:
-                if not isinstance(message, ToolResult):
-                    return thread, point, last
-                point = seq
-            if len(page) < _PAGE:
-                break
-        return thread, point, last
+        return thread, await self._paired(thread.id, at), last
 
-
-def _among_calls(message: object) -> bool:
-    """Whether a point at ``message`` falls among a step's tool calls and their results."""
-    if isinstance(message, ToolResult):
-        return True
-    return isinstance(message, AssistantMessage) and bool(message.tool_calls)
+    async def _paired(self, thread_id: str, at: int) -> int:
+        """``at`` past the results of the step's calls it falls among, or, where they are not
+        all answered (a run waits for a person, or died), before the message that made them:
+        a call is never kept without its answer."""
+        if at == 0:
+            return 0
+        around = await self._messages.page(thread_id, after=max(at - _PAGE, 0), limit=2 * _PAGE)
+        seqs = [seq for seq, *_ in around]
+        if at not in seqs:
+            return at
+        first = seqs.index(at)
+        while first > 0 and isinstance(around[first][1], ToolResult):
+            first -= 1
+        step = around[first][1]
+        if not isinstance(step, AssistantMessage) or not step.tool_calls:
+            return at  # not among a step's calls
+        end = first
+        while end + 1 < len(around) and isinstance(around[end + 1][1], ToolResult):
+            end += 1
+        results = [m for _, m, _, _ in around[first + 1 : end + 1]]
+        answered = {m.call_id for m in results if isinstance(m, ToolResult)}
+        if {call.id for call in step.tool_calls} <= answered:
+            return seqs[end]
+        return seqs[first] - 1
 
 
 def _moved(thread_id: str) -> AgentRunnerError:

@@ -78,10 +78,11 @@ def threads_rewind(
         _, point, last = await forks.point(thread.id, at)  # a wrong point is said first
         if not yes and point < last:  # else nothing is lost: no need to ask
             cut = f"messages {point + 1}-{last}" if point < last - 1 else f"message {last}"
+            moved = f" (message {at} is among a step's tool calls)" if point != at else ""
             raise AgentRunnerError(
                 ErrorCode.VALIDATION,
-                f"rewinding thread {thread.id} to message {point} removes {cut} from it; "
-                "nothing was cut",
+                f"rewinding thread {thread.id} to message {point}{moved} removes {cut} from "
+                "it; nothing was cut",
                 hint=f"Run `agentrunner threads rewind {thread.id} --at {at} --yes` to cut "
                 f"them, or `agentrunner threads fork {thread.id} --at {at}` to keep this "
                 "thread and go on in a new one.",
@@ -100,10 +101,15 @@ def threads_rewind(
 
 
 def _moved(cut: Cut) -> None:
-    if cut.at != cut.asked:
+    if cut.at > cut.asked:
         err.print(
             f"[dim]message {cut.asked} is among a step's tool calls: kept through "
             f"{cut.at}, their last result (a call is never kept without its answer)[/]"
+        )
+    elif cut.at < cut.asked:
+        err.print(
+            f"[dim]message {cut.asked} is among tool calls not all answered yet: kept "
+            f"through {cut.at}, before them (a call is never kept without its answer)[/]"
         )
 
 
@@ -112,7 +118,12 @@ def _messages(n: int) -> str:
 
 
 def _as_dict(cut: Cut) -> dict[str, object]:
-    return {"thread": cut.thread.to_dict(), "at": cut.at, "asked": cut.asked, "cut": cut.left_out}
+    return {
+        "thread": cut.thread.to_dict(),
+        "at": cut.at,
+        "asked": cut.asked,
+        "left_out": cut.left_out,
+    }
 
 
 def runs_replay(
@@ -161,7 +172,8 @@ def runs_replay(
         [Column(""), Column("original", whole=True), Column("replay", whole=True)],
         [
             ["model", *(escape(r.model or "—") for r in (original, again))],
-            ["status", *(escape(r.stop_reason or r.status) for r in (original, again))],
+            ["status", *(escape(r.status) for r in (original, again))],
+            ["stop reason", *(escape(r.stop_reason or "—") for r in (original, again))],
             ["tokens", *(_tokens(r) for r in (original, again))],
             ["cost", *(_cost(r) for r in (original, again))],
             ["seconds", *(_seconds(r) for r in (original, again))],

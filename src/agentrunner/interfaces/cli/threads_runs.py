@@ -1,4 +1,4 @@
-"""``agentrunner threads list|show|compact`` and ``agentrunner runs list|show``."""
+"""``agentrunner threads list|show|compact|delete`` and ``agentrunner runs list|cancel|show``."""
 
 from __future__ import annotations
 
@@ -132,9 +132,14 @@ def threads_show(
             }
         )
         return
+    forked = (
+        f" · forked from {escape(thread.forked_from)} at message {thread.forked_at}"
+        if thread.forked_from
+        else ""
+    )
     out.print(
         f"[bold]{escape(thread.title or thread.id)}[/] "
-        f"[dim]· {escape(thread.agent_id)} · {thread.message_count} messages[/]\n"
+        f"[dim]· {escape(thread.agent_id)} · {thread.message_count} messages{forked}[/]\n"
     )
     if summary is not None:  # what runs are sent in place of the messages it covers
         _print_summary(summary)
@@ -247,7 +252,8 @@ def threads_delete(
         out.print_json(data={"deleted": deleted, "files_deleted": files})
         return
     more = f" (and {len(deleted) - 1} delegation threads)" if len(deleted) > 1 else ""
-    out.print(f"deleted thread {escape(deleted[0])}{more}; {files} attached files no longer kept")
+    kept = f"{files} attached file{'s' if files != 1 else ''}"
+    out.print(f"deleted thread {escape(deleted[0])}{more}; {kept} no longer kept")
 
 
 def _cancelled(run: RunRecord) -> None:
@@ -328,6 +334,35 @@ def runs_list(
         ],
         rows,
     )
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    run_id: str = typer.Argument(
+        ..., help="The run id, its beginning, or its end as the dashboard shows it."
+    ),
+    as_json: bool = _JSON,
+) -> None:
+    """Cancel a run: a queued or waiting one at once (a waiting run's requests with it, its
+    thread freed), a running one by asking the worker running it. One that ended is left as
+    it was."""
+
+    async def cancel(store: Store) -> tuple[str, str]:
+        from agentrunner.run.run_ids import find_run
+
+        run = await find_run(store, run_id)
+        return run.id, await store.mailbox.cancel(run.id)
+
+    found, outcome = _with_store(cancel)
+    if as_json:
+        out.print_json(data={"run_id": found, "cancel": outcome})
+        return
+    said = {
+        "cancelled": f"cancelled run {escape(found)}",
+        "requested": f"asked the worker running {escape(found)} to cancel it",
+        "not_cancellable": f"run {escape(found)} had already ended; left as it was",
+    }
+    out.print(said[outcome])
 
 
 @runs_app.command("show")

@@ -35,7 +35,7 @@ class CutThread(BaseModel):
     thread: Thread
     at: int = Field(description="the last message it keeps")
     asked: int = Field(description="the point asked for (`at` differs: moved past tool results)")
-    cut: int = Field(description="how many of the source thread's messages it does not hold")
+    left_out: int = Field(description="how many of the source thread's messages it does not hold")
 
 
 _ERRORS = {
@@ -46,7 +46,12 @@ _ERRORS = {
 
 
 def _answer(cut: Cut) -> dict[str, Any]:
-    return {"thread": cut.thread.to_dict(), "at": cut.at, "asked": cut.asked, "cut": cut.left_out}
+    return {
+        "thread": cut.thread.to_dict(),
+        "at": cut.at,
+        "asked": cut.asked,
+        "left_out": cut.left_out,
+    }
 
 
 @router.post(
