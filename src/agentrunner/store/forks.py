@@ -1,9 +1,10 @@
 """Trying again from a point of a thread (docs/threads.md): a fork is a new thread that begins
 with another's first messages, copied as they are stored, so what its runs send the model is
 its parent's history byte for byte; a rewind cuts a thread back in place. Either way a point
-inside a step's tool calls moves past their results (a call is never kept without its
-answer), a compaction's summary comes along when the point is past it, and no session carries
-over. What a rewind cuts stays in the records of the runs that wrote it (``runs show``)."""
+inside a step's tool calls moves past their results, or before the calls while they are not all
+answered (a call is never kept without its answer), a compaction's summary comes along when the
+point is past it, and no session carries over. What a rewind cuts stays in the records of the
+runs that wrote it (``runs show``)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ _PAGE = 64
 @dataclass(frozen=True, slots=True)
 class Cut:
     """What a fork or a rewind made: the thread, the last message it keeps (``at``: the point
-    asked for, or past the tool results that answer the calls there) and how many of the
-    source's messages it left out."""
+    asked for, moved past or before the tool calls it fell among) and how many of the source's
+    messages it left out."""
 
     thread: Thread
     at: int
