@@ -18,7 +18,7 @@ from agentrunner.core.paths import display_path
 from agentrunner.engine.budget import price_unknown
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.models import ModelRegistry
-from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 from agentrunner.run.budgets import binding_budget
 from agentrunner.run.capabilities.builtin import builtin_capabilities
 from agentrunner.run.capabilities.mcp import unset_variables
@@ -164,6 +164,7 @@ class ProjectCheck:
     problems: list[AgentRunnerError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     schedules: int = 0  # the project's schedules, each checked
+    evals: int = 0  # the project's eval files, each read
 
 
 def check_project(project: Project) -> ProjectCheck:
@@ -230,8 +231,25 @@ def check_project(project: Project) -> ProjectCheck:
                 unpriced = price_unknown(resolved.ref, budget)
                 check.problems.append(configured_model_error(config, unpriced))
     _schedules(check, project)
+    _evals(check, project)
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
+
+
+def _evals(check: ProjectCheck, project: Project) -> None:
+    """Each eval file in the project's ``evals/`` read as ``agentrunner eval`` reads it."""
+    from agentrunner.agents.evals import load_eval  # only projects with evals pay the import
+
+    folder = project.config.root / "evals"
+    files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
+    for path in files:
+        try:
+            load_eval(path, agents=project.agents.ids())
+        except AgentFileErrors as errors:
+            check.problems.extend(errors.problems)
+        except AgentRunnerError as exc:
+            check.problems.append(exc)
+        check.evals += 1
 
 
 def _schedules(check: ProjectCheck, project: Project) -> None:

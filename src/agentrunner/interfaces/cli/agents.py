@@ -140,15 +140,24 @@ def validate() -> None:
             f"{escape(_where(check.problems, project.config))}"
         )
         raise typer.Exit(1)
-    agents, schedules = len(project.agents), check.schedules
+    agents, schedules, evals = len(project.agents), check.schedules, check.evals
     timed = f" and {schedules} schedule{'s' if schedules != 1 else ''}" if schedules else ""
-    out.print(f"[green]✓[/] {agents} agent{'s' if agents != 1 else ''}{timed} valid")
+    measured = f" and {evals} eval file{'s' if evals != 1 else ''}" if evals else ""
+    out.print(f"[green]✓[/] {agents} agent{'s' if agents != 1 else ''}{timed}{measured} valid")
 
 
 def _where(problems: list[AgentRunnerError], config: Config) -> str:
     """Where the problems are: the agents directory, the config file, or both."""
     agents = display_path(config.agents_dir)
-    places = {config.file if problem.file == config.file else agents for problem in problems}
+    evals = display_path(config.root / "evals")
+    places = {
+        config.file
+        if problem.file == config.file
+        else evals
+        if (problem.file or "").startswith(evals)
+        else agents
+        for problem in problems
+    }
     return " and ".join(sorted(places, key=lambda place: place != agents))
 
 

@@ -16,6 +16,7 @@ from agentrunner.interfaces.cli import (
     approvals,
     company,
     cost,
+    evals,
     forks,
     project,
     run,
@@ -101,6 +102,7 @@ app.command("serve-briefs", hidden=True)(company.serve_briefs)
 app.add_typer(tasks.cache_app, name="cache")
 app.add_typer(workspace.channels_app, name="channels")
 app.add_typer(agents.app, name="agents")
+app.command("eval")(evals.eval_command)
 threads_runs.threads_app.command("fork")(forks.threads_fork)
 threads_runs.threads_app.command("rewind")(forks.threads_rewind)
 app.add_typer(threads_runs.threads_app, name="threads")

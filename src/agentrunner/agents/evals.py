@@ -1,0 +1,247 @@
+"""An eval file (``evals/NAME.yaml``, docs/evals.md): the agent it measures, the pass rate below
+which it fails, and its cases, each a message (with the agent's input) and the checks its answer
+must pass. Read once, whole: every problem is reported with the file and the line it is on, and
+none is run until the file is valid."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentrunner.core.paths import display_path
+from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
+
+__all__ = ["CHECKS", "CaseSpec", "Check", "EvalSpec", "load_eval"]
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# What a case may expect, and what each takes (docs/evals.md).
+CHECKS: dict[str, str] = {
+    "equals": "the answer, whole (spaces around it aside)",
+    "contains": "a text the answer holds, or a list of them",
+    "regex": "a regular expression the answer matches (re.search)",
+    "schema": "a JSON schema the answer, read as JSON, is valid against",
+    "tool_called": "a tool's name, or {name, arguments}: arguments it was called with",
+    "tool_not_called": "a tool's name, or a list of them",
+    "max_cost_usd": "the most the case's run may cost, in dollars",
+    "max_seconds": "the most the case's run may take, in seconds",
+}
+_TOP = ("agent", "threshold", "input", "cases", "description")
+_CASE = ("name", "message", "input", "expect")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    kind: str  # a key of CHECKS
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class CaseSpec:
+    name: str
+    message: str
+    input: Mapping[str, Any]
+    checks: tuple[Check, ...]
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSpec:
+    name: str
+    path: Path
+    agent: str
+    threshold: float
+    cases: tuple[CaseSpec, ...]
+    description: str = ""
+    input: Mapping[str, Any] = field(default_factory=dict)
+
+
+def load_eval(path: Path, *, agents: Sequence[str] = ()) -> EvalSpec:
+    """The eval in ``path``; ``AgentFileErrors`` naming every problem with its line. With
+    ``agents`` (the project's), an unknown agent is one of them."""
+    file = display_path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AgentRunnerError(
+            ErrorCode.RUNNER_IO, f"cannot read {file}: {exc.strerror}", file=file
+        ) from None
+    reader = _Reader(file, text)
+    spec = reader.read(path.stem, path, agents)
+    if reader.problems:
+        raise AgentFileErrors(reader.problems)
+    assert spec is not None
+    return spec
+
+
+class _Reader:
+    def __init__(self, file: str, text: str) -> None:
+        self.file = file
+        self.text = text
+        self.problems: list[AgentRunnerError] = []
+        self.lines: dict[str, int] = {}
+
+    def problem(self, where: str, message: str, hint: str | None = None) -> None:
+        self.problems.append(
+            AgentRunnerError(
+                ErrorCode.INVALID_SPECIFICATION,
+                message,
+                hint=hint,
+                file=self.file,
+                line=self.lines.get(where, self.lines.get(where.rsplit(".", 1)[0])),
+            )
+        )
+
+    def read(self, name: str, path: Path, agents: Sequence[str]) -> EvalSpec | None:
+        try:
+            node = yaml.compose(self.text, Loader=_Loader)
+            data = yaml.load(self.text, Loader=_Loader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            self.problems.append(
+                AgentRunnerError(
+                    ErrorCode.INVALID_SPECIFICATION,
+                    f"not valid YAML: {getattr(exc, 'problem', exc)}",
+                    hint="Check indentation and quoting on that line.",
+                    file=self.file,
+                    line=mark.line + 1 if mark is not None else None,
+                )
+            )
+            return None
+        _collect(node, "", self.lines)
+        if not isinstance(data, dict):
+            self.problem("", "an eval file is a mapping: agent, threshold, cases")
+            return None
+        self.unknown(data, _TOP, "")
+        agent = data.get("agent")
+        if not isinstance(agent, str) or not agent:
+            self.problem("agent", "'agent' must name the agent the eval measures")
+        elif agents and agent not in agents:
+            near = difflib.get_close_matches(agent, agents, n=1)
+            self.problem(
+                "agent",
+                f"no agent '{agent}'",
+                f"Did you mean '{near[0]}'?" if near else "See `agentrunner agents list`.",
+            )
+        threshold = data.get("threshold", 1.0)
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            self.problem("threshold", "'threshold' must be a pass rate from 0 to 1, e.g. 0.9")
+        elif not 0 <= threshold <= 1:
+            self.problem("threshold", f"'threshold' must be from 0 to 1, got {threshold}")
+        base = data.get("input") or {}
+        if not isinstance(base, dict):
+            self.problem("input", "'input' must be a mapping of the agent's input values")
+            base = {}
+        cases = data.get("cases")
+        if not isinstance(cases, list) or not cases:
+            self.problem("cases", "'cases' must be a list of at least one case")
+            cases = []
+        read = [self.case(n, c, base) for n, c in enumerate(cases)]
+        names = [c.name for c in read if c is not None]
+        for twice in sorted({n for n in names if names.count(n) > 1}):
+            self.problem("cases", f"two cases are named '{twice}'", "Give each case its own name.")
+        if self.problems:
+            return None
+        return EvalSpec(
+            name,
+            path,
+            str(agent),
+            float(threshold),
+            tuple(c for c in read if c is not None),
+            str(data.get("description") or ""),
+            dict(base),
+        )
+
+    def case(self, n: int, data: object, base: Mapping[str, Any]) -> CaseSpec | None:
+        where = f"cases.{n}"
+        if not isinstance(data, dict):
+            self.problem(where, f"case {n + 1} must be a mapping: name, message, expect")
+            return None
+        self.unknown(data, _CASE, f"{where}.")
+        name, message = data.get("name"), data.get("message")
+        if not isinstance(name, str) or not name.strip():
+            self.problem(where, f"case {n + 1} needs a 'name'")
+            return None
+        if not isinstance(message, str) or not message.strip():
+            self.problem(f"{where}.message", f"case '{name}' needs a 'message' to send")
+            return None
+        own = data.get("input") or {}
+        if not isinstance(own, dict):
+            self.problem(f"{where}.input", f"case '{name}': 'input' must be a mapping")
+            own = {}
+        expect = data.get("expect") or {}
+        if not isinstance(expect, dict) or not expect:
+            self.problem(f"{where}.expect", f"case '{name}' needs 'expect': at least one check")
+            return None
+        self.unknown(expect, tuple(CHECKS), f"{where}.expect.")
+        checks = [self.check(f"{where}.expect.{k}", name, k, v) for k, v in expect.items()]
+        return CaseSpec(
+            name,
+            message,
+            {**base, **own},
+            tuple(c for c in checks if c is not None),
+            self.lines.get(where),
+        )
+
+    def check(self, where: str, case: str, kind: str, value: object) -> Check | None:
+        if kind not in CHECKS:
+            return None  # said by unknown()
+        ok = {
+            "equals": isinstance(value, str),
+            "contains": isinstance(value, str)
+            or (isinstance(value, list) and all(isinstance(v, str) for v in value) and value),
+            "regex": isinstance(value, str),
+            "schema": isinstance(value, dict),
+            "tool_called": isinstance(value, str)
+            or (isinstance(value, dict) and isinstance(value.get("name"), str)),
+            "tool_not_called": isinstance(value, str)
+            or (isinstance(value, list) and all(isinstance(v, str) for v in value) and value),
+            "max_cost_usd": _number(value),
+            "max_seconds": _number(value),
+        }[kind]
+        if not ok:
+            self.problem(where, f"case '{case}': '{kind}' must be {CHECKS[kind]}")
+            return None
+        if kind == "regex":
+            try:
+                re.compile(str(value))
+            except re.error as exc:
+                self.problem(where, f"case '{case}': 'regex' is not a regular expression: {exc}")
+                return None
+        if kind in ("contains", "tool_not_called") and isinstance(value, str):
+            value = [value]
+        return Check(kind, value)
+
+    def unknown(self, data: Mapping[str, Any], known: Sequence[str], prefix: str) -> None:
+        for key in data:
+            if key not in known:
+                near = difflib.get_close_matches(str(key), known, n=1)
+                self.problem(
+                    f"{prefix}{key}",
+                    f"unknown key '{prefix}{key}'",
+                    f"Did you mean '{near[0]}'?" if near else f"Known: {', '.join(known)}.",
+                )
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def _collect(node: yaml.Node | None, prefix: str, lines: dict[str, int]) -> None:
+    """Each key's and list item's line (1-based), by dotted path (``cases.0.expect.regex``)."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{prefix}{key_node.value}"
+            lines.setdefault(key, key_node.start_mark.line + 1)
+            _collect(value_node, f"{key}.", lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for n, item in enumerate(node.value):
+            key = f"{prefix}{n}"
+            lines.setdefault(key, item.start_mark.line + 1)
+            _collect(item, f"{key}.", lines)
