@@ -155,7 +155,7 @@ def test_the_exit_status_follows_the_threshold_and_repeat_triples_the_runs(
         (
             "agent: clerk\ncases:\n  - {name: a, message: hi, expect: {contains: x}}\n"
             "  - {name: a, message: ho, expect: {contains: y}}",
-            2,
+            4,  # the second
             "two cases are named 'a'",
         ),
         (
@@ -164,8 +164,36 @@ def test_the_exit_status_follows_the_threshold_and_repeat_triples_the_runs(
             "case 'a' needs a 'message'",
         ),
         ("agent: [clerk\n", 2, "not valid YAML"),
+        (
+            "agent: clerk\ncases:\n  - name: a\n    message: hi\n    expect:\n"
+            "      tool_called: {name: note_read, argumnets: {slug: x}}",
+            6,
+            "unknown key 'cases.0.expect.tool_called.argumnets' (did you mean 'arguments'?)",
+        ),
+        (
+            "agent: clerk\ncases:\n  - name: a\n    message: hi\n    expect:\n"
+            "      schema: {type: bogus}",
+            6,
+            "'schema' is no JSON schema",
+        ),
+        (
+            "agent: clerk\ncases:\n  - name: a\n    message: 123\n    expect: {contains: x}",
+            4,
+            "needs a 'message' (text) to send, got 123",
+        ),
     ],
-    ids=["agent", "threshold", "key", "regex", "twice", "message", "yaml"],
+    ids=[
+        "agent",
+        "threshold",
+        "key",
+        "regex",
+        "twice",
+        "message",
+        "yaml",
+        "tool-called-key",
+        "schema",
+        "message-type",
+    ],
 )
 def test_a_wrong_eval_file_names_its_line_and_nothing_runs(
     agent: Agent,
@@ -229,3 +257,28 @@ async def _runs(project: Path) -> list[Any]:
         return await ws.runner.store.runs.list(agent_id="clerk", limit=100)
     finally:
         await ws.close()
+
+
+def test_a_misspelt_tool_is_a_warning_and_a_model_named_twice_is_refused(
+    agent: Agent, project: Path, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("clerk", "model: mockai:gpt-mock\ncapabilities: [notes]")
+    (project / "evals").mkdir()
+    (project / "evals" / "tools.yaml").write_text(
+        "agent: clerk\ncases:\n  - name: a\n    message: hi\n    expect:\n"
+        "      tool_not_called: note_reed\n"
+    )
+    code, out, err = cli(capsys, "agents", "validate")
+    assert code == 0, err
+    assert "1 eval file valid" in out
+    assert "tool_not_called names 'note_reed'" in err and "did you mean 'note_read'?" in err
+    code, _, err = cli(
+        capsys, "eval", "tools", "--model", "mockai:gpt-mock", "--model", "mockai:gpt-mock"
+    )
+    assert code == 1 and "--model mockai:gpt-mock is given twice" in err
+    assert mock.requests == []
+    code, out, err = cli(
+        capsys, "eval", "tools.yaml", "--model", "mockai:gpt-mock", "--model", "mockai:gpt-b"
+    )
+    assert code == 0, err  # evals/tools.yaml, named as a file there
+    assert "mockai:gpt-b" in out and "passed" in out

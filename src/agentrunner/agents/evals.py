@@ -124,11 +124,8 @@ class _Reader:
             self.problem("agent", "'agent' must name the agent the eval measures")
         elif agents and agent not in agents:
             near = difflib.get_close_matches(agent, agents, n=1)
-            self.problem(
-                "agent",
-                f"no agent '{agent}'",
-                f"Did you mean '{near[0]}'?" if near else "See `agentrunner agents list`.",
-            )
+            meant = f" (did you mean '{near[0]}'?)" if near else ""
+            self.problem("agent", f"no agent '{agent}'{meant}", "See `agentrunner agents list`.")
         threshold = data.get("threshold", 1.0)
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             self.problem("threshold", "'threshold' must be a pass rate from 0 to 1, e.g. 0.9")
@@ -143,9 +140,13 @@ class _Reader:
             self.problem("cases", "'cases' must be a list of at least one case")
             cases = []
         read = [self.case(n, c, base) for n, c in enumerate(cases)]
-        names = [c.name for c in read if c is not None]
-        for twice in sorted({n for n in names if names.count(n) > 1}):
-            self.problem("cases", f"two cases are named '{twice}'", "Give each case its own name.")
+        seen: set[str] = set()
+        for n, case in enumerate(read):
+            if case is not None and case.name in seen:
+                self.problem(
+                    f"cases.{n}", f"two cases are named '{case.name}'", "Give each its own name."
+                )
+            seen.add(case.name if case is not None else "")
         if self.problems:
             return None
         return EvalSpec(
@@ -166,10 +167,13 @@ class _Reader:
         self.unknown(data, _CASE, f"{where}.")
         name, message = data.get("name"), data.get("message")
         if not isinstance(name, str) or not name.strip():
-            self.problem(where, f"case {n + 1} needs a 'name'")
+            self.problem(where, f"case {n + 1} needs a 'name' (text), got {name!r}")
             return None
         if not isinstance(message, str) or not message.strip():
-            self.problem(f"{where}.message", f"case '{name}' needs a 'message' to send")
+            self.problem(
+                f"{where}.message",
+                f"case '{name}' needs a 'message' (text) to send, got {message!r}",
+            )
             return None
         own = data.get("input") or {}
         if not isinstance(own, dict):
@@ -177,7 +181,11 @@ class _Reader:
             own = {}
         expect = data.get("expect") or {}
         if not isinstance(expect, dict) or not expect:
-            self.problem(f"{where}.expect", f"case '{name}' needs 'expect': at least one check")
+            self.problem(
+                f"{where}.expect",
+                f"case '{name}' needs 'expect': a mapping of at least one check, got {expect!r}",
+                f"Checks: {', '.join(CHECKS)}.",
+            )
             return None
         self.unknown(expect, tuple(CHECKS), f"{where}.expect.")
         checks = [self.check(f"{where}.expect.{k}", name, k, v) for k, v in expect.items()]
@@ -206,8 +214,21 @@ class _Reader:
             "max_seconds": _number(value),
         }[kind]
         if not ok:
-            self.problem(where, f"case '{case}': '{kind}' must be {CHECKS[kind]}")
+            self.problem(where, f"case '{case}': '{kind}' must be {CHECKS[kind]}, got {value!r}")
             return None
+        if kind == "tool_called" and isinstance(value, dict):
+            self.unknown(value, ("name", "arguments"), f"{where}.")
+            if not isinstance(value.get("arguments") or {}, dict):
+                self.problem(where, f"case '{case}': 'tool_called.arguments' must be a mapping")
+                return None
+        if kind == "schema" and isinstance(value, dict):
+            from jsonschema import SchemaError, validators  # only evals that use it pay
+
+            try:
+                validators.validator_for(value).check_schema(value)
+            except SchemaError as exc:
+                self.problem(where, f"case '{case}': 'schema' is no JSON schema: {exc.message}")
+                return None
         if kind == "regex":
             try:
                 re.compile(str(value))
@@ -222,10 +243,11 @@ class _Reader:
         for key in data:
             if key not in known:
                 near = difflib.get_close_matches(str(key), known, n=1)
+                meant = f" (did you mean '{near[0]}'?)" if near else ""
                 self.problem(
                     f"{prefix}{key}",
-                    f"unknown key '{prefix}{key}'",
-                    f"Did you mean '{near[0]}'?" if near else f"Known: {', '.join(known)}.",
+                    f"unknown key '{prefix}{key}'{meant}",
+                    f"Known: {', '.join(known)}.",
                 )
 
 

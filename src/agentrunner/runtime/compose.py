@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -231,25 +232,45 @@ def check_project(project: Project) -> ProjectCheck:
                 unpriced = price_unknown(resolved.ref, budget)
                 check.problems.append(configured_model_error(config, unpriced))
     _schedules(check, project)
-    _evals(check, project)
+    _evals(check, project, every_tool)
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
 
 
-def _evals(check: ProjectCheck, project: Project) -> None:
-    """Each eval file in the project's ``evals/`` read as ``agentrunner eval`` reads it."""
+def _evals(check: ProjectCheck, project: Project, tools: frozenset[str] | set[str]) -> None:
+    """Each eval file in the project's ``evals/`` read as ``agentrunner eval`` reads it; a
+    tool its checks name that no capability has is a warning (an MCP server's tools are known
+    only once it connects), since ``tool_not_called`` on a misspelt name always passes."""
     from agentrunner.agents.evals import load_eval  # only projects with evals pay the import
 
     folder = project.config.root / "evals"
     files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     for path in files:
+        check.evals += 1
         try:
-            load_eval(path, agents=project.agents.ids())
+            spec = load_eval(path, agents=project.agents.ids())
         except AgentFileErrors as errors:
             check.problems.extend(errors.problems)
+            continue
         except AgentRunnerError as exc:
             check.problems.append(exc)
-        check.evals += 1
+            continue
+        for case in spec.cases:
+            for named in case.checks:
+                if named.kind not in ("tool_called", "tool_not_called"):
+                    continue
+                value = named.value
+                names = [value["name"]] if isinstance(value, dict) else list(value)
+                if named.kind == "tool_called" and isinstance(value, str):
+                    names = [value]
+                for name in names:
+                    if name not in tools:
+                        near = difflib.get_close_matches(name, sorted(tools), n=1)
+                        meant = f" (did you mean '{near[0]}'?)" if near else ""
+                        check.warnings.append(
+                            f"{display_path(path)}: case '{case.name}': {named.kind} names "
+                            f"'{name}', which no capability provides{meant}"
+                        )
 
 
 def _schedules(check: ProjectCheck, project: Project) -> None:

@@ -44,6 +44,7 @@ class CaseOutcome:
     cost_micros: int | None  # None: a price unknown
     tokens: int
     seconds: float
+    answered_by: str | None = None  # the model that answered (``provider:model``)
 
     @property
     def passed(self) -> bool:
@@ -62,6 +63,7 @@ class CaseOutcome:
             "cost_usd": None if self.cost_micros is None else self.cost_micros / 1e6,
             "tokens": self.tokens,
             "seconds": round(self.seconds, 3),
+            "answered_by": self.answered_by,
         }
 
 
@@ -75,6 +77,12 @@ class ModelReport:
     @property
     def pass_rate(self) -> float:
         return sum(o.passed for o in self.outcomes) / len(self.outcomes)
+
+    @property
+    def label(self) -> str:
+        """The model as asked, else the one that answered most of its cases."""
+        answered = [o.answered_by for o in self.outcomes if o.answered_by]
+        return self.model or max(set(answered), key=answered.count, default="the agent's model")
 
     def check_rates(self) -> dict[str, tuple[int, int]]:
         """Each kind of check: how many passed, of how many."""
@@ -110,6 +118,7 @@ class ModelReport:
         cost = self.cost_micros
         return {
             "model": self.model,
+            "label": self.label,
             "pass_rate": self.pass_rate,
             "passed": sum(o.passed for o in self.outcomes),
             "runs": len(self.outcomes),
@@ -254,7 +263,7 @@ def _judged(
         name = value if isinstance(value, str) else value["name"]
         wanted = {} if isinstance(value, str) else dict(value.get("arguments") or {})
         if not any(n == name and _holds(args, wanted) for n, args in calls):
-            said = f"{name} was not called" + (f" with {wanted}" if wanted else "")
+            said = f"{name} was not called" + (f" with {json.dumps(wanted)}" if wanted else "")
     elif kind == "tool_not_called":
         called = sorted({n for n, _ in calls if n in value})
         if called:

@@ -53,6 +53,15 @@ def eval_command(
         loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
         for ref in model:  # each refused before any case runs
             ws.app.engine.models.check_credential(ws.app.engine.models.resolve(ref))
+        if len(set(model)) < len(model):
+            from agentrunner.errors import AgentRunnerError, ErrorCode
+
+            twice = next(ref for ref in model if model.count(ref) > 1)
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"--model {twice} is given twice",
+                hint="Name each model once; --repeat runs the cases more than once.",
+            )
         if threshold is not None:
             spec = replace(spec, threshold=threshold)
         try:
@@ -88,7 +97,8 @@ def _located(given: str, root: Path) -> Path:
     path = Path(given)
     if path.exists():
         return path
-    for candidate in (root / "evals" / f"{given}.yaml", root / "evals" / f"{given}.yml"):
+    folder = root / "evals"
+    for candidate in (folder / given, folder / f"{given}.yaml", folder / f"{given}.yml"):
         if candidate.exists():
             return candidate
     from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -115,7 +125,7 @@ def _print(report: EvalReport) -> None:
     spec = report.spec
     rows = [_row(spec.threshold, r) for r in report.reports]
     listing(
-        f"{spec.name}: {spec.agent}, {len(spec.cases)} cases",
+        f"{spec.name}: {spec.agent}, {len(spec.cases)} case{'s' if len(spec.cases) != 1 else ''}",
         [
             Column("model", whole=True),
             Column("passed", number=True),
@@ -131,7 +141,7 @@ def _print(report: EvalReport) -> None:
     listing(
         "checks",
         [Column("check", whole=True)]
-        + [Column(escape(r.model or "agent's model"), number=True) for r in report.reports],
+        + [Column(escape(r.label), number=True) for r in report.reports],
         [
             [kind, *(_rate(*r.check_rates().get(kind, (0, 0))) for r in report.reports)]
             for kind in kinds
@@ -142,8 +152,12 @@ def _print(report: EvalReport) -> None:
         out.print(
             f"changed: {', '.join(escape(c) for c in changed)}" if changed else "changed: none"
         )
-    verdict = "[green]passed[/]" if report.passed else "[red]failed[/]"
-    out.print(f"{verdict} [dim](threshold {spec.threshold:.0%})[/]")
+    short = [r for r in report.reports if r.pass_rate < spec.threshold]
+    if not short:
+        out.print(f"[green]passed[/] [dim](threshold {spec.threshold:.0%})[/]")
+        return
+    under = ", ".join(f"{escape(r.label)} {r.pass_rate:.0%}" for r in short)
+    out.print(f"[red]failed[/]: under the threshold of {spec.threshold:.0%}: {under}")
 
 
 def _row(threshold: float, report: ModelReport) -> list[str]:
@@ -151,7 +165,7 @@ def _row(threshold: float, report: ModelReport) -> list[str]:
     cost = report.cost_micros
     rate = f"{report.pass_rate:.0%}"
     return [
-        escape(report.model or "agent's model"),
+        escape(report.label),
         f"{sum(o.passed for o in report.outcomes)}/{len(report.outcomes)}",
         rate if report.pass_rate >= threshold else f"[red]{rate}[/]",
         "unknown" if cost is None else f"${cost / 1e6:.4f}",
