@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from agentrunner.testing import MockProvider, Reply
+from tests.interrupt import ctrl_c
 from tests.runner.conftest import Agent
 from tests.runner.test_cli_run import cli
 
@@ -167,21 +163,8 @@ def test_ctrl_c_cancels_a_replay_which_is_kept_cancelled(
     code, out, err = cli(capsys, "run", "talker", "tell me everything", "--json")
     assert code == 0, err
     original = json.loads(out)["run_id"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentrunner", "runs", "replay", original],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and len(mock.requests) < 2:
-        time.sleep(0.05)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    code, _, err = ctrl_c(project, mock, "runs", "replay", original, requests=2)
+    assert code == 130, err
     assert "cancelled" in err and "runs list" in err and "Traceback" not in err
     _code, listing, _ = cli(capsys, "runs", "list", "--agent", "talker", "--json")
     statuses = {r["id"]: r["status"] for r in json.loads(listing)}

@@ -19,6 +19,7 @@ from agentrunner.errors import AgentFileErrors
 from agentrunner.runtime.compose import open_workspace
 from agentrunner.testing import MockProvider, Reply
 from agentrunner.workspace.evals import run_eval
+from tests.interrupt import ctrl_c
 from tests.runner.conftest import Agent
 from tests.runner.test_cli_run import cli
 
@@ -221,30 +222,11 @@ def test_a_wrong_eval_file_names_its_line_and_nothing_runs(
 def test_ctrl_c_stops_an_eval_and_its_runs_are_kept_cancelled(
     agent: Agent, project: Path, mock: MockProvider
 ) -> None:
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     agent("clerk", "model: mockai:gpt-mock")
     _eval_file(project)
     mock.queue(*(Reply(text="word " * 400, chunk_delay_s=0.02) for _ in range(4)))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentrunner", "eval", "fruit", "--concurrency", "2"],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and len(mock.requests) < 2:
-        time.sleep(0.05)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    code, _, err = ctrl_c(project, mock, "eval", "fruit", "--concurrency", "2", requests=2)
+    assert code == 130, err
     assert "cancelled" in err and "Traceback" not in err
     statuses = [r.status for r in asyncio.run(_runs(project))]
     # the two in flight, cancelled and recorded so; no other case started

@@ -17,8 +17,9 @@ import yaml
 from agentrunner.core.paths import display_path
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
-__all__ = ["CHECKS", "CaseSpec", "Check", "EvalSpec", "load_eval"]
+__all__ = ["CHECKS", "CaseSpec", "Check", "EvalSpec", "eval_files", "find_eval", "load_eval"]
 
+EVALS_DIR = "evals"  # under the project's root
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # What a case may expect, and what each takes (docs/evals.md).
@@ -60,6 +61,30 @@ class EvalSpec:
     cases: tuple[CaseSpec, ...]
     description: str = ""
     input: Mapping[str, Any] = field(default_factory=dict)
+
+
+def eval_files(root: Path) -> list[Path]:
+    """The project's eval files: ``evals/*.yaml`` (or ``.yml``) under its root, by name."""
+    folder = root / EVALS_DIR
+    return sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
+
+
+def find_eval(given: str, root: Path) -> Path:
+    """``given`` as a path, else the eval file of that name (or file name) in ``evals/``;
+    ``not_found`` naming the project's evals otherwise."""
+    path = Path(given)
+    if path.exists():
+        return path
+    folder = root / EVALS_DIR
+    for candidate in (folder / given, folder / f"{given}.yaml", folder / f"{given}.yml"):
+        if candidate.exists():
+            return candidate
+    found = [p.stem for p in eval_files(root)]
+    raise AgentRunnerError(
+        ErrorCode.NOT_FOUND,
+        f"no eval file '{given}'",
+        hint=f"Evals here: {', '.join(found)}." if found else "Write one in evals/NAME.yaml.",
+    )
 
 
 def load_eval(path: Path, *, agents: Sequence[str] = ()) -> EvalSpec:

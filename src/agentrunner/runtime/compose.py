@@ -241,11 +241,9 @@ def _evals(check: ProjectCheck, project: Project, tools: frozenset[str] | set[st
     """Each eval file in the project's ``evals/`` read as ``agentrunner eval`` reads it; a
     tool its checks name that no capability has is a warning (an MCP server's tools are known
     only once it connects), since ``tool_not_called`` on a misspelt name always passes."""
-    from agentrunner.agents.evals import load_eval  # only projects with evals pay the import
+    from agentrunner.agents.evals import eval_files, load_eval  # only `validate` pays it
 
-    folder = project.config.root / "evals"
-    files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
-    for path in files:
+    for path in eval_files(project.config.root):
         check.evals += 1
         try:
             spec = load_eval(path, agents=project.agents.ids())

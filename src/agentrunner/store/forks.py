@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from agentrunner.core.ids import new_id
 from agentrunner.engine.messages import AssistantMessage, ToolResult
@@ -39,6 +40,15 @@ class Cut:
     at: int
     asked: int
     left_out: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the CLI's ``--json`` and the HTTP API give it."""
+        return {
+            "thread": self.thread.to_dict(),
+            "at": self.at,
+            "asked": self.asked,
+            "left_out": self.left_out,
+        }
 
 
 class Forks(Repository):

@@ -169,8 +169,22 @@ async def run_eval(
 ) -> EvalReport:
     """Run every case ``repeat`` times on each of ``models`` (None: the agent's own chain),
     ``concurrency`` runs at a time; ``on_case`` hears each as it ends. Once ``abort`` fires,
-    the runs in flight end ``cancelled`` (their cases failed so) and no other case starts."""
+    the runs in flight end ``cancelled`` (their cases failed so) and no other case starts.
+    A model that is unknown, whose key is not set or that is named twice is refused before any
+    case runs."""
     from agentrunner.run.request import RunAgentOverrides  # loaded with the runner
+
+    registry = runner.engine.models
+    for ref in models:
+        if ref is not None:
+            registry.check_credential(registry.resolve(ref))
+    if len(set(models)) < len(models):
+        twice = next(ref for ref in models if models.count(ref) > 1)
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION,
+            f"--model {twice} is given twice",
+            hint="Name each model once; --repeat runs the cases more than once.",
+        )
 
     gate = asyncio.Semaphore(max(1, concurrency))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -40,28 +39,17 @@ def eval_command(
         import signal
         from dataclasses import replace
 
-        from agentrunner.agents.evals import load_eval
+        from agentrunner.agents.evals import find_eval, load_eval
         from agentrunner.engine.abort import AbortSignal
         from agentrunner.workspace.evals import run_eval
 
         def read() -> EvalSpec:  # files, off the loop
-            return load_eval(_located(file, ws.app.config.root), agents=ws.app.agents.ids())
+            return load_eval(find_eval(file, ws.app.config.root), agents=ws.app.agents.ids())
 
         spec = await asyncio.to_thread(read)
         abort = AbortSignal()  # Ctrl-C: the runs in flight end cancelled, recorded so
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
-        for ref in model:  # each refused before any case runs
-            ws.app.engine.models.check_credential(ws.app.engine.models.resolve(ref))
-        if len(set(model)) < len(model):
-            from agentrunner.errors import AgentRunnerError, ErrorCode
-
-            twice = next(ref for ref in model if model.count(ref) > 1)
-            raise AgentRunnerError(
-                ErrorCode.VALIDATION,
-                f"--model {twice} is given twice",
-                hint="Name each model once; --repeat runs the cases more than once.",
-            )
         if threshold is not None:
             spec = replace(spec, threshold=threshold)
         try:
@@ -90,25 +78,6 @@ def eval_command(
         _print(report)
     if not report.passed:
         raise typer.Exit(1)
-
-
-def _located(given: str, root: Path) -> Path:
-    """``given`` as a path, else the eval of that name in the project's ``evals/``."""
-    path = Path(given)
-    if path.exists():
-        return path
-    folder = root / "evals"
-    for candidate in (folder / given, folder / f"{given}.yaml", folder / f"{given}.yml"):
-        if candidate.exists():
-            return candidate
-    from agentrunner.errors import AgentRunnerError, ErrorCode
-
-    found = sorted(p.stem for p in (root / "evals").glob("*.y*ml"))
-    raise AgentRunnerError(
-        ErrorCode.NOT_FOUND,
-        f"no eval file '{given}'",
-        hint=f"Evals here: {', '.join(found)}." if found else "Write one in evals/NAME.yaml.",
-    )
 
 
 def _said(outcome: CaseOutcome) -> None:

@@ -45,7 +45,7 @@ def threads_fork(
 
     cut = with_workspace(fork)
     if as_json:
-        out.print_json(data=_as_dict(cut))
+        out.print_json(data=cut.to_dict())
         return
     thread = cut.thread
     _moved(cut)
@@ -91,7 +91,7 @@ def threads_rewind(
 
     cut = with_workspace(rewind)
     if as_json:
-        out.print_json(data=_as_dict(cut))
+        out.print_json(data=cut.to_dict())
         return
     _moved(cut)
     out.print(
@@ -115,15 +115,6 @@ def _moved(cut: Cut) -> None:
 
 def _messages(n: int) -> str:
     return f"{n} message{'s' if n != 1 else ''}"
-
-
-def _as_dict(cut: Cut) -> dict[str, object]:
-    return {
-        "thread": cut.thread.to_dict(),
-        "at": cut.at,
-        "asked": cut.asked,
-        "left_out": cut.left_out,
-    }
 
 
 def runs_replay(

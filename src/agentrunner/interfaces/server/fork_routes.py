@@ -14,7 +14,6 @@ from agentrunner.interfaces.server.fields import Id
 from agentrunner.interfaces.server.responses import Thread, operation
 from agentrunner.interfaces.server.routes import workspace
 from agentrunner.run.replay import plan_replay
-from agentrunner.store.forks import Cut
 from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["router"]
@@ -45,15 +44,6 @@ _ERRORS = {
 }
 
 
-def _answer(cut: Cut) -> dict[str, Any]:
-    return {
-        "thread": cut.thread.to_dict(),
-        "at": cut.at,
-        "asked": cut.asked,
-        "left_out": cut.left_out,
-    }
-
-
 @router.post(
     "/threads/{thread_id}/fork",
     status_code=201,
@@ -65,7 +55,7 @@ async def fork_thread(
     """A new thread of the same agent beginning with this thread's first `at` messages,
     copied as they are stored: its next run (`POST /threads/{new id}/runs`) sends the model
     that history byte for byte, then its message. The thread forked is left as it is."""
-    return _answer(await ws.app.store.forks.fork(thread_id, body.at))
+    return (await ws.app.store.forks.fork(thread_id, body.at)).to_dict()
 
 
 @router.post(
@@ -77,7 +67,7 @@ async def rewind_thread(
 ) -> dict[str, Any]:
     """This thread cut back to its first `at` messages, in place, with the summaries past
     them. What is cut stays in the records of the runs that wrote it (`GET /runs/{id}`)."""
-    return _answer(await ws.app.store.forks.rewind(thread_id, body.at))
+    return (await ws.app.store.forks.rewind(thread_id, body.at)).to_dict()
 
 
 class ReplayBody(BaseModel):
