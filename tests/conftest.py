@@ -108,7 +108,8 @@ _TABLES = (
     "notes, "
     "agent_state, thread_locks, channels, channel_members, channel_messages, workers, task_cache, "
     "budget_holds, idempotency_keys, company_sessions, journal_entries, channel_activity, "
-    "approvals, approval_grants, attachments, attachment_uses, schedule_state, schedule_fires"
+    "approvals, approval_grants, attachments, attachment_uses, schedule_state, schedule_fires, "
+    "eval_runs, eval_cases"
 )
 
 

@@ -14,6 +14,7 @@ comment right above a block, `<!-- docs-test: … -->`, says when it needs more:
 | `console` | replays the `$ ` lines as a script; the other lines are the output it must print |
 | `js` | runs it with node in a project whose agents answer through the mock |
 | `json` / `toml` / `yaml` / `markdown` | parses it the way agentrunner reads such text |
+| `yaml` with `cases:` | reads it as an eval file |
 | `cli-output: NAME` | builds the situation NAME and compares agentrunner's output to the block |
 | `skip: REASON` | not run (the reason is shown) |
 """
@@ -334,6 +335,12 @@ def _agent_file(block: Block, tmp_path: Path) -> None:
     from agentrunner.runtime.compose import check_project
 
     text = block.body
+    if block.lang == "yaml" and re.search(r"^cases:", text, re.M):  # an eval file
+        from agentrunner.agents.evals import load_eval
+
+        (tmp_path / "example.yaml").write_text(text)
+        load_eval(tmp_path / "example.yaml")  # every problem raised, with its line
+        return
     if block.lang == "yaml":
         text = f"---\nname: Piece\nmodel: test\n{text}---\nHi\n"
     create_project(tmp_path, "company")

@@ -264,6 +264,7 @@ def test_every_page_reads_and_posts_with_javascript_off(
             ("/ui/threads", "Threads"),
             ("/ui/costs", "Costs"),
             ("/ui/jobs", "Jobs"),
+            ("/ui/evals", "Evals"),
         ]:
             tab.goto(served.url + path)
             expect(tab.get_by_role("heading", level=1)).to_contain_text(heading)
@@ -287,9 +288,37 @@ def test_the_served_pages_survive_a_project_with_no_runs_at_all(
     serve: Callable[..., Served], page: Any
 ) -> None:
     served = serve()
-    for path in ("/ui/costs", "/ui/jobs", "/ui/threads", "/ui/channels"):
+    for path in ("/ui/costs", "/ui/jobs", "/ui/threads", "/ui/channels", "/ui/evals"):
         page.goto(served.url + path)
         expect(page.locator("main")).to_be_visible()
         accessible(page)
     status = subprocess.run(["true"], check=True)  # nothing else ran
     assert status.returncode == 0
+
+
+def test_the_evals_pages_chart_each_eval_and_read_well(
+    serve: Callable[..., Served], page: Any, mock: MockProvider
+) -> None:
+    """Two runs of an eval from the command line: the page draws its pass rate at each, against
+    the threshold, with the chart said in words; the eval run's page links each case to its
+    run; both pass axe's checks."""
+    served = serve()
+    (served.project / "evals").mkdir()
+    (served.project / "evals" / "hello.yaml").write_text(
+        "agent: cfo\nthreshold: 0.5\ncases:\n"
+        "  - {name: greets, message: Say hello., expect: {contains: hello}}\n"
+        "  - {name: counts, message: Count to two., expect: {regex: 'two'}}\n"
+    )
+    mock.queue(Reply(text="Nope."), model="gpt-mock")
+    assert served.cli("eval", "hello", "--concurrency", "1").returncode == 0  # one of two
+    assert served.cli("eval", "hello").returncode == 0
+    page.goto(served.url + "/ui/evals")
+    expect(page.locator(".history-said")).to_have_text("mockai:gpt-mock: 50% → 100%")
+    expect(page.locator("svg polyline")).to_have_count(1)
+    accessible(page)
+    page.locator("tr[data-eval-run] a").last.click()  # the older run
+    expect(page.get_by_role("heading", level=1)).to_contain_text("hello")
+    expect(page.locator("tr[data-passed=false]")).to_have_count(1)
+    accessible(page)
+    page.locator("tr[data-passed=false] a").click()
+    expect(page).to_have_url(re.compile(r"/ui/runs/run_"))

@@ -136,6 +136,25 @@ def test_the_exit_status_follows_the_threshold_and_repeat_triples_the_runs(
     assert "failed" in out and "16/20" in out and "80%" in out
     assert "✗ item 4: the answer does not match '^Nothing'" in err
     assert "✓ item 0" in err
+    # both kept, newest first, each with its cases and their runs
+    code, out, err = cli(capsys, "evals", "list", "--json")
+    assert code == 0, err
+    failed, passed = json.loads(out)
+    assert (failed["passed"], passed["passed"]) == (False, True)
+    assert (failed["threshold"], passed["repeat"]) == (0.85, 3)
+    assert failed["variants"][0]["pass_rate"] == 0.8 and failed["cases_done"] == 20
+    code, out, err = cli(capsys, "evals", "show", failed["id"][-8:])  # its end, as shown
+    assert code == 0, err
+    assert failed["id"] in out and "16/20" in out and "failed" in out
+    assert out.count("✗") == 4 and out.count("✓") == 16
+    code, out, err = cli(capsys, "evals", "show", failed["id"], "--json")
+    shown = json.loads(out)
+    runs = {r["id"] for r in json.loads(cli(capsys, "runs", "list", "--limit", "100", "--json")[1])}
+    assert len(shown["cases"]) == 20 and {c["run_id"] for c in shown["cases"]} <= runs
+    code, out, err = cli(capsys, "evals", "list", "fruit")
+    assert code == 0 and "fruit" in out and "80%" in out
+    code, _, err = cli(capsys, "evals", "show", "eval_nope")
+    assert code == 1 and "no eval run 'eval_nope'" in err and "agentrunner evals" in err
 
 
 @pytest.mark.parametrize(
@@ -228,9 +247,20 @@ def test_ctrl_c_stops_an_eval_and_its_runs_are_kept_cancelled(
     code, _, err = ctrl_c(project, mock, "eval", "fruit", "--concurrency", "2", requests=2)
     assert code == 130, err
     assert "cancelled" in err and "Traceback" not in err
-    statuses = [r.status for r in asyncio.run(_runs(project))]
+    runs = asyncio.run(_runs(project))
     # the two in flight, cancelled and recorded so; no other case started
-    assert statuses == ["cancelled", "cancelled"]
+    assert [r.status for r in runs] == ["cancelled", "cancelled"]
+    [kept] = asyncio.run(_eval_runs(project))
+    assert kept.status == "cancelled" and kept.passed is None and kept.cases_done == 2
+    assert kept.id in err  # where to look
+
+
+async def _eval_runs(project: Path) -> list[Any]:
+    ws = await open_workspace(project)
+    try:
+        return await ws.runner.store.evals.recent()
+    finally:
+        await ws.close()
 
 
 async def _runs(project: Path) -> list[Any]:

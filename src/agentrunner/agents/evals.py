@@ -17,7 +17,17 @@ import yaml
 from agentrunner.core.paths import display_path
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
 
-__all__ = ["CHECKS", "CaseSpec", "Check", "EvalSpec", "eval_files", "find_eval", "load_eval"]
+__all__ = [
+    "CHECKS",
+    "DEFAULT_JUDGE_BUDGET_USD",
+    "CaseSpec",
+    "Check",
+    "EvalSpec",
+    "JudgeSpec",
+    "eval_files",
+    "find_eval",
+    "load_eval",
+]
 
 EVALS_DIR = "evals"  # under the project's root
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -32,8 +42,13 @@ CHECKS: dict[str, str] = {
     "tool_not_called": "a tool's name, or a list of them",
     "max_cost_usd": "the most the case's run may cost, in dollars",
     "max_seconds": "the most the case's run may take, in seconds",
+    "judge": "a rubric a model grades the answer against, or {rubric, model}",
 }
-_TOP = ("agent", "threshold", "input", "cases", "description")
+_TOP = ("agent", "threshold", "input", "cases", "description", "judge")
+_JUDGE = ("model", "budget_usd")
+# What an eval's judge may spend in all, unless its file says: a grade is a short request, so
+# this is hundreds of them on a small model, and a file that loops on a dear one stops here.
+DEFAULT_JUDGE_BUDGET_USD = 1.0
 _CASE = ("name", "message", "input", "expect")
 
 
@@ -41,6 +56,15 @@ _CASE = ("name", "message", "input", "expect")
 class Check:
     kind: str  # a key of CHECKS
     value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeSpec:
+    """The file's ``judge``: the model a ``judge`` check asks unless it names its own, and what
+    the eval's judging may spend in all (its own budget, not its agent's)."""
+
+    model: str | None = None
+    budget_usd: float = DEFAULT_JUDGE_BUDGET_USD
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +85,23 @@ class EvalSpec:
     cases: tuple[CaseSpec, ...]
     description: str = ""
     input: Mapping[str, Any] = field(default_factory=dict)
+    judge: JudgeSpec = field(default_factory=JudgeSpec)
+    # every agent it measures, ``agent`` first (``agent: [a, b]`` compares them)
+    agents: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.agents:
+            object.__setattr__(self, "agents", (self.agent,))
+
+    def judge_models(self) -> list[str]:
+        """The models its ``judge`` checks ask, each once, in the order they first do."""
+        named = (
+            c.value["model"] or self.judge.model
+            for k in self.cases
+            for c in k.checks
+            if c.kind == "judge"
+        )
+        return list(dict.fromkeys(m for m in named if m))
 
 
 def eval_files(root: Path) -> list[Path]:
@@ -144,13 +185,8 @@ class _Reader:
             self.problem("", "an eval file is a mapping: agent, threshold, cases")
             return None
         self.unknown(data, _TOP, "")
-        agent = data.get("agent")
-        if not isinstance(agent, str) or not agent:
-            self.problem("agent", "'agent' must name the agent the eval measures")
-        elif agents and agent not in agents:
-            near = difflib.get_close_matches(agent, agents, n=1)
-            meant = f" (did you mean '{near[0]}'?)" if near else ""
-            self.problem("agent", f"no agent '{agent}'{meant}", "See `agentrunner agents list`.")
+        measured = self.measured(data.get("agent"), agents)
+        judge = self.judge(data.get("judge"))
         threshold = data.get("threshold", 1.0)
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             self.problem("threshold", "'threshold' must be a pass rate from 0 to 1, e.g. 0.9")
@@ -172,17 +208,70 @@ class _Reader:
                     f"cases.{n}", f"two cases are named '{case.name}'", "Give each its own name."
                 )
             seen.add(case.name if case is not None else "")
+        unjudged = [
+            (n, case.name)
+            for n, case in enumerate(read)
+            if case is not None
+            for check in case.checks
+            if check.kind == "judge" and not (check.value["model"] or judge.model)
+        ]
+        for n, named in unjudged:
+            self.problem(
+                f"cases.{n}.expect.judge",
+                f"case '{named}': 'judge' has no model to ask",
+                "Name one for the file (judge: {model: provider:model}) or for the "
+                "check (judge: {rubric: ..., model: ...}).",
+            )
         if self.problems:
             return None
         return EvalSpec(
             name,
             path,
-            str(agent),
+            measured[0],
             float(threshold),
             tuple(c for c in read if c is not None),
             str(data.get("description") or ""),
             dict(base),
+            judge,
+            tuple(measured),
         )
+
+    def measured(self, given: object, known: Sequence[str]) -> list[str]:
+        """``agent``: one agent's id, or a list of them to compare."""
+        named = given if isinstance(given, list) else [given]
+        if not named or not all(isinstance(a, str) and a for a in named):
+            self.problem("agent", "'agent' must name the agent the eval measures, or a list")
+            return [""]
+        for agent in map(str, named):
+            if known and agent not in known:
+                near = difflib.get_close_matches(agent, known, n=1)
+                meant = f" (did you mean '{near[0]}'?)" if near else ""
+                self.problem(
+                    "agent", f"no agent '{agent}'{meant}", "See `agentrunner agents list`."
+                )
+        if len(set(named)) < len(named):
+            self.problem("agent", "'agent' names an agent twice")
+        return [str(a) for a in named]
+
+    def judge(self, given: object) -> JudgeSpec:
+        if given is None:
+            return JudgeSpec()
+        if not isinstance(given, dict):
+            self.problem("judge", "'judge' must be a mapping: model, budget_usd")
+            return JudgeSpec()
+        self.unknown(given, _JUDGE, "judge.")
+        model, budget = given.get("model"), given.get("budget_usd", DEFAULT_JUDGE_BUDGET_USD)
+        if model is not None and not (isinstance(model, str) and model):
+            self.problem("judge.model", f"'judge.model' must name a model, got {model!r}")
+            model = None
+        if not _number(budget) or not budget:
+            self.problem(
+                "judge.budget_usd",
+                f"'judge.budget_usd' must be dollars above 0, got {budget!r}",
+                "What the eval's judging may spend in all, e.g. 0.5.",
+            )
+            budget = DEFAULT_JUDGE_BUDGET_USD
+        return JudgeSpec(model, float(budget))
 
     def case(self, n: int, data: object, base: Mapping[str, Any]) -> CaseSpec | None:
         where = f"cases.{n}"
@@ -237,6 +326,8 @@ class _Reader:
             or (isinstance(value, list) and all(isinstance(v, str) for v in value) and value),
             "max_cost_usd": _number(value),
             "max_seconds": _number(value),
+            "judge": (isinstance(value, str) and value.strip() != "")
+            or (isinstance(value, dict) and isinstance(value.get("rubric"), str)),
         }[kind]
         if not ok:
             self.problem(where, f"case '{case}': '{kind}' must be {CHECKS[kind]}, got {value!r}")
@@ -246,6 +337,8 @@ class _Reader:
             if not isinstance(value.get("arguments") or {}, dict):
                 self.problem(where, f"case '{case}': 'tool_called.arguments' must be a mapping")
                 return None
+        if kind == "judge":
+            return self.rubric(where, case, value)  # type: ignore[arg-type]  # checked: ok
         if kind == "schema" and isinstance(value, dict):
             from jsonschema import SchemaError, validators  # only evals that use it pay
 
@@ -263,6 +356,17 @@ class _Reader:
         if kind in ("contains", "tool_not_called") and isinstance(value, str):
             value = [value]
         return Check(kind, value)
+
+    def rubric(self, where: str, case: str, value: str | dict[str, Any]) -> Check | None:
+        """A ``judge`` check, as ``{"rubric": TEXT, "model": M or None}``."""
+        if isinstance(value, str):
+            return Check("judge", {"rubric": value.strip(), "model": None})
+        self.unknown(value, ("rubric", "model"), f"{where}.")
+        model = value.get("model")
+        if not str(value["rubric"]).strip() or not (model is None or isinstance(model, str)):
+            self.problem(where, f"case '{case}': 'judge' must be {CHECKS['judge']}")
+            return None
+        return Check("judge", {"rubric": value["rubric"].strip(), "model": model or None})
 
     def unknown(self, data: Mapping[str, Any], known: Sequence[str], prefix: str) -> None:
         for key in data:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentrunner.agents.loader import load_agent_file
+from agentrunner.agents.loader import load_agent_file, parse_agent_text
 from agentrunner.agents.spec import PERSONA_PRESETS, AgentSpec
 from agentrunner.core.paths import display_path
 from agentrunner.errors import AgentFileErrors, AgentRunnerError, ErrorCode
@@ -187,20 +187,44 @@ class AgentRegistry:
                 hint=hint,
             ) from None
 
-    def runnable(self, agent_id: str) -> AgentSpec:
-        """The agent with this id, as ``get`` finds it, if it may run: ``agent_disabled``
-        (naming its file and line) when its file says ``enabled: false``."""
+    def runnable(self, agent_id: str, version: AgentSpec | None = None) -> AgentSpec:
+        """The agent with this id, as ``get`` finds it (or as ``version`` says, another version
+        of its file: ``version``), if it may run: ``agent_disabled`` (naming its file and line)
+        when its file, or that version, says ``enabled: false``."""
         spec = self.get(agent_id)
-        if not spec.enabled:
-            file = display_path(spec.path) if spec.path else None
+        if version is not None and version.id != agent_id:
             raise AgentRunnerError(
-                ErrorCode.AGENT_DISABLED,
-                f"agent '{agent_id}' is disabled (enabled: false)",
-                hint=f"Set `enabled: true` in {file or 'its agent file'} to run it.",
-                file=file,
-                line=spec.line_of("enabled"),
+                ErrorCode.VALIDATION,
+                f"a version of agent '{version.id}' cannot run as '{agent_id}'",
+                hint="Run a version of an agent's file as that agent.",
             )
-        return spec
+        for found in (spec, version):
+            if found is not None and not found.enabled:
+                file = display_path(found.path) if found.path else None
+                raise AgentRunnerError(
+                    ErrorCode.AGENT_DISABLED,
+                    f"agent '{agent_id}' is disabled (enabled: false)"
+                    + (" in that version" if found is version else ""),
+                    hint=f"Set `enabled: true` in {file or 'its agent file'} to run it.",
+                    file=file,
+                    line=found.line_of("enabled"),
+                )
+        return version or spec
+
+    def version(self, agent_id: str, text: str, label: str) -> AgentSpec:
+        """``text`` read as another version of ``agent_id``'s file (the file at a git
+        revision: ``label``), with the defaults this registry reads its files with;
+        ``AgentFileErrors`` naming ``label`` for its problems."""
+        path = self.get(agent_id).path
+        return parse_agent_text(
+            text,
+            agent_id=agent_id,
+            file=label,
+            path=path,
+            default_model=self._default_model,
+            personas=self._personas,
+            approval=self._approval,
+        )
 
     def __contains__(self, agent_id: object) -> bool:
         self._refresh()

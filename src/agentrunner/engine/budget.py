@@ -141,6 +141,7 @@ class CostTracker:
     limit: int | None = None
     label: str = "the run's budget"
     held: int = 0
+    hint: str = RUN_BUDGET_HINT  # how to raise ``limit``
 
     def add(self, micros: int | None, usage: Usage) -> None:
         tracker: CostTracker | None = self
@@ -167,7 +168,9 @@ class CostTracker:
         tracker: CostTracker | None = self
         while tracker is not None:
             if tracker.limit is not None:
-                found = Allowance(tracker.label, tracker.limit, tracker.micros, tracker.held)
+                found = Allowance(
+                    tracker.label, tracker.limit, tracker.micros, tracker.held, tracker.hint
+                )
                 if best is None or found.left < best.left:
                     best = found
             tracker = tracker.parent

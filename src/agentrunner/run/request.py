@@ -13,6 +13,7 @@ from agentrunner.engine.messages import Attachment, Usage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
+    from agentrunner.agents.spec import AgentSpec
     from agentrunner.core.model_settings import ModelSettings
     from agentrunner.engine.abort import AbortSignal
     from agentrunner.engine.budget import CostTracker
@@ -44,7 +45,9 @@ class RunAgentOverrides:
     what it has for people — ``notify_user``, files, shared notes, its failure — is written
     as notices to ``notify_channel`` (a channel's id), where they read. ``prompt``: the system
     prompt and the user-position context sent as given instead of the agent file's, rendered
-    now (a replay sends those of the run it replays, as that run logged them).
+    now (a replay sends those of the run it replays, as that run logged them). ``agent``: the
+    agent as this spec says instead of as its file is now (its file at a git revision, which an
+    eval compares); its id must be the run's agent's.
     """
 
     model: str | None = None
@@ -60,6 +63,7 @@ class RunAgentOverrides:
     model_settings: ModelSettings | Mapping[str, Any] | None = None
     context: str | None = None
     prompt: tuple[str, str | None] | None = None
+    agent: AgentSpec | None = None
 
     def __post_init__(self) -> None:
         if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid

@@ -313,7 +313,7 @@ class AgentRunner(AppParts):
 
     async def _turn(self, request: RunRequest, held: HeldLock | None) -> RunResult:
         parent, overrides = request.parent, request.overrides
-        agent = self._agent(request.agent_id)  # 2. agent config (agent_disabled: not run)
+        agent = self._agent(request.agent_id, overrides.agent)  # 2. agent config
         thread = await RunThread.read(  # 3. thread manifest, and its newest messages
             self.store, request.thread_id, agent.id, parent.thread_id if parent else None
         )
@@ -523,10 +523,10 @@ class AgentRunner(AppParts):
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _agent(self, agent_id: str) -> AgentSpec:
-        """The agent as its file is now, refused if it may not run (a ``resolve_agent`` span)."""
+    def _agent(self, agent_id: str, version: AgentSpec | None = None) -> AgentSpec:
+        """The agent as its file is now, or ``version`` of it, if it may run (a span)."""
         with self.engine.tracing.step("resolve_agent", agent_id=agent_id):
-            return self.agents.runnable(agent_id)
+            return self.agents.runnable(agent_id, version)
 
     def settings_for(self, agent: AgentSpec, run: ModelSettings | None) -> ModelSettings | None:
         """A run's model settings: ``run``'s over the agent file's over ``[defaults]``'."""

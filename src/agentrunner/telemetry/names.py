@@ -19,6 +19,11 @@ __all__ = [
     "COST_USD",
     "DEPTH",
     "ERROR_TYPE",
+    "EVAL_CASE",
+    "EVAL_ID",
+    "EVAL_NAME",
+    "EVAL_REPEAT",
+    "EVAL_VARIANT",
     "FALLBACK",
     "FINISH_REASONS",
     "HTTP_STATUS",
@@ -120,6 +125,11 @@ SCHEDULE_TICK = "agentrunner.schedule.tick"  # seconds since the epoch
 SCHEDULE_OUTCOME = "agentrunner.schedule.outcome"  # queued | skipped
 SCHEDULE_REASON = "agentrunner.schedule.reason"
 SCHEDULE_MISSED = "agentrunner.schedule.missed"  # ticks a fire stands for that nothing ran
+EVAL_ID = "agentrunner.eval.id"  # the eval run's
+EVAL_NAME = "agentrunner.eval.name"
+EVAL_CASE = "agentrunner.eval.case"
+EVAL_REPEAT = "agentrunner.eval.repeat"
+EVAL_VARIANT = "agentrunner.eval.variant"  # the model, agent or version it was run on
 APPROVAL_ID = "agentrunner.approval.id"
 APPROVAL_DECISION = "agentrunner.approval.decision"
 APPROVAL_BY = "agentrunner.approval.by"

@@ -95,7 +95,7 @@ from agentrunner.telemetry.names import (
     TOOL_TYPE,
     WORKER_ID,
 )
-from agentrunner.telemetry.spans import RUN, OtelSpan, RunScope, remote
+from agentrunner.telemetry.spans import EVAL_IDS, RUN, OtelSpan, RunScope, eval_ids, remote
 from agentrunner.telemetry.tracing import QueueDepths, Span, Tracing
 
 if TYPE_CHECKING:
@@ -153,6 +153,8 @@ class OtelTracing(Tracing):
             attributes[CONVERSATION] = thread_id
         if parent_run_id is not None:
             attributes[PARENT_RUN_ID] = parent_run_id
+        if (case := EVAL_IDS.get()) is not None:  # an eval's case: found by its ids
+            attributes.update(case)
         if self.capture_content:
             attributes[INPUT_MESSAGES] = self._json([user_message(message)])
             attributes[INPUT_VALUE], attributes[INPUT_MIME] = self.scrub(message), TEXT
@@ -240,6 +242,20 @@ class OtelTracing(Tracing):
         count to that agent here too (the run's scope, which the effect's task inherited)."""
         attributes = {THREAD_ID: thread_id, CONVERSATION: thread_id}
         return self._span(f"post_run {name}", SpanKind.INTERNAL, attributes)
+
+    @contextmanager
+    def eval_case(
+        self, eval_run_id: str, eval_name: str, case: str, repeat: int, variant: str
+    ) -> Iterator[Span]:
+        """One case of an eval (``workspace/evals``): its run and its judge's requests are its
+        descendants, and the run's span carries its ids too (``EVAL_IDS``)."""
+        ids = eval_ids(eval_run_id, eval_name, case, repeat, variant)
+        entered = EVAL_IDS.set(ids)
+        try:
+            with self._span(f"eval_case {case}", SpanKind.INTERNAL, dict(ids)) as span:
+                yield span
+        finally:
+            EVAL_IDS.reset(entered)
 
     # -- tasks ----------------------------------------------------------------------------
 

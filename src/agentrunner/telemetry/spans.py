@@ -18,10 +18,17 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from agentrunner.engine.tools import ToolDenied
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.telemetry.names import ERROR_TYPE
+from agentrunner.telemetry.names import (
+    ERROR_TYPE,
+    EVAL_CASE,
+    EVAL_ID,
+    EVAL_NAME,
+    EVAL_REPEAT,
+    EVAL_VARIANT,
+)
 from agentrunner.telemetry.tracing import Span
 
-__all__ = ["RUN", "OtelSpan", "RunScope", "remote"]
+__all__ = ["EVAL_IDS", "RUN", "OtelSpan", "RunScope", "eval_ids", "remote"]
 
 
 @dataclass(slots=True)
@@ -33,6 +40,20 @@ class RunScope:
 
 
 RUN: ContextVar[RunScope | None] = ContextVar("agentrunner_run", default=None)
+# The eval case under way (``OtelTracing.eval_case``): its ids go on its run's span too.
+EVAL_IDS: ContextVar[dict[str, Any] | None] = ContextVar("agentrunner_eval_case", default=None)
+
+
+def eval_ids(
+    eval_run_id: str, eval_name: str, case: str, repeat: int, variant: str
+) -> dict[str, Any]:
+    return {
+        EVAL_ID: eval_run_id,
+        EVAL_NAME: eval_name,
+        EVAL_CASE: case,
+        EVAL_REPEAT: repeat,
+        EVAL_VARIANT: variant,
+    }
 
 
 @dataclass(slots=True, eq=False)

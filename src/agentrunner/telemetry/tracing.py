@@ -101,6 +101,13 @@ class Tracing(ABC):
     def effect(self, name: str, thread_id: str) -> AbstractContextManager[Span]:
         """A post-run effect (a thread's title), under the run that started it."""
 
+    @abstractmethod
+    def eval_case(
+        self, eval_run_id: str, eval_name: str, case: str, repeat: int, variant: str
+    ) -> AbstractContextManager[Span]:
+        """One case of an eval: its run and its judge's requests are its descendants, and the
+        run's span carries the eval's and the case's ids too."""
+
     # -- tasks -------------------------------------------------------------------------------
 
     @abstractmethod
@@ -289,6 +296,11 @@ class NoTracing(Tracing):
         pass
 
     def effect(self, name: str, thread_id: str) -> AbstractContextManager[Span]:
+        return _SPAN
+
+    def eval_case(
+        self, eval_run_id: str, eval_name: str, case: str, repeat: int, variant: str
+    ) -> AbstractContextManager[Span]:
         return _SPAN
 
     def task(self, agent_id: str) -> AbstractContextManager[Span]:

@@ -1,4 +1,5 @@
-"""``agentrunner eval FILE``: an eval's cases run, judged and summed up (docs/evals.md)."""
+"""``agentrunner eval FILE``: an eval's cases run, judged and summed up; ``agentrunner evals``:
+the eval runs kept, one with its cases (docs/evals.md)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,24 @@ from agentrunner.interfaces.cli.console import Column, err, listing, out
 
 if TYPE_CHECKING:
     from agentrunner.agents.evals import EvalSpec
+    from agentrunner.store.evals import EvalCaseRecord, EvalRunRecord
     from agentrunner.workspace.evals import CaseOutcome, EvalReport, ModelReport
     from agentrunner.workspace.workspace import Workspace
 
-__all__ = ["eval_command"]
+__all__ = ["eval_command", "evals_app"]
+
+evals_app = typer.Typer(help="The eval runs kept: listed, and one with its cases (docs/evals.md).")
 
 
 def eval_command(
     file: str = typer.Argument(..., help="The eval file, or its name in evals/."),
     model: list[str] = typer.Option(
         [], "--model", help="Run the cases on this model (repeat to compare models)."
+    ),
+    rev: list[str] = typer.Option(
+        [],
+        "--rev",
+        help="Run them on the agent's file as it was at this git revision too (repeatable).",
     ),
     repeat: int = typer.Option(1, "--repeat", min=1, help="Run each case this many times."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Runs at a time."),
@@ -58,6 +67,7 @@ def eval_command(
                     ws.runner,
                     spec,
                     models=model or [None],
+                    revisions=rev,
                     repeat=repeat,
                     concurrency=concurrency,
                     on_case=None if as_json else _said,
@@ -70,7 +80,10 @@ def eval_command(
 
     report, stopped = with_workspace(work)
     if stopped:
-        err.print("[yellow]cancelled[/] [dim]· the cases' runs are kept: agentrunner runs list[/]")
+        err.print(
+            f"[yellow]cancelled[/] [dim]· the cases that ended are kept: agentrunner evals show "
+            f"{report.eval_run_id}[/]"
+        )
         raise typer.Exit(130)
     if as_json:
         out.print_json(data=report.to_dict())
@@ -80,8 +93,139 @@ def eval_command(
         raise typer.Exit(1)
 
 
+@evals_app.command("list")
+def list_command(
+    name: str | None = typer.Argument(None, help="Only this eval's runs."),
+    limit: int = typer.Option(20, "--limit", min=1, help="How many, newest first."),
+    as_json: bool = typer.Option(False, "--json", help="Print them as JSON."),
+) -> None:
+    """The eval runs kept, newest first: each one's eval, when, its status, and each
+    variant's pass rate."""
+    from agentrunner.interfaces.cli.workspace import with_workspace
+
+    async def work(ws: Workspace) -> list[EvalRunRecord]:
+        return await ws.runner.store.evals.recent(eval=name, limit=limit)
+
+    runs = with_workspace(work)
+    if as_json:
+        out.print_json(data=[r.to_dict() for r in runs])
+        return
+    if not runs:
+        out.print("no eval runs yet [dim]· agentrunner eval NAME runs one[/]")
+        return
+    listing(
+        "eval runs",
+        [
+            Column("id", whole=True),
+            Column("eval", whole=True),
+            Column("started", whole=True, drop=1),
+            Column("status", whole=True),
+            Column("pass rates"),
+        ],
+        [
+            [
+                r.id,
+                escape(r.eval),
+                _when(r.started_at),
+                _status(r),
+                "; ".join(
+                    f"{escape(str(v['label']))} {float(v['pass_rate']):.0%}" for v in r.variants
+                )
+                or f"[dim]{r.cases_done} case(s) so far[/]",
+            ]
+            for r in runs
+        ],
+    )
+
+
+@evals_app.command("show")
+def show_command(
+    eval_run_id: str = typer.Argument(..., help="The eval run's id (or its end)."),
+    as_json: bool = typer.Option(False, "--json", help="Print it as JSON."),
+) -> None:
+    """One eval run: each variant's totals, then each case with its outcome and the run that
+    answered it (open it with `agentrunner runs show`)."""
+    from agentrunner.interfaces.cli.workspace import with_workspace
+
+    async def work(ws: Workspace) -> tuple[EvalRunRecord, list[EvalCaseRecord]]:
+        found = await ws.runner.store.evals.find(eval_run_id)
+        return found, await ws.runner.store.evals.cases(found.id)
+
+    run, cases = with_workspace(work)
+    if as_json:
+        out.print_json(data={**run.to_dict(), "cases": [c.to_dict() for c in cases]})
+        return
+    out.print(
+        f"[bold]{escape(run.eval)}[/] {run.id} · {escape(run.agent)} · {escape(run.file)} · "
+        f"{_when(run.started_at)} · {_status(run)} [dim](threshold {run.threshold:.0%})[/]"
+    )
+    if run.variants:
+        listing(
+            "variants",
+            [
+                Column("variant", whole=True),
+                Column("passed", number=True),
+                Column("pass rate", number=True),
+                Column("cost", number=True),
+                Column("tokens", number=True),
+                Column("p50 s", number=True),
+                Column("p95 s", number=True),
+            ],
+            [_stored_row(v) for v in run.variants],
+        )
+    labels = {n: str(v["label"]) for n, v in enumerate(run.variants)}
+    listing(
+        "cases",
+        [
+            Column("case", whole=True),
+            Column("variant", whole=True, drop=2),
+            Column("#", number=True, drop=1),
+            Column("", whole=True),
+            Column("run", whole=True),
+            Column("why"),
+        ],
+        [
+            [
+                escape(c.name),
+                escape(labels.get(c.variant, str(c.variant + 1))),
+                str(c.repeat + 1),
+                "[green]✓[/]" if c.passed else "[red]✗[/]",
+                c.run_id or "—",
+                escape(c.error or "; ".join(k["said"] for k in c.checks if not k["passed"])),
+            ]
+            for c in cases
+        ],
+    )
+
+
+def _when(t: float) -> str:
+    from agentrunner.interfaces.cli.schedules import moment
+
+    return moment(t)
+
+
+def _status(run: EvalRunRecord) -> str:
+    if run.status != "completed":
+        return f"[yellow]{run.status}[/]"
+    return "[green]passed[/]" if run.passed else "[red]failed[/]"
+
+
+def _stored_row(variant: dict[str, object]) -> list[str]:
+    cost = variant.get("cost_usd")
+    return [
+        escape(str(variant["label"])),
+        f"{variant['passed']}/{variant['runs']}",
+        f"{float(str(variant['pass_rate'])):.0%}",
+        "unknown" if cost is None else f"${float(str(cost)):.4f}",
+        f"{int(str(variant['tokens'])):,}",
+        f"{float(str(variant['latency_p50_s'])):.2f}",
+        f"{float(str(variant['latency_p95_s'])):.2f}",
+    ]
+
+
 def _said(outcome: CaseOutcome) -> None:
     on = f" on {escape(outcome.model)}" if outcome.model else ""
+    on += f" @{escape(outcome.revision)}" if outcome.revision else ""
     again = f" (repeat {outcome.repeat + 1})" if outcome.repeat else ""
     if outcome.passed:
         err.print(f"[green]✓[/] {escape(outcome.case)}{on}{again} [dim]{outcome.seconds:.1f} s[/]")
@@ -121,6 +265,10 @@ def _print(report: EvalReport) -> None:
         out.print(
             f"changed: {', '.join(escape(c) for c in changed)}" if changed else "changed: none"
         )
+    if report.judge_cost_micros:
+        spent = report.judge_cost_micros / 1e6
+        out.print(f"[dim]judge: ${spent:.4f} of ${spec.judge.budget_usd:.2f}[/]")
+    out.print(f"[dim]kept as {report.eval_run_id} · agentrunner evals show {report.eval_run_id}[/]")
     short = [r for r in report.reports if r.pass_rate < spec.threshold]
     if not short:
         out.print(f"[green]passed[/] [dim](threshold {spec.threshold:.0%})[/]")

@@ -1206,3 +1206,50 @@ SELECT DISTINCT sha256 FROM attachment_uses WHERE thread_id = :id AND seq > :at;
 -- name: message_first_of_run
 -- The first of a thread's messages a run wrote (its person's message): a replay forks before it.
 SELECT MIN(seq) AS seq FROM messages WHERE thread_id = :thread_id AND run_id = :run_id;
+
+-- name: eval_run_start
+INSERT INTO eval_runs (id, eval, agent, file, status, threshold, repeats, started_at)
+VALUES (:id, :eval, :agent, :file, 'running', :threshold, :repeats, :now);
+
+-- name: eval_case_add
+INSERT INTO eval_cases (eval_run_id, variant, name, repeat, run_id, passed, checks, error,
+                        cost_micros, judge_cost_micros, tokens, seconds)
+VALUES (:eval_run_id, :variant, :name, :repeat, :run_id, :passed, :checks{json}, :error,
+        :cost_micros, :judge_cost_micros, :tokens, :seconds);
+
+-- name: eval_run_end
+-- An eval run is settled once, from running.
+UPDATE eval_runs
+SET status = :status, passed = :passed, variants = :variants{json},
+    judge_cost_micros = :judge_cost_micros, ended_at = :now
+WHERE id = :id AND status = 'running';
+
+-- name: eval_runs_recent
+-- The newest eval runs (of one eval, or of all) started before :before: `agentrunner evals`,
+-- the dashboard's history.
+SELECT id, eval, agent, file, status, threshold, repeats, passed, variants, judge_cost_micros,
+       started_at, ended_at,
+       (SELECT COUNT(*) FROM eval_cases c WHERE c.eval_run_id = e.id) AS cases_done
+FROM eval_runs e
+WHERE (CAST(:eval AS TEXT) IS NULL OR eval = :eval) AND started_at < :before
+ORDER BY started_at DESC, id DESC LIMIT :limit;
+
+-- name: eval_run_get
+SELECT id, eval, agent, file, status, threshold, repeats, passed, variants, judge_cost_micros,
+       started_at, ended_at,
+       (SELECT COUNT(*) FROM eval_cases c WHERE c.eval_run_id = e.id) AS cases_done
+FROM eval_runs e WHERE id = :id;
+
+-- name: eval_run_ids
+-- Eval runs whose id begins with what was given, or ends with it (a short id, as the table
+-- shows one).
+SELECT id FROM eval_runs WHERE id LIKE :start ESCAPE '\' OR id LIKE :ending ESCAPE '\'
+ORDER BY started_at DESC LIMIT 3;
+
+-- name: eval_cases_of
+-- An eval run's cases, each with its run's status (NULL once the run's thread is deleted).
+SELECT c.variant, c.name, c.repeat, c.run_id, c.passed, c.checks, c.error, c.cost_micros,
+       c.judge_cost_micros, c.tokens, c.seconds, r.status AS run_status
+FROM eval_cases c LEFT JOIN runs r ON r.id = c.run_id
+WHERE c.eval_run_id = :id
+ORDER BY c.variant, c.name, c.repeat;

@@ -551,3 +551,41 @@ CREATE INDEX schedule_fires_feed ON schedule_fires (feed_key, schedule, tick_ms)
 -- thread its caller's (deleted with it); a fork outlives its parent.
 ALTER TABLE threads ADD COLUMN forked_from TEXT;
 ALTER TABLE threads ADD COLUMN forked_at INTEGER
+
+-- migration: 25
+-- Evals (docs/evals.md): each `agentrunner eval` is an eval run, written as it starts
+-- (`running`) and settled as it ends (`completed` or `cancelled`, whether it passed, and each
+-- variant's totals as JSON: a model, an agent, a version of its file). Each case's outcome is
+-- a row of eval_cases as it ends, with the run that answered it (an ordinary run, opened with
+-- `runs show`), so an eval stopped halfway keeps what it learnt.
+CREATE TABLE eval_runs (
+    id TEXT PRIMARY KEY,
+    eval TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    file TEXT NOT NULL,
+    status TEXT NOT NULL,
+    threshold DOUBLE PRECISION NOT NULL,
+    repeats INTEGER NOT NULL,
+    passed BOOLEAN,
+    variants {json},
+    judge_cost_micros BIGINT NOT NULL DEFAULT 0,
+    started_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION
+);
+CREATE INDEX eval_runs_eval ON eval_runs (eval, started_at);
+CREATE TABLE eval_cases (
+    eval_run_id TEXT NOT NULL,
+    variant INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    run_id TEXT,
+    passed BOOLEAN NOT NULL,
+    checks {json} NOT NULL,
+    error TEXT,
+    cost_micros BIGINT,
+    judge_cost_micros BIGINT NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL,
+    seconds DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (eval_run_id, variant, name, repeat)
+);
+CREATE INDEX eval_cases_run ON eval_cases (run_id)

@@ -22,6 +22,7 @@ def install(app: FastAPI, *, login: bool) -> None:
         approvals,
         channels,
         costs,
+        evals,
         files,
         jobs,
         runs,
@@ -45,6 +46,7 @@ def install(app: FastAPI, *, login: bool) -> None:
         costs,
         jobs,
         schedules,
+        evals,
         files,
     )
     for module in pages:
