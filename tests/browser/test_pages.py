@@ -313,7 +313,9 @@ def test_the_evals_pages_chart_each_eval_and_read_well(
     assert served.cli("eval", "hello", "--concurrency", "1").returncode == 0  # one of two
     assert served.cli("eval", "hello").returncode == 0
     page.goto(served.url + "/ui/evals")
-    expect(page.locator(".history-said")).to_have_text("mockai:gpt-mock: 50% → 100%")
+    expect(page.locator(".history-said")).to_have_text(
+        "mockai:gpt-mock: 50% → 100% (threshold 50%)"
+    )
     expect(page.locator("svg polyline")).to_have_count(1)
     accessible(page)
     page.locator("tr[data-eval-run] a").last.click()  # the older run

@@ -183,26 +183,50 @@ async def test_a_judge_that_gives_no_verdict_fails_the_check_saying_why(
         await ws.close()
 
 
-async def test_a_judge_model_unknown_or_keyless_is_refused_before_anything_runs(
-    agent: Agent, project: Path, mock: MockProvider, monkeypatch: pytest.MonkeyPatch
+async def test_a_judge_model_unknown_unpriced_or_keyless_is_refused_before_anything_runs(
+    agent: Agent,
+    project: Path,
+    mock: MockProvider,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Refused by ``eval`` naming the file, the line and the judge's model, nothing run or
+    kept; ``agents validate`` says the same of the first two, and warns of the third."""
+    from tests.runner.test_cli_run import cli
+
     agent("clerk", "model: mockai:gpt-mock")
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write(
+            '\n[prices."mockant:claude-judge"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n'
+        )
+    cases = (
+        ("mockaj:gpt-judge", ErrorCode.MODEL_NOT_FOUND),
+        ("mockai:gpt-unpriced", ErrorCode.PRICE_UNKNOWN),
+        ("mockant:claude-judge", ErrorCode.PROVIDER_AUTH),
+    )
+    monkeypatch.setenv("MOCK_KEY", "")  # the provider known, its key unset
     ws = await open_workspace(project)
     try:
-        for judge, code in (("mockaj:gpt-judge", ErrorCode.MODEL_NOT_FOUND), (None, None)):
-            if judge is None:  # the provider known, its key unset
-                monkeypatch.delenv("MOCK_KEY")
-                judge, code = "mockant:claude-judge", ErrorCode.PROVIDER_AUTH
+        for judge, code in cases:
             path = _eval_file(project, judge={"model": judge}, cases=2)
             spec = await asyncio.to_thread(load_eval, path, agents=["clerk"])
             with pytest.raises(AgentRunnerError) as refused:
                 await run_eval(ws.runner, spec)
             assert refused.value.code is code, refused.value
+            assert refused.value.message.startswith(f"judge model {judge}: ")
+            assert (refused.value.file, refused.value.line) == ("evals/graded.yaml", 1)
         assert mock.requests == []
         assert await ws.runner.store.evals.recent() == []
         assert await ws.runner.store.runs.list(limit=5) == []
     finally:
         await ws.close()
+    for judge, code in cases:
+        _eval_file(project, judge={"model": judge}, cases=2)
+        status, _, err = await asyncio.to_thread(cli, capsys, "agents", "validate")
+        if code is ErrorCode.PROVIDER_AUTH:  # only in this environment: a warning
+            assert "warning: evals/graded.yaml:1: provider_auth: judge model" in err, err
+        else:
+            assert status == 1 and f"evals/graded.yaml:1: {code}: judge model {judge}" in err
 
 
 @pytest.mark.parametrize(
@@ -210,7 +234,7 @@ async def test_a_judge_model_unknown_or_keyless_is_refused_before_anything_runs(
     [
         (None, {"judge": "It is right."}, "case 'one': 'judge' has no model to ask"),
         ({"model": "mockai:gpt-judge"}, {"judge": "  "}, "'judge' must be a rubric"),
-        ({"model": "mockai:gpt-judge"}, {"judge": {"rubrik": "x"}}, "'judge' must be a rubric"),
+        ({"model": "mockai:gpt-judge"}, {"judge": {"rubrik": "x"}}, "did you mean 'rubric'?"),
         ({"model": "mockai:gpt-judge", "budget_usd": 0}, {"judge": "x"}, "judge.budget_usd"),
         ({"modle": "mockai:gpt-judge"}, {"judge": "x"}, "unknown key 'judge.modle'"),
     ],
@@ -244,7 +268,7 @@ def test_a_check_that_names_its_own_judge_model_needs_none_from_the_file(tmp_pat
     )
     spec = load_eval(path, agents=["clerk", "scribe"])
     assert spec.agents == ("clerk", "scribe") and spec.agent == "clerk"
-    assert spec.judge_models() == ["mockai:gpt-judge"]
+    assert spec.judge_models() == {"mockai:gpt-judge": 6}  # named on the check's line
     twice = tmp_path / "twice.yaml"
     twice.write_text(path.read_text().replace("[clerk, scribe]", "[clerk, clerk]"))
     with pytest.raises(AgentFileErrors, match="names an agent twice"):
@@ -353,3 +377,64 @@ def test_a_version_runs_only_as_its_own_agent_and_only_if_enabled(tmp_path: Path
     with pytest.raises(AgentFileErrors) as broken:
         registry.version("clerk", "---\nname: clerk\nmodle: test\n---\nX.\n", "clerk.md@v2")
     assert {p.file for p in broken.value.problems} == {"clerk.md@v2"}
+
+
+async def test_cases_queued_for_workers_are_judged_as_cases_run_here(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    """``--workers``: the same cases, queued for two worker processes, come to the same pass
+    rates and checks as in this process; each case's run is a worker's; with no worker alive,
+    or with a revision to compare, nothing is queued."""
+    from tests.workspace.test_workers import start_worker, stop, wait_for
+
+    agent("clerk", "model: mockai:gpt-mock")
+    path = project / "evals" / "fruit.yaml"
+    path.parent.mkdir()
+    path.write_text(
+        json.dumps(
+            {
+                "agent": "clerk",
+                "cases": [
+                    {
+                        "name": f"item {n}",
+                        "message": f"Item {n} is a {FRUITS[n % 5]}.",
+                        "expect": {"contains": FRUITS[n % 5], "regex": "Item [0-4] is"},
+                    }
+                    for n in range(8)
+                ],
+            }
+        )
+    )
+    spec = await asyncio.to_thread(load_eval, path, agents=["clerk"])
+    ws = await open_workspace(project)
+    try:
+        with pytest.raises(AgentRunnerError, match="no worker is running") as idle:
+            await run_eval(ws.runner, spec, queue=ws.runs)
+        assert "agentrunner worker" in (idle.value.hint or "")
+        assert await ws.runner.store.runs.list(limit=5) == []
+        here = await run_eval(ws.runner, spec)
+        workers = [start_worker(project, tag="w1"), start_worker(project, tag="w2")]
+        try:
+            await wait_for(lambda: _alive(ws, 2), 60)
+            with pytest.raises(AgentRunnerError, match="runs in this process"):
+                await run_eval(ws.runner, spec, queue=ws.runs, revisions=["HEAD"])
+            queued = await run_eval(ws.runner, spec, queue=ws.runs, concurrency=8)
+        finally:
+            for worker in workers:
+                assert stop(worker) == 0
+        [ran_here], [ran_queued] = here.reports, queued.reports
+        assert ran_queued.pass_rate == ran_here.pass_rate == 5 / 8  # items 5, 6, 7: regex
+        for a, b in zip(ran_here.outcomes, ran_queued.outcomes, strict=True):
+            assert (a.case, a.passed, a.answer) == (b.case, b.passed, b.answer)
+            assert [c.said for c in a.checks] == [c.said for c in b.checks]
+            assert b.tokens == a.tokens > 0 and b.cost_micros == a.cost_micros
+        runs = {r.id: r for r in await ws.runner.store.runs.list(agent_id="clerk", limit=50)}
+        taken = {runs[str(o.run_id)].worker_id for o in ran_queued.outcomes}
+        assert None not in taken and len(runs) == 16
+        assert all(runs[str(o.run_id)].worker_id is None for o in ran_here.outcomes)
+    finally:
+        await ws.close()
+
+
+async def _alive(ws: Any, n: int) -> bool:
+    return len(await ws.runner.store.workers.alive()) >= n

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import pytest
 from agentrunner.agents.evals import load_eval
 from agentrunner.errors import AgentFileErrors
 from agentrunner.runtime.compose import open_workspace
-from agentrunner.testing import MockProvider, Reply
+from agentrunner.testing import Fault, MockProvider, Reply
 from agentrunner.workspace.evals import run_eval
 from tests.interrupt import ctrl_c
 from tests.runner.conftest import Agent
@@ -253,6 +255,15 @@ def test_ctrl_c_stops_an_eval_and_its_runs_are_kept_cancelled(
     [kept] = asyncio.run(_eval_runs(project))
     assert kept.status == "cancelled" and kept.passed is None and kept.cases_done == 2
     assert kept.id in err  # where to look
+    # its totals are of the two cases that ran, what they spent included
+    [variant] = kept.variants
+    assert (variant["runs"], variant["passed"], variant["pass_rate"]) == (2, 0, 0.0)
+    assert variant["cost_usd"] is not None and variant["cost_usd"] > 0
+    assert variant["tokens"] == sum(
+        (r.token_usage or {}).get("input_tokens", 0) + (r.token_usage or {}).get("output_tokens", 0)
+        for r in runs
+    )
+    assert variant["tokens"] > 0
 
 
 async def _eval_runs(project: Path) -> list[Any]:
@@ -294,3 +305,69 @@ def test_a_misspelt_tool_is_a_warning_and_a_model_named_twice_is_refused(
     )
     assert code == 0, err  # evals/tools.yaml, named as a file there
     assert "mockai:gpt-b" in out and "passed" in out
+
+
+def test_ctrl_c_cancels_the_cases_queued_for_workers(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    """``--workers``: Ctrl-C cancels the run a worker is running (its worker is asked) and
+    those still queued (an agent's mailbox runs one at a time); nothing of the eval runs on
+    after it."""
+    from tests.workspace.test_workers import start_worker, stop
+
+    agent("clerk", "model: mockai:gpt-mock")
+    _eval_file(project)
+    mock.queue(*(Reply(text="word " * 400, chunk_delay_s=0.02) for _ in range(20)))
+    worker = start_worker(project, concurrency=2)
+    try:
+        deadline = time.monotonic() + 60
+        while not asyncio.run(_workers(project)):
+            assert time.monotonic() < deadline, "no worker came up"
+            time.sleep(0.2)
+        code, _, err = ctrl_c(
+            project, mock, "eval", "fruit", "--workers", "--concurrency", "4", requests=1
+        )
+        assert code == 130, err
+        assert "cancelled" in err and "Traceback" not in err
+        time.sleep(1.0)  # a cancelled run's worker settles it at its next look
+        runs = asyncio.run(_runs(project))
+        assert len(runs) == 4 and {r.status for r in runs} == {"cancelled"}, err
+        requests = len(mock.requests)
+        time.sleep(1.0)
+        assert len(mock.requests) == requests  # nothing runs on
+    finally:
+        assert stop(worker) == 0
+    [kept] = asyncio.run(_eval_runs(project))
+    assert kept.status == "cancelled"
+
+
+async def _workers(project: Path) -> bool:
+    ws = await open_workspace(project)
+    try:
+        return bool(await ws.runner.store.workers.alive())
+    finally:
+        await ws.close()
+
+
+def test_a_failed_case_counts_what_it_spent_and_names_run_from_anywhere_in_the_project(
+    agent: Agent, project: Path, mock: MockProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A case whose run fails keeps its cost known (the table says a cost, not "unknown"); the
+    eval file is found and kept by its place in the project from a subdirectory; one model
+    named twice under two spellings is refused."""
+    agent("clerk", "model: mockai:gpt-mock")
+    _eval_file(project)
+    mock.queue(Reply(fault=Fault.http(400)), model="gpt-mock")
+    (project / "sub").mkdir()
+    os.chdir(project / "sub")
+    code, out, err = cli(capsys, "eval", "evals/fruit.yaml", "--concurrency", "1", "--json")
+    assert code == 0, err  # 15 of 20: the threshold, 75 %
+    [model] = json.loads(out)["models"]
+    failed = [c for c in model["cases"] if c["error"]]
+    assert len(failed) == 1 and failed[0]["error"].startswith("validation: mockai answered 400")
+    assert failed[0]["run_id"] is not None  # a failed run is a run to open
+    assert model["cost_usd"] is not None and model["passed"] == 15
+    code, out, _ = cli(capsys, "evals", "list", "--json")
+    assert json.loads(out)[0]["file"] == "evals/fruit.yaml"
+    code, _, err = cli(capsys, "eval", "fruit", "--model", "test", "--model", "test:test")
+    assert code == 1 and "is given twice" in err, err

@@ -65,6 +65,7 @@ class JudgeSpec:
 
     model: str | None = None
     budget_usd: float = DEFAULT_JUDGE_BUDGET_USD
+    line: int | None = None  # where ``judge.model`` is written
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,15 +94,18 @@ class EvalSpec:
         if not self.agents:
             object.__setattr__(self, "agents", (self.agent,))
 
-    def judge_models(self) -> list[str]:
-        """The models its ``judge`` checks ask, each once, in the order they first do."""
-        named = (
-            c.value["model"] or self.judge.model
-            for k in self.cases
-            for c in k.checks
-            if c.kind == "judge"
-        )
-        return list(dict.fromkeys(m for m in named if m))
+    def judge_models(self) -> dict[str, int | None]:
+        """The models its ``judge`` checks ask, each once, in the order they first do, with
+        the line each is first named on."""
+        named: dict[str, int | None] = {}
+        for case in self.cases:
+            for check in case.checks:
+                if check.kind == "judge":
+                    own = check.value["model"]
+                    model, line = (own, check.value["line"]) if own else (self.judge.model, None)
+                    if model and model not in named:
+                        named[model] = line or self.judge.line
+        return named
 
 
 def eval_files(root: Path) -> list[Path]:
@@ -117,7 +121,8 @@ def find_eval(given: str, root: Path) -> Path:
     if path.exists():
         return path
     folder = root / EVALS_DIR
-    for candidate in (folder / given, folder / f"{given}.yaml", folder / f"{given}.yml"):
+    candidates = (root / given, folder / given, folder / f"{given}.yaml", folder / f"{given}.yml")
+    for candidate in candidates:
         if candidate.exists():
             return candidate
     found = [p.stem for p in eval_files(root)]
@@ -271,7 +276,7 @@ class _Reader:
                 "What the eval's judging may spend in all, e.g. 0.5.",
             )
             budget = DEFAULT_JUDGE_BUDGET_USD
-        return JudgeSpec(model, float(budget))
+        return JudgeSpec(model, float(budget), self.lines.get("judge.model"))
 
     def case(self, n: int, data: object, base: Mapping[str, Any]) -> CaseSpec | None:
         where = f"cases.{n}"
@@ -329,9 +334,16 @@ class _Reader:
             "judge": (isinstance(value, str) and value.strip() != "")
             or (isinstance(value, dict) and isinstance(value.get("rubric"), str)),
         }[kind]
-        if not ok:
-            self.problem(where, f"case '{case}': '{kind}' must be {CHECKS[kind]}, got {value!r}")
+        if kind == "judge" and isinstance(value, dict) and "rubric" not in value:
+            self.unknown(value, ("rubric", "model"), f"{where}.")
+            self.problem(where, f"case '{case}': 'judge' needs a 'rubric': what the answer must do")
             return None
+        if not ok:
+            got = "nothing" if value is None else repr(value)
+            self.problem(where, f"case '{case}': '{kind}' must be {CHECKS[kind]}, got {got}")
+            return None
+        if kind == "judge" and isinstance(value, dict):
+            self.unknown(value, ("rubric", "model"), f"{where}.")
         if kind == "tool_called" and isinstance(value, dict):
             self.unknown(value, ("name", "arguments"), f"{where}.")
             if not isinstance(value.get("arguments") or {}, dict):
@@ -358,15 +370,17 @@ class _Reader:
         return Check(kind, value)
 
     def rubric(self, where: str, case: str, value: str | dict[str, Any]) -> Check | None:
-        """A ``judge`` check, as ``{"rubric": TEXT, "model": M or None}``."""
+        """A ``judge`` check, as ``{"rubric": TEXT, "model": M or None, "line": L}``."""
+        line = self.lines.get(where)
         if isinstance(value, str):
-            return Check("judge", {"rubric": value.strip(), "model": None})
-        self.unknown(value, ("rubric", "model"), f"{where}.")
+            return Check("judge", {"rubric": value.strip(), "model": None, "line": line})
         model = value.get("model")
         if not str(value["rubric"]).strip() or not (model is None or isinstance(model, str)):
             self.problem(where, f"case '{case}': 'judge' must be {CHECKS['judge']}")
             return None
-        return Check("judge", {"rubric": value["rubric"].strip(), "model": model or None})
+        line = self.lines.get(f"{where}.model", line)
+        checked = {"rubric": value["rubric"].strip(), "model": model or None, "line": line}
+        return Check("judge", checked)
 
     def unknown(self, data: Mapping[str, Any], known: Sequence[str], prefix: str) -> None:
         for key in data:

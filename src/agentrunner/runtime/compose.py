@@ -232,16 +232,24 @@ def check_project(project: Project) -> ProjectCheck:
                 unpriced = price_unknown(resolved.ref, budget)
                 check.problems.append(configured_model_error(config, unpriced))
     _schedules(check, project)
-    _evals(check, project, every_tool)
+    _evals(check, project, every_tool, models)
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
 
 
-def _evals(check: ProjectCheck, project: Project, tools: frozenset[str] | set[str]) -> None:
-    """Each eval file in the project's ``evals/`` read as ``agentrunner eval`` reads it; a
-    tool its checks name that no capability has is a warning (an MCP server's tools are known
-    only once it connects), since ``tool_not_called`` on a misspelt name always passes."""
+def _evals(
+    check: ProjectCheck,
+    project: Project,
+    tools: frozenset[str] | set[str],
+    models: ModelRegistry,
+) -> None:
+    """Each eval file in the project's ``evals/`` read as ``agentrunner eval`` reads it, its
+    judges' models checked as it checks them (``judge_model_problems``: a key not set here is
+    a warning); a tool its checks name that no capability has is a warning (an MCP server's
+    tools are known only once it connects), since ``tool_not_called`` on a misspelt name
+    always passes."""
     from agentrunner.agents.evals import eval_files, load_eval  # only `validate` pays it
+    from agentrunner.workspace.eval_checks import judge_model_problems
 
     for path in eval_files(project.config.root):
         check.evals += 1
@@ -253,6 +261,9 @@ def _evals(check: ProjectCheck, project: Project, tools: frozenset[str] | set[st
         except AgentRunnerError as exc:
             check.problems.append(exc)
             continue
+        problems, keyless = judge_model_problems(models, spec)
+        check.problems.extend(problems)
+        check.warnings.extend(f"{k.one_line()} (eval would fail)" for k in keyless)
         for case in spec.cases:
             for named in case.checks:
                 if named.kind not in ("tool_called", "tool_not_called"):

@@ -126,6 +126,7 @@ class EvalRuns(Repository):
         variant: int,
         name: str,
         repeat: int,
+        position: int,
         run_id: str | None,
         passed: bool,
         checks: Sequence[Mapping[str, Any]],
@@ -143,6 +144,7 @@ class EvalRuns(Repository):
                     variant=variant,
                     name=name,
                     repeat=repeat,
+                    position=position,
                     run_id=run_id,
                     passed=passed,
                     checks=to_json(list(checks)),
@@ -195,9 +197,10 @@ class EvalRuns(Repository):
             pattern = given.replace("\\", "").replace("%", "").replace("_", "\\_")
             ids = await self.ids("eval_run_ids", start=f"{pattern}%", ending=f"%{pattern}")
             if len(ids) > 1:
+                listed = ", ".join(ids[:2]) + (", …" if len(ids) > 2 else "")
                 raise AgentRunnerError(
                     ErrorCode.VALIDATION,
-                    f"'{given}' could be more than one eval run: {', '.join(ids[:2])}, …",
+                    f"'{given}' could be more than one eval run: {listed}",
                     hint="Give more of the id.",
                 )
             if ids:
@@ -206,7 +209,7 @@ class EvalRuns(Repository):
             raise AgentRunnerError(
                 ErrorCode.NOT_FOUND,
                 f"no eval run '{given}'",
-                hint="See `agentrunner evals`.",
+                hint="See `agentrunner evals list`.",
                 details={"not_found": "eval run"},
             )
         return EvalRunRecord.from_row(row)

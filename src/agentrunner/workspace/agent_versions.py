@@ -46,14 +46,22 @@ async def agent_at_revision(registry: AgentRegistry, agent_id: str, revision: st
     text, said = await git.communicate()
     if git.returncode != 0:
         why = said.decode(errors="replace").strip().splitlines()
-        raise _unreadable(shown, revision, why[0].removeprefix("fatal: ") if why else "git failed")
+        first = why[0].removeprefix("fatal: ") if why else "git failed"
+        if "not a git repository" in first:
+            raise _unreadable(shown, revision, "the project is not in a git repository", init=True)
+        raise _unreadable(shown, revision, first)
     return registry.version(agent_id, text.decode("utf-8", errors="replace"), f"{shown}@{revision}")
 
 
-def _unreadable(file: str, revision: str, why: str) -> AgentRunnerError:
+def _unreadable(file: str, revision: str, why: str, *, init: bool = False) -> AgentRunnerError:
+    hint = (
+        "Versions of a file come from git: `git init`, then commit the agent files."
+        if init
+        else f"Name a commit that has the file: `git log --oneline -- {file}`."
+    )
     return AgentRunnerError(
         ErrorCode.VALIDATION,
         f"cannot read {file} at revision '{revision}': {why}",
-        hint=f"Name a commit that has the file: `git log --oneline -- {file}`.",
+        hint=hint,
         file=file,
     )

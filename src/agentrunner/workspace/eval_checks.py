@@ -11,15 +11,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentrunner.engine.budget import CostTracker
+from agentrunner.core.paths import display_path
+from agentrunner.engine.budget import CostTracker, price_unknown
 from agentrunner.errors import AgentRunnerError
 
 if TYPE_CHECKING:
-    from agentrunner.agents.evals import Check, JudgeSpec
+    from agentrunner.agents.evals import Check, EvalSpec, JudgeSpec
     from agentrunner.engine.abort import AbortSignal
     from agentrunner.engine.engine import Engine
+    from agentrunner.engine.models import ModelRegistry
 
-__all__ = ["JUDGE_BUDGET_HINT", "CheckOutcome", "Judge", "judged"]
+__all__ = ["JUDGE_BUDGET_HINT", "CheckOutcome", "Judge", "judge_model_problems", "judged"]
 
 JUDGE_BUDGET_HINT = "Raise judge.budget_usd in the eval file (what its judging may spend in all)."
 _JUDGE_SYSTEM = (
@@ -132,6 +134,43 @@ class Judge:
             return CheckOutcome("judge", False, said), cost.micros
         said = f"the judge: {reason}" if reason else ("" if passed else "the judge failed it")
         return CheckOutcome("judge", passed, said), cost.micros
+
+
+def judge_model_problems(
+    models: ModelRegistry, spec: EvalSpec
+) -> tuple[list[AgentRunnerError], list[AgentRunnerError]]:
+    """What keeps the eval's judges from grading, each at the line that names the model: a
+    model unknown, or of no known price (a judge always has a budget, which could not bound
+    it); then, apart, a model whose key is not set in this environment. ``eval`` refuses
+    either before any case runs; ``agents validate`` reports the first as problems and warns
+    of the second."""
+    file = display_path(spec.path)
+    problems: list[AgentRunnerError] = []
+    keyless: list[AgentRunnerError] = []
+    for ref, line in spec.judge_models().items():
+        try:
+            resolved = models.resolve(ref)
+        except AgentRunnerError as exc:
+            problems.append(_located(exc, ref, file, line))
+            continue
+        prices = models.prices
+        if (
+            not prices.allow_unpriced
+            and prices.rates(resolved.provider.name, resolved.name) is None
+        ):
+            problems.append(_located(price_unknown(resolved.ref, "its budget"), ref, file, line))
+            continue
+        try:
+            models.check_credential(resolved)
+        except AgentRunnerError as exc:
+            keyless.append(_located(exc, ref, file, line))
+    return problems, keyless
+
+
+def _located(exc: AgentRunnerError, ref: str, file: str, line: int | None) -> AgentRunnerError:
+    return AgentRunnerError(
+        exc.code, f"judge model {ref}: {exc.message}", hint=exc.hint, file=file, line=line
+    )
 
 
 def _asked(message: str, answer: str, rubric: str) -> str:

@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.agents.evals import CaseSpec, EvalSpec
 from agentrunner.core.ids import new_id
 from agentrunner.core.paths import display_path
 from agentrunner.errors import AgentRunnerError, ErrorCode
-from agentrunner.workspace.eval_checks import CheckOutcome, Judge, judged
+from agentrunner.workspace.eval_cases import no_worker, run_here, run_queued
+from agentrunner.workspace.eval_checks import CheckOutcome, Judge, judge_model_problems, judged
 
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.engine.abort import AbortSignal
     from agentrunner.run.runner import AgentRunner
+    from agentrunner.workspace.queueing import RunQueue
 
 __all__ = ["CaseOutcome", "CheckOutcome", "EvalReport", "ModelReport", "Variant", "run_eval"]
 
@@ -59,6 +61,7 @@ class CaseOutcome:
     judge_cost_micros: int = 0  # what its judge checks cost (the eval's judge budget)
     variant: int = 0  # its place in the eval's variants
     revision: str | None = None  # the version of the agent's file it ran, if not the file now
+    agent: str | None = None  # the agent it ran (the eval's own, or one of those it compares)
 
     @property
     def passed(self) -> bool:
@@ -98,7 +101,8 @@ class ModelReport:
 
     @property
     def pass_rate(self) -> float:
-        return sum(o.passed for o in self.outcomes) / len(self.outcomes)
+        """Of the cases that ran (an eval stopped midway counts those that ended)."""
+        return sum(o.passed for o in self.outcomes) / len(self.outcomes) if self.outcomes else 0.0
 
     @property
     def label(self) -> str:
@@ -126,8 +130,9 @@ class ModelReport:
     def latency(self) -> tuple[float, float]:
         """p50 and p95 of the cases' seconds."""
         seconds = sorted(o.seconds for o in self.outcomes)
-        if len(seconds) == 1:
-            return seconds[0], seconds[0]
+        if len(seconds) <= 1:
+            only = seconds[0] if seconds else 0.0
+            return only, only
         cuts = statistics.quantiles(seconds, n=20, method="inclusive")
         return statistics.median(seconds), cuts[18]
 
@@ -178,9 +183,16 @@ class EvalReport:
         return all(r.pass_rate >= self.spec.threshold for r in self.reports)
 
     def changed(self) -> list[str]:
-        """The cases whose pass rate differs between the first model and another."""
+        """The cases whose pass rate differs between the first variant and another (of those
+        both ran)."""
         first, *others = (r.case_rates() for r in self.reports)
-        return [c.name for c in self.spec.cases if any(o[c.name] != first[c.name] for o in others)]
+        return [
+            c.name
+            for c in self.spec.cases
+            if any(
+                c.name in first and first[c.name] != o.get(c.name, first[c.name]) for o in others
+            )
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -205,6 +217,7 @@ async def run_eval(
     concurrency: int = 4,
     on_case: Callable[[CaseOutcome], None] | None = None,
     abort: AbortSignal | None = None,
+    queue: RunQueue | None = None,
 ) -> EvalReport:
     """Run every case ``repeat`` times on each variant — each of the file's agents on each of
     ``models`` (None: the agent's own chain), then as its file was at each of ``revisions``
@@ -213,13 +226,19 @@ async def run_eval(
     fires, the runs in flight end ``cancelled`` (their cases failed so), no other case starts
     and the eval run is stored ``cancelled``. Refused before anything runs or is stored: a
     model (a judge's too) that is unknown or whose key is not set, a model or revision named
-    twice, a revision git cannot give or whose file does not parse."""
+    twice, a revision git cannot give or whose file does not parse. With ``queue``, the
+    cases' runs are queued for the project's workers (refused when none is alive, and with
+    ``revisions``, which run here) and followed to their ends."""
 
     registry = runner.engine.models
-    for ref in [*models, *spec.judge_models()]:
+    problems, keyless = judge_model_problems(registry, spec)
+    if problems or keyless:
+        raise (problems or keyless)[0]
+    resolved = [registry.resolve(ref).ref for ref in models if ref is not None]
+    for ref in models:
         if ref is not None:
             registry.check_credential(registry.resolve(ref))
-    for named, flag in (([str(m) for m in models], "--model"), (list(revisions), "--rev")):
+    for named, flag in ((resolved, "--model"), (list(revisions), "--rev")):
         if len(set(named)) < len(named):
             twice = next(ref for ref in named if named.count(ref) > 1)
             raise AgentRunnerError(
@@ -227,6 +246,15 @@ async def run_eval(
                 f"{flag} {twice} is given twice",
                 hint="Name each once; --repeat runs the cases more than once.",
             )
+    if queue is not None:
+        if revisions:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                "an earlier version of an agent's file runs in this process, not on workers",
+                hint="Leave out --workers to compare versions (--rev).",
+            )
+        if (idle := await no_worker(runner.store)) is not None:
+            raise idle
     versions = await _versions(runner, spec, revisions)
     variants = [Variant(a, m) for a in spec.agents for m in models] + [
         Variant(a, None, r) for a in spec.agents for r in revisions
@@ -236,33 +264,22 @@ async def run_eval(
     eval_run_id = new_id("eval_")
     gate = asyncio.Semaphore(max(1, concurrency))
 
-    async def one(case: CaseSpec, n: int, index: int, variant: Variant) -> CaseOutcome:
+    async def one(case: CaseSpec, n: int, index: int, variant: Variant) -> CaseOutcome | None:
         async with gate:
-            if abort is not None and abort.aborted:  # not run, so not kept
-                stopped = "cancelled: not run, the eval was stopped"
-                return CaseOutcome(
-                    case.name,
-                    n,
-                    variant.model,
-                    None,
-                    "",
-                    (),
-                    stopped,
-                    None,
-                    0,
-                    0.0,
-                    variant=index,
-                    revision=variant.revision,
-                )
+            if abort is not None and abort.aborted:
+                return None  # not run: neither counted nor kept
             shown = variant.shown()
             with tracing.eval_case(eval_run_id, spec.name, case.name, n, shown):
-                outcome = await _case(runner, case, n, index, variant, versions, judge, abort)
+                outcome = await _case(
+                    runner, queue, case, n, index, variant, versions, judge, abort
+                )
         checks = outcome.checks_dicts()
         await evals.add_case(
             eval_run_id,
             variant=index,
             name=case.name,
             repeat=n,
+            position=spec.cases.index(case),
             run_id=outcome.run_id,
             passed=outcome.passed,
             checks=checks,
@@ -276,7 +293,7 @@ async def run_eval(
             on_case(outcome)
         return outcome
 
-    file = display_path(spec.path)
+    file = await asyncio.to_thread(_shown, spec.path, runner.config.root)  # resolves: a stat
     await evals.start(
         eval_run_id,
         eval=spec.name,
@@ -291,7 +308,7 @@ async def run_eval(
         several = len(spec.agents) > 1
         for index, variant in enumerate(variants):  # one variant's cases, then the next's
             jobs = [one(case, n, index, variant) for case in spec.cases for n in range(repeat)]
-            outcomes = tuple(await asyncio.gather(*jobs))
+            outcomes = tuple(o for o in await asyncio.gather(*jobs) if o is not None)
             reports.append(
                 ModelReport(
                     variant.model, outcomes, variant.agent if several else None, variant.revision
@@ -329,6 +346,7 @@ async def _versions(
 
 async def _case(
     runner: AgentRunner,
+    queue: RunQueue | None,
     case: CaseSpec,
     n: int,
     index: int,
@@ -337,70 +355,42 @@ async def _case(
     judge: Judge,
     abort: AbortSignal | None,
 ) -> CaseOutcome:
-    """One run of ``case`` on ``variant``, judged."""
-    from agentrunner.run.request import RunAgentOverrides  # loaded with the runner
-
-    version = versions[(variant.agent, variant.revision)] if variant.revision else None
-    overrides = (
-        RunAgentOverrides(model=variant.model, agent=version) if variant.model or version else None
-    )
-    thread = new_id(f"{variant.agent}-eval-")
-    started = time.monotonic()
-    try:
-        result = await runner.run_agent(
-            variant.agent, thread, case.message, None, overrides, abort, input=dict(case.input)
-        )
-        if result.stop_reason == "cancelled":
-            raise AgentRunnerError(
-                ErrorCode.CANCELLED, "cancelled", details={"run_id": result.run_id}
-            )
-    except AgentRunnerError as exc:
-        return CaseOutcome(
-            case.name,
-            n,
-            variant.model,
-            exc.details.get("run_id"),
-            "",
-            (),
-            f"{exc.code}: {exc.message}",
-            None,
-            0,
-            _since(started),
-            variant=index,
-            revision=variant.revision,
-        )
-    seconds = _since(started)  # the run's time: a judge's grade is not the agent's
-    calls = [
-        (m.tool_name or "", m.tool_input)
-        for m in await runner.store.runs.messages(result.run_id)
-        if m.message_type == "tool_call_message"
-    ]
-    cost = result.cost_micros if result.cost_known else None
+    """One run of ``case`` on ``variant`` (here, or by the workers with ``queue``), judged."""
+    if queue is not None:
+        ran = await run_queued(queue, case, variant.agent, variant.model, abort)
+    else:
+        version = versions[(variant.agent, variant.revision)] if variant.revision else None
+        ran = await run_here(runner, case, variant.agent, variant.model, version, abort)
     checks, judged_micros = [], 0
-    for check in case.checks:
+    for check in case.checks if ran.error is None else ():
         if check.kind == "judge":
-            outcome, micros = await judge.grade(check, case.message, result.text, abort)
+            outcome, micros = await judge.grade(check, case.message, ran.text, abort)
             judged_micros += micros
         else:
-            outcome = judged(check, result.text, calls, cost, seconds)
+            outcome = judged(check, ran.text, ran.calls, ran.cost_micros, ran.seconds)
         checks.append(outcome)
     return CaseOutcome(
         case.name,
         n,
         variant.model,
-        result.run_id,
-        result.text,
+        ran.run_id,
+        ran.text,
         tuple(checks),
-        None,
-        cost,
-        result.usage.input_tokens + result.usage.output_tokens,
-        seconds,
-        result.model,
+        ran.error,
+        ran.cost_micros,
+        ran.tokens,
+        ran.seconds,
+        ran.model,
         judged_micros,
         index,
         variant.revision,
+        variant.agent,
     )
 
 
-def _since(started: float) -> float:
-    return time.monotonic() - started
+def _shown(path: Path, root: Path) -> str:
+    """An eval file as kept: under the project's root, from there, wherever it was run from."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return display_path(path)

@@ -68,7 +68,9 @@ def test_an_evals_history_is_its_pass_rate_at_each_run_against_its_threshold(
     assert sorted(sections) == ["colours", "other"]
     colours = sections["colours"]
     said = colours.one(cls="history-said").text()
-    assert said == "mockai:gpt-mock: 50% → 100% → 100%; mockai:gpt-other: 75%", said
+    assert said == ("mockai:gpt-mock: 50% → 100% → 100%; mockai:gpt-other: 75% (threshold 75%)"), (
+        said
+    )
     lines = colours.all("polyline")
     assert len(lines) == 2
     assert lines[0].attrs["points"].split() == ["0.0,30.0", "120.0,0.0", "240.0,0.0"]

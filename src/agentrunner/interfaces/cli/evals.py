@@ -18,7 +18,10 @@ if TYPE_CHECKING:
 
 __all__ = ["eval_command", "evals_app"]
 
-evals_app = typer.Typer(help="The eval runs kept: listed, and one with its cases (docs/evals.md).")
+evals_app = typer.Typer(
+    help="The eval runs kept: listed, and one with its cases (docs/evals.md).",
+    no_args_is_help=True,
+)
 
 
 def eval_command(
@@ -33,6 +36,11 @@ def eval_command(
     ),
     repeat: int = typer.Option(1, "--repeat", min=1, help="Run each case this many times."),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Runs at a time."),
+    workers: bool = typer.Option(
+        False,
+        "--workers",
+        help="Queue the cases for the project's workers (agentrunner worker), not run them here.",
+    ),
     threshold: float | None = typer.Option(
         None, "--threshold", min=0.0, max=1.0, help="The pass rate to reach (default: the file's)."
     ),
@@ -47,6 +55,7 @@ def eval_command(
         import asyncio
         import signal
         from dataclasses import replace
+        from functools import partial
 
         from agentrunner.agents.evals import find_eval, load_eval
         from agentrunner.engine.abort import AbortSignal
@@ -70,8 +79,9 @@ def eval_command(
                     revisions=rev,
                     repeat=repeat,
                     concurrency=concurrency,
-                    on_case=None if as_json else _said,
+                    on_case=None if as_json else partial(_said, several=len(spec.agents) > 1),
                     abort=abort,
+                    queue=ws.runs if workers else None,
                 ),
                 abort.aborted,
             )
@@ -111,7 +121,8 @@ def list_command(
         out.print_json(data=[r.to_dict() for r in runs])
         return
     if not runs:
-        out.print("no eval runs yet [dim]· agentrunner eval NAME runs one[/]")
+        which = f"of eval '{escape(name)}' " if name else ""
+        out.print(f"no eval runs {which}yet [dim]· agentrunner eval NAME runs one[/]")
         return
     listing(
         "eval runs",
@@ -223,8 +234,9 @@ def _stored_row(variant: dict[str, object]) -> list[str]:
     ]
 
 
-def _said(outcome: CaseOutcome) -> None:
+def _said(outcome: CaseOutcome, *, several: bool = False) -> None:
     on = f" on {escape(outcome.model)}" if outcome.model else ""
+    on = f" ({escape(outcome.agent or '')}){on}" if several else on
     on += f" @{escape(outcome.revision)}" if outcome.revision else ""
     again = f" (repeat {outcome.repeat + 1})" if outcome.repeat else ""
     if outcome.passed:
@@ -238,7 +250,8 @@ def _print(report: EvalReport) -> None:
     spec = report.spec
     rows = [_row(spec.threshold, r) for r in report.reports]
     listing(
-        f"{spec.name}: {spec.agent}, {len(spec.cases)} case{'s' if len(spec.cases) != 1 else ''}",
+        f"{spec.name}: {', '.join(spec.agents)}, "
+        f"{len(spec.cases)} case{'s' if len(spec.cases) != 1 else ''}",
         [
             Column("model", whole=True),
             Column("passed", number=True),
@@ -265,7 +278,7 @@ def _print(report: EvalReport) -> None:
         out.print(
             f"changed: {', '.join(escape(c) for c in changed)}" if changed else "changed: none"
         )
-    if report.judge_cost_micros:
+    if spec.judge_models():
         spent = report.judge_cost_micros / 1e6
         out.print(f"[dim]judge: ${spent:.4f} of ${spec.judge.budget_usd:.2f}[/]")
     out.print(f"[dim]kept as {report.eval_run_id} · agentrunner evals show {report.eval_run_id}[/]")

@@ -1212,10 +1212,10 @@ INSERT INTO eval_runs (id, eval, agent, file, status, threshold, repeats, starte
 VALUES (:id, :eval, :agent, :file, 'running', :threshold, :repeats, :now);
 
 -- name: eval_case_add
-INSERT INTO eval_cases (eval_run_id, variant, name, repeat, run_id, passed, checks, error,
-                        cost_micros, judge_cost_micros, tokens, seconds)
-VALUES (:eval_run_id, :variant, :name, :repeat, :run_id, :passed, :checks{json}, :error,
-        :cost_micros, :judge_cost_micros, :tokens, :seconds);
+INSERT INTO eval_cases (eval_run_id, variant, name, repeat, position, run_id, passed, checks,
+                        error, cost_micros, judge_cost_micros, tokens, seconds)
+VALUES (:eval_run_id, :variant, :name, :repeat, :position, :run_id, :passed, :checks{json},
+        :error, :cost_micros, :judge_cost_micros, :tokens, :seconds);
 
 -- name: eval_run_end
 -- An eval run is settled once, from running.
@@ -1247,9 +1247,10 @@ SELECT id FROM eval_runs WHERE id LIKE :start ESCAPE '\' OR id LIKE :ending ESCA
 ORDER BY started_at DESC LIMIT 3;
 
 -- name: eval_cases_of
--- An eval run's cases, each with its run's status (NULL once the run's thread is deleted).
+-- An eval run's cases in the file's order, each with its run's status (NULL once the run's
+-- thread is deleted).
 SELECT c.variant, c.name, c.repeat, c.run_id, c.passed, c.checks, c.error, c.cost_micros,
        c.judge_cost_micros, c.tokens, c.seconds, r.status AS run_status
 FROM eval_cases c LEFT JOIN runs r ON r.id = c.run_id
 WHERE c.eval_run_id = :id
-ORDER BY c.variant, c.name, c.repeat;
+ORDER BY c.variant, c.position, c.repeat;

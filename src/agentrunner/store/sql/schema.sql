@@ -578,6 +578,7 @@ CREATE TABLE eval_cases (
     variant INTEGER NOT NULL,
     name TEXT NOT NULL,
     repeat INTEGER NOT NULL,
+    position INTEGER NOT NULL,
     run_id TEXT,
     passed BOOLEAN NOT NULL,
     checks {json} NOT NULL,

@@ -59,7 +59,8 @@ def history(eval: str, runs: list[EvalRunRecord]) -> History:
         f"{label}: " + " → ".join(f"{rate:.0%}" for _, rate in points)
         for label, points in rates.items()
     )
-    return History(eval, runs, lines, (1 - threshold) * _HEIGHT, said or "no completed run yet")
+    said = f"{said or 'no completed run yet'} (threshold {threshold:.0%})"
+    return History(eval, runs, lines, (1 - threshold) * _HEIGHT, said)
 
 
 @router.get(PAGE)
