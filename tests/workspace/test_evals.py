@@ -246,8 +246,12 @@ def test_ctrl_c_stops_an_eval_and_its_runs_are_kept_cancelled(
     agent("clerk", "model: mockai:gpt-mock")
     _eval_file(project)
     mock.queue(*(Reply(text="word " * 400, chunk_delay_s=0.02) for _ in range(4)))
-    code, _, err = ctrl_c(project, mock, "eval", "fruit", "--concurrency", "2", requests=2)
+    code, out, err = ctrl_c(
+        project, mock, "eval", "fruit", "--concurrency", "2", "--json", requests=2
+    )
     assert code == 130, err
+    stopped = json.loads(out)  # what the cases that ran came to
+    assert stopped["cancelled"] is True and stopped["models"][0]["runs"] == 2
     assert "cancelled" in err and "Traceback" not in err
     runs = asyncio.run(_runs(project))
     # the two in flight, cancelled and recorded so; no other case started

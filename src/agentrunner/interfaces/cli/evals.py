@@ -3,7 +3,7 @@ the eval runs kept, one with its cases (docs/evals.md)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -13,7 +13,7 @@ from agentrunner.interfaces.cli.console import Column, err, listing, out
 if TYPE_CHECKING:
     from agentrunner.agents.evals import EvalSpec
     from agentrunner.store.evals import EvalCaseRecord, EvalRunRecord
-    from agentrunner.workspace.evals import CaseOutcome, EvalReport, ModelReport
+    from agentrunner.workspace.evals import CaseOutcome, EvalReport
     from agentrunner.workspace.workspace import Workspace
 
 __all__ = ["eval_command", "evals_app"]
@@ -90,13 +90,15 @@ def eval_command(
 
     report, stopped = with_workspace(work)
     if stopped:
+        if as_json:  # what the cases that ended came to, for a script as for a person
+            out.print_json(data={**report.to_dict(), "cancelled": True})
         err.print(
             f"[yellow]cancelled[/] [dim]· the cases that ended are kept: agentrunner evals show "
             f"{report.eval_run_id}[/]"
         )
         raise typer.Exit(130)
     if as_json:
-        out.print_json(data=report.to_dict())
+        out.print_json(data={**report.to_dict(), "cancelled": False})
     else:
         _print(report)
     if not report.passed:
@@ -171,19 +173,7 @@ def show_command(
         f"{_when(run.started_at)} · {_status(run)} [dim](threshold {run.threshold:.0%})[/]"
     )
     if run.variants:
-        listing(
-            "variants",
-            [
-                Column("variant", whole=True),
-                Column("passed", number=True),
-                Column("pass rate", number=True),
-                Column("cost", number=True),
-                Column("tokens", number=True),
-                Column("p50 s", number=True),
-                Column("p95 s", number=True),
-            ],
-            [_stored_row(v) for v in run.variants],
-        )
+        _totals("variants", run.variants, run.threshold)
     labels = {n: str(v["label"]) for n, v in enumerate(run.variants)}
     listing(
         "cases",
@@ -221,17 +211,27 @@ def _status(run: EvalRunRecord) -> str:
     return "[green]passed[/]" if run.passed else "[red]failed[/]"
 
 
-def _stored_row(variant: dict[str, object]) -> list[str]:
-    cost = variant.get("cost_usd")
-    return [
-        escape(str(variant["label"])),
-        f"{variant['passed']}/{variant['runs']}",
-        f"{float(str(variant['pass_rate'])):.0%}",
-        "unknown" if cost is None else f"${float(str(cost)):.4f}",
-        f"{int(str(variant['tokens'])):,}",
-        f"{float(str(variant['latency_p50_s'])):.2f}",
-        f"{float(str(variant['latency_p95_s'])):.2f}",
-    ]
+def _totals(title: str, variants: list[dict[str, Any]], threshold: float) -> None:
+    """Each variant's totals (``ModelReport.totals``, as an eval run keeps them), a pass rate
+    under ``threshold`` in red."""
+    rows = []
+    for v in variants:
+        rate = f"{v['pass_rate']:.0%}"
+        rows.append(
+            [
+                escape(str(v["label"])),
+                f"{v['passed']}/{v['runs']}",
+                rate if v["pass_rate"] >= threshold else f"[red]{rate}[/]",
+                "unknown" if v["cost_usd"] is None else f"${v['cost_usd']:.4f}",
+                f"{v['tokens']:,}",
+                f"{v['latency_p50_s']:.2f}",
+                f"{v['latency_p95_s']:.2f}",
+            ]
+        )
+    columns = [Column("variant", whole=True)]
+    for header in ("passed", "pass rate", "cost", "tokens", "p50 s", "p95 s"):
+        columns.append(Column(header, number=True))
+    listing(title, columns, rows)
 
 
 def _said(outcome: CaseOutcome, *, several: bool = False) -> None:
@@ -248,21 +248,9 @@ def _said(outcome: CaseOutcome, *, several: bool = False) -> None:
 
 def _print(report: EvalReport) -> None:
     spec = report.spec
-    rows = [_row(spec.threshold, r) for r in report.reports]
-    listing(
-        f"{spec.name}: {', '.join(spec.agents)}, "
-        f"{len(spec.cases)} case{'s' if len(spec.cases) != 1 else ''}",
-        [
-            Column("model", whole=True),
-            Column("passed", number=True),
-            Column("pass rate", number=True),
-            Column("cost", number=True),
-            Column("tokens", number=True),
-            Column("p50 s", number=True),
-            Column("p95 s", number=True),
-        ],
-        rows,
-    )
+    cases = f"{len(spec.cases)} case{'s' if len(spec.cases) != 1 else ''}"
+    title = f"{spec.name}: {', '.join(spec.agents)}, {cases}"
+    _totals(title, [r.totals() for r in report.reports], spec.threshold)
     kinds = sorted({k for r in report.reports for k in r.check_rates()})
     listing(
         "checks",
@@ -288,21 +276,6 @@ def _print(report: EvalReport) -> None:
         return
     under = ", ".join(f"{escape(r.label)} {r.pass_rate:.0%}" for r in short)
     out.print(f"[red]failed[/]: under the threshold of {spec.threshold:.0%}: {under}")
-
-
-def _row(threshold: float, report: ModelReport) -> list[str]:
-    p50, p95 = report.latency()
-    cost = report.cost_micros
-    rate = f"{report.pass_rate:.0%}"
-    return [
-        escape(report.label),
-        f"{sum(o.passed for o in report.outcomes)}/{len(report.outcomes)}",
-        rate if report.pass_rate >= threshold else f"[red]{rate}[/]",
-        "unknown" if cost is None else f"${cost / 1e6:.4f}",
-        f"{sum(o.tokens for o in report.outcomes):,}",
-        f"{p50:.2f}",
-        f"{p95:.2f}",
-    ]
 
 
 def _rate(passed: int, total: int) -> str:
