@@ -438,3 +438,51 @@ async def test_cases_queued_for_workers_are_judged_as_cases_run_here(
 
 async def _alive(ws: Any, n: int) -> bool:
     return len(await ws.runner.store.workers.alive()) >= n
+
+
+async def test_a_case_sends_its_files_with_its_message(
+    agent: Agent, project: Path, mock: MockProvider
+) -> None:
+    """``attach``: the case's files go with its message (and only its), read from the eval
+    file's folder; a file that is not there is a problem on its line, and nothing runs."""
+    import io
+
+    from PIL import Image
+
+    agent("clerk", "model: mockai:gpt-mock")
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write('\n[models."mockai:gpt-mock"]\ninput = ["text", "image"]\n')
+    (project / "evals" / "files").mkdir(parents=True)
+    for name, color in (("red.png", "red"), ("blue.png", "blue")):
+        out = io.BytesIO()
+        Image.new("RGB", (8, 8), color).save(out, format="PNG")
+        (project / "evals" / "files" / name).write_bytes(out.getvalue())
+    path = project / "evals" / "look.yaml"
+    path.write_text(
+        "agent: clerk\ncases:\n"
+        "  - name: red\n    message: What colour?\n    attach: files/red.png\n"
+        "    expect: {contains: colour}\n"
+        "  - name: both\n    message: Which two?\n    attach: [files/red.png, files/blue.png]\n"
+        "    expect: {contains: two}\n"
+        "  - name: none\n    message: Nothing to see.\n    expect: {contains: see}\n"
+    )
+    spec = await asyncio.to_thread(load_eval, path, agents=["clerk"])
+    ws = await open_workspace(project)
+    try:
+        report = await run_eval(ws.runner, spec, concurrency=1)
+        outcomes = report.reports[0].outcomes
+        assert report.reports[0].pass_rate == 1.0, [(o.answer, o.error) for o in outcomes]
+        sent = {}
+        for request in mock.requests:
+            parts = request.body["messages"][-1]["content"]
+            parts = parts if isinstance(parts, list) else [{"type": "text", "text": parts}]
+            text = next(p["text"] for p in parts if p["type"] == "text")
+            sent[text] = sum(p["type"] == "image_url" for p in parts)
+        assert sent == {"What colour?": 1, "Which two?": 2, "Nothing to see.": 0}
+    finally:
+        await ws.close()
+    path.write_text(path.read_text().replace("files/blue.png", "files/green.png"))
+    with pytest.raises(AgentFileErrors) as missing:
+        await asyncio.to_thread(load_eval, path, agents=["clerk"])
+    [problem] = missing.value.problems
+    assert problem.line == 9 and "no file evals/files/green.png to attach" in problem.message

@@ -49,7 +49,7 @@ _JUDGE = ("model", "budget_usd")
 # What an eval's judge may spend in all, unless its file says: a grade is a short request, so
 # this is hundreds of them on a small model, and a file that loops on a dear one stops here.
 DEFAULT_JUDGE_BUDGET_USD = 1.0
-_CASE = ("name", "message", "input", "expect")
+_CASE = ("name", "message", "input", "attach", "expect")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +75,7 @@ class CaseSpec:
     input: Mapping[str, Any]
     checks: tuple[Check, ...]
     line: int | None = None
+    attach: tuple[Path, ...] = ()  # files sent with the message (docs/attachments.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,7 @@ class _Reader:
         self.text = text
         self.problems: list[AgentRunnerError] = []
         self.lines: dict[str, int] = {}
+        self.folder = Path()
 
     def problem(self, where: str, message: str, hint: str | None = None) -> None:
         self.problems.append(
@@ -205,6 +207,7 @@ class _Reader:
         if not isinstance(cases, list) or not cases:
             self.problem("cases", "'cases' must be a list of at least one case")
             cases = []
+        self.folder = path.parent  # where a case's files are, unless their paths are absolute
         read = [self.case(n, c, base) for n, c in enumerate(cases)]
         seen: set[str] = set()
         for n, case in enumerate(read):
@@ -298,11 +301,12 @@ class _Reader:
         if not isinstance(own, dict):
             self.problem(f"{where}.input", f"case '{name}': 'input' must be a mapping")
             own = {}
+        attach = self.files(f"{where}.attach", name, data.get("attach"))
         expect = data.get("expect") or {}
         if not isinstance(expect, dict) or not expect:
             self.problem(
                 f"{where}.expect",
-                f"case '{name}' needs 'expect': a mapping of at least one check, got {expect!r}",
+                f"case '{name}' needs 'expect': a mapping of at least one check",
                 f"Checks: {', '.join(CHECKS)}.",
             )
             return None
@@ -314,7 +318,26 @@ class _Reader:
             {**base, **own},
             tuple(c for c in checks if c is not None),
             self.lines.get(where),
+            attach,
         )
+
+    def files(self, where: str, case: str, given: object) -> tuple[Path, ...]:
+        """``attach``: a file's path, or a list of them, from the eval file's folder."""
+        if given is None:
+            return ()
+        named = given if isinstance(given, list) else [given]
+        if not named or not all(isinstance(f, str) and f for f in named):
+            self.problem(where, f"case '{case}': 'attach' must be a file's path, or a list")
+            return ()
+        paths = tuple(self.folder / str(f) for f in named)
+        for path in paths:
+            if not path.is_file():
+                self.problem(
+                    where,
+                    f"case '{case}': no file {display_path(path)} to attach",
+                    "Paths are from the eval file's folder.",
+                )
+        return paths
 
     def check(self, where: str, case: str, kind: str, value: object) -> Check | None:
         if kind not in CHECKS:

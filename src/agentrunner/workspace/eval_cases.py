@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentrunner.agents.evals import CaseSpec
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.engine.abort import AbortSignal
+    from agentrunner.engine.messages import Attachment
     from agentrunner.run.runner import AgentRunner
     from agentrunner.store.records import RunMessageRecord, RunRecord
     from agentrunner.store.store import Store
@@ -44,6 +45,7 @@ class Ran:
 async def run_here(
     runner: AgentRunner,
     case: CaseSpec,
+    attachments: Sequence[Attachment],
     agent: str,
     model: str | None,
     version: AgentSpec | None,
@@ -56,7 +58,14 @@ async def run_here(
     started, thread = time.monotonic(), _thread(agent)
     try:
         result = await runner.run_agent(
-            agent, thread, case.message, None, overrides, abort, input=dict(case.input)
+            agent,
+            thread,
+            case.message,
+            None,
+            overrides,
+            abort,
+            input=dict(case.input),
+            attachments=attachments,
         )
     except AgentRunnerError as exc:
         failed = f"{exc.code}: {exc.message}"
@@ -92,6 +101,7 @@ async def no_worker(store: Store) -> AgentRunnerError | None:
 async def run_queued(
     queue: RunQueue,
     case: CaseSpec,
+    attachments: Sequence[Attachment],
     agent: str,
     model: str | None,
     abort: AbortSignal | None,
@@ -104,7 +114,9 @@ async def run_queued(
     thread = _thread(agent)
     await store.threads.open(thread, agent)
     try:
-        queued = await queue.queue(agent, thread, case.message, input=case.input, model=model)
+        queued = await queue.queue(
+            agent, thread, case.message, input=case.input, model=model, attachments=attachments
+        )
     except AgentRunnerError as exc:
         return Ran(None, 0.0, cost_micros=0, error=f"{exc.code}: {exc.message}")
     run_id = queued.run_id

@@ -24,6 +24,7 @@ from agentrunner.workspace.eval_checks import CheckOutcome, Judge, judge_model_p
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.engine.abort import AbortSignal
+    from agentrunner.engine.messages import Attachment
     from agentrunner.run.runner import AgentRunner
     from agentrunner.workspace.queueing import RunQueue
 
@@ -256,6 +257,8 @@ async def run_eval(
         if (idle := await no_worker(runner.store)) is not None:
             raise idle
     versions = await _versions(runner, spec, revisions)
+    # each case's files read and checked once, before anything runs (attachment_refused)
+    files = {c.name: tuple([await runner.attach(p) for p in c.attach]) for c in spec.cases}
     variants = [Variant(a, m) for a in spec.agents for m in models] + [
         Variant(a, None, r) for a in spec.agents for r in revisions
     ]
@@ -271,7 +274,7 @@ async def run_eval(
             shown = variant.shown()
             with tracing.eval_case(eval_run_id, spec.name, case.name, n, shown):
                 outcome = await _case(
-                    runner, queue, case, n, index, variant, versions, judge, abort
+                    runner, queue, case, files[case.name], n, index, variant, versions, judge, abort
                 )
         checks = outcome.checks_dicts()
         await evals.add_case(
@@ -348,6 +351,7 @@ async def _case(
     runner: AgentRunner,
     queue: RunQueue | None,
     case: CaseSpec,
+    attachments: Sequence[Attachment],
     n: int,
     index: int,
     variant: Variant,
@@ -357,10 +361,12 @@ async def _case(
 ) -> CaseOutcome:
     """One run of ``case`` on ``variant`` (here, or by the workers with ``queue``), judged."""
     if queue is not None:
-        ran = await run_queued(queue, case, variant.agent, variant.model, abort)
+        ran = await run_queued(queue, case, attachments, variant.agent, variant.model, abort)
     else:
         version = versions[(variant.agent, variant.revision)] if variant.revision else None
-        ran = await run_here(runner, case, variant.agent, variant.model, version, abort)
+        ran = await run_here(
+            runner, case, attachments, variant.agent, variant.model, version, abort
+        )
     checks, judged_micros = [], 0
     for check in case.checks if ran.error is None else ():
         if check.kind == "judge":
