@@ -55,7 +55,8 @@ def eval_command(
         import asyncio
         import signal
         from dataclasses import replace
-        from functools import partial
+
+        from rich.progress import Progress
 
         from agentrunner.agents.evals import find_eval, load_eval
         from agentrunner.engine.abort import AbortSignal
@@ -70,23 +71,31 @@ def eval_command(
         loop.add_signal_handler(signal.SIGINT, abort.abort, "Ctrl-C")
         if threshold is not None:
             spec = replace(spec, threshold=threshold)
-        try:
-            return (
-                await run_eval(
+        total = len(spec.cases) * repeat * len(spec.agents) * (len(model or [None]) + len(rev))
+        # on a terminal, a bar under the cases' lines while they run (Rich draws none in a pipe)
+        with Progress(console=err, transient=True, disable=as_json) as progress:
+            bar = progress.add_task(spec.name, total=total)
+
+            def heard(outcome: CaseOutcome) -> None:
+                if not as_json:
+                    _said(outcome, several=len(spec.agents) > 1)
+                progress.advance(bar)
+
+            try:
+                report = await run_eval(
                     ws.runner,
                     spec,
                     models=model or [None],
                     revisions=rev,
                     repeat=repeat,
                     concurrency=concurrency,
-                    on_case=None if as_json else partial(_said, several=len(spec.agents) > 1),
+                    on_case=heard,
                     abort=abort,
                     queue=ws.runs if workers else None,
-                ),
-                abort.aborted,
-            )
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
+                )
+            finally:
+                loop.remove_signal_handler(signal.SIGINT)
+        return report, abort.aborted
 
     report, stopped = with_workspace(work)
     if stopped:
