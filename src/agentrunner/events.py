@@ -113,7 +113,10 @@ class CostUpdated(FromChild):
     an estimate if it failed after streaming), and a request an abort cut off"""
 
     model: Annotated[str, "`provider:model` of *this* attempt"]
-    attempt: Annotated[int, "the attempt's number in the run's fallback chain: 1, 2, …"]
+    attempt: Annotated[
+        int,
+        "the attempt's number among those the run made: 1, 2, … (a model skipped is not counted)",
+    ]
     outcome: Annotated[str, "`ok`, `error` or `cancelled`"]
     input_tokens: Annotated[int, "input tokens billed"]
     output_tokens: Annotated[int, "output tokens billed"]

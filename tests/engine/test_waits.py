@@ -214,3 +214,32 @@ async def test_a_provider_s_asked_wait_holds_for_the_process_s_other_runs(
     result = await elsewhere.run(model="mockai:gpt-mock", message="hi", retry=POLICY)
     await elsewhere.aclose()
     assert result.attempts[0].outcome == "ok" and mock.requests[-1].body["model"] == "gpt-mock"
+
+
+async def test_attempts_are_numbered_as_made_a_skipped_one_is_not_counted(
+    mock_server: MockProviderServer, mock: MockProvider
+) -> None:
+    """Seed 001: the primary tried twice, the second model skipped (its provider asked for an
+    hour's rest), the third answering: attempts 1, 2 and 3 (the skip numbered 0), and the
+    charges and failures said with those numbers (they were 1, 2 and 4)."""
+    engine = Engine(registry(mock_server))
+    mock.queue(Reply(fault=Fault.http(503, retry_after=3600)), model="claude-mock")
+    with pytest.raises(TurnError):  # the rest asked of the second model's provider
+        await engine.run(model="mockant:claude-mock", message="hi", retry=POLICY)
+    mock.queue(Reply(fault=Fault.http(500)), Reply(fault=Fault.http(500)), model="gpt-mock")
+    mock.queue(Reply(text="third time"), model="gpt-other")
+    retry = RetryPolicy(max=2, backoff="none", max_delay_s=2)
+    chain = engine.chain(["mockai:gpt-mock", "mockant:claude-mock", "mockai:gpt-other"], retry)
+    said: list[tuple[str, object]] = []
+    result = await engine.run(chain=chain, message="hi", emit=lambda k, d: said.append((k, d)))
+    await engine.aclose()
+    assert result.text == "third time"
+    assert [(a.number, a.model, a.outcome) for a in result.attempts] == [
+        (1, "mockai:gpt-mock", "error"),
+        (2, "mockai:gpt-mock", "error"),
+        (0, "mockant:claude-mock", "skipped"),
+        (3, "mockai:gpt-other", "ok"),
+    ]
+    charged = [d["attempt"] for k, d in said if k == "cost.updated"]  # type: ignore[index]
+    failed = [d["attempt"] for k, d in said if k == "model.attempt_failed"]  # type: ignore[index]
+    assert (charged, failed) == ([1, 2, 3], [1, 2])

@@ -54,7 +54,9 @@ class ChainEntry:
 
 @dataclass(slots=True)
 class Attempt:
-    """One try of one model. ``skipped`` attempts never reached the provider."""
+    """One try of one model. ``skipped`` attempts never reached the provider: their
+    ``number`` is 0, and the attempts made are numbered 1, 2, 3 … across the run (seed 001:
+    ``cost.updated`` counts non-skipped attempts)."""
 
     number: int
     model: str
@@ -189,6 +191,11 @@ class FallbackChain:
         assert last is not None, "a chain needs at least one entry"
         raise last
 
+    @property
+    def next_number(self) -> int:
+        """The number of the next attempt made: skipped ones are not counted."""
+        return sum(a.outcome != "skipped" for a in self.attempts) + 1
+
     def _order(self) -> Sequence[ChainEntry]:
         """The entries in the order to try them now: those that failed lately (in this run, or
         in the process's last ``FAILED_REST_S``) after the others, each group as configured."""
@@ -248,7 +255,7 @@ class FallbackChain:
         with tracing.chat(
             entry,
             request,
-            attempt=len(self.attempts) + 1,
+            attempt=self.next_number,
             fallback=entry is not self.entries[0],
             retry_reason=None if last is None else str(last.code),
         ) as span:
@@ -282,7 +289,7 @@ class FallbackChain:
         message: str | None = None,
     ) -> Attempt:
         attempt = Attempt(
-            number=len(self.attempts) + 1,
+            number=0 if outcome == "skipped" else self.next_number,
             model=entry.model.ref,
             provider=entry.model.provider.name,
             outcome=outcome,

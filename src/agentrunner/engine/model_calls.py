@@ -286,7 +286,7 @@ class ModelCalls:
         entry, _ = self.inflight
         usage, micros = self.estimated_usage(entry, "".join(self.partial))
         self.inflight = None
-        self.charge(entry, len(self.turn.chain.attempts) + 1, "cancelled", usage, micros)
+        self.charge(entry, self.turn.chain.next_number, "cancelled", usage, micros)
         self.cut_by_budget = None
 
 
