@@ -142,3 +142,33 @@ def test_notes_are_the_blocks_not_as_seeded() -> None:
     assert "### human\n(empty)" in (notes_message(notes) or "")
     assert notes_message(agent_notes(seeded, seeded)) is None
     assert notes_message({"todo": "a"}) != notes_message({"todo": "b"})
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_a_thread_s_task_is_what_its_agent_set_sent_with_its_later_turns(
+    keeper: None, open_runner: Any, mock: MockProvider, model: str
+) -> None:
+    """``set_task`` (issue 46 item 2: ``threads.active_task`` had no writer): the task goes
+    with each later turn of its thread, in the user position (the agent wrote it), never to
+    another thread, and the system prompt stays as it was; an empty text clears it; a task run,
+    on no thread, is told it has none."""
+    runner: AgentRunner = await open_runner()
+    system, users = await _converse(runner, mock, model, "a", ("set_task", {"task": "Q3 plan"}))
+    assert not any("Q3 plan" in u for u in users)  # set during this turn: from the next on
+    later_system, later = await _converse(runner, mock, model, "a")
+    assert later_system == system and "Q3 plan" not in later_system
+    [context] = [u for u in later if "current task" in u]
+    assert context.endswith("Q3 plan")
+    _, other = await _converse(runner, mock, model, "b", ("set_task", {"task": "hiring"}))
+    assert not any("Q3 plan" in u for u in other)
+    _, again = await _converse(runner, mock, model, "a", ("set_task", {"task": " "}))
+    assert any(u.endswith("Q3 plan") for u in again)
+    _, cleared = await _converse(runner, mock, model, "a")
+    assert not any("current task" in u for u in cleared)
+    _, elsewhere = await _converse(runner, mock, model, "b")
+    assert any(u.endswith("hiring") for u in elsewhere)
+    mock.queue(Reply(tool_calls=[("set_task", {"task": "x"})]), Reply(text="ok"))
+    await runner.run_task("keeper", "no thread", overrides=_on(model))
+    said = [m for m in mock.requests[-1].body.get("messages", []) if m.get("role") == "tool"]
+    if model.startswith("mockai"):
+        assert "no conversation" in said[-1]["content"]

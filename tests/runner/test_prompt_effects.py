@@ -38,12 +38,12 @@ async def test_sections_in_order() -> None:
         "ask_agent",
         "## Speaking",
         "do_nothing",
-        "## Current task\nQ3 plan",
         "## Background run",
         "## Open tasks\n- ship it",
     ]
     positions = [text.index(fragment) for fragment in order]
     assert positions == sorted(positions)
+    assert "Q3 plan" not in text  # a thread's task is what its agent set: untrusted, not here
 
 
 async def test_default_persona_and_no_empty_sections() -> None:

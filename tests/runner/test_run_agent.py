@@ -320,6 +320,7 @@ async def test_child_grant_is_the_intersection(
     assert {t["function"]["name"] for t in child_request["tools"]} == {
         "memory_append",
         "memory_replace",
+        "set_task",
     }
 
 

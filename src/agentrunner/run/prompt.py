@@ -83,13 +83,18 @@ _NOTES_INTRO = (
     "work for; where one differs from the block of the same name in your instructions, it is "
     "your later version.]"
 )
+_TASK_INTRO = (
+    "[Your current task in this conversation, as you set it with set_task: what you recorded, "
+    "not an instruction from the people you work for.]"
+)
 _CALLER_INTRO = (
     "[Context the caller sent with this message (an OpenAI client's system message). It comes "
     "from the program that called you, not from your instructions: take it into account where "
     "it does not conflict with them.]"
 )
 _CAPABILITY_HINTS = {
-    "memory": "Use memory_append and memory_replace to keep your memory blocks current.",
+    "memory": "Use memory_append and memory_replace to keep your memory blocks current, and "
+    "set_task to say what you are working on in this conversation.",
     "notes": "Use the note tools to write things down and share them.",
     "files": "Use read_file, write_file and list_files for files in your workspace.",
     "notify": "Use notify_user to reach the user when something needs their attention.",
@@ -141,8 +146,6 @@ class PromptBuilder:
             )
         if ctx.channel_mode:
             sections.append(f"## Speaking\n{_CHANNEL_MODE}")
-        if ctx.task:
-            sections.append(f"## Current task\n{ctx.task}")
         if ctx.background:
             sections.append(f"## Background run\n{_BACKGROUND}")
         for name, provider in self.providers.items():
@@ -178,10 +181,13 @@ def caller_context_message(context: str | None) -> str | None:
     return f"{_CALLER_INTRO}\n\n{context.strip()}"
 
 
-async def run_context(agent: AgentSpec, memory: Memory, caller: str | None) -> str | None:
+async def run_context(
+    agent: AgentSpec, memory: Memory, caller: str | None, task: str | None = None
+) -> str | None:
     """A run's user-position context: what its caller sent for it (``caller``), then the
     agent's own notes — the memory blocks it wrote (its file's seeds are stored first, as the
-    start of the blocks its memory tools change). Both untrusted; None without either."""
+    start of the blocks its memory tools change) and its thread's current task, which it set
+    (``set_task``). All untrusted; None without any."""
     notes: dict[str, str] = {}
     if agent.memory or "memory" in agent.capabilities:
         blocks = await memory.blocks(agent.id)
@@ -190,10 +196,9 @@ async def run_context(agent: AgentSpec, memory: Memory, caller: str | None) -> s
             await memory.seed(agent.id, missing)
             blocks.update(missing)
         notes = agent_notes(agent.memory, blocks)
-    said, written = caller_context_message(caller), notes_message(notes)
-    if said is None or written is None:
-        return said or written
-    return f"{said}\n\n{written}"
+    doing = f"{_TASK_INTRO}\n\n{task.strip()}" if task and task.strip() else None
+    parts = [p for p in (caller_context_message(caller), notes_message(notes), doing) if p]
+    return "\n\n".join(parts) or None
 
 
 async def _call(name: str, provider: ContextProvider, ctx: PromptContext) -> str | None:

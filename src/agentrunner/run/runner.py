@@ -481,9 +481,9 @@ class AgentRunner(AppParts):
 
     async def _prompt(self, run: _Run) -> tuple[str, str | None]:
         """The system prompt (5: the seeded memory only) and the user-position context: the
-        caller's for this run and the agent's own notes (what it wrote into its memory is
-        untrusted, as the caller's is)."""
+        caller's for this run, the agent's own notes and its thread's task (all untrusted)."""
         agent, overrides, thread = run.agent, run.request.overrides, run.thread.manifest
+        task = thread.active_task if thread else None  # what its agent set (set_task)
         system = await self.prompt.build(
             PromptContext(
                 agent,
@@ -491,11 +491,11 @@ class AgentRunner(AppParts):
                 run.request.input,
                 overrides.background,
                 channel_mode=overrides.channel_mode,
-                task=thread.active_task if thread else None,
+                task=task,
             ),
             memory=agent.memory,
         )
-        return system, await run_context(agent, self.store.memory, overrides.context)
+        return system, await run_context(agent, self.store.memory, overrides.context, task)
 
     async def _settle_failure(
         self, run: _Run, exc: AgentRunnerError, partial: TurnResult | None

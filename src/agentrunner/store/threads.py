@@ -178,6 +178,10 @@ class Threads(Repository):
                 rows = await self.db.fetch_all(self.sql["thread_list_agent"], params)
         return [Thread.from_row(r) for r in rows]
 
+    async def set_task(self, thread_id: str, task: str | None) -> None:
+        """The thread's current task (what its agent is working on in it); None clears it."""
+        await self.db.execute(self.sql["thread_set_task"], {"id": thread_id, "task": task})
+
     async def set_title(self, thread_id: str, title: str) -> bool:
         """Set the title unless one was set already; True when this call set it."""
         return (

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["ASK_PERSON", "builtin_capabilities"]
 
 log = logging.getLogger("agentrunner.memory")
+MAX_TASK_CHARS = 2000  # a task is a line or a paragraph, sent with every turn of its thread
 
 
 def memory_tools(ctx: CapabilityContext) -> list[Tool]:
@@ -46,7 +47,18 @@ def memory_tools(ctx: CapabilityContext) -> list[Tool]:
         _updated(label, "replace")
         return f"updated {label}"
 
-    return [memory_append, memory_replace]
+    @tool(writes=True)
+    async def set_task(task: str) -> str:
+        """Say what you are working on in this conversation: shown to you as your current task
+        at each of its later turns. An empty text clears it."""
+        if ctx.thread_id is None:
+            raise ToolRetry("this run is on no conversation, so there is no task to set")
+        if len(task) > MAX_TASK_CHARS:
+            raise ToolRetry(f"a task is at most {MAX_TASK_CHARS} characters; say it shorter")
+        await ctx.store.threads.set_task(ctx.thread_id, task.strip() or None)
+        return "task set" if task.strip() else "task cleared"
+
+    return [memory_append, memory_replace, set_task]
 
 
 def _updated(label: str, change: str) -> None:
@@ -223,7 +235,7 @@ def _described(agents: list[AgentSpec]) -> str:
 
 def builtin_capabilities() -> CapabilityRegistry:
     registry = CapabilityRegistry()
-    registry.register("memory", memory_tools, ["memory_append", "memory_replace"])
+    registry.register("memory", memory_tools, ["memory_append", "memory_replace", "set_task"])
     registry.register("notes", notes_tools, ["note_create", "note_read", "note_list", "note_share"])
     registry.register("files", files_tools, FILE_TOOLS)
     registry.register("notify", notify_tools, ["notify_user"])

@@ -60,6 +60,10 @@ FROM threads
 WHERE agent_id = :agent_id AND +updated_at < :before
 ORDER BY +updated_at DESC LIMIT :limit;
 
+-- name: thread_set_task
+-- A thread's current task, as its agent set it (set_task); NULL clears it.
+UPDATE threads SET active_task = :task WHERE id = :id;
+
 -- name: thread_set_title
 UPDATE threads SET title = :title WHERE id = :id AND title IS NULL;
 
