@@ -134,7 +134,10 @@ def child_callbacks(
     callbacks: AgentRunnerCallbacks, agent_id: str, depth: int
 ) -> AgentRunnerCallbacks:
     """A child run's callbacks (seed 000): forwarded from the parent, except ``on_response`` —
-    the parent captures the answer. Events say which agent they come from."""
+    the parent captures the answer — and ``on_error``: a child's failure is its caller's tool
+    result, which the caller may recover from; if it does not, the caller's own run fails, and
+    that is the error the caller of ``run_agent`` hears. Events say which agent they come
+    from."""
     parent_on_event = callbacks.on_event
     on_event = None
     if parent_on_event is not None:
@@ -142,7 +145,7 @@ def child_callbacks(
         def on_event(kind: str, data: EventData) -> None:
             parent_on_event(kind, from_child(data, agent_id, depth))
 
-    return replace(callbacks, on_response=None, on_event=on_event)
+    return replace(callbacks, on_response=None, on_error=None, on_event=on_event)
 
 
 def _summary(name: str, arguments: dict[str, Any]) -> str:
