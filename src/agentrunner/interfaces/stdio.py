@@ -146,6 +146,7 @@ class StdioServer:
             fallback=_models(params, "fallback"),
             max_steps=params.get("max_steps", params.get("max_turns")),  # its old name
             model_settings=params.get("model_settings"),
+            only_tools=params.get("tools"),
         )
         files = await self._attachments(params)  # checked before a thread is opened
         thread = params.get("thread")

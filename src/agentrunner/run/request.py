@@ -47,7 +47,9 @@ class RunAgentOverrides:
     prompt and the user-position context sent as given instead of the agent file's, rendered
     now (a replay sends those of the run it replays, as that run logged them). ``agent``: the
     agent as this spec says instead of as its file is now (its file at a git revision, which an
-    eval compares); its id must be the run's agent's.
+    eval compares); its id must be the run's agent's. ``only_tools``: the run may use only
+    these of its agent's tools (a caller narrowing them; one the agent is not granted is
+    refused by name, ``validation``, before anything is written where its tools are known).
     """
 
     model: str | None = None
@@ -64,6 +66,7 @@ class RunAgentOverrides:
     context: str | None = None
     prompt: tuple[str, str | None] | None = None
     agent: AgentSpec | None = None
+    only_tools: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid
@@ -73,6 +76,16 @@ class RunAgentOverrides:
                 hint="Name the model too (--model with --fallback); the agent's own chain "
                 "is in its file's fallback:.",
             )
+        if self.only_tools is not None:
+            given: object = self.only_tools
+            if isinstance(given, str) or not all(isinstance(n, str) and n for n in self.only_tools):
+                raise AgentRunnerError(
+                    ErrorCode.VALIDATION,
+                    "tools must be a list of tool names",
+                    hint='Name the agent\'s tools the run may use, e.g. ["note_read"].',
+                    details={"field": "tools"},
+                )
+            object.__setattr__(self, "only_tools", tuple(dict.fromkeys(self.only_tools)))
         if self.context is not None:  # it is stored with the run: what could not be, refused
             check_text(self.context, "context", max_chars=None)
         if self.model_settings is not None:  # pydantic only for runs that set some

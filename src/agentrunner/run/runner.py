@@ -148,10 +148,9 @@ class AgentRunner(AppParts):
         return await session_thread(self.store, agent_id, new=new)
 
     async def agent_thread(self, agent_id: str, thread_id: str) -> str:
-        """The id of ``agent_id``'s existing thread ``thread_id`` — or the one whose id begins
-        with it, if only one does. ``thread_not_found`` (with the agent's recent threads as a
-        hint) for an unknown id or another agent's thread: a thread named by a person must
-        exist, where ``run_agent`` opens a new one under any id it is given."""
+        """The id of ``agent_id``'s existing thread ``thread_id`` (or the only one beginning
+        with it); ``thread_not_found``, naming the agent's recent threads, for an unknown id or
+        another agent's thread: one a person names must exist (``run_agent`` opens any)."""
         self.agents.get(agent_id)
         return await agent_thread(self.store, agent_id, thread_id)
 
@@ -336,8 +335,8 @@ class AgentRunner(AppParts):
             lock=held,
         )
         settings = self._settings(agent, overrides.settings)
+        known = self.toolsets.known(agent, caller, overrides.tools, overrides.only_tools)
         if settings is not None:  # what names what the run will not have: before any write
-            known = self.toolsets.known(agent, caller, overrides.tools)
             settings.refuse_before_run(self.engine.models.providers, known)
         run = _Run(agent, thread, live, request, settings, caller=caller)
         user: UserMessage | None = None
@@ -416,6 +415,7 @@ class AgentRunner(AppParts):
             callbacks=run.request.callbacks,
             emit=run.log.emit,
             injected=overrides.tools,
+            only=overrides.only_tools,
         )
         tools = toolset.tools
         toolset.context.ask_agent = self._child_runs(run, toolset)

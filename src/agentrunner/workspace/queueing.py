@@ -97,6 +97,7 @@ class RunQueue:
         attachments: Sequence[Attachment] = (),
         model: str | None = None,
         prompt: tuple[str, str | None] | None = None,
+        tools: Sequence[str] | None = None,
     ) -> QueuedRun:
         """Queue a run of ``agent_id`` on its thread ``thread_id`` and wake the workers.
         Raises ``validation`` for a bad id, message or input, ``thread_not_found`` for an
@@ -104,8 +105,9 @@ class RunQueue:
         /threads``) or another agent's thread, ``queue_full`` past the bound; a repeat of
         ``idempotency`` returns the first run. ``model_settings`` are checked now
         (``validation`` naming a bad one) and kept with the run, as are ``model`` (that model
-        only) and ``prompt`` (a replay's: ``RunAgentOverrides.prompt``). With telemetry on, an
-        ``enqueue`` span whose trace the run keeps."""
+        only), ``prompt`` (a replay's: ``RunAgentOverrides.prompt``) and ``tools`` (the only
+        tools it may use: ``RunAgentOverrides.only_tools``, a widening refused now). With
+        telemetry on, an ``enqueue`` span whose trace the run keeps."""
         tracing = self.app.engine.tracing
         with tracing.enqueue(agent_id) as (span, carrier):
             queued = await self._queue(
@@ -119,6 +121,7 @@ class RunQueue:
                 tuple(attachments),
                 model,
                 prompt,
+                tools,
             )
             tracing.enqueued(span, [agent_id], [queued.run_id], repeated=queued.repeated)
             return queued
@@ -135,6 +138,7 @@ class RunQueue:
         attachments: tuple[Attachment, ...],
         model: str | None,
         prompt: tuple[str, str | None] | None,
+        tools: Sequence[str] | None,
     ) -> QueuedRun:
         check_id(thread_id, "thread_id")
         check_text(message, "message")
@@ -146,6 +150,10 @@ class RunQueue:
             request["model"] = model
         if prompt is not None:
             request["prompt"] = list(prompt)
+        if tools is not None:  # checked as the run will check them
+            from agentrunner.run.request import RunAgentOverrides  # loaded with the runner
+
+            request["tools"] = list(RunAgentOverrides(only_tools=tuple(tools)).only_tools or ())
         if model_settings is not None:  # stored as the input is: the input's bounds
             from agentrunner.core.model_settings import model_settings as checked
 
@@ -156,7 +164,9 @@ class RunQueue:
         first = await first_result(store, idempotency)
         if first is not None:
             return QueuedRun(first["run_id"], first["thread_id"], repeated=True)
-        self.app.agents.runnable(agent_id)  # agent_disabled: nothing queued
+        agent = self.app.agents.runnable(agent_id)  # agent_disabled: nothing queued
+        if tools is not None:  # a widening: refused now, where the agent's tools are known
+            self.runner.toolsets.known(agent, None, (), request["tools"])
         await agent_thread(store, agent_id, thread_id, prefix=False)  # the agent's own, or 404
         run = NewRun(new_id("run_"), agent_id, thread_id, request)
         first = await queue_runs(

@@ -202,14 +202,16 @@ class Worker:
             request = claimed.request
             settings = request.get("model_settings")  # checked when it was queued
             model, prompt = request.get("model"), request.get("prompt")  # a replay's
+            only = request.get("tools")  # the caller's narrowing
             overrides = None
-            if settings or request.get("background") or model or prompt:
+            if settings or request.get("background") or model or prompt or only is not None:
                 overrides = RunAgentOverrides(
                     model=model,
                     model_settings=settings,
                     background=bool(request.get("background")),  # a schedule's: nobody watches
                     notify_channel=request.get("notify_channel"),
                     prompt=(prompt[0], prompt[1]) if prompt else None,
+                    only_tools=None if only is None else tuple(only),
                 )
             await self.runner.run_agent(
                 claimed.agent_id,

@@ -101,6 +101,11 @@ class RunCreate(BaseModel):
         description="files sent with the message: images (PNG, JPEG, GIF, WebP) and PDFs, "
         "each checked before anything is queued (docs/attachments.md)",
     )
+    tools: list[Id] | None = Field(
+        default=None,
+        description="the only tools of the agent's the run may use (absent: all of them); a "
+        "tool the agent is not granted is refused by name (400 validation), nothing queued",
+    )
 
 
 class PostMessage(BaseModel):
@@ -221,6 +226,7 @@ async def start_run(
         model_settings=body.model_settings,
         idempotency=retry.key(body),
         attachments=files,
+        tools=body.tools,
     )
     retry.answered(queued.repeated)
     return {"run_id": queued.run_id, "thread_id": queued.thread_id, "status": "created"}

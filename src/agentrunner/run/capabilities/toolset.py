@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentrunner.errors import AgentRunnerError
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import EventSink, ignore
 from agentrunner.run.callbacks import AgentRunnerCallbacks
 from agentrunner.run.capabilities.registry import CapabilityContext
@@ -124,21 +124,46 @@ class Toolsets:
         return grant if caller is None else grant & caller.grant
 
     def known(
-        self, agent: AgentSpec, caller: Caller | None, injected: Sequence[Tool]
+        self,
+        agent: AgentSpec,
+        caller: Caller | None,
+        injected: Sequence[Tool],
+        only: Sequence[str] | None = None,
     ) -> tuple[frozenset[str], frozenset[str]] | None:
         """What a run of ``agent`` is known to have before it starts: the tool names it is
-        granted (``injected`` too), and those it is offered by name (a tool every agent is
-        granted is offered only where the run calls for it, so it is left out). None while
-        that is not known: its MCP servers' tools are known once they run, and a grant the
-        run refuses is the run's to say."""
+        granted (``injected`` too; of them, those ``only`` names: a widening is refused here,
+        ``narrowed``), and those it is offered by name (a tool every agent is granted is
+        offered only where the run calls for it, so it is left out). None while that is not
+        known: its MCP servers' tools are known once they run, and a grant the run refuses is
+        the run's to say."""
         if agent.mcp_servers:
             return None
         try:
             grant = self.grant(agent, caller)
         except AgentRunnerError:
             return None
+        grant = self.narrowed(agent, grant, only)
         names = frozenset(tool.name for tool in injected)
         return grant | names, (grant & set(self.capabilities.tool_names)) | names
+
+    def narrowed(
+        self, agent: AgentSpec, grant: frozenset[str], only: Sequence[str] | None
+    ) -> frozenset[str]:
+        """``grant`` narrowed to the tools a run's caller allowed (``only``; None: all of
+        them); ``validation`` naming a tool it allowed that ``agent`` is not granted, since a
+        caller narrows a run's tools, never widens them."""
+        if only is None:
+            return grant
+        wider = [name for name in only if name not in grant]
+        if wider:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"'{wider[0]}' is not one of agent '{agent.id}''s tools: a run's tools can be "
+                "narrowed, not widened",
+                hint=f"Its tools: {', '.join(sorted(grant)) or 'none'}.",
+                details={"field": "tools"},
+            )
+        return grant & frozenset(only)
 
     async def assemble(
         self,
@@ -150,8 +175,10 @@ class Toolsets:
         callbacks: AgentRunnerCallbacks,
         emit: EventSink,
         injected: Sequence[Tool],
+        only: Sequence[str] | None = None,
     ) -> RunToolset:
-        """The tools of run ``run_id`` of ``agent``: its capabilities', its MCP servers', then
+        """The tools of run ``run_id`` of ``agent``: its capabilities', its MCP servers' (of
+        them, those ``only`` names when a caller narrowed them: ``narrowed``), then
         ``injected``."""
         grant = self.grant(agent, caller)
         context = capability_context(
@@ -176,5 +203,8 @@ class Toolsets:
                 served = [t for t in served if t.name in caller.grant]
             tools += served
             grant = grant | {t.name for t in served}
+        if only is not None:  # a caller's narrowing: what the runs it starts are bounded by too
+            grant = self.narrowed(agent, grant, only)
+            tools = [t for t in tools if t.name in grant]
         tools += injected  # 7. run-time injections
         return RunToolset(context, tools, grant)
