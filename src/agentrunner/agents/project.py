@@ -46,5 +46,6 @@ def read_agents(config: Config, *, strict: bool = True) -> tuple[AgentRegistry, 
         strict=strict,
         personas=personas.names(),
         approval=config.approval,
+        agent_models=config.agent_models,
     )
     return agents, personas

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,6 +66,7 @@ class AgentRegistry:
         self._default_model: str | None = None
         self._personas: Collection[str] = PERSONA_PRESETS
         self._approval: Approval | None = None
+        self._agent_models: dict[str, str] = {}
 
     @classmethod
     def load(
@@ -76,9 +77,12 @@ class AgentRegistry:
         strict: bool = True,
         personas: Collection[str] = PERSONA_PRESETS,
         approval: Approval | None = None,
+        agent_models: Mapping[str, str] | None = None,
     ) -> AgentRegistry:
         """Load every agent file in ``directory``; ``approval``: the project's ``[approval]``,
-        merged into each agent's rules (``AgentSpec.approval``).
+        merged into each agent's rules (``AgentSpec.approval``); ``agent_models``: the
+        project's ``[agents.NAME] model``, an agent's model when its file names none (over
+        ``default_model``; the file's own wins).
 
         Raises ``AgentFileErrors`` (strict) listing every bad file, duplicate id, missing
         ``reports_to`` target and ``reports_to`` cycle; with ``strict=False`` the bad agents are
@@ -115,12 +119,16 @@ class AgentRegistry:
                 continue
             seen[folded] = path
             try:
-                agents[path.stem] = load_agent_file(
-                    path,
-                    default_model=default_model,
-                    display=shown,
-                    personas=personas,
-                    approval=approval,
+                own = (agent_models or {}).get(path.stem)
+                agents[path.stem] = _with_model(
+                    load_agent_file(
+                        path,
+                        default_model=own or default_model,
+                        display=shown,
+                        personas=personas,
+                        approval=approval,
+                    ),
+                    own,
                 )
             except AgentFileErrors as exc:
                 problems.extend(exc.problems)
@@ -140,7 +148,7 @@ class AgentRegistry:
             **{k: v for k, v in agents.items() if k not in good},
         }
         loaded._seen, loaded._default_model, loaded._personas = looked, default_model, personas
-        loaded._approval = approval
+        loaded._approval, loaded._agent_models = approval, dict(agent_models or {})
         return loaded
 
     def _refresh(self, agent_id: str | None = None) -> None:
@@ -159,6 +167,7 @@ class AgentRegistry:
                 strict=False,
                 personas=self._personas,
                 approval=self._approval,
+                agent_models=self._agent_models,
             )
             self._agents, self._reports = fresh._agents, fresh._reports
             self.problems, self.partial, self._seen = fresh.problems, fresh.partial, fresh._seen
@@ -215,16 +224,17 @@ class AgentRegistry:
         """``text`` read as another version of ``agent_id``'s file (the file at a git
         revision: ``label``), with the defaults this registry reads its files with;
         ``AgentFileErrors`` naming ``label`` for its problems."""
-        path = self.get(agent_id).path
-        return parse_agent_text(
+        path, own = self.get(agent_id).path, self._agent_models.get(agent_id)
+        spec = parse_agent_text(
             text,
             agent_id=agent_id,
             file=label,
             path=path,
-            default_model=self._default_model,
+            default_model=own or self._default_model,
             personas=self._personas,
             approval=self._approval,
         )
+        return _with_model(spec, own)
 
     def __contains__(self, agent_id: object) -> bool:
         self._refresh()
@@ -263,6 +273,11 @@ class AgentRegistry:
     def roots(self) -> list[AgentSpec]:
         """Agents that report to nobody (the tops of the org chart)."""
         return [a for a in self._agents.values() if a.reports_to is None]
+
+
+def _with_model(spec: AgentSpec, own: str | None) -> AgentSpec:
+    """``spec`` on the project's ``[agents.NAME] model`` when its file names none."""
+    return spec if own is None or spec.model is not None else replace(spec, model=own)
 
 
 def _stamp(path: Path) -> _Stamp:

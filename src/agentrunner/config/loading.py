@@ -28,6 +28,7 @@ from agentrunner.config.sections import (
     DEFAULT_HISTORY_TOKENS,
     RESERVED_KEYS,
     SECTIONS,
+    AgentModels,
     Compaction,
     Company,
     Database,
@@ -85,6 +86,9 @@ class Config:
     channels: Mapping[str, ChannelConfig] = field(default_factory=_empty)
     # [schedules.NAME]: agents that run on their own (an agent file's schedule: is its own)
     schedules: Mapping[str, Schedule] = field(default_factory=_empty)
+    # [agents.NAME] model: an agent's model when its file names none (its own wins)
+    agent_models: Mapping[str, str] = field(default_factory=_empty)
+    agent_model_lines: Mapping[str, int | None] = field(default_factory=_empty)
     person: str = "you"
     chain_depth: int = 3
     lease_s: float = 30.0
@@ -263,6 +267,7 @@ def _build(
     prices = Prices.read(table("prices"))
     channels = Channels.read(table("channels"))
     schedules = Schedules.read(table("schedules"))
+    agent_models = AgentModels.read(table("agents"))
     workers = Workers.read(table("workers"))
     server = Server.read(table("server"))
     company, journal = Company.read(table("company")), Journal.read(table("journal"))
@@ -288,6 +293,8 @@ def _build(
         prices=prices.by_model,
         channels=channels.by_name,
         schedules=schedules.by_name,
+        agent_models=agent_models.by_agent,
+        agent_model_lines=agent_models.lines,
         person=defaults.person,
         chain_depth=defaults.chain_depth,
         lease_s=workers.lease_s,

@@ -314,6 +314,32 @@ def _history_tokens(table: Table) -> int:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class AgentModels:
+    """``[agents.NAME]``: what the project says of one agent — its ``model``, for an agent file
+    that names none (the file's own ``model:`` wins; ``[defaults] model`` is for the rest)."""
+
+    NAME: ClassVar[str] = "agents"
+    KEYS: ClassVar[tuple[str, ...]] = ()  # a table of named tables, each checking its own
+    AGENT_KEYS: ClassVar[tuple[str, ...]] = ("model",)
+
+    by_agent: Mapping[str, str]
+    lines: Mapping[str, int | None]  # where each is written, for a problem with it
+
+    @classmethod
+    def read(cls, table: Table) -> AgentModels:
+        models: dict[str, str] = {}
+        lines: dict[str, int | None] = {}
+        for entry in table.entries('[agents.{name}] must be a table, e.g. model = "fast"'):
+            entry.check_entry_keys(cls.AGENT_KEYS)
+            agent = entry.path[-1]
+            model = optional_name(entry, "model")
+            if model is not None:
+                models[agent] = model
+                lines[agent] = entry.source.line_of(*entry.path, "model")
+        return cls(MappingProxyType(models), MappingProxyType(lines))
+
+
 class Section(Protocol):
     """What every section class says of itself: its name and the keys it takes (``()`` for a
     table of named tables, or of any names, whose entries are checked by the section)."""
@@ -326,6 +352,7 @@ class Section(Protocol):
 SECTIONS: tuple[type[Section], ...] = (
     Project,
     Defaults,
+    AgentModels,
     Workers,
     Server,
     Cache,

@@ -232,9 +232,41 @@ def check_project(project: Project) -> ProjectCheck:
                 unpriced = price_unknown(resolved.ref, budget)
                 check.problems.append(configured_model_error(config, unpriced))
     _schedules(check, project)
+    _agent_models(check, project)
     _evals(check, project, every_tool, models)
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
+
+
+def _agent_models(check: ProjectCheck, project: Project) -> None:
+    """``[agents.NAME] model``: one naming no agent is a problem at its line (a misspelt name
+    would leave its agent on the default model unsaid); one for an agent whose file names its
+    own model is a warning (the file's wins)."""
+    config = project.config
+    shown = display_path(config.path) if config.path else CONFIG_FILE
+    ids = {*project.agents.ids(), *project.agents.partial}
+    for name, model in config.agent_models.items():
+        line = config.agent_model_lines.get(name)
+        if name not in ids:
+            near = difflib.get_close_matches(name, sorted(ids), n=1)
+            meant = f" (did you mean '{near[0]}'?)" if near else ""
+            check.problems.append(
+                AgentRunnerError(
+                    ErrorCode.INVALID_SPECIFICATION,
+                    f"[agents.{name}] names no agent{meant}",
+                    hint="Its name is an agent file's name without .md: see `agentrunner agents "
+                    "list`.",
+                    file=shown,
+                    line=line,
+                )
+            )
+            continue
+        spec = project.agents.partial.get(name) or project.agents.get(name)
+        if spec.model is not None and spec.model != model and spec.line_of("model"):
+            check.warnings.append(
+                f"{shown}:{line}: [agents.{name}] model = {model!r} is not used: "
+                f"{display_path(spec.path)} names its own model ({spec.model}), which wins"
+            )
 
 
 def _evals(
