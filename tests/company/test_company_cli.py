@@ -286,8 +286,15 @@ def test_kill_a_running_background_job(company: Company, mock: MockProvider) -> 
     mock.queue(Reply(text="too late", delay_s=60))
     job_id = company.ok("brief", "--background", "Think forever").out.split()[-1]
     company.wait_for("the job to run", lambda: company.job(job_id)["status"] == "running")
+    # `status` says it runs (seed 002, issue 46 item 7): its job, and its agent working on it
+    status = company.json("status")
+    assert [(j["id"], j["status"]) for j in status["jobs"]] == [(job_id, "running")]
+    ceo = next(a for a in status["agents"] if a["agent_id"] == "ceo")
+    assert (ceo["state"], ceo["run_id"]) == ("working", job_id)
+    assert job_id in company.ok("status").out
     killed = company.ok("kill", job_id)
     assert f"job {job_id}: cancelled" in killed.out
+    assert company.json("status")["jobs"] == []
     job = company.job(job_id)
     assert job["status"] == "cancelled"
     assert company.json("journal") == []

@@ -183,9 +183,29 @@ async def test_clashes_and_reserved_keys_raise_naming_the_module(
         "def register(extensions):\n"
         "    extensions.table('threads', 'CREATE TABLE threads (x TEXT)')\n"
     )
+    for module in ("ext_e", "ext_f"):  # a message handler's name, twice
+        (project / f"{module}.py").write_text(
+            "def register(extensions):\n"
+            "    extensions.message_handler('audit', lambda event: None)\n"
+        )
+    for module in ("ext_g", "ext_h"):  # a table's name, twice
+        (project / f"{module}.py").write_text(
+            "def register(extensions):\n"
+            "    extensions.table('ext_audit', 'CREATE TABLE ext_audit (x TEXT)')\n"
+        )
     toml = project / "agentrunner.toml"
     base = toml.read_text()
     cases = [
+        (
+            ["ext_e", "ext_f"],
+            "extension module 'ext_f': message handler 'audit' is already registered "
+            "(by extension module 'ext_e' too)",
+        ),
+        (
+            ["ext_g", "ext_h"],
+            "extension module 'ext_h': table 'ext_audit' is already registered "
+            "(by extension module 'ext_g' too)",
+        ),
         (
             ["ext_a", "ext_b"],
             "extension module 'ext_b': context provider 'facts' is already "
