@@ -182,6 +182,7 @@ async def test_a_run_with_a_tool_and_a_fallback_is_one_span_tree(
         "gen_ai.request.model": "gpt-down",
         "agentrunner.model": "mockai:gpt-down",
         "agentrunner.attempt": 1,
+        "agentrunner.step": 1,  # seed 003's run > step > tool, as an attribute
         "agentrunner.fallback": False,
         "http.response.status_code": 503,
         "error.type": "provider_unavailable",
@@ -193,6 +194,7 @@ async def test_a_run_with_a_tool_and_a_fallback_is_one_span_tree(
         "gen_ai.request.model": "claude-mock",
         "agentrunner.model": "mockant:claude-mock",
         "agentrunner.attempt": 2,
+        "agentrunner.step": 1,
         "agentrunner.fallback": True,
         "agentrunner.retry.reason": "provider_unavailable",
         "gen_ai.response.model": "claude-mock",
@@ -203,6 +205,7 @@ async def test_a_run_with_a_tool_and_a_fallback_is_one_span_tree(
     assert up.status.status_code is StatusCode.UNSET
     # The chain is the run's: its attempts are numbered across steps.
     assert attrs(up_again)["agentrunner.attempt"] == 3
+    assert attrs(up_again)["agentrunner.step"] == 2
     assert attrs(up_again)["agentrunner.fallback"] is True
     assert "agentrunner.retry.reason" not in attrs(up_again)  # nothing failed at that step
     assert attrs(up_again)["gen_ai.response.finish_reasons"] == ("stop",)
@@ -214,7 +217,10 @@ async def test_a_run_with_a_tool_and_a_fallback_is_one_span_tree(
         "gen_ai.tool.name": "notify_user",
         "gen_ai.tool.call.id": call_id,
         "gen_ai.tool.type": "function",
+        "agentrunner.step": 1,  # the step whose reply asked for it
     }
+    # the title's request is its own turn's, the first step of it
+    assert attrs(next(s for s in got if s.name == "chat test"))["agentrunner.step"] == 1
     # Without capture_content, no prompt, reply or tool data on any span.
     assert not [
         k for s in got for k in attrs(s) if "messages" in k or "call.a" in k or ".value" in k

@@ -275,6 +275,12 @@ class _TurnRun:
             self.turn.emit(kind, data)
 
     async def run(self) -> TurnResult:
+        try:
+            return await self._steps()
+        finally:  # what the run does after its turn is of no step
+            self.turn.tracing.turn_step(None)
+
+    async def _steps(self) -> TurnResult:
         turn = self.turn
         model_calls, tool_calls = self.model_calls, self.tool_calls
         if turn.resume is not None:
@@ -290,6 +296,7 @@ class _TurnRun:
                 "step.started",
                 {"step": self.responses + 1, "model": turn.chain.entries[0].model.ref},
             )
+            turn.tracing.turn_step(self.responses + 1)
             try:
                 response, entry = await turn.chain.request(
                     model_calls.build,

@@ -57,6 +57,7 @@ __all__ = [
     "SCHEDULE_OUTCOME",
     "SCHEDULE_REASON",
     "SCHEDULE_TICK",
+    "STEP",
     "STOP_REASON",
     "SYSTEM_INSTRUCTIONS",
     "TEXT",
@@ -125,6 +126,7 @@ SCHEDULE_TICK = "agentrunner.schedule.tick"  # seconds since the epoch
 SCHEDULE_OUTCOME = "agentrunner.schedule.outcome"  # queued | skipped
 SCHEDULE_REASON = "agentrunner.schedule.reason"
 SCHEDULE_MISSED = "agentrunner.schedule.missed"  # ticks a fire stands for that nothing ran
+STEP = "agentrunner.step"  # the turn's step a model request or a tool call is of: 1, 2, …
 EVAL_ID = "agentrunner.eval.id"  # the eval run's
 EVAL_NAME = "agentrunner.eval.name"
 EVAL_CASE = "agentrunner.eval.case"

@@ -1,16 +1,12 @@
-"""Telemetry on: the spans ``telemetry/__init__`` draws, made with OpenTelemetry's API in the
-GenAI semantic conventions, so that Phoenix, Langfuse, Logfire, Jaeger or Tempo show them as
-they are, and the metrics they measure (``telemetry/metrics``: counts, durations, tokens) as
-each ends; the run a span belongs to is known from the context, so a tool call or a charge is
-counted to its run's agent. Only the API is used here; the SDK is set up by
-``telemetry/setup``, and only when ``[telemetry] enabled``; with telemetry off this module is
-never imported.
+"""Telemetry on: the spans ``telemetry/__init__`` draws, with OpenTelemetry's API in the GenAI
+semantic conventions (Phoenix, Langfuse, Logfire, Jaeger and Tempo show them as they are), and
+the metrics they measure as each ends (``telemetry/metrics``); a span's run is known from the
+context, so a tool call or a charge counts to its run's agent. Only the API is used here: the
+SDK is set up by ``telemetry/setup``, with ``[telemetry] enabled``; off, this is never imported.
 
-Prompts, replies, tool arguments and results go on spans only with ``capture_content``, and
-then with every secret the runtime holds cut out (``engine.secrets``), as from tool results.
-They go there twice: in the GenAI conventions' attributes, and as OpenInference's
-``input.value`` and ``output.value`` (with their mime types), which Phoenix shows as a span's
-input and output.
+Prompts, replies, tool arguments and results go on spans only with ``capture_content``, every
+secret the runtime holds cut out (``engine.secrets``): in the GenAI conventions' attributes,
+and as OpenInference's ``input.value`` and ``output.value``, Phoenix's input and output.
 """
 
 from __future__ import annotations
@@ -84,6 +80,7 @@ from agentrunner.telemetry.names import (
     SCHEDULE_OUTCOME,
     SCHEDULE_REASON,
     SCHEDULE_TICK,
+    STEP,
     STOP_REASON,
     SYSTEM_INSTRUCTIONS,
     TEXT,
@@ -95,7 +92,15 @@ from agentrunner.telemetry.names import (
     TOOL_TYPE,
     WORKER_ID,
 )
-from agentrunner.telemetry.spans import EVAL_IDS, RUN, OtelSpan, RunScope, eval_ids, remote
+from agentrunner.telemetry.spans import (
+    EVAL_IDS,
+    RUN,
+    STEP_NUMBER,
+    OtelSpan,
+    RunScope,
+    eval_ids,
+    remote,
+)
 from agentrunner.telemetry.tracing import QueueDepths, Span, Tracing
 
 if TYPE_CHECKING:
@@ -107,6 +112,7 @@ if TYPE_CHECKING:
 __all__ = ["OtelTracing"]
 
 T = TypeVar("T")
+_STEPPED = ("chat", "execute_tool")  # a turn's step's spans, which carry its number
 
 
 class OtelTracing(Tracing):
@@ -139,9 +145,8 @@ class OtelTracing(Tracing):
         parent_run_id: str | None = None,
         depth: int = 0,
     ) -> OtelSpan:
-        """The span of one run, current while it runs (its model requests and tool calls,
-        and the runs its tools start, are its descendants); a raised error sets
-        ``error.type`` to its code."""
+        """The span of one run, current while it runs (its model requests, tool calls and the
+        runs its tools start are its descendants); a raised error sets ``error.type``."""
         attributes: dict[str, Any] = {
             OPERATION: "invoke_agent",
             AGENT_ID: agent_id,
@@ -171,9 +176,8 @@ class OtelTracing(Tracing):
         )
 
     def run_started(self, run_id: str, name: str, description: str) -> str:
-        """What a run knows once its agent is loaded and its id given (after the thread lock,
-        so that a thread's runs are numbered in the order they ran), on the current run's span;
-        its trace id, as the tools show it (32 hex digits)."""
+        """What a run knows once its agent is loaded and its id given (after the thread lock:
+        runs numbered in the order they ran), on its span; its trace id (32 hex digits)."""
         span = trace.get_current_span()
         span.set_attribute(RUN_ID, run_id)
         span.set_attribute(AGENT_NAME, name)
@@ -213,9 +217,8 @@ class OtelTracing(Tracing):
     def step(
         self, name: str, *, thread_id: str | None = None, agent_id: str | None = None
     ) -> OtelSpan:
-        """A step that is not a model request or a tool call: finding a run's agent as its
-        file is now (``resolve_agent``), building its prompt (``build_prompt``), a task's cache
-        lookup (``cache_lookup``)."""
+        """A step that is not a model request or a tool call: ``resolve_agent``,
+        ``build_prompt``, a task's ``cache_lookup``."""
         attributes: dict[str, Any] = {} if thread_id is None else {THREAD_ID: thread_id}
         if agent_id is not None:
             attributes[AGENT_ID] = agent_id
@@ -237,9 +240,8 @@ class OtelTracing(Tracing):
         ours.set(NOTES_CHARS, len(notes or ""))
 
     def effect(self, name: str, thread_id: str) -> OtelSpan:
-        """A post-run effect (a thread's title), started by the run, done after it: its model
-        request is charged to the run's agent (a cost row with the run), so its tokens and cost
-        count to that agent here too (the run's scope, which the effect's task inherited)."""
+        """A post-run effect (a thread's title), started by the run, done after it: its request
+        is charged to the run's agent, here too (the run's scope, which its task inherited)."""
         attributes = {THREAD_ID: thread_id, CONVERSATION: thread_id}
         return self._span(f"post_run {name}", SpanKind.INTERNAL, attributes)
 
@@ -274,8 +276,7 @@ class OtelTracing(Tracing):
         cached: bool,
         error: Mapping[str, Any] | None,
     ) -> None:
-        """A task that returned its outcome: answered (from the cache or not), or failed as
-        an outcome (a run stopped by its abort signal)."""
+        """A task that returned its outcome: answered (from the cache or not), or failed."""
         ours = _ours(span)
         if model is not None:
             ours.set(MODEL_REF, model)
@@ -290,11 +291,9 @@ class OtelTracing(Tracing):
 
     @contextmanager
     def enqueue(self, destination: str) -> Iterator[tuple[Span, dict[str, str] | None]]:
-        """Queueing runs in agents' mailboxes: a channel post (who hears it, the message, a run
-        for each) or a run on a thread, for ``destination`` (the channel, the agent). Yields
-        the span and the trace context to keep with the runs (W3C ``traceparent``,
-        ``tracestate``): the workers that claim them, in any process, continue it, so their
-        spans are this one's children."""
+        """Queueing runs in agents' mailboxes (a channel post, a run on a thread) for
+        ``destination``. Yields the span and the trace context kept with the runs (W3C
+        ``traceparent``, ``tracestate``), which their workers, in any process, continue."""
         attributes = {QUEUE_DESTINATION: destination}
         with self._span(f"enqueue {destination}", SpanKind.PRODUCER, attributes) as span:
             carrier: dict[str, str] = {}
@@ -353,9 +352,7 @@ class OtelTracing(Tracing):
         asked_ns: int,
     ) -> None:
         """A worker's claim of a queued run, from when it asked (``asked_ns``) until now: a
-        child of the span the run was queued in (a run queued with telemetry off starts a
-        trace of its own), with the time the run waited in its mailbox, which is measured
-        too."""
+        child of the span it was queued in (else a trace of its own), with its measured wait."""
         span = self.tracer.start_span(
             f"claim {agent_id}",
             context=remote(trace_context),
@@ -521,6 +518,9 @@ class OtelTracing(Tracing):
 
     # -- tool calls (the turn) ----------------------------------------------------------------
 
+    def turn_step(self, number: int | None) -> None:
+        STEP_NUMBER.set(number)
+
     def tool(self, call: ToolCall) -> OtelSpan:
         """One tool call, current while the tool runs (a run it starts nests under it)."""
         attributes: dict[str, Any] = {
@@ -572,6 +572,8 @@ class OtelTracing(Tracing):
         measured: dict[str, Any] | None = None,
         run: RunScope | None = None,
     ) -> OtelSpan:
+        if (step := STEP_NUMBER.get()) is not None and attributes.get(OPERATION) in _STEPPED:
+            attributes[STEP] = step  # run > step > tool, read from the spans the conventions draw
         return OtelSpan(
             self.tracer,
             name,

@@ -28,7 +28,7 @@ from agentrunner.telemetry.names import (
 )
 from agentrunner.telemetry.tracing import Span
 
-__all__ = ["EVAL_IDS", "RUN", "OtelSpan", "RunScope", "eval_ids", "remote"]
+__all__ = ["EVAL_IDS", "RUN", "STEP_NUMBER", "OtelSpan", "RunScope", "eval_ids", "remote"]
 
 
 @dataclass(slots=True)
@@ -40,6 +40,8 @@ class RunScope:
 
 
 RUN: ContextVar[RunScope | None] = ContextVar("agentrunner_run", default=None)
+# The turn's step under way (``OtelTracing.turn_step``): its requests and tool calls carry it.
+STEP_NUMBER: ContextVar[int | None] = ContextVar("agentrunner_step", default=None)
 # The eval case under way (``OtelTracing.eval_case``): its ids go on its run's span too.
 EVAL_IDS: ContextVar[dict[str, Any] | None] = ContextVar("agentrunner_eval_case", default=None)
 

@@ -102,6 +102,12 @@ class Tracing(ABC):
         """A post-run effect (a thread's title), under the run that started it."""
 
     @abstractmethod
+    def turn_step(self, number: int | None) -> None:
+        """The turn's step ``number`` begins (None: the turn is over): the model requests and
+        tool calls it makes carry its number, so a run reads as run > step > tool (seed 003)
+        while the spans stay the GenAI conventions' siblings."""
+
+    @abstractmethod
     def eval_case(
         self, eval_run_id: str, eval_name: str, case: str, repeat: int, variant: str
     ) -> AbstractContextManager[Span]:
@@ -297,6 +303,9 @@ class NoTracing(Tracing):
 
     def effect(self, name: str, thread_id: str) -> AbstractContextManager[Span]:
         return _SPAN
+
+    def turn_step(self, number: int | None) -> None:
+        pass
 
     def eval_case(
         self, eval_run_id: str, eval_name: str, case: str, repeat: int, variant: str
