@@ -397,3 +397,34 @@ async def test_the_cache_key_covers_the_files_sent(tasks_project: Path) -> None:
     renamed = replace(red, name="b.png")  # the name is sent with it (a PDF's file name)
     assert not (await run("writer", values, model="test", attachments=[renamed])).cached
     assert not (await run("writer", values, model="test")).cached  # no file: another request
+
+
+async def test_the_cache_write_never_holds_up_the_result(
+    tasks_project: Path, mock: MockProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 004: the result is returned while its cache write is still under way (issue 46
+    item 11); once the write lands, the same task is a hit; a second, different task is not."""
+    import threading
+
+    release, landed = threading.Event(), threading.Event()
+    write = FileCache._write
+
+    def slow_write(self: FileCache, path: Path, entry: Any) -> None:
+        release.wait(30)  # held until the result is in the caller's hands
+        write(self, path, entry)
+        landed.set()
+
+    monkeypatch.setattr(FileCache, "_write", slow_write)
+    mock.queue(Reply(text="An essay."), Reply(text="Another."))
+    async with await open_task_runner() as tasks:
+        first = await tasks.execute("writer", {"company": "Acme", "topic": "tides"})
+        assert (first.status, first.output, first.cached) == ("completed", "An essay.", False)
+        assert not landed.is_set()  # returned before its write
+        release.set()
+        await tasks.cache.flush()
+        assert landed.is_set()
+        again = await tasks.execute("writer", {"company": "Acme", "topic": "tides"})
+        other = await tasks.execute("writer", {"company": "Acme", "topic": "waves"})
+    assert (again.cached, again.output) == (True, "An essay.")
+    assert (other.cached, other.output) == (False, "Another.")
+    assert len(mock.requests) == 2
