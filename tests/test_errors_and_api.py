@@ -209,6 +209,7 @@ PUBLIC_API = [
     "RunEvent",
     "RunResult",
     "ScriptedModel",
+    "StdioClient",
     "Store",
     "Task",
     "TaskRunner",

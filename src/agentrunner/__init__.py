@@ -123,6 +123,7 @@ if TYPE_CHECKING:
     from agentrunner.errors import (
         ErrorCode as ErrorCode,
     )
+    from agentrunner.interfaces.stdio_client import StdioClient as StdioClient
     from agentrunner.run.callbacks import AgentRunnerCallbacks as AgentRunnerCallbacks
     from agentrunner.run.callbacks import RunEvent as RunEvent
     from agentrunner.run.extensions import Extensions as Extensions
@@ -212,6 +213,7 @@ _EXPORTS: dict[str, str] = {
     "execute": "agentrunner.runtime.compose",
     "open_runner": "agentrunner.runtime.compose",
     "open_task_runner": "agentrunner.runtime.compose",
+    "StdioClient": "agentrunner.interfaces.stdio_client",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -31,6 +31,7 @@ __all__ = [
     "RESERVED_KEYS",
     "SECTIONS",
     "WHOLE_WINDOW",
+    "AgentModels",
     "Compaction",
     "Company",
     "Database",
