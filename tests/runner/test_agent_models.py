@@ -61,6 +61,18 @@ def test_validate_names_an_unknown_agent_and_the_setting_a_file_overrides(
     assert "[agents.clerk] model = 'mockai:gpt-other' is not used" in err
 
 
+def test_a_wrong_project_model_is_said_at_its_toml_line(
+    agent: Agent, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent("clerk", "name: clerk")  # its file names no model: the project's is the culprit
+    _toml(project, '[agents.clerk]\nmodel = "nope:foo"\n')
+    code, _, err = cli(capsys, "agents", "validate")
+    lines = (project / "agentrunner.toml").read_text().splitlines()
+    at = lines.index('model = "nope:foo"') + 1
+    assert code == 1 and f"agentrunner.toml:{at}: model_not_found" in err, err
+    assert "agents/clerk.md" not in err
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [

@@ -7,6 +7,7 @@ both back ends (``project``)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,7 @@ async def test_a_run_is_offered_only_the_tools_its_caller_names(
     assert "'write_file' is not one of agent 'clerk''s tools" in refused.value.message
     assert "note_read" in (refused.value.hint or "")
     assert (len(mock.requests), len(await runner.store.runs.list(limit=100))) == before
-    opened = await runner.store.threads.get("t-wide")  # opened, as a run's thread is, empty
-    assert opened is not None and opened.message_count == 0
+    assert await runner.store.threads.get("t-wide") is None  # not even its thread opened
     with pytest.raises(AgentRunnerError, match="a list of tool names"):
         RunAgentOverrides(only_tools="note_read")  # type: ignore[arg-type]
 
@@ -89,10 +89,16 @@ def test_stdio_run_agent_takes_the_tools_it_may_use(tmp_path: Path) -> None:
         assert client.lines.get(timeout=30)["event"] == "ready"
         client.request("a", "run_agent", agent="clerk", message="go", tools=["note_list"])
         client.request("b", "run_agent", agent="clerk", message="go", new=True)
-        client.request("c", "run_agent", agent="clerk", message="go", tools=["write_file"])
-        narrowed, _ = client.response("a")
-        whole, _ = client.response("b")
-        wide, _ = client.response("c")
+        client.request(
+            "c", "run_agent", agent="clerk", message="go", new=True, tools=["write_file"]
+        )
+        client.request("d", "run_agent", agent="clerk", message="go", tool=["note_list"])
+        answered: dict[str, dict[str, Any]] = {}
+        while len(answered) < 4:  # in the order they end, events between
+            message = client.lines.get(timeout=60)
+            if "event" not in message:
+                answered[message["id"]] = message
+        narrowed, whole, wide, misspelt = (answered[rid] for rid in "abcd")
     finally:
         client.proc.kill()
         client.proc.wait(timeout=30)
@@ -105,3 +111,19 @@ def test_stdio_run_agent_takes_the_tools_it_may_use(tmp_path: Path) -> None:
     )
     assert "note_read" in whole["result"]["text"]
     assert wide["error"]["code"] == "validation" and "'write_file'" in wide["error"]["message"]
+    # a misspelt narrowing is refused, never run with every tool
+    assert misspelt["error"]["code"] == "validation"
+    assert "no `params.tool` (did you mean 'tools'?)" in misspelt["error"]["message"]
+    # the refused `new` run opened no session thread: the agent's session is the one of "b"
+    threads = asyncio.run(_threads(root))
+    assert len(threads) == 2, threads
+
+
+async def _threads(root: Path) -> list[str]:
+    from agentrunner.runtime.compose import open_runner
+
+    runner = await open_runner(root)
+    try:
+        return [t.id for t in await runner.store.threads.list(agent_id="clerk", limit=10)]
+    finally:
+        await runner.close()

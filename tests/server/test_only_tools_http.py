@@ -46,6 +46,19 @@ def test_a_queued_run_over_http_is_narrowed_and_a_widening_queues_nothing(
     error = refused.json()["error"]
     assert error["code"] == "validation" and "'send_file'" in error["message"]
     assert asyncio.run(_runs()) == 1  # the narrowed one; the refused one was never queued
+    misspelt = httpx2.post(  # `tool` for `tools` would run with every tool: refused
+        f"{url}/threads/t1/runs",
+        headers=AUTH,
+        json={"agent_id": "clerk", "message": "hi", "tool": ["note_list"]},
+    )
+    assert misspelt.status_code == 422, misspelt.text
+    nowhere = httpx2.post(  # an unknown thread is said first, as for a bad file
+        f"{url}/threads/nope/runs",
+        headers=AUTH,
+        json={"agent_id": "clerk", "message": "hi", "tools": ["send_file"]},
+    )
+    assert nowhere.status_code == 404, nowhere.text
+    assert asyncio.run(_runs()) == 1
 
 
 async def _runs() -> int:

@@ -51,6 +51,10 @@ async def test_tasks_and_turns_run_in_the_child_and_an_error_answer_is_raised(ro
             await runner.run_agent("writter", "hi")
         assert refused.value.code is ErrorCode.AGENT_NOT_FOUND
         assert "writer" in (refused.value.hint or "")
+        with pytest.raises(AgentRunnerError, match=r"`params\.input` must be an object"):
+            await runner.execute("writer", "tides")  # type: ignore[arg-type]
+        with pytest.raises(AgentRunnerError, match="did you mean 'tools'"):
+            await runner.run_agent("writer", "hi", tool=["note_list"])
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ format is in docs/stdio.md.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, BinaryIO
@@ -92,6 +93,17 @@ class StdioServer:
         if not isinstance(params, dict):
             self._error(request_id, _invalid("`params` must be an object"))
             return
+        takes = _PARAMS[str(method)]
+        unknown = [name for name in params if name not in takes]
+        if unknown:  # a misspelt narrowing (`tool` for `tools`) must not run with every tool
+            near = difflib.get_close_matches(str(unknown[0]), takes, n=1)
+            meant = f" (did you mean '{near[0]}'?)" if near else ""
+            known = ", ".join(takes) or "none"
+            self._error(
+                request_id,
+                _invalid(f"`{method}` takes no `params.{unknown[0]}`{meant}; it takes: {known}"),
+            )
+            return
         abort = AbortSignal()
         task = asyncio.create_task(self._call(request_id, handler, params, abort), name=method)
         self._inflight[request_id] = (task, abort)
@@ -149,6 +161,7 @@ class StdioServer:
             only_tools=params.get("tools"),
         )
         files = await self._attachments(params)  # checked before a thread is opened
+        self.runner.check_run(agent, overrides)  # a widening of its tools, too
         thread = params.get("thread")
         if thread is None:
             thread = await self.runner.session_thread(agent, new=bool(params.get("new", False)))
@@ -236,6 +249,31 @@ class StdioServer:
 
     async def _ping(self, request_id: Any, params: dict[str, Any]) -> Any:
         return {"protocol": PROTOCOL_VERSION}
+
+
+# What each method reads of its params (docs/stdio.md#methods): any other is refused by name.
+_PARAMS: dict[str, tuple[str, ...]] = {
+    "execute": ("agent", "input", "model", "fallback", "cache", "model_settings", "attachments"),
+    "run_agent": (
+        "agent",
+        "message",
+        "thread",
+        "new",
+        "input",
+        "model",
+        "fallback",
+        "max_steps",
+        "max_turns",
+        "model_settings",
+        "tools",
+        "attachments",
+    ),
+    "cancel": ("id",),
+    "list_agents": (),
+    "list_approvals": (),
+    "decide_approval": ("approval_id", "decision", "reason", "arguments", "always", "by", "answer"),
+    "ping": (),
+}
 
 
 def _required(params: dict[str, Any], name: str, kind: type) -> Any:

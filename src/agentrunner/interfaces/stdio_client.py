@@ -10,6 +10,7 @@ happened and what it last said on stderr; an ``error`` answer is raised as the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -78,16 +79,18 @@ class StdioClient:
         ]
 
     async def close(self) -> None:
-        """Close the runner's input (it finishes what is in flight and exits), then wait."""
+        """Close the runner's input (it finishes what is in flight and exits), then wait; a
+        runner that broke the protocol, or does not exit within 30 s, is killed."""
         proc = self._proc
         if proc is None:
             return
         if proc.stdin is not None and not proc.stdin.is_closing():
             proc.stdin.close()
         try:
-            await asyncio.wait_for(proc.wait(), 30)
+            await asyncio.wait_for(proc.wait(), 0 if self._broken else 30)
         except TimeoutError:
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):  # it exited meanwhile
+                proc.kill()
             await proc.wait()
         for reader in self._readers:
             await asyncio.gather(reader, return_exceptions=True)
@@ -114,7 +117,7 @@ class StdioClient:
 
     async def execute(self, agent: str, input: Mapping[str, Any], **params: Any) -> Any:
         """A task (its outcome: ``status``, ``output``, ``cached`` …)."""
-        return await self.request("execute", agent=agent, input=dict(input), **params)
+        return await self.request("execute", agent=agent, input=input, **params)
 
     async def run_agent(self, agent: str, message: str, **params: Any) -> Any:
         """One turn on a thread (its result: ``text``, ``run_id``, ``thread_id`` …)."""
@@ -191,7 +194,7 @@ def _runner_error(details: str) -> AgentRunnerError:
     return AgentRunnerError(
         ErrorCode.RUNNER_IO,
         f"Failed to communicate with Python runner: {details}",
-        hint="Run `agentrunner stdio` in the project yourself to see what it says.",
+        hint="Run its command in the project yourself to see what it says.",
     )
 
 

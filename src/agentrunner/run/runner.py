@@ -141,6 +141,12 @@ class AgentRunner(AppParts):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
+    def check_run(self, agent_id: str, overrides: RunAgentOverrides | None) -> None:
+        """Refused before anything is written: a tool its caller names that it is not granted."""
+        if overrides is not None and overrides.only_tools is not None:
+            agent = self.agents.runnable(agent_id, overrides.agent)
+            self.toolsets.known(agent, None, overrides.tools, overrides.only_tools)
+
     async def session_thread(self, agent_id: str, *, new: bool = False) -> str:
         """The agent's current session thread (DESIGN decision 6); a new one if asked or none.
         ``agent_disabled`` for an agent that may not run, before a thread is opened."""
@@ -171,15 +177,11 @@ class AgentRunner(AppParts):
     async def compact_thread(
         self, thread_id: str, abort: AbortSignal | None = None
     ) -> ThreadSummary:
-        """Summarize the messages of thread ``thread_id`` (or of the one whose id begins with
-        it) that its summary does not cover yet, by ``[compaction] model`` (default: its agent's
-        model): its next run is sent the summary in their place; the messages stay. Done under
-        the thread's lock as a run of its agent (stop reason ``compacted``), whose budgets apply
-        and whose cost rows record it. ``thread_not_found`` for an unknown thread, ``validation``
-        for one with nothing to compact, both before anything is written; the model's errors
-        as a run's (the run ``failed``), and ``cancelled`` once ``abort`` fires (the run
-        ``cancelled``, the request it cut off charged by estimate): either carries the run's id
-        in its ``details["run_id"]``."""
+        """Summarize what thread ``thread_id``'s summary does not cover (by ``[compaction]
+        model``, else its agent's); its next run is sent the summary instead; the messages stay.
+        A run of its agent under the thread's lock (stop reason ``compacted``); refused before
+        any write for an unknown thread or nothing to compact; a model's error or ``abort``
+        ends the run ``failed`` or ``cancelled``, its id in the error's ``details["run_id"]``."""
         found = await find_thread(self.store, thread_id)
         agent = self.agents.get(found.agent_id)
         model = self.compactor.summarizer(agent)  # refused before any row
@@ -218,21 +220,19 @@ class AgentRunner(AppParts):
     ) -> RunResult:
         """Run one turn of ``agent_id`` on ``thread_id`` with ``message``.
 
-        Aborted: the run is ``cancelled``, the result's text is empty, no error callback.
-        Failed: the run is ``failed`` with its error's code and message, ``on_error`` fires and
-        the error is raised again (an ``AgentRunnerError`` with its code). Either way the thread
-        keeps what was said before the turn stopped — tool calls with their results, streamed
-        text — ending in a message marked ``interrupted``, never the error itself, and the
-        session does not advance; what the run cost is recorded (estimated, and marked so, for
-        a request cut off before the provider reported it). Cancelling the task that awaits
-        this settles the run as cancelled too, then re-raises ``CancelledError``.
-        ``run_id`` names a run already claimed from a mailbox (its row exists, ``running``).
-        A thread id, message or input that cannot be stored (``agentrunner.core.inputs``) is
-        ``validation``, before anything is written (a claimed run's thread was named by the
-        library when it was queued). ``attachments``: the message's files (``attach``).
+        Aborted: the run is ``cancelled``, its text empty, no error callback. Failed: the run is
+        ``failed`` with its error's code and message, ``on_error`` fires and the error is raised.
+        Either way the thread keeps what was said before the turn stopped (tool calls with their
+        results, streamed text) ending in a message marked ``interrupted``, never the error;
+        the session does not advance; what it cost is recorded (estimated for a request cut
+        off). Cancelling the awaiting task settles the run cancelled, then re-raises.
+        ``run_id`` names a run claimed from a mailbox (its row exists, ``running``). A thread
+        id, message, input or tool list that cannot be (``check_run``) is ``validation``
+        before anything is written. ``attachments``: the message's files (``attach``).
         """
         if run_id is None:
             check_id(thread_id, "thread_id", MAX_THREAD_ID_CHARS)
+            self.check_run(agent_id, overrides)  # before its thread is opened
         check_text(message, "message", max_chars=None)
         input = check_input(input, max_bytes=None)
         return await self._run(

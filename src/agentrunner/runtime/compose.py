@@ -199,20 +199,21 @@ def check_project(project: Project) -> ProjectCheck:
         check.problems.extend(p for p in capabilities.problems(spec) if p.one_line() not in seen)
         budget = binding_budget(spec, config.budgets)
         for key, ref in spec.model_refs(project.config.default_model):
+            where = _model_place(project, spec, key, file)  # the file, or the project's
             try:
                 resolved = models.resolve(ref)
             except AgentRunnerError as exc:
-                exc.file, exc.line = file, spec.line_of(key) or 1
+                exc.file, exc.line = where
                 check.problems.append(exc)
                 continue
             if budget is not None and _unpriced(models, resolved):  # its runs are refused
                 unpriced = price_unknown(resolved.ref, budget)
-                unpriced.file, unpriced.line = file, spec.line_of(key) or 1
+                unpriced.file, unpriced.line = where
                 check.problems.append(unpriced)
             variable = resolved.provider.api_key_env
             if variable and not models.has_credential(resolved):
                 check.warnings.append(
-                    f"{file}: {variable} is not set in this environment; runs on {ref} "
+                    f"{where[0]}: {variable} is not set in this environment; runs on {ref} "
                     "would fail (provider_auth)"
                 )
         check.problems.extend(_settings_problems(spec, capabilities, models))
@@ -236,6 +237,16 @@ def check_project(project: Project) -> ProjectCheck:
     _evals(check, project, every_tool, models)
     check.problems.sort(key=lambda p: (p.file or "", p.line or 0))
     return check
+
+
+def _model_place(project: Project, spec: AgentSpec, key: str, file: str) -> tuple[str, int]:
+    """Where an agent's model ``key`` is written: its file's line, or, for a model its file
+    does not name, the project's ``[agents.NAME] model``."""
+    config = project.config
+    if key == "model" and spec.line_of(key) is None and spec.id in config.agent_models:
+        shown = display_path(config.path) if config.path else CONFIG_FILE
+        return shown, config.agent_model_lines.get(spec.id) or 1
+    return file, spec.line_of(key) or 1
 
 
 def _agent_models(check: ProjectCheck, project: Project) -> None:

@@ -165,9 +165,9 @@ class RunQueue:
         if first is not None:
             return QueuedRun(first["run_id"], first["thread_id"], repeated=True)
         agent = self.app.agents.runnable(agent_id)  # agent_disabled: nothing queued
+        await agent_thread(store, agent_id, thread_id, prefix=False)  # the agent's own, or 404
         if tools is not None:  # a widening: refused now, where the agent's tools are known
             self.runner.toolsets.known(agent, None, (), request["tools"])
-        await agent_thread(store, agent_id, thread_id, prefix=False)  # the agent's own, or 404
         run = NewRun(new_id("run_"), agent_id, thread_id, request)
         first = await queue_runs(
             store,

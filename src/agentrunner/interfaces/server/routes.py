@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.types import DecoratedCallable
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
 
 from agentrunner.core.ids import new_id
@@ -86,6 +86,10 @@ _SETTINGS_SCHEMA: dict[str, Any] = {
 
 
 class RunCreate(BaseModel):
+    # A misspelt field is refused (422), not ignored: a `tool` meant as `tools` would run with
+    # every tool, a `model_setings` without its settings.
+    model_config = ConfigDict(extra="forbid")
+
     agent_id: Id
     message: Text = Field(min_length=1)
     input: Input = Field(
