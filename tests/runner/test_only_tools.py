@@ -69,7 +69,7 @@ async def test_a_run_is_offered_only_the_tools_its_caller_names(
     with pytest.raises(AgentRunnerError) as refused:
         await runner.run_agent("clerk", "t-wide", "hi", overrides=wider)
     assert refused.value.code is ErrorCode.VALIDATION
-    assert "'write_file' is not one of agent 'clerk''s tools" in refused.value.message
+    assert "'write_file' is not one of the tools of agent 'clerk'" in refused.value.message
     assert "note_read" in (refused.value.hint or "")
     assert (len(mock.requests), len(await runner.store.runs.list(limit=100))) == before
     assert await runner.store.threads.get("t-wide") is None  # not even its thread opened

@@ -158,7 +158,7 @@ class Toolsets:
         if wider:
             raise AgentRunnerError(
                 ErrorCode.VALIDATION,
-                f"'{wider[0]}' is not one of agent '{agent.id}''s tools: a run's tools can be "
+                f"'{wider[0]}' is not one of the tools of agent '{agent.id}': a run's tools can be "
                 "narrowed, not widened",
                 hint=f"Its tools: {', '.join(sorted(grant)) or 'none'}.",
                 details={"field": "tools"},
