@@ -239,7 +239,7 @@ class BudgetGate:
 
     async def _reserve(self, model: ResolvedModel, request: ModelRequest) -> Reservation | None:
         rates = self.prices.rates(model.provider.name, model.name)
-        if rates is None and not self.prices.allow_unpriced:
+        if self.prices.refused(model.provider.name, model.name):
             # A budget cannot bound what it cannot price: refused, not run blind.
             external = await self.external.allowance() if self.external is not None else None
             raise price_unknown(model.ref, self.tightest(external))

@@ -55,6 +55,12 @@ class PriceBook:
         self._warned: set[str] = set()
         self._rates: dict[str, Rates | None] = {}
 
+    def refused(self, provider: str, model: str) -> bool:
+        """Whether a budget refuses ``provider:model`` (``price_unknown``): its price unknown,
+        and ``allow_unpriced`` not set. What ``engine.budget`` enforces and what checks made
+        before a run (``agents validate``, an eval's judge) say of it."""
+        return not self.allow_unpriced and self.rates(provider, model) is None
+
     def cost_micros(
         self, provider: str, model: str, usage: Usage, reported_model: str = ""
     ) -> int | None:

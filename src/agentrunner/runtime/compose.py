@@ -445,7 +445,7 @@ def _report_unmatched(
 def _unpriced(models: ModelRegistry, model: ResolvedModel) -> bool:
     """Whether a budget would refuse ``model``: its price unknown, and that not allowed."""
     prices = models.prices
-    return not prices.allow_unpriced and prices.rates(model.provider.name, model.name) is None
+    return prices.refused(model.provider.name, model.name)
 
 
 def _settings_problems(

@@ -50,6 +50,14 @@ class EvalRunRecord:
             int(row["cases_done"]),
         )
 
+    @property
+    def outcome(self) -> str:
+        """What came of it in one word: ``passed``, ``failed``, else its status (``running``,
+        ``cancelled``)."""
+        if self.status != "completed":
+            return self.status
+        return "passed" if self.passed else "failed"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -82,6 +90,11 @@ class EvalCaseRecord:
     tokens: int
     seconds: float
     run_status: str | None  # None once its run's thread is deleted
+
+    @property
+    def why(self) -> str:
+        """Why it failed: its run's error, else what its failed checks said ("" if passed)."""
+        return self.error or "; ".join(str(c["said"]) for c in self.checks if not c["passed"])
 
     def to_dict(self) -> dict[str, Any]:
         return {

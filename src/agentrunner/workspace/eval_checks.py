@@ -153,11 +153,7 @@ def judge_model_problems(
         except AgentRunnerError as exc:
             problems.append(_located(exc, ref, file, line))
             continue
-        prices = models.prices
-        if (
-            not prices.allow_unpriced
-            and prices.rates(resolved.provider.name, resolved.name) is None
-        ):
+        if models.prices.refused(resolved.provider.name, resolved.name):
             problems.append(_located(price_unknown(resolved.ref, "its budget"), ref, file, line))
             continue
         try:

@@ -68,6 +68,11 @@ class CaseOutcome:
     def passed(self) -> bool:
         return self.error is None and all(c.passed for c in self.checks)
 
+    @property
+    def why(self) -> str:
+        """Why it failed: its run's error, else what its failed checks said ("" if passed)."""
+        return self.error or "; ".join(c.said for c in self.checks if not c.passed)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "case": self.case,
@@ -235,11 +240,10 @@ async def run_eval(
     problems, keyless = judge_model_problems(registry, spec)
     if problems or keyless:
         raise (problems or keyless)[0]
-    resolved = [registry.resolve(ref).ref for ref in models if ref is not None]
-    for ref in models:
-        if ref is not None:
-            registry.check_credential(registry.resolve(ref))
-    for named, flag in ((resolved, "--model"), (list(revisions), "--rev")):
+    resolved = [registry.resolve(ref) for ref in models if ref is not None]
+    for model in resolved:
+        registry.check_credential(model)
+    for named, flag in (([m.ref for m in resolved], "--model"), (list(revisions), "--rev")):
         if len(set(named)) < len(named):
             twice = next(ref for ref in named if named.count(ref) > 1)
             raise AgentRunnerError(

@@ -201,7 +201,7 @@ def show_command(
                 str(c.repeat + 1),
                 "[green]✓[/]" if c.passed else "[red]✗[/]",
                 c.run_id or "—",
-                escape(c.error or "; ".join(k["said"] for k in c.checks if not k["passed"])),
+                escape(c.why),
             ]
             for c in cases
         ],
@@ -215,9 +215,8 @@ def _when(t: float) -> str:
 
 
 def _status(run: EvalRunRecord) -> str:
-    if run.status != "completed":
-        return f"[yellow]{run.status}[/]"
-    return "[green]passed[/]" if run.passed else "[red]failed[/]"
+    color = {"passed": "green", "failed": "red"}.get(run.outcome, "yellow")
+    return f"[{color}]{run.outcome}[/]"
 
 
 def _totals(title: str, variants: list[dict[str, Any]], threshold: float) -> None:
@@ -251,7 +250,7 @@ def _said(outcome: CaseOutcome, *, several: bool = False) -> None:
     if outcome.passed:
         err.print(f"[green]✓[/] {escape(outcome.case)}{on}{again} [dim]{outcome.seconds:.1f} s[/]")
         return
-    why = outcome.error or "; ".join(c.said for c in outcome.checks if not c.passed)
+    why = outcome.why
     err.print(f"[red]✗[/] {escape(outcome.case)}{on}{again}: {escape(why)}")
 
 

@@ -98,11 +98,6 @@ async def eval_run_page(request: Request, eval_run_id: Id) -> Response:
         "run": run,
         "cases": cases,
         "labels": labels,
-        "failed_checks": {
-            (c.variant, c.name, c.repeat): c.error
-            or "; ".join(str(k["said"]) for k in c.checks if not k["passed"])
-            for c in cases
-        },
     }
     return page(request, "eval_run.html", context)
 
