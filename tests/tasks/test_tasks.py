@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -270,19 +272,47 @@ async def test_the_file_cache_walks_its_folder_off_the_loop(tmp_path: Path) -> N
     assert (await cache.stats()).agents == {"b": 1}
 
 
+async def test_flush_ends_when_a_finished_write_was_not_taken_out(tmp_path: Path) -> None:
+    """What py-spy found in a batch that hung on CI: flush spinning on finished writes whose
+    done-callbacks had not taken them out. A finished write has landed, callback or not."""
+    cache = FileCache(tmp_path)
+    cache.put("a", "m", "k1", {"output": "one"})
+    await cache.flush()
+    landed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    landed.set_result(None)
+    cache._writes.add(landed)  # as found: done, no callback left to run
+    cache._pending[("a", "m", "k2")] = ({"output": "stale"}, landed)
+    await asyncio.wait_for(cache.flush(), timeout=5)
+    assert not cache._writes and not cache._pending
+    assert await cache.get("a", "m", "k1") == {"output": "one"}
+    assert await cache.get("a", "m", "k2") is None  # never written: a miss, not the held copy
+
+
 def exec_cli(
     project: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "agentrunner", "exec", *args],
+    """``agentrunner exec`` as a subprocess. One that outlives its timeout is made to print
+    every thread's stack (faulthandler, on SIGABRT) before the test fails, so that a hang seen
+    once on a loaded CI machine says where it waited."""
+    command = [sys.executable, "-m", "agentrunner", "exec", *args]
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    with subprocess.Popen(
+        command,
         cwd=project,
-        env=os.environ.copy(),
-        input=stdin,
-        capture_output=True,
+        env=env,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
-        check=False,
-    )
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(stdin, timeout=300)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            stdout, stderr = process.communicate()
+            lines = len(stdout.splitlines())
+            pytest.fail(f"agentrunner exec hung ({lines} lines written); its stacks:\n{stderr}")
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def test_exec_twice_hits_the_cache_across_processes(

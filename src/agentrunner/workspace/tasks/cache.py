@@ -77,29 +77,41 @@ class ResultCache(Protocol):
 
 class _WriteBehind:
     """Results stored in the background, served from memory until their write lands: a repeat
-    of a task that just ran in this process is a hit, not a second model call."""
+    of a task that just ran in this process is a hit, not a second model call.
+
+    A write that is done counts as landed whether or not its done-callback has run: a batch
+    on a loaded machine once left ``flush`` spinning on six finished writes whose callbacks
+    had not taken them out (seen with py-spy; why they had not run was not found), so nothing
+    here waits on those callbacks, which only tidy up early."""
 
     def __init__(self) -> None:
         self._writes: set[asyncio.Future[None]] = set()
-        self._pending: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._pending: dict[tuple[str, str, str], tuple[dict[str, Any], asyncio.Future[None]]] = {}
 
     def _pending_result(self, agent: str, model: str, key: str) -> dict[str, Any] | None:
-        pending = self._pending.get((agent, model, key))
-        return dict(pending) if pending is not None else None
+        slot = (agent, model, key)
+        held = self._pending.get(slot)
+        if held is None:
+            return None
+        result, write = held
+        if write.done():  # landed: read from where it was written
+            self._landed(slot, write)
+            return None
+        return dict(result)
 
     def _track(
         self, agent: str, model: str, key: str, result: dict[str, Any], write: asyncio.Future[None]
     ) -> None:
         slot = (agent, model, key)
-        self._pending[slot] = result
+        self._pending[slot] = (result, write)
         self._writes.add(write)
+        write.add_done_callback(lambda done: self._landed(slot, done))
 
-        def landed(done: asyncio.Future[None]) -> None:
-            self._writes.discard(done)
-            if self._pending.get(slot) is result:
-                del self._pending[slot]
-
-        write.add_done_callback(landed)
+    def _landed(self, slot: tuple[str, str, str], write: asyncio.Future[None]) -> None:
+        self._writes.discard(write)
+        held = self._pending.get(slot)
+        if held is not None and held[1] is write:
+            del self._pending[slot]
 
     def _forget(self, agent: str | None) -> None:
         for slot in [k for k in self._pending if agent is None or k[0] == agent]:
@@ -108,7 +120,11 @@ class _WriteBehind:
     async def flush(self) -> None:
         """Wait for background writes (shutdown, tests)."""
         while self._writes:
-            await asyncio.gather(*list(self._writes), return_exceptions=True)
+            writes = list(self._writes)
+            await asyncio.gather(*writes, return_exceptions=True)
+            self._writes.difference_update(writes)
+        for slot in [k for k, (_, write) in self._pending.items() if write.done()]:
+            del self._pending[slot]
 
 
 class FileCache(_WriteBehind):
