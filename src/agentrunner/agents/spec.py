@@ -38,7 +38,7 @@ Backoff = Literal["exponential", "linear", "none"]
 
 TRUST_LEVELS: tuple[str, ...] = ("sandboxed", "workspace", "full")
 BACKOFFS: tuple[str, ...] = ("exponential", "linear", "none")
-CAPABILITIES: tuple[str, ...] = ("memory", "notes", "files", "notify", "person", "agents")
+CAPABILITIES: tuple[str, ...] = ("memory", "recall", "notes", "files", "notify", "person", "agents")
 
 # Seed 002: a preset appends tone guidelines to every agent's prompt; `professional` is the
 # default when the config names none. A project adds its own, or replaces one of these, with a

@@ -33,6 +33,7 @@ from agentrunner.config.sections import (
     Company,
     Database,
     Defaults,
+    Embeddings,
     ExtensionModules,
     Journal,
     Persona,
@@ -100,6 +101,7 @@ class Config:
     cache_backend: str = "file"
     company_root: str = "ceo"
     journal_model: str | None = None
+    embedding_model: str | None = None  # [embeddings] model: None, nothing is embedded
     # [models."provider:model"] context_window: what the registry and genai-prices say, overridden
     context_windows: Mapping[str, int] = field(default_factory=_empty)
     # [models."provider:model"] api: the kind a model of an OpenAI provider is spoken to in
@@ -306,6 +308,7 @@ def _build(
         cache_max_bytes=cache.max_bytes,
         company_root=company.root,
         journal_model=journal.model,
+        embedding_model=Embeddings.read(table("embeddings")).model,
         context_windows=models.context_windows,
         model_kinds=models.kinds,
         model_inputs=models.inputs,

@@ -36,6 +36,7 @@ __all__ = [
     "Company",
     "Database",
     "Defaults",
+    "Embeddings",
     "ExtensionModules",
     "Journal",
     "Persona",
@@ -278,6 +279,21 @@ class Journal:
 
 
 @dataclass(frozen=True, slots=True)
+class Embeddings:
+    """``[embeddings] model``: the model that embeds each settled run's messages, for the
+    ``recall`` capability (``None``: nothing is embedded, and ``recall`` is refused)."""
+
+    NAME: ClassVar[str] = "embeddings"
+    KEYS: ClassVar[tuple[str, ...]] = ("model",)
+
+    model: str | None
+
+    @classmethod
+    def read(cls, table: Table) -> Embeddings:
+        return cls(optional_name(table, "model"))
+
+
+@dataclass(frozen=True, slots=True)
 class Compaction:
     """``[compaction]``: whether a thread that outgrew the window is summarized (``enabled``),
     by which model (``None``: the agent's own), and the most tokens of its history a request
@@ -357,6 +373,7 @@ SECTIONS: tuple[type[Section], ...] = (
     Workers,
     Server,
     Cache,
+    Embeddings,
     Channels,
     Database,
     Budgets,

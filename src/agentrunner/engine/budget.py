@@ -291,6 +291,36 @@ class BudgetGate:
                 continue
             return Reservation(model.ref, worst, cap, cap < wanted, tokens, hold, allowance)
 
+    async def reserve_input(self, model: ResolvedModel, tokens: int) -> None:
+        """Hold what a request that bills only its input (an embedding) costs, ``tokens`` at
+        the model's input price, against the tightest budget; ``budget_exceeded`` when it
+        does not fit, ``price_unknown`` for a model a budget cannot price."""
+        rates = self.prices.rates(model.provider.name, model.name)
+        if self.prices.refused(model.provider.name, model.name):
+            external = await self.external.allowance() if self.external is not None else None
+            raise price_unknown(model.ref, self.tightest(external))
+        if rates is None or rates.free:
+            return
+        worst = rates.input_micros(tokens)
+        while True:
+            external = await self.external.allowance() if self.external is not None else None
+            allowance = self.tightest(external)
+            if allowance is None:
+                return
+            if allowance.left < worst:
+                raise budget_exceeded(allowance, worst, reply=False)
+            self.tracker.hold(worst)
+            try:
+                hold = await self.external.hold(worst) if self.external is not None else None
+            except BaseException:
+                self.tracker.release(worst)
+                raise
+            if self.external is not None and hold is None:
+                self.tracker.release(worst)  # another run took part of it meanwhile: look again
+                continue
+            self.held = Reservation(model.ref, worst, 0, False, tokens, hold, allowance)
+            return
+
     async def _reserve_whole(
         self, model: ResolvedModel, request: ModelRequest, rates: Rates
     ) -> Reservation | None:
@@ -477,8 +507,11 @@ def estimate_output_tokens(text: str) -> int:
     return math.ceil(len(text.encode()) / _BYTES_PER_TOKEN)
 
 
-def budget_exceeded(allowance: Allowance, needed: int | None = None) -> AgentRunnerError:
-    """``budget_exceeded`` naming the budget, its limit, what is spent, and what was needed."""
+def budget_exceeded(
+    allowance: Allowance, needed: int | None = None, *, reply: bool = True
+) -> AgentRunnerError:
+    """``budget_exceeded`` naming the budget, its limit, what is spent, and what was needed
+    (``reply``: a minimal reply as well as the input)."""
     spent = f"{_usd(allowance.spent)} spent"
     if allowance.held > 0:
         spent += f" and {_usd(allowance.held)} held by requests in flight"
@@ -487,8 +520,8 @@ def budget_exceeded(allowance: Allowance, needed: int | None = None) -> AgentRun
     else:
         detail = (
             f"{allowance.label} of {_usd(allowance.limit)} has {_usd(allowance.left)} left "
-            f"({spent}); the next request needs at least {_usd(needed)} for its input and a "
-            f"minimal reply of {MIN_REPLY_TOKENS} tokens"
+            f"({spent}); the next request needs at least {_usd(needed)} for its input"
+            + (f" and a minimal reply of {MIN_REPLY_TOKENS} tokens" if reply else "")
         )
     return AgentRunnerError(ErrorCode.BUDGET_EXCEEDED, detail, hint=allowance.hint)
 

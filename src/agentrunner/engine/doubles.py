@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agentrunner.engine.attachment_tokens import attachment_tokens
+from agentrunner.engine.budget import estimate_text_tokens
+from agentrunner.engine.embeddings import Embedded, hashed_embedding
 from agentrunner.engine.fold import DeltaSink
 from agentrunner.engine.messages import (
     AssistantMessage,
@@ -50,6 +52,12 @@ class _InProcessModel:
 
     async def aclose(self) -> None:
         return None
+
+    async def embed(self, model: str, texts: Sequence[str]) -> Embedded:
+        """Hashed bag-of-words vectors (``engine.embeddings``): offline, deterministic."""
+        vectors = [hashed_embedding(text) for text in texts]
+        tokens = sum(estimate_text_tokens(text) for text in texts)
+        return Embedded(vectors, Usage(input_tokens=tokens, requests=1), model)
 
     def _respond(
         self, request: ModelRequest, message: AssistantMessage, on_delta: DeltaSink | None

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from agentrunner.agents.spec import RetryPolicy
 from agentrunner.config import Config
 from agentrunner.engine.abort import AbortSignal
-from agentrunner.engine.budget import ExternalBudget
+from agentrunner.engine.budget import BudgetGate, ExternalBudget, estimate_text_tokens
+from agentrunner.engine.embeddings import Embedded
 from agentrunner.engine.fallback import ChainEntry, Cooldowns, FallbackChain
 from agentrunner.engine.messages import Message, UserMessage
 from agentrunner.engine.models import ModelRegistry
@@ -23,6 +24,7 @@ from agentrunner.engine.turn import (
     TurnResult,
     run_turn,
 )
+from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.telemetry.tracing import NO_TRACING, Tracing
 
 if TYPE_CHECKING:
@@ -69,6 +71,55 @@ class Engine:
 
     async def aclose(self) -> None:
         await self.models.aclose()
+
+    async def embed(
+        self,
+        model: str,
+        texts: Sequence[str],
+        *,
+        budget: ExternalBudget | None = None,
+        emit: EventSink | None = None,
+    ) -> Embedded:
+        """``texts`` as vectors from ``model``, in one request: its input held against
+        ``budget`` first (``budget_exceeded`` if it does not fit), what it cost reported as a
+        ``cost.updated`` to ``emit``. ``validation`` for a provider with no embeddings API."""
+        resolved = self.models.resolve(model)
+        client = self.models.client(resolved)
+        embed = getattr(client, "embed", None)
+        if embed is None:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"model {resolved.ref} cannot embed texts",
+                hint="Set [embeddings] model to a model of an OpenAI-compatible provider.",
+            )
+        prices = self.models.prices
+        gate = BudgetGate(CostTracker(), budget, prices, (), None)
+        await gate.reserve_input(resolved, sum(estimate_text_tokens(t) for t in texts))
+        try:
+            embedded: Embedded = await embed(resolved.name, texts)
+            usage = embedded.usage
+            micros = prices.cost_micros(resolved.provider.name, resolved.name, usage)
+            embedded.cost_micros = micros
+            if emit is not None:
+                emit(
+                    "cost.updated",
+                    {
+                        "model": resolved.ref,
+                        "attempt": 1,
+                        "outcome": "ok",
+                        "input_tokens": usage.input_tokens,
+                        "output_tokens": 0,
+                        "cache_read_tokens": 0,
+                        "cache_write_tokens": 0,
+                        "cost_micros": micros,
+                        "cost_known": micros is not None,
+                        "estimated": usage.estimated,
+                        "cumulative_cost_micros": micros or 0,
+                    },
+                )
+        finally:
+            gate.release()  # after the cost is recorded: spent plus held never drops
+        return embedded
 
     def chain(self, models: str | Sequence[str], retry: RetryPolicy | None = None) -> FallbackChain:
         """A fallback chain over ``models`` (primary first). Resolves every model and checks

@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import httpx2
 
 from agentrunner.core.json_text import json_bytes, loads_exact
+from agentrunner.engine.embeddings import Embedded
 from agentrunner.engine.failures import FailureKind, ProviderError, http_error, parse_retry_after
 from agentrunner.engine.fold import DeltaSink, ResponseFold
 from agentrunner.engine.http_pool import provider_transport
-from agentrunner.engine.messages import ModelRequest, ModelResponse
+from agentrunner.engine.messages import ModelRequest, ModelResponse, Usage
 from agentrunner.engine.secrets import Secrets
 from agentrunner.engine.sse import SSEDecoder
-from agentrunner.errors import AgentRunnerError
+from agentrunner.errors import AgentRunnerError, ErrorCode
 
 __all__ = ["HttpModelClient", "ModelClient", "Wire"]
 
@@ -50,6 +51,11 @@ class Wire(Protocol):
     one server-sent event at a time (``fold_event``) alike."""
 
     provider: str
+
+    @property
+    def embeddings(self) -> bool:
+        """Whether the provider's API embeds texts (``POST /embeddings``)."""
+        ...
 
     def path(self, request: ModelRequest) -> str: ...
 
@@ -128,7 +134,36 @@ class HttpModelClient:
                     raise self._http_error(response)
                 return await self._fold(response, fold)
         except Exception as exc:
-            error = self._leaving(self._failure(request, exc, built), exc)
+            error = self._leaving(self._failure(request.model, exc, built), exc)
+        raise error  # out of the handler, so an exception that echoed the key is not its context
+
+    async def embed(self, model: str, texts: Sequence[str]) -> Embedded:
+        """``texts`` embedded by ``model`` (OpenAI's ``POST /embeddings``, which OpenAI-compatible
+        servers serve too); ``validation`` for a provider whose API has none (Anthropic's)."""
+        if not self._wire.embeddings:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"provider '{self.provider}' has no embeddings API",
+                hint="Set [embeddings] model to a model of an OpenAI-compatible provider, "
+                "e.g. openai:text-embedding-3-small.",
+            )
+        try:
+            content = json_bytes({"model": model, "input": list(texts)})
+            response = await self._client.post(self._url("embeddings"), content=content)
+            if response.status_code >= 400:
+                raise self._http_error(response)
+            body = loads_exact(response.content)
+            rows = sorted(body["data"], key=lambda row: row["index"])
+            vectors = [[float(x) for x in row["embedding"]] for row in rows]
+            if len(vectors) != len(texts):
+                raise KeyError("data")
+            tokens = int((body.get("usage") or {}).get("prompt_tokens") or 0)
+            usage = Usage(input_tokens=tokens, requests=1)
+            embedded = Embedded(vectors, usage, str(body.get("model") or model))
+        except Exception as exc:
+            error = self._leaving(self._failure(model, exc, True), exc)
+        else:
+            return embedded
         raise error  # out of the handler, so an exception that echoed the key is not its context
 
     def _url(self, path: str) -> httpx2.URL:
@@ -141,28 +176,28 @@ class HttpModelClient:
                 self._urls[path] = url
         return url
 
-    def _failure(self, request: ModelRequest, exc: Exception, built: bool) -> AgentRunnerError:
+    def _failure(self, model: str, exc: Exception, built: bool) -> AgentRunnerError:
         """``exc`` classified, its text scrubbed."""
         if isinstance(exc, AgentRunnerError):
             if isinstance(exc, ProviderError):
-                exc.model = request.model
+                exc.model = model
             self._secrets.scrub_error(exc)
             return exc
         if isinstance(exc, httpx2.TimeoutException):
-            return self._transport_error(FailureKind.TIMEOUT, request, exc)
+            return self._transport_error(FailureKind.TIMEOUT, model, exc)
         if isinstance(exc, httpx2.NetworkError | httpx2.RemoteProtocolError | httpx2.ProxyError):
-            return self._transport_error(FailureKind.CONNECTION, request, exc)
+            return self._transport_error(FailureKind.CONNECTION, model, exc)
         if built and isinstance(exc, json.JSONDecodeError | KeyError | TypeError):
             return ProviderError(
                 FailureKind.UNKNOWN,
                 f"{self.provider} sent a response agentrunner could not read: {type(exc).__name__}",
                 provider=self.provider,
-                model=request.model,
+                model=model,
             )
         error = self._unexpected(
             "a request failed" if built else "a request could not be built", exc
         )
-        error.model = request.model
+        error.model = model
         return error
 
     def _unexpected(self, what: str, exc: Exception) -> ProviderError:
@@ -238,15 +273,13 @@ class HttpModelClient:
         )
         return error
 
-    def _transport_error(
-        self, kind: FailureKind, request: ModelRequest, exc: Exception
-    ) -> ProviderError:
+    def _transport_error(self, kind: FailureKind, model: str, exc: Exception) -> ProviderError:
         what = "timed out" if kind is FailureKind.TIMEOUT else "connection failed"
         error = ProviderError(
             kind,
             self._scrub(f"{self.provider} {what}: {type(exc).__name__} {exc}".strip()),
             provider=self.provider,
-            model=request.model,
+            model=model,
         )
         if _untrusted_certificate(exc):
             error.hint = _UNTRUSTED_HINT

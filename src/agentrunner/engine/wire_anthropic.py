@@ -58,6 +58,10 @@ class AnthropicWire:
     _: KW_ONLY
     prompt_cache: bool = True
 
+    @property
+    def embeddings(self) -> bool:
+        return False  # the Messages API has no embeddings endpoint
+
     def path(self, request: ModelRequest) -> str:
         return "/v1/messages"
 

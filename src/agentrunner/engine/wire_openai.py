@@ -64,6 +64,11 @@ class OpenAIWire:
     azure_api_version: str | None = None
     prompt_cache_key: bool = False  # send the request's cache_key (OpenAI knows the field)
 
+    @property
+    def embeddings(self) -> bool:
+        # Azure's is under each deployment's own path: not spoken here yet
+        return self.azure_api_version is None
+
     def path(self, request: ModelRequest) -> str:
         if self.azure_api_version:
             return (

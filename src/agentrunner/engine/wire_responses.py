@@ -82,6 +82,10 @@ class ResponsesWire:
     # tool's translation. The schema is kept with its answer so the entry cannot outlive it.
     _strict: dict[int, tuple[Mapping[str, Any], bool]] = field(default_factory=dict, repr=False)
 
+    @property
+    def embeddings(self) -> bool:
+        return True  # the same API's POST /embeddings
+
     def path(self, request: ModelRequest) -> str:
         return "/responses"
 

@@ -1,7 +1,9 @@
-"""Post-run effects (seed 000 step 13): fire-and-forget work after a response — today the
-thread title, generated through the engine from the first exchange and paid for by the run that
-asked for it (``side_requests``: its daily budgets, a cost row with the run). Never delays the
-response; a failure (a budget's refusal too) is logged, never raised."""
+"""Post-run effects (seed 000 step 13): fire-and-forget work after a response — the thread's
+title, generated through the engine from the first exchange, and the embeddings of its new
+messages (``[embeddings] model``, for ``recall``) — each paid for by the run that asked for it
+(``side_requests``: its daily budgets, a cost row with the run). Never delays the response; a
+failure (a budget's refusal too) is logged, never raised: a title is not tried again, what was
+not embedded is taken up by the thread's next run (logged once a process, not each run)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from typing import Any
 from agentrunner.config import Budgets
 from agentrunner.engine.engine import Engine
 from agentrunner.engine.turn import TurnLimits
-from agentrunner.errors import AgentRunnerError
-from agentrunner.run.side_requests import paid_request
+from agentrunner.errors import AgentRunnerError, ErrorCode
+from agentrunner.run.side_requests import embed_query, embed_thread, paid_request
+from agentrunner.store.embeddings import Recalled
 from agentrunner.store.store import Store
 
 __all__ = ["PostRunEffects"]
@@ -35,12 +38,35 @@ class PostRunEffects:
         *,
         title_model: str | None = None,
         budgets: Budgets | None = None,
+        embedding_model: str | None = None,
     ) -> None:
         self.engine = engine
         self.store = store
         self.title_model = title_model
         self.budgets = budgets or Budgets()
+        self.embedding_model = embedding_model
         self._tasks: set[asyncio.Task[None]] = set()
+        self._embedding: set[str] = set()  # threads whose messages are being embedded now
+        self._embedding_failed = False  # logged once; the next run of the thread tries again
+
+    def settled(
+        self,
+        thread_id: str | None,
+        *,
+        untitled: bool,
+        model: str,
+        question: str,
+        agent_id: str,
+        run_id: str,
+    ) -> None:
+        """A run answered on ``thread_id``: title it if it has none yet, embed what is new."""
+        if thread_id is None:
+            return
+        if untitled:
+            self.dispatch_title(thread_id, model, question, agent_id=agent_id, run_id=run_id)
+        if self.embedding_model is not None and thread_id not in self._embedding:
+            self._embedding.add(thread_id)
+            self._spawn(self._embed(thread_id, self.embedding_model, (agent_id, run_id)))
 
     def dispatch_title(
         self, thread_id: str, model: str, question: str, *, agent_id: str, run_id: str
@@ -49,6 +75,21 @@ class PostRunEffects:
         ``agent_id``), the run that opened it."""
         payer = (agent_id, run_id)
         self._spawn(self._title(thread_id, self.title_model or model, question, payer))
+
+    async def recall(self, agent_id: str, run_id: str, query: str, limit: int) -> list[Recalled]:
+        """``agent_id``'s own earlier messages nearest ``query`` by meaning, the query embedded
+        on the account of ``run_id``; ``validation`` where no ``[embeddings] model`` is set."""
+        model = self.embedding_model
+        if model is None:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                "recall needs an embeddings model, and none is set",
+                hint='Set [embeddings] model = "provider:model" in agentrunner.toml.',
+            )
+        embedded = await embed_query(
+            self.engine, self.store, self.budgets, model, query, payer=(agent_id, run_id)
+        )
+        return await self.store.embeddings.search(agent_id, model, embedded, limit)
 
     async def drain(self, timeout_s: float | None = None) -> None:
         """Wait for the effects in flight (for shutdown and tests). Past ``timeout_s`` the rest
@@ -63,6 +104,28 @@ class PostRunEffects:
             await asyncio.gather(*late, return_exceptions=True)
         while self._tasks:  # effects spawned while waiting
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _embed(self, thread_id: str, model: str, payer: tuple[str, str]) -> None:
+        with self.engine.tracing.effect("embeddings", thread_id):
+            try:
+                await embed_thread(
+                    self.engine, self.store, self.budgets, thread_id, model, payer=payer
+                )
+            except Exception as exc:
+                why = exc.one_line() if isinstance(exc, AgentRunnerError) else repr(exc)
+                if not self._embedding_failed:
+                    self._embedding_failed = True
+                    log.warning(
+                        "embedding messages with %s failed: %s (the next run of the thread "
+                        "tries again; logged once)",
+                        model,
+                        why,
+                    )
+                log.debug("embedding thread %s failed", thread_id, exc_info=True)
+            else:
+                self._embedding_failed = False
+            finally:
+                self._embedding.discard(thread_id)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)

@@ -112,12 +112,12 @@ class AgentRunner(AppParts):
             agents=agents,
             store=store,
             max_depth=max_depth,
+            recall=effects.recall,
         )
         self.handlers = handlers or MessageHandlers()  # taps on every run's events
         self.lifecycle = RunLifecycle(store, config.budgets, self.handlers, engine.models)
         self.guards = Guards.of(config, guards)  # [guards]' built-ins, then extensions'
-        # runs waiting for a person (docs/approvals.md)
-        self.waits = Waits(store, self.guards, engine.tracing)
+        self.waits = Waits(store, self.guards, engine.tracing)  # runs waiting for a person
         self.shutdown_grace_s = 5.0  # how long close() waits for post-run effects
         # Delegations running in this process, by run id: each has a signal of its own (its
         # caller's aborts it too), for a cancel asked of it alone (``abort_delegations``).
@@ -378,14 +378,14 @@ class AgentRunner(AppParts):
             usage=run.live.cost.usage if run.live.waited else result.usage,
         )
         safely(request.callbacks.on_response, run.agent.id, thread.id or "", result.text)  # 12.
-        if (untitled := thread.untitled) is not None:  # 13. effects
-            self.effects.dispatch_title(
-                untitled,
-                result.model or "test",
-                request.message,
-                agent_id=run.agent.id,
-                run_id=run.run_id,
-            )
+        self.effects.settled(  # 13. its title, its messages' embeddings
+            thread.id,
+            untitled=thread.untitled is not None,
+            model=result.model or "test",
+            question=request.message,
+            agent_id=run.agent.id,
+            run_id=run.run_id,
+        )
         return RunResult.of(result, run.run_id, thread.id, run.agent.id, run.live.cost)
 
     async def _pause(self, run: _Run, paused: TurnPaused) -> RunResult:

@@ -72,7 +72,11 @@ async def open_runner(start: Path | None = None, *, database_url: str | None = N
         prompt=PromptBuilder(personas=project.personas, providers=extensions.context_providers),
         capabilities=builtin_capabilities(),
         effects=PostRunEffects(
-            engine, store, title_model=config.title_model, budgets=config.budgets
+            engine,
+            store,
+            title_model=config.title_model,
+            budgets=config.budgets,
+            embedding_model=config.embedding_model,
         ),
         runtime_files=runtime_files,
         handlers=extensions.message_handlers,
@@ -232,6 +236,7 @@ def check_project(project: Project) -> ProjectCheck:
             if budget is not None and _unpriced(models, resolved):
                 unpriced = price_unknown(resolved.ref, budget)
                 check.problems.append(configured_model_error(config, unpriced))
+    _embeddings(check, project, models, specs)
     _schedules(check, project)
     _agent_models(check, project)
     _evals(check, project, every_tool, models)
@@ -247,6 +252,45 @@ def _model_place(project: Project, spec: AgentSpec, key: str, file: str) -> tupl
         shown = display_path(config.path) if config.path else CONFIG_FILE
         return shown, config.agent_model_lines.get(spec.id) or 1
     return file, spec.line_of(key) or 1
+
+
+def _embeddings(
+    check: ProjectCheck, project: Project, models: ModelRegistry, specs: list[AgentSpec]
+) -> None:
+    """``[embeddings] model``: one that is unknown, or of a provider with no embeddings API,
+    is a problem at its line (every run's embeddings would fail on it); an agent granted
+    ``recall`` with none set, a warning (its recalls would be refused)."""
+    config = project.config
+    shown = display_path(config.path) if config.path else CONFIG_FILE
+    line = config.line_of("embeddings", "model")
+    if config.embedding_model is None:
+        for spec in specs:
+            if "recall" in spec.capabilities:
+                check.warnings.append(
+                    f"{display_path(spec.path)}: agent '{spec.id}' may recall, but no "
+                    f"[embeddings] model is set in {shown}: nothing is embedded to recall"
+                )
+        return
+    try:
+        resolved = models.resolve(config.embedding_model)
+    except AgentRunnerError as exc:
+        check.problems.append(
+            AgentRunnerError(
+                exc.code, f"[embeddings] model: {exc.message}", hint=exc.hint, file=shown, line=line
+            )
+        )
+        return
+    if resolved.provider.kind == "anthropic" or resolved.provider.api_version is not None:
+        check.problems.append(
+            AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"[embeddings] model: {resolved.ref} cannot embed texts: provider "
+                f"'{resolved.provider.name}' has no embeddings API agentrunner speaks",
+                hint='Name a model of an OpenAI-compatible provider (kind = "openai").',
+                file=shown,
+                line=line,
+            )
+        )
 
 
 def _agent_models(check: ProjectCheck, project: Project) -> None:

@@ -19,6 +19,7 @@ from agentrunner.store.channels import Channels
 from agentrunner.store.company import Company
 from agentrunner.store.costs import Costs
 from agentrunner.store.drivers import Driver, GuardRefused, Listener, Op, open_driver
+from agentrunner.store.embeddings import Embeddings
 from agentrunner.store.evals import EvalRuns
 from agentrunner.store.forks import Forks
 from agentrunner.store.idempotency import IdempotencyKeys
@@ -59,6 +60,7 @@ class Store:
         self.forks = Forks(driver, sql, self.threads, self.messages, self.attachments)
         self.schedules = ScheduleRows(driver, sql)
         self.evals = EvalRuns(driver, sql)
+        self.embeddings = Embeddings(driver, sql)
         self.changes = Changes(driver)  # readers woken by commits, in whichever process
 
     @property

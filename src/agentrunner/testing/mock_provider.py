@@ -46,6 +46,7 @@ from typing import Any
 
 from agentrunner.testing.mock_attachments import refused as refused_files
 from agentrunner.testing.mock_attachments import saw, weighed
+from agentrunner.testing.mock_embeddings import embeddings_answer
 from agentrunner.testing.mock_responses import (
     anthropic_json,
     anthropic_stream,
@@ -154,6 +155,9 @@ class MockProvider:
             headers = {k.decode(): v.decode() for k, v in scope["headers"]}
             with self._lock:
                 self.requests.append(RecordedRequest(path, headers, body))
+        if flavor is None and path.endswith("/embeddings"):
+            await self._embeddings(send, body)
+            return
         if flavor is None:
             await _send_json(
                 send, 404, {"error": {"type": "not_found_error", "message": f"no route {path}"}}
@@ -209,6 +213,17 @@ class MockProvider:
             else:
                 payload = anthropic_json(reply, model, rid)
             await _send_json(send, 200, payload)
+
+    async def _embeddings(self, send: Send, body: dict[str, Any]) -> None:
+        """OpenAI's ``POST /embeddings`` (``mock_embeddings``); a reply queued for the model
+        with a status fault answers with that fault instead."""
+        with self._lock:
+            queued = self._by_model.get(str(body.get("model", "")))
+            reply = queued.popleft() if queued else None
+        if reply is not None and reply.fault is not None and reply.fault.kind == "status":
+            await _send_fault(send, reply.fault, "openai")
+            return
+        await _send_json(send, *embeddings_answer(body))
 
 
 # -- behaviour -------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["ASK_PERSON", "builtin_capabilities"]
 
 log = logging.getLogger("agentrunner.memory")
+MAX_RECALLED = 20  # messages a recall returns at most
 MAX_TASK_CHARS = 2000  # a task is a line or a paragraph, sent with every turn of its thread
 
 
@@ -59,6 +60,25 @@ def memory_tools(ctx: CapabilityContext) -> list[Tool]:
         return "task set" if task.strip() else "task cleared"
 
     return [memory_append, memory_replace, set_task]
+
+
+def recall_tools(ctx: CapabilityContext) -> list[Tool]:
+    agent_id, search = ctx.agent.id, ctx.recall
+
+    @tool
+    async def recall(query: str, limit: int = 5) -> list[dict[str, object]]:
+        """Find what was said in your earlier conversations by meaning: the messages nearest
+        the query (a person's, or your answers), best first, each with its conversation."""
+        if search is None:
+            raise ToolRetry(
+                "recall is not set up in this project ([embeddings] model in agentrunner.toml)"
+            )
+        if not query.strip():
+            raise ToolRetry("say what to look for: the query is empty")
+        found = await search(agent_id, ctx.run_id, query, max(1, min(limit, MAX_RECALLED)))
+        return [item.to_dict() for item in found]
+
+    return [recall]
 
 
 def _updated(label: str, change: str) -> None:
@@ -236,6 +256,7 @@ def _described(agents: list[AgentSpec]) -> str:
 def builtin_capabilities() -> CapabilityRegistry:
     registry = CapabilityRegistry()
     registry.register("memory", memory_tools, ["memory_append", "memory_replace", "set_task"])
+    registry.register("recall", recall_tools, ["recall"])
     registry.register("notes", notes_tools, ["note_create", "note_read", "note_list", "note_share"])
     registry.register("files", files_tools, FILE_TOOLS)
     registry.register("notify", notify_tools, ["notify_user"])

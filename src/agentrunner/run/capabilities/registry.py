@@ -29,12 +29,15 @@ from agentrunner.run.callbacks import AgentRunnerCallbacks
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec, Trust
     from agentrunner.run.capabilities.scope import RuntimeFiles
+    from agentrunner.store.embeddings import Recalled
     from agentrunner.store.store import Store
 
-__all__ = ["AskAgent", "CapabilityContext", "CapabilityRegistry", "Resolver"]
+__all__ = ["AskAgent", "CapabilityContext", "CapabilityRegistry", "Recall", "Resolver"]
 
 # Runs ``agent`` on ``message`` as a child of the calling run; returns its answer.
 AskAgent = Callable[[str, str], Awaitable[str]]
+# An agent's own earlier messages nearest a query (agent, paying run, query, how many).
+Recall = Callable[[str, str, str, int], Awaitable["list[Recalled]"]]
 
 
 @dataclass(slots=True)
@@ -59,6 +62,7 @@ class CapabilityContext:
     ask_agent: AskAgent | None = None  # also what ``delegate`` runs its report with
     team: Sequence[AgentSpec] = ()  # whom ask_agent may ask: the enabled agents but this one
     reports: Sequence[AgentSpec] = ()  # whom delegate may hand work to: enabled direct reports
+    recall: Recall | None = None  # None: no [embeddings] model, nothing to recall from
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:

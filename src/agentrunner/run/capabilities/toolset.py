@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.events import EventSink, ignore
 from agentrunner.run.callbacks import AgentRunnerCallbacks
-from agentrunner.run.capabilities.registry import CapabilityContext
+from agentrunner.run.capabilities.registry import CapabilityContext, Recall
 
 if TYPE_CHECKING:
     from agentrunner.agents.registry import AgentRegistry
@@ -71,6 +71,7 @@ def capability_context(
     max_depth: int = 3,
     callbacks: AgentRunnerCallbacks | None = None,
     emit: EventSink = ignore,
+    recall: Recall | None = None,
 ) -> CapabilityContext:
     """What a capability's tools may use in a run of ``agent``: its trust, no higher than its
     ``caller``'s; one level deeper than its caller; the team it may ask and the reports it may
@@ -90,6 +91,7 @@ def capability_context(
         max_depth=max_depth,
         team=agents.others(agent.id),
         reports=delegates(agents, agent.id),
+        recall=recall,
     )
 
 
@@ -108,8 +110,10 @@ class Toolsets:
         agents: AgentRegistry,
         store: Store,
         max_depth: int = 3,
+        recall: Recall | None = None,
     ) -> None:
         self.capabilities = capabilities
+        self.recall = recall
         self.mcp = mcp
         self.runtime_files = runtime_files
         self._config = config
@@ -193,6 +197,7 @@ class Toolsets:
             max_depth=self.max_depth,
             callbacks=callbacks,
             emit=emit,
+            recall=self.recall,
         )
         tools = self.capabilities.resolve(context, grant)  # 6. capabilities → tools
         if agent.mcp_servers:  # … and the agent's MCP servers'

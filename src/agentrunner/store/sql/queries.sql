@@ -1258,3 +1258,33 @@ SELECT c.variant, c.name, c.repeat, c.run_id, c.passed, c.checks, c.error, c.cos
 FROM eval_cases c LEFT JOIN runs r ON r.id = c.run_id
 WHERE c.eval_run_id = :id
 ORDER BY c.variant, c.position, c.repeat;
+
+-- name: embedding_cursor
+SELECT through_seq FROM thread_embedded WHERE thread_id = :thread_id;
+
+-- name: embedding_candidates
+-- A thread's messages after its cursor, each with the agent whose run wrote it (none for a
+-- message no run wrote: a fork's opening copy is embedded with its own thread).
+SELECT m.seq, m.body, r.agent_id
+FROM messages m LEFT JOIN runs r ON r.id = m.run_id
+WHERE m.thread_id = :thread_id AND m.seq > :after
+ORDER BY m.seq LIMIT :limit;
+
+-- name: embedding_insert
+INSERT INTO message_embeddings (thread_id, seq, agent_id, model, vector, created_at)
+VALUES (:thread_id, :seq, :agent_id, :model, :vector, :now)
+ON CONFLICT (thread_id, seq) DO NOTHING;
+
+-- name: embedding_cursor_set
+-- Forward only: two effects for one thread never move it back.
+INSERT INTO thread_embedded (thread_id, through_seq) VALUES (:thread_id, :seq)
+ON CONFLICT (thread_id) DO UPDATE SET through_seq = excluded.through_seq
+WHERE thread_embedded.through_seq < excluded.through_seq;
+
+-- name: embeddings_of_agent
+-- Every vector of one agent's messages by one model: what `recall` compares (exact search).
+SELECT thread_id, seq, vector FROM message_embeddings
+WHERE agent_id = :agent_id AND model = :model;
+
+-- name: embedded_message
+SELECT m.body, m.created_at FROM messages m WHERE m.thread_id = :thread_id AND m.seq = :seq;

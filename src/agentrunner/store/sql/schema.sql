@@ -590,3 +590,24 @@ CREATE TABLE eval_cases (
     PRIMARY KEY (eval_run_id, variant, name, repeat)
 );
 CREATE INDEX eval_cases_run ON eval_cases (run_id)
+
+-- migration: 26
+-- Recall (docs/recall.md): each message of a settled run that says something (a person's, an
+-- agent's answer), embedded after the run by the [embeddings] model, with the agent whose run
+-- wrote it, so that `recall` reads only its caller's own. Vectors are float32 bytes (the
+-- layout sqlite-vec reads). A thread's cursor is the last of its messages looked at, embedded
+-- or not: what a failed request left is taken up by the thread's next run.
+CREATE TABLE message_embeddings (
+    thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    agent_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    vector {blob} NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+);
+CREATE INDEX message_embeddings_agent ON message_embeddings (agent_id, model);
+CREATE TABLE thread_embedded (
+    thread_id TEXT PRIMARY KEY REFERENCES threads (id) ON DELETE CASCADE,
+    through_seq INTEGER NOT NULL
+)
