@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +162,11 @@ async def test_an_agent_speaks_through_send_message(
     messages = await workspace.runner.store.channels.after(channel.id, posted.message.id)
     assert [(m.sender, m.content, m.depth) for m in messages] == [("ann", "On it!", 1)]
     user_turn = mock.requests[0].body["messages"][-1]["content"]
-    assert "Recent conversation in #general" in user_turn and "you: earlier context" in user_turn
+    assert "Recent conversation in #general" in user_turn
+    # what its last run answered is its history now, not the transcript again (issue 46 item 8)
+    assert "earlier context" not in user_turn
+    earlier = mock.requests[0].body["messages"][1:-1]
+    assert any("earlier context" in m["content"] for m in earlier if m["role"] == "user")
     assert "ann, can you take this?" in user_turn
     system = mock.requests[0].body["messages"][0]["content"]
     assert "earlier context" not in system and "send_message" in system  # untrusted text stays out
@@ -218,13 +223,10 @@ async def test_a_failed_reply_leaves_a_notice_for_people_only(
     mock.reset()
     later = await workspace.channels.post(channel, "you", "again?")
     await workspace.worker(concurrency=1).run(until_idle=True)
-    transcripts = [
-        r.body["messages"][-1]["content"]
-        for r in mock.requests
-        if r.body["messages"][-1]["role"] == "user"
-    ]
-    assert transcripts and all("you: status?" in t for t in transcripts)
-    assert not any("could not reply" in t for t in transcripts)
+    # what each is sent: its transcript, or (bob, who answered "status?") its own history
+    sent = [json.dumps(r.body["messages"][1:]) for r in mock.requests]
+    assert sent and all("status?" in each for each in sent)
+    assert not any("could not reply" in each for each in sent)
     assert later.run_ids
 
 

@@ -121,6 +121,14 @@ class Runs(Repository):
             )
         ]
 
+    async def last_trigger(self, thread_id: str, before_run: str) -> str | None:
+        """The channel message that the thread's last completed run before ``before_run``
+        answered (None: none did): what a channel agent's history already holds up to."""
+        row = await self.db.fetch_one(
+            self.sql["run_last_trigger"], {"thread_id": thread_id, "run_id": before_run}
+        )
+        return None if row is None else str(row["trigger_message_id"])
+
     async def set_stop_reason(self, run_id: str, stop_reason: str) -> None:
         await self.db.execute(
             self.sql["run_stop_reason"], {"id": run_id, "stop_reason": stop_reason}

@@ -1288,3 +1288,11 @@ WHERE agent_id = :agent_id AND model = :model;
 
 -- name: embedded_message
 SELECT m.body, m.created_at FROM messages m WHERE m.thread_id = :thread_id AND m.seq = :seq;
+
+-- name: run_last_trigger
+-- A channel agent's thread: the message its last completed run there answered (the runs
+-- index on (thread_id, created_at) finds it); what came after is the next run's transcript.
+SELECT trigger_message_id FROM runs
+WHERE thread_id = :thread_id AND id <> :run_id AND status = 'completed'
+      AND trigger_message_id IS NOT NULL
+ORDER BY created_at DESC LIMIT 1;

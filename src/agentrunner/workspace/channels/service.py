@@ -323,8 +323,10 @@ class ChannelService:
     # -- serving a queued run -----------------------------------------------------------------
 
     async def serve(self, claimed: ClaimedRun, *, abort: Any = None) -> RunResult:
-        """Run the agent on a queued channel run: the last 20 messages of the channel (in user
-        position) and the triggering message; it may answer with ``send_message``."""
+        """Run the agent on a queued channel run: its own earlier turns on its thread there
+        (bounded as any thread's history is), then what was said in the channel since the
+        message its last run answered (at most the last 20 messages, in the user position) and
+        the triggering message; it may answer with ``send_message``."""
         from agentrunner.run.request import RunAgentOverrides
         from agentrunner.run.run_rows import ChannelRun
 
@@ -336,21 +338,27 @@ class ChannelService:
             raise AgentRunnerError(
                 ErrorCode.INTERNAL, f"run {claimed.id} has no channel message to answer"
             )
-        earlier = await self.store.channels.before(channel.id, trigger.id, TRANSCRIPT)
-        spoke: list[str] = []
-        tools = self._tools(channel, trigger, claimed.agent_id, claimed.id, spoke)
         agent_id = claimed.agent_id
+        thread_id = claimed.thread_id or f"{agent_id}@{channel.name}"
+        earlier = await self.store.channels.before(channel.id, trigger.id, TRANSCRIPT)
+        # Its own earlier turns here (its tool calls and their results too) are its history;
+        # the transcript goes back only to the message its last run answered, which that
+        # history holds already, and never past the last TRANSCRIPT messages.
+        answered = await self.store.runs.last_trigger(thread_id, claimed.id)
+        if answered is not None:
+            earlier = [m for m in earlier if m.id > answered]
+        spoke: list[str] = []
+        tools = self._tools(channel, trigger, agent_id, claimed.id, spoke)
         try:
             result = await self.runner.run_agent(
                 agent_id,
-                claimed.thread_id or f"{agent_id}@{channel.name}",
+                thread_id,
                 _transcript(channel, earlier, trigger),
                 overrides=RunAgentOverrides(
                     channel_mode=True,
                     channel=ChannelRun(
                         channel.id, trigger.id, trigger.thread_root_id, trigger.depth + 1
                     ),
-                    history=False,
                     tools=tuple(tools),
                     background=bool(claimed.request.get("background")),  # a schedule's
                 ),
