@@ -15,9 +15,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import yaml
-
 from agentrunner.agents.approval import approval_rules
+from agentrunner.agents.front_matter import parse_front_matter, split_front_matter
 from agentrunner.agents.spec import (
     BACKOFFS,
     CAPABILITIES,
@@ -43,7 +42,6 @@ __all__ = ["load_agent_file", "parse_agent_text"]
 
 log = logging.getLogger("agentrunner.agents")
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 T = TypeVar("T")
 
 
@@ -86,8 +84,8 @@ def parse_agent_text(
     personas: Collection[str] = PERSONA_PRESETS,
     approval: Approval | None = None,
 ) -> AgentSpec:
-    front, body, body_line = _split_front_matter(text, file)
-    data, lines, duplicates = _parse_yaml(front, file) if front is not None else ({}, {}, [])
+    front, body, body_line = split_front_matter(text, file)
+    data, lines, duplicates = parse_front_matter(front, file) if front is not None else ({}, {}, [])
     reader = _Reader(file, lines)
     reader.problems.extend(duplicates)  # read on: the file's other problems are listed too
     spec = reader.build(agent_id, data, body, body_line, path, default_model, personas, approval)
@@ -95,104 +93,6 @@ def parse_agent_text(
     for notice in reader.notices:
         log.warning("%s", notice)
     return replace(spec, digest=hashlib.sha256(text.encode()).hexdigest())
-
-
-def _split_front_matter(text: str, file: str) -> tuple[str | None, str, int]:
-    """Return (frontmatter YAML or None, body, first line of the body)."""
-    text = text.removeprefix("\ufeff")
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].rstrip() != "---":
-        return None, text, 1
-    for i in range(1, len(lines)):
-        if lines[i].rstrip() in ("---", "..."):
-            return "".join(lines[1:i]), "".join(lines[i + 1 :]), i + 2
-    raise AgentFileErrors(
-        [
-            AgentRunnerError(
-                ErrorCode.INVALID_SPECIFICATION,
-                "frontmatter opened with '---' is never closed",
-                hint="End the frontmatter with a line holding only '---'.",
-                file=file,
-                line=1,
-            )
-        ]
-    )
-
-
-def _parse_yaml(
-    front: str, file: str
-) -> tuple[dict[str, Any], dict[str, int], list[AgentRunnerError]]:
-    """Parse frontmatter; return the data, a map of dotted key → file line, and the keys
-    written twice (the data holds the last of each, as YAML reads it)."""
-    offset = 2  # the frontmatter's first line is line 2 of the file
-    loader = _Loader(front)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else {}
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + offset if mark is not None else None
-        raise AgentFileErrors(
-            [
-                AgentRunnerError(
-                    ErrorCode.INVALID_SPECIFICATION,
-                    f"invalid YAML in frontmatter: {exc.problem or exc.context}",
-                    hint="Check indentation and quoting on that line.",
-                    file=file,
-                    line=line,
-                )
-            ]
-        ) from exc
-    except yaml.YAMLError as exc:
-        raise AgentFileErrors(
-            [AgentRunnerError(ErrorCode.INVALID_SPECIFICATION, f"invalid YAML: {exc}", file=file)]
-        ) from exc
-    finally:
-        loader.dispose()
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise AgentFileErrors(
-            [
-                AgentRunnerError(
-                    ErrorCode.INVALID_SPECIFICATION,
-                    "frontmatter must be a mapping of keys to values",
-                    file=file,
-                    line=offset,
-                )
-            ]
-        )
-    lines: dict[str, int] = {}
-    duplicates: list[AgentRunnerError] = []
-    _collect_lines(node, "", offset, lines, duplicates, file)
-    return data, lines, duplicates
-
-
-def _collect_lines(
-    node: yaml.Node | None,
-    prefix: str,
-    offset: int,
-    lines: dict[str, int],
-    duplicates: list[AgentRunnerError],
-    file: str,
-) -> None:
-    if not isinstance(node, yaml.MappingNode):
-        return
-    for key_node, value_node in node.value:
-        key = f"{prefix}{key_node.value}"
-        line = key_node.start_mark.line + offset
-        if key in lines:
-            duplicates.append(
-                AgentRunnerError(
-                    ErrorCode.INVALID_SPECIFICATION,
-                    f"duplicate key '{key}' (first on line {lines[key]})",
-                    file=file,
-                    line=line,
-                )
-            )
-            continue
-        lines[key] = line
-        _collect_lines(value_node, f"{key}.", offset, lines, duplicates, file)
 
 
 def _nearest(word: str, choices: tuple[str, ...] | list[str]) -> str | None:
