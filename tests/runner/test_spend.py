@@ -289,7 +289,9 @@ async def test_status_shows_the_org_chart_with_each_agents_state(
     mock.queue(Reply(fault=Fault.http(400, error_type="invalid_request_error")))
     with pytest.raises(AgentRunnerError):
         await runner.run_agent("broke", "t-broke", "hello")
-    mock.queue(Reply(text="word " * 400, chunk_delay_s=0.02))
+    # 60 s of streaming, cancelled once status is read: two CLI runs of status took more than
+    # the 8 s this had on a loaded machine, and the run had ended before its cancel
+    mock.queue(Reply(text="word " * 3000, chunk_delay_s=0.02))
     working = asyncio.ensure_future(runner.run_agent("busy", "t-busy", "a long story"))
     try:
         deadline = time.monotonic() + 30

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from agentrunner.config.approval import Approval
     from agentrunner.core.model_settings import ModelSettings
 
-__all__ = ["load_agent_file", "parse_agent_text"]
+__all__ = ["load_agent_file", "parse_agent_text", "run_fields"]
 
 log = logging.getLogger("agentrunner.agents")
 
@@ -93,6 +93,24 @@ def parse_agent_text(
     for notice in reader.notices:
         log.warning("%s", notice)
     return replace(spec, digest=hashlib.sha256(text.encode()).hexdigest())
+
+
+def run_fields(
+    output_schema: Any = None, retry: Any = None
+) -> tuple[Mapping[str, Any] | None, RetryPolicy | None]:
+    """A run's caller's ``output_schema`` and ``retry``, read by the rules the agent file's
+    keys are read by (None: not given); ``validation`` naming the field, for a caller's
+    request rather than a file."""
+    reader = _Reader("the run's request", {})
+    schema = reader._output_schema(output_schema)
+    policy = reader.section({"retry": retry}, "retry", RetryPolicy.KEYS, reader._retry, None)
+    if reader.problems:
+        problem = reader.problems[0]
+        field = "output_schema" if "output_schema" in problem.message else "retry"
+        raise AgentRunnerError(
+            ErrorCode.VALIDATION, problem.message, hint=problem.hint, details={"field": field}
+        )
+    return schema, policy
 
 
 def _nearest(word: str, choices: tuple[str, ...] | list[str]) -> str | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import httpx2
@@ -85,9 +85,14 @@ class HttpModelClient:
         secret: str | None = None,
         secrets: Secrets | None = None,
         transport: httpx2.AsyncBaseTransport | None = None,
+        refresh: Callable[[], tuple[str, Mapping[str, str]] | None] | None = None,
     ) -> None:
         self.provider = wire.provider
         self._wire = wire
+        self._secret = secret
+        # Where the key comes from, read again when the provider answers 401: a host that
+        # rotates the key in the environment is followed without a restart.
+        self._refresh = refresh
         # its own key, and every other secret the runtime holds (a proxy's password, say)
         own = Secrets([secret] if secret else ())
         self._secrets = own | secrets if secrets else own
@@ -114,6 +119,31 @@ class HttpModelClient:
         return self._wire.dropped_settings(request)
 
     async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
+        """The provider's answer to ``request``. A 401 is tried once more if the key's source
+        holds another key now (nothing was streamed: the provider refused before answering)."""
+        try:
+            return await self._request(request, on_delta)
+        except ProviderError as exc:
+            if exc.status != 401 or not self._refreshed():
+                raise
+        return await self._request(request, on_delta)
+
+    def _refreshed(self) -> bool:
+        """Whether the key's source holds a key other than the one sent, now in use."""
+        if self._refresh is None:
+            return False
+        try:
+            fresh = self._refresh()
+        except AgentRunnerError:  # its variable is unset now: the 401 stands
+            return False
+        if fresh is None or fresh[0] == self._secret:
+            return False
+        self._secret = fresh[0]
+        self._secrets = Secrets([fresh[0]]) | self._secrets  # the old one is still cut
+        self._client.headers.update(fresh[1])
+        return True
+
+    async def _request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
         built = False
         try:
             url = self._url(self._wire.path(request))

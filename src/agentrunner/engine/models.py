@@ -198,8 +198,6 @@ class ModelRegistry:
                 provider.name, prompt_cache=provider.prompt_cache is not False
             )
             headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
-            if secret:
-                headers["x-api-key"] = secret
         elif provider.kind == "openai-responses":
             from agentrunner.engine.wire_responses import ResponsesWire
 
@@ -208,8 +206,6 @@ class ModelRegistry:
                 native_structured_output=provider.structured_output == "native",
                 prompt_cache_key=_sends_prompt_cache_key(provider),
             )
-            if secret:
-                headers["authorization"] = f"Bearer {secret}"
         else:
             from agentrunner.engine.wire_openai import OpenAIWire
 
@@ -223,10 +219,7 @@ class ModelRegistry:
                 azure_api_version=provider.api_version,
                 prompt_cache_key=_sends_prompt_cache_key(provider),
             )
-            if secret:
-                headers["api-key" if azure else "authorization"] = (
-                    secret if azure else f"Bearer {secret}"
-                )
+        headers.update(_auth_headers(provider, secret))
         if not provider.base_url:
             raise AgentRunnerError(
                 ErrorCode.INTERNAL,
@@ -244,7 +237,14 @@ class ModelRegistry:
             timeout_s=provider.timeout_s,
             secret=secret,
             secrets=self.secrets,
+            refresh=lambda: self._refreshed(provider),
         )
+
+    def _refreshed(self, provider: ProviderConfig) -> tuple[str, dict[str, str]] | None:
+        """The provider's key as its environment variable holds it now, with the headers that
+        send it; None where it has none (a variable unset since is ``provider_auth``)."""
+        secret = self._credential(provider)
+        return None if secret is None else (secret, _auth_headers(provider, secret))
 
     def _credential(self, provider: ProviderConfig) -> str | None:
         variable = provider.api_key_env
@@ -293,6 +293,17 @@ class ModelRegistry:
             f"Model '{ref}' not found: unknown provider '{provider_name}'",
             hint=hint + " Add [providers.NAME] to agentrunner.toml for another endpoint.",
         )
+
+
+def _auth_headers(provider: ProviderConfig, secret: str | None) -> dict[str, str]:
+    """The header that carries ``secret`` to ``provider``, as its API takes it."""
+    if not secret:
+        return {}
+    if provider.kind == "anthropic":
+        return {"x-api-key": secret}
+    if provider.kind != "openai-responses" and provider.api_version is not None:  # Azure
+        return {"api-key": secret}
+    return {"authorization": f"Bearer {secret}"}
 
 
 def _sends_prompt_cache_key(provider: ProviderConfig) -> bool:

@@ -159,6 +159,8 @@ class StdioServer:
             max_steps=params.get("max_steps", params.get("max_turns")),  # its old name
             model_settings=params.get("model_settings"),
             only_tools=params.get("tools"),
+            output_schema=params.get("output_schema"),
+            retry=params.get("retry"),
         )
         files = await self._attachments(params)  # checked before a thread is opened
         self.runner.check_run(agent, overrides)  # a widening of its tools, too
@@ -266,6 +268,8 @@ _PARAMS: dict[str, tuple[str, ...]] = {
         "max_turns",
         "model_settings",
         "tools",
+        "output_schema",
+        "retry",
         "attachments",
     ),
     "cancel": ("id",),

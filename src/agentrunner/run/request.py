@@ -5,9 +5,10 @@ and ``RunResult``."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from agentrunner.agents.spec import RetryPolicy
 from agentrunner.core.inputs import check_text
 from agentrunner.engine.messages import Attachment, Usage
 from agentrunner.errors import AgentRunnerError, ErrorCode
@@ -50,6 +51,8 @@ class RunAgentOverrides:
     eval compares); its id must be the run's agent's. ``only_tools``: the run may use only
     these of its agent's tools (a caller narrowing them; one the agent is not granted is
     refused by name, ``validation``, before anything is written where its tools are known).
+    ``output_schema`` and ``retry``: the run's in place of its agent file's, read by the same
+    rules (``validation`` naming the field).
     """
 
     model: str | None = None
@@ -67,6 +70,8 @@ class RunAgentOverrides:
     prompt: tuple[str, str | None] | None = None
     agent: AgentSpec | None = None
     only_tools: tuple[str, ...] | None = None
+    output_schema: Mapping[str, Any] | None = None
+    retry: RetryPolicy | Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid
@@ -86,12 +91,27 @@ class RunAgentOverrides:
                     details={"field": "tools"},
                 )
             object.__setattr__(self, "only_tools", tuple(dict.fromkeys(self.only_tools)))
+        if self.output_schema is not None or isinstance(self.retry, Mapping):
+            from agentrunner.agents.loader import run_fields  # read as an agent file's keys
+
+            retry = self.retry if isinstance(self.retry, Mapping) else None
+            schema, policy = run_fields(self.output_schema, retry)
+            object.__setattr__(self, "output_schema", schema)
+            object.__setattr__(self, "retry", policy or self.retry)
         if self.context is not None:  # it is stored with the run: what could not be, refused
             check_text(self.context, "context", max_chars=None)
         if self.model_settings is not None:  # pydantic only for runs that set some
             from agentrunner.core.model_settings import model_settings
 
             object.__setattr__(self, "model_settings", model_settings(self.model_settings))
+
+    def applied(self, agent: AgentSpec) -> AgentSpec:
+        """``agent`` with this run's output schema and retry policy over its file's."""
+        if self.output_schema is None and self.retry is None:
+            return agent
+        schema = self.output_schema if self.output_schema is not None else agent.output_schema
+        retry = self.retry if isinstance(self.retry, RetryPolicy) else agent.retry
+        return replace(agent, output_schema=schema, retry=retry)
 
     @property
     def settings(self) -> ModelSettings | None:

@@ -312,7 +312,7 @@ class AgentRunner(AppParts):
 
     async def _turn(self, request: RunRequest, held: HeldLock | None) -> RunResult:
         parent, overrides = request.parent, request.overrides
-        agent = self._agent(request.agent_id, overrides.agent)  # 2. agent config
+        agent = overrides.applied(self._agent(request.agent_id, overrides.agent))  # 2.
         thread = await RunThread.read(  # 3. thread manifest, and its newest messages
             self.store, request.thread_id, agent.id, parent.thread_id if parent else None
         )

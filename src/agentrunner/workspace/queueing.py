@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentrunner.agents.spec import RetryPolicy
 from agentrunner.config import DEFAULT_MAX_QUEUE
 from agentrunner.core.ids import new_id
 from agentrunner.core.inputs import check_id, check_input, check_text
@@ -98,6 +99,8 @@ class RunQueue:
         model: str | None = None,
         prompt: tuple[str, str | None] | None = None,
         tools: Sequence[str] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        retry: Mapping[str, Any] | None = None,
     ) -> QueuedRun:
         """Queue a run of ``agent_id`` on its thread ``thread_id`` and wake the workers.
         Raises ``validation`` for a bad id, message or input, ``thread_not_found`` for an
@@ -106,8 +109,10 @@ class RunQueue:
         ``idempotency`` returns the first run. ``model_settings`` are checked now
         (``validation`` naming a bad one) and kept with the run, as are ``model`` (that model
         only), ``prompt`` (a replay's: ``RunAgentOverrides.prompt``) and ``tools`` (the only
-        tools it may use: ``RunAgentOverrides.only_tools``, a widening refused now). With
-        telemetry on, an ``enqueue`` span whose trace the run keeps."""
+        tools it may use: ``RunAgentOverrides.only_tools``, a widening refused now),
+        ``output_schema`` and ``retry`` (the run's over its agent file's, read by its rules now:
+        ``validation`` naming the field). With telemetry on, an ``enqueue`` span whose trace the
+        run keeps."""
         tracing = self.app.engine.tracing
         with tracing.enqueue(agent_id) as (span, carrier):
             queued = await self._queue(
@@ -122,6 +127,7 @@ class RunQueue:
                 model,
                 prompt,
                 tools,
+                (output_schema, retry),
             )
             tracing.enqueued(span, [agent_id], [queued.run_id], repeated=queued.repeated)
             return queued
@@ -139,6 +145,7 @@ class RunQueue:
         model: str | None,
         prompt: tuple[str, str | None] | None,
         tools: Sequence[str] | None,
+        answer_rules: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
     ) -> QueuedRun:
         check_id(thread_id, "thread_id")
         check_text(message, "message")
@@ -168,6 +175,14 @@ class RunQueue:
         await agent_thread(store, agent_id, thread_id, prefix=False)  # the agent's own, or 404
         if tools is not None:  # a widening: refused now, where the agent's tools are known
             self.runner.toolsets.known(agent, None, (), request["tools"])
+        if answer_rules != (None, None):  # read as the run will read them
+            from agentrunner.run.request import RunAgentOverrides  # loaded with the runner
+
+            read = RunAgentOverrides(output_schema=answer_rules[0], retry=answer_rules[1])
+            if read.output_schema is not None:
+                request["output_schema"] = dict(read.output_schema)
+            if isinstance(read.retry, RetryPolicy):
+                request["retry"] = {k: getattr(read.retry, k) for k in RetryPolicy.KEYS}
         run = NewRun(new_id("run_"), agent_id, thread_id, request)
         first = await queue_runs(
             store,

@@ -203,8 +203,17 @@ class Worker:
             settings = request.get("model_settings")  # checked when it was queued
             model, prompt = request.get("model"), request.get("prompt")  # a replay's
             only = request.get("tools")  # the caller's narrowing
+            schema, retry = request.get("output_schema"), request.get("retry")  # the caller's
             overrides = None
-            if settings or request.get("background") or model or prompt or only is not None:
+            if (
+                settings
+                or request.get("background")
+                or model
+                or prompt
+                or only is not None
+                or schema
+                or retry
+            ):
                 overrides = RunAgentOverrides(
                     model=model,
                     model_settings=settings,
@@ -212,6 +221,8 @@ class Worker:
                     notify_channel=request.get("notify_channel"),
                     prompt=(prompt[0], prompt[1]) if prompt else None,
                     only_tools=None if only is None else tuple(only),
+                    output_schema=schema,
+                    retry=retry,
                 )
             await self.runner.run_agent(
                 claimed.agent_id,

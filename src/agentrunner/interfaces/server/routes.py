@@ -22,6 +22,7 @@ from fastapi.types import DecoratedCallable
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from sse_starlette.sse import EventSourceResponse
 
+from agentrunner.agents.spec import BACKOFFS
 from agentrunner.core.ids import new_id
 from agentrunner.core.model_settings import ModelSettings
 from agentrunner.engine.messages import Attachment
@@ -84,6 +85,25 @@ _SETTINGS_SCHEMA: dict[str, Any] = {
     ]
 }
 
+_RETRY_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "type": "object",
+            "title": "RetryPolicy",
+            "description": "the run's retry policy in place of the agent file's retry: "
+            "(docs/agent-file.md); a wrong one is 400 validation naming it, nothing queued",
+            "properties": {
+                "max": {"type": "integer", "minimum": 1},
+                "backoff": {"enum": list(BACKOFFS)},
+                "initial_delay_s": {"type": "number", "exclusiveMinimum": 0},
+                "max_delay_s": {"type": "number", "exclusiveMinimum": 0},
+            },
+            "additionalProperties": False,
+        },
+        {"type": "null"},
+    ]
+}
+
 
 class RunCreate(BaseModel):
     # A misspelt field is refused (422), not ignored: a `tool` meant as `tools` would run with
@@ -110,6 +130,14 @@ class RunCreate(BaseModel):
         description="the only tools of the agent's the run may use (absent: all of them); a "
         "tool the agent is not granted is refused by name (400 validation), nothing queued",
     )
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="a JSON Schema the run's answer must match, in place of the agent file's "
+        "output_schema (400 validation for one that is no valid schema, nothing queued)",
+    )
+    # Checked by the library when the run is queued (a misspelt key named with the one meant);
+    # the schema states what it accepts.
+    retry: Annotated[dict[str, Any] | None, WithJsonSchema(_RETRY_SCHEMA)] = None
 
 
 class PostMessage(BaseModel):
@@ -231,6 +259,8 @@ async def start_run(
         idempotency=retry.key(body),
         attachments=files,
         tools=body.tools,
+        output_schema=body.output_schema,
+        retry=body.retry,
     )
     retry.answered(queued.repeated)
     return {"run_id": queued.run_id, "thread_id": queued.thread_id, "status": "created"}
