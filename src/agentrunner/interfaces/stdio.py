@@ -146,6 +146,7 @@ class StdioServer:
             cache=cache,
             model_settings=params.get("model_settings"),
             attachments=files,
+            conversation=params.get("conversation"),
         )
         return outcome.to_dict()
 
@@ -255,7 +256,16 @@ class StdioServer:
 
 # What each method reads of its params (docs/stdio.md#methods): any other is refused by name.
 _PARAMS: dict[str, tuple[str, ...]] = {
-    "execute": ("agent", "input", "model", "fallback", "cache", "model_settings", "attachments"),
+    "execute": (
+        "agent",
+        "input",
+        "model",
+        "fallback",
+        "cache",
+        "model_settings",
+        "attachments",
+        "conversation",
+    ),
     "run_agent": (
         "agent",
         "message",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner.agents.spec import RetryPolicy
 from agentrunner.core.inputs import check_text
-from agentrunner.engine.messages import Attachment, Usage
+from agentrunner.engine.messages import Attachment, Message, Usage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ class RunAgentOverrides:
     these of its agent's tools (a caller narrowing them; one the agent is not granted is
     refused by name, ``validation``, before anything is written where its tools are known).
     ``output_schema`` and ``retry``: the run's in place of its agent file's, read by the same
-    rules (``validation`` naming the field).
+    rules (``validation`` naming the field). ``conversation``: messages sent before the run's
+    own, after its thread's (a task's, which has no thread: seed 004).
     """
 
     model: str | None = None
@@ -72,6 +73,7 @@ class RunAgentOverrides:
     only_tools: tuple[str, ...] | None = None
     output_schema: Mapping[str, Any] | None = None
     retry: RetryPolicy | Mapping[str, Any] | None = None
+    conversation: tuple[Message, ...] = ()
 
     def __post_init__(self) -> None:
         if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid

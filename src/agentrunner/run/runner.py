@@ -445,7 +445,7 @@ class AgentRunner(AppParts):
                 ),
                 Account.of(run.live, limits.timeout_s, abort),
             )
-        history = await self.store.attachments.hydrate(fitted.history)  # files' bytes, to send
+        history = await self.store.attachments.hydrate([*fitted.history, *overrides.conversation])
         message = (await self.store.attachments.hydrate([user]))[0] if user else None
         policy = await self.waits.policy_of(agent, run.live, toolset.context.trust)
         return await self.engine.run(  # 8. the engine call

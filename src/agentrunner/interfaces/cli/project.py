@@ -76,11 +76,12 @@ def render(
         sys.stdout.write(prompt.text + "\n")
 
 
-def parse_input(text: str) -> Any:
-    """``--input`` as JSON text, ``@path`` or ``-`` (stdin); errors name the source."""
+def parse_input(text: str, option: str = "--input") -> Any:
+    """``option`` (``--input``) as JSON text, ``@path`` or ``-`` (stdin); errors name the
+    source."""
     from agentrunner.errors import AgentRunnerError, ErrorCode
 
-    source = "--input"
+    source = option
     if text == "-":
         text, source = sys.stdin.read(), "stdin"
     elif text.startswith("@"):
@@ -89,7 +90,7 @@ def parse_input(text: str) -> Any:
             text, source = path.read_text(encoding="utf-8"), str(path)
         except OSError as exc:
             raise AgentRunnerError(
-                ErrorCode.RUNNER_IO, f"cannot read input file {path}: {exc.strerror or exc}"
+                ErrorCode.RUNNER_IO, f"cannot read {option} file {path}: {exc.strerror or exc}"
             ) from exc
     try:
         return json.loads(text)
@@ -97,7 +98,9 @@ def parse_input(text: str) -> Any:
         raise AgentRunnerError(
             ErrorCode.VALIDATION,
             f"{source} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-            hint='Pass a JSON object, e.g. --input \'{"topic": "tides"}\' or --input @input.json.',
+            hint='Pass a JSON object, e.g. --input \'{"topic": "tides"}\' or --input @input.json.'
+            if option == "--input"
+            else f"Pass JSON, or @file for a file of it, to {option}.",
         ) from exc
 
 

@@ -54,20 +54,27 @@ def exec_command(
     attach: list[str] = typer.Option(
         [], "--attach", "-a", help="Send a file with the task's message: an image or a PDF."
     ),
+    conversation: str | None = typer.Option(
+        None,
+        "--conversation",
+        help='The messages before the task\'s: JSON or @file, [{"role": "user", "content": …}].',
+    ),
 ) -> None:
     """Run an agent once on an input object (a task); with the cache on, the same request is
     answered from it."""
     from agentrunner.errors import AgentRunnerError, ErrorCode
     from agentrunner.interfaces.cli.project import parse_input, parse_settings
 
-    if attach and batch is not None:
-        raise AgentRunnerError(
-            ErrorCode.VALIDATION,
-            "--attach goes with one task, not a --batch",
-            hint="Run the files' task on its own: exec AGENT -i JSON --attach FILE.",
-        )
+    for given, flag in ((attach, "--attach"), (conversation, "--conversation")):
+        if given and batch is not None:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                f"{flag} goes with one task, not a --batch",
+                hint=f"Run that task on its own: exec AGENT -i JSON {flag} ….",
+            )
     settings = parse_settings(assignments)
-    plan = _Plan(agent_id, model, tuple(fallback), cache, settings, tuple(attach))
+    messages = parse_input(conversation, "--conversation") if conversation is not None else None
+    plan = _Plan(agent_id, model, tuple(fallback), cache, settings, tuple(attach), messages)
     if batch is not None:
         failed = asyncio.run(_batch(plan, batch, concurrency, ordered))
         raise typer.Exit(1 if failed else 0)
@@ -111,6 +118,7 @@ class _Plan:
     cache: bool | None
     settings: ModelSettings | None = None
     attach: tuple[str, ...] = ()
+    conversation: Any = None  # read by the task: a bad one is its failed outcome
 
     def __post_init__(self) -> None:
         from agentrunner.run.request import RunAgentOverrides
@@ -143,6 +151,7 @@ async def _one(plan: _Plan, values: Any) -> Outcome:
                 abort=abort,
                 model_settings=plan.settings,
                 attachments=files,
+                conversation=plan.conversation,
             )
         finally:
             loop.remove_signal_handler(signal.SIGINT)

@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.app import AppParts
 from agentrunner.workspace.tasks.cache import ResultCache, cache_key
+from agentrunner.workspace.tasks.conversation import conversation, conversation_key
 
 if TYPE_CHECKING:
     from agentrunner.agents.spec import AgentSpec
     from agentrunner.core.model_settings import ModelSettings
     from agentrunner.engine.abort import AbortSignal
     from agentrunner.engine.messages import Attachment
+    from agentrunner.run.request import RunAgentOverrides
     from agentrunner.run.runner import AgentRunner
 
 __all__ = ["Outcome", "Task", "TaskRunner"]
@@ -117,6 +119,7 @@ class TaskRunner(AppParts):
         abort: AbortSignal | None = None,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         attachments: Sequence[Attachment] = (),
+        conversation: Sequence[Mapping[str, Any]] | None = None,
     ) -> Task:
         """One task. ``model`` replaces the agent's models (``fallback`` names models to fall
         back to); ``cache`` overrides the agent file's ``cache:``; ``model_settings`` win over
@@ -132,6 +135,7 @@ class TaskRunner(AppParts):
             abort=abort,
             model_settings=model_settings,
             attachments=attachments,
+            conversation=conversation,
         )
 
     async def execute(
@@ -145,6 +149,7 @@ class TaskRunner(AppParts):
         abort: AbortSignal | None = None,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         attachments: Sequence[Attachment] = (),
+        conversation: Sequence[Mapping[str, Any]] | None = None,
     ) -> Outcome:
         return await self.task(
             agent,
@@ -155,6 +160,7 @@ class TaskRunner(AppParts):
             abort=abort,
             model_settings=model_settings,
             attachments=attachments,
+            conversation=conversation,
         ).run()
 
     async def execute_many(
@@ -206,8 +212,10 @@ class Task:
         abort: AbortSignal | None = None,
         model_settings: ModelSettings | Mapping[str, Any] | None = None,
         attachments: Sequence[Attachment] = (),
+        conversation: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         self._runner = runner
+        self._conversation = conversation
         self._attachments = tuple(attachments)
         self._agent = agent
         self._input = input
@@ -250,7 +258,11 @@ class Task:
 
         runner = self._runner.runner
         overrides = RunAgentOverrides(  # a bad setting: a failed outcome, as a bad input is
-            model=self._model, fallback=self._fallback, stream=False, model_settings=self._settings
+            model=self._model,
+            fallback=self._fallback,
+            stream=False,
+            model_settings=self._settings,
+            conversation=conversation(self._conversation),
         )
         cache = self._runner.cache  # 1. obtain the cache
         spec = runner.app.agents.runnable(self._agent)  # before the cache: no answer when disabled
@@ -269,7 +281,7 @@ class Task:
         key = ""
         if use_cache:  # 3. the key
             sent = {**system.used, **prompt.used} if prompt else spec.with_defaults(self._input)
-            facts = await self._request_facts(spec, models, sent, overrides.settings)
+            facts = await self._request_facts(spec, models, sent, overrides)
             key = cache_key(spec.id, models[0], facts)
             hit = await self._look_up(cache, spec.id, models[0], key)  # 4. look up
             if hit is not None:
@@ -325,18 +337,19 @@ class Task:
         spec: AgentSpec,
         models: list[str],
         sent: Mapping[str, Any],
-        run_settings: ModelSettings | None,
+        overrides: RunAgentOverrides,
     ) -> dict[str, Any]:
         """Besides the agent's id and model, everything that decides what the model is sent:
         the input values that reach it, the definition (any edit of the agent file), the whole
         model chain, the model settings (the run's, the file's and ``[defaults]``'), the tone it
         is given (the project's persona configuration and files), the memory the agent may have
-        written, and the reports it may delegate to (the delegate tool lists them)."""
+        written, the reports it may delegate to (the delegate tool lists them), and the
+        conversation it carries."""
         from agentrunner.run.capabilities.toolset import delegates  # loaded with the runner
 
         runner = self._runner.runner
         facts: dict[str, Any] = {"input": dict(sent), "agent": spec.digest, "models": models}
-        settings = runner.settings_for(spec, run_settings)
+        settings = runner.settings_for(spec, overrides.settings)
         if settings is not None:
             facts["model_settings"] = settings.to_dict()
         reports = delegates(runner.app.agents, spec.id)
@@ -345,6 +358,8 @@ class Task:
         facts["persona"] = runner.prompt.personas.tone(spec)
         if "memory" in spec.capabilities:
             facts["memory"] = await runner.app.store.memory.blocks(spec.id)
+        if overrides.conversation:  # the messages before the task's own, whole and in order
+            facts["conversation"] = conversation_key(overrides.conversation)
         if self._attachments:  # what the model is sent of each file: its content, name, detail
             facts["attachments"] = [[a.sha256, a.name, a.detail] for a in self._attachments]
         return facts
