@@ -100,11 +100,7 @@ def test_stdio_run_agent_takes_the_tools_it_may_use(tmp_path: Path) -> None:
                 answered[message["id"]] = message
         narrowed, whole, wide, misspelt = (answered[rid] for rid in "abcd")
     finally:
-        client.proc.kill()
-        client.proc.wait(timeout=30)
-        for pipe in (client.proc.stdin, client.proc.stdout, client.proc.stderr):
-            if pipe is not None and not pipe.closed:
-                pipe.close()
+        client.close()
     # the test model calls each tool it is offered: one, then all the reading ones
     assert (
         "note_list" in narrowed["result"]["text"] and "note_read" not in narrowed["result"]["text"]

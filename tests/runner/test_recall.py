@@ -201,3 +201,49 @@ def test_validate_warns_of_recall_with_nothing_to_embed_with(
     assert code == 0
     assert "agent 'assistant' may recall, but no [embeddings] model is set" in err
     assert "'plain'" not in err
+
+
+async def test_recall_with_nothing_to_search_with_tells_the_model_and_the_run_goes_on(
+    project: Path, agent: Agent, open_runner: Callable[[], Any], mock: MockProvider
+) -> None:
+    agent("assistant", "name: Assistant\ncapabilities: [recall]")  # no [embeddings] model
+    runner = await open_runner()
+    mock.queue(Reply(tool_calls=[("recall", {"query": "tides"})]), Reply(text="Nothing to recall."))
+    result = await runner.run_agent("assistant", "t-1", "What did we say of tides?")
+    assert result.text == "Nothing to recall." and result.stop_reason == "end_turn"
+    told = next(m for m in mock.requests[-1].body["messages"] if m["role"] == "tool")
+    assert "recall is not set up in this project" in told["content"]
+
+
+async def test_an_unpriced_embeddings_model_embeds_where_no_daily_budget_is_set(
+    project: Path, agent: Agent, open_runner: Callable[[], Any], mock: MockProvider
+) -> None:
+    toml = project / "agentrunner.toml"
+    toml.write_text(toml.read_text() + '\n[embeddings]\nmodel = "mockai:emb-unpriced"\n')
+    agent("assistant", "name: Assistant")
+    runner = await open_runner()
+    await runner.run_agent("assistant", "t-1", TIDES)
+    await runner.effects.drain()
+    found = await runner.effects.recall("assistant", "run_x", "ocean tides", 3)
+    assert found and found[0].text == TIDES
+
+
+def test_validate_says_an_unpriced_embeddings_model_under_a_daily_budget_and_a_missing_key(
+    agent: Agent,
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    agent("assistant", "name: Assistant\ncapabilities: [recall]")
+    toml = project / "agentrunner.toml"
+    toml.write_text(
+        toml.read_text()
+        + '\n[embeddings]\nmodel = "openai:no-such-embedder"\n'
+        + "\n[budgets]\nper_agent_daily_usd = 1.0\n"
+    )
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    code, _, err = cli(capsys, "agents", "validate")
+    at = toml.read_text().splitlines().index('model = "openai:no-such-embedder"') + 1
+    assert code == 1
+    assert f"agentrunner.toml:{at}: price_unknown" in err
+    assert "OPENAI_API_KEY is not set in this environment; embedding with" in err

@@ -79,6 +79,8 @@ async def test_a_run_s_retry_policy_is_its_caller_s(
         ({"retry": {"maxx": 2}}, "retry", "unknown key 'retry.maxx' (did you mean 'retry.max'?)"),
         ({"retry": {"max": 0}}, "retry", "'retry.max' must be a positive integer"),
         ({"retry": {"backoff": "random"}}, "retry", "'retry.backoff' must be one of"),
+        ({"retry": 3}, "retry", "'retry' must be a mapping with keys max, backoff"),
+        ({"retry": [1]}, "retry", "'retry' must be a mapping"),
     ],
 )
 def test_a_bad_schema_or_policy_is_refused_naming_it(
@@ -107,11 +109,7 @@ def test_stdio_run_agent_takes_a_schema_and_a_retry_policy(tmp_path: Path) -> No
             if "event" not in message:
                 answered[message["id"]] = message
     finally:
-        client.proc.kill()
-        client.proc.wait(timeout=30)
-        for pipe in (client.proc.stdin, client.proc.stdout, client.proc.stderr):
-            if pipe is not None and not pipe.closed:
-                pipe.close()
+        client.close()
     # the test model answers with an example of the schema it is given
     assert set(json.loads(answered["a"]["result"]["text"])) == {"city"}
     assert set(json.loads(answered["b"]["result"]["text"])) == {"year"}

@@ -64,6 +64,15 @@ class Client:
         self.proc.stdin.write(raw + "\n")
         self.proc.stdin.flush()
 
+    def close(self) -> None:
+        """Kill the server (if it still runs) and close its pipes (a test's ``finally``)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+
     def request(self, rid: Any, method: str, /, **params: Any) -> None:
         self.send(json.dumps({"id": rid, "method": method, "params": params}))
 
@@ -91,12 +100,7 @@ def client(tmp_path: Path, mock_server: MockProviderServer, mock: MockProvider) 
     ready = client.lines.get(timeout=30)
     assert ready == {"event": "ready", "data": {"protocol": 1}}
     yield client
-    if client.proc.poll() is None:
-        client.proc.kill()
-    client.proc.wait(timeout=30)
-    for pipe in (client.proc.stdin, client.proc.stdout, client.proc.stderr):
-        if pipe is not None and not pipe.closed:
-            pipe.close()
+    client.close()
 
 
 def test_execute_run_agent_cancel_and_bad_lines(client: Client, mock: MockProvider) -> None:
@@ -238,11 +242,7 @@ def test_run_agent_events_carry_what_tools_produce(
         assert result["result"]["text"] == "ok"
         assert {"id": "r", "event": "agent.notify", "data": {"message": "Done!"}} in events
     finally:
-        client.proc.kill()
-        client.proc.wait(timeout=30)
-        for pipe in (client.proc.stdin, client.proc.stdout, client.proc.stderr):
-            if pipe is not None and not pipe.closed:
-                pipe.close()
+        client.close()
 
 
 def test_a_disabled_agent_is_refused_with_agent_disabled(

@@ -92,9 +92,5 @@ def test_stdio_and_the_cli_carry_a_conversation(tasks_project: Path, mock: MockP
         client.request("a", "execute", agent="writer", input=TOPIC, conversation=TALK)
         answer = client.lines.get(timeout=60)
     finally:
-        client.proc.kill()
-        client.proc.wait(timeout=30)
-        for pipe in (client.proc.stdin, client.proc.stdout, client.proc.stderr):
-            if pipe is not None and not pipe.closed:
-                pipe.close()
+        client.close()
     assert answer["id"] == "a" and answer["result"]["cached"] is True  # the CLI's, kept

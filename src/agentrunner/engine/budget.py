@@ -77,6 +77,7 @@ HOLD_WAIT_S = 120.0
 # message costs a few tokens of framing, and a request with tools carries the provider's
 # tool-use instructions.
 _BYTES_PER_TOKEN = 3
+_TAKEN = object()  # a hold refused: another request took part of what was left
 _PER_MESSAGE = 8
 # A tool call is sent in a structure of its own (its id, type, name and arguments as a string
 # of JSON, escaped): about 60 bytes around what it says.
@@ -280,14 +281,8 @@ class BudgetGate:
                 needed = least_request_micros(rates, tokens, min(MIN_REPLY_TOKENS, wanted))
                 raise budget_exceeded(allowance, needed)
             worst = input_cost + rates.output_micros(cap, tokens)
-            self.tracker.hold(worst)
-            try:
-                hold = await self.external.hold(worst) if self.external is not None else None
-            except BaseException:
-                self.tracker.release(worst)
-                raise
-            if self.external is not None and hold is None:
-                self.tracker.release(worst)  # another run took part of it meanwhile: look again
+            hold = await self._hold(worst)
+            if hold is _TAKEN:
                 continue
             return Reservation(model.ref, worst, cap, cap < wanted, tokens, hold, allowance)
 
@@ -309,17 +304,25 @@ class BudgetGate:
                 return
             if allowance.left < worst:
                 raise budget_exceeded(allowance, worst, reply=False)
-            self.tracker.hold(worst)
-            try:
-                hold = await self.external.hold(worst) if self.external is not None else None
-            except BaseException:
-                self.tracker.release(worst)
-                raise
-            if self.external is not None and hold is None:
-                self.tracker.release(worst)  # another run took part of it meanwhile: look again
+            hold = await self._hold(worst)
+            if hold is _TAKEN:
                 continue
             self.held = Reservation(model.ref, worst, 0, False, tokens, hold, allowance)
             return
+
+    async def _hold(self, worst: int) -> object | None:
+        """``worst`` held by the run's tracker and the external budget (its hold, None without
+        one); ``_TAKEN`` where another run took part of what was left meanwhile: look again."""
+        self.tracker.hold(worst)
+        try:
+            hold = await self.external.hold(worst) if self.external is not None else None
+        except BaseException:
+            self.tracker.release(worst)
+            raise
+        if self.external is not None and hold is None:
+            self.tracker.release(worst)
+            return _TAKEN
+        return hold
 
     async def _reserve_whole(
         self, model: ResolvedModel, request: ModelRequest, rates: Rates

@@ -94,7 +94,8 @@ class Engine:
             )
         prices = self.models.prices
         gate = BudgetGate(CostTracker(), budget, prices, (), None)
-        await gate.reserve_input(resolved, sum(estimate_text_tokens(t) for t in texts))
+        if gate.active:  # no budget: nothing to hold, an unpriced model included
+            await gate.reserve_input(resolved, sum(estimate_text_tokens(t) for t in texts))
         try:
             embedded: Embedded = await embed(resolved.name, texts)
             usage = embedded.usage

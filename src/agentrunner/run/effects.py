@@ -83,7 +83,7 @@ class PostRunEffects:
         if model is None:
             raise AgentRunnerError(
                 ErrorCode.VALIDATION,
-                "recall needs an embeddings model, and none is set",
+                "recall is not set up in this project: no [embeddings] model",
                 hint='Set [embeddings] model = "provider:model" in agentrunner.toml.',
             )
         embedded = await embed_query(

@@ -93,11 +93,11 @@ class RunAgentOverrides:
                     details={"field": "tools"},
                 )
             object.__setattr__(self, "only_tools", tuple(dict.fromkeys(self.only_tools)))
-        if self.output_schema is not None or isinstance(self.retry, Mapping):
+        given = self.retry is not None and not isinstance(self.retry, RetryPolicy)
+        if self.output_schema is not None or given:
             from agentrunner.agents.loader import run_fields  # read as an agent file's keys
 
-            retry = self.retry if isinstance(self.retry, Mapping) else None
-            schema, policy = run_fields(self.output_schema, retry)
+            schema, policy = run_fields(self.output_schema, self.retry if given else None)
             object.__setattr__(self, "output_schema", schema)
             object.__setattr__(self, "retry", policy or self.retry)
         if self.context is not None:  # it is stored with the run: what could not be, refused

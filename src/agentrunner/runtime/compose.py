@@ -280,6 +280,17 @@ def _embeddings(
             )
         )
         return
+    budget = binding_budget(None, config.budgets)
+    if config.budgets.daily and _unpriced(models, resolved):  # each embedding refused
+        unpriced = price_unknown(resolved.ref, budget or "the daily budget")
+        unpriced.file, unpriced.line = shown, line
+        check.problems.append(unpriced)
+    variable = resolved.provider.api_key_env
+    if variable and not models.has_credential(resolved):
+        check.warnings.append(
+            f"{shown}:{line}: {variable} is not set in this environment; embedding with "
+            f"{resolved.ref} would fail (provider_auth)"
+        )
     if resolved.provider.kind == "anthropic" or resolved.provider.api_version is not None:
         check.problems.append(
             AgentRunnerError(

@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from agentrunner.engine.tools import Tool, ToolContext, ToolRetry, tool
+from agentrunner.errors import AgentRunnerError
 from agentrunner.run.capabilities.files import TOOL_NAMES as FILE_TOOLS
 from agentrunner.run.capabilities.files import files_tools
 from agentrunner.run.capabilities.registry import CapabilityContext, CapabilityRegistry
@@ -75,7 +76,10 @@ def recall_tools(ctx: CapabilityContext) -> list[Tool]:
             )
         if not query.strip():
             raise ToolRetry("say what to look for: the query is empty")
-        found = await search(agent_id, ctx.run_id, query, max(1, min(limit, MAX_RECALLED)))
+        try:
+            found = await search(agent_id, ctx.run_id, query, max(1, min(limit, MAX_RECALLED)))
+        except AgentRunnerError as exc:  # the run goes on without: the model is told why
+            raise ToolRetry(f"recall could not search now: {exc.one_line()}") from exc
         return [item.to_dict() for item in found]
 
     return [recall]
