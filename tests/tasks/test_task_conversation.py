@@ -38,6 +38,12 @@ async def test_the_conversation_is_sent_before_the_task_s_message_and_keys_the_c
     sent = _sent(mock.requests[-1].body)
     assert sent[:2] == [(m["role"], m["content"]) for m in TALK]
     assert sent[2][0] == "user" and "Write about tides" in sent[2][1]
+    recorded = await _recorded(first.run_id)
+    assert recorded[1:4] == [
+        ("user_message", TALK[0]["content"]),
+        ("assistant_message", TALK[1]["content"]),
+        ("user_message", sent[2][1]),
+    ]  # the run's record shows what its model was sent
     again = await run("writer", TOPIC, conversation=TALK)
     assert (first.output, first.cached, again.output, again.cached) == (
         "Short essay.",
@@ -94,3 +100,14 @@ def test_stdio_and_the_cli_carry_a_conversation(tasks_project: Path, mock: MockP
     finally:
         client.close()
     assert answer["id"] == "a" and answer["result"]["cached"] is True  # the CLI's, kept
+
+
+async def _recorded(run_id: str | None) -> list[tuple[str, str]]:
+    from agentrunner.runtime.compose import open_runner
+
+    runner = await open_runner()
+    try:
+        messages = await runner.store.runs.messages(run_id or "")
+        return [(m.message_type, m.content) for m in messages]
+    finally:
+        await runner.close()

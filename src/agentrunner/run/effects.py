@@ -52,21 +52,22 @@ class PostRunEffects:
     def settled(
         self,
         thread_id: str | None,
-        *,
         untitled: bool,
         model: str,
         question: str,
-        agent_id: str,
-        run_id: str,
+        payer: tuple[str, str],
     ) -> None:
-        """A run answered on ``thread_id``: title it if it has none yet, embed what is new."""
+        """A run of ``model`` answered ``question`` on ``thread_id``, on the account of
+        ``payer`` (its agent and run): title the thread if it is ``untitled``, embed what is
+        new in it."""
         if thread_id is None:
             return
         if untitled:
+            agent_id, run_id = payer
             self.dispatch_title(thread_id, model, question, agent_id=agent_id, run_id=run_id)
         if self.embedding_model is not None and thread_id not in self._embedding:
             self._embedding.add(thread_id)
-            self._spawn(self._embed(thread_id, self.embedding_model, (agent_id, run_id)))
+            self._spawn(self._embed(thread_id, self.embedding_model, payer))
 
     def dispatch_title(
         self, thread_id: str, model: str, question: str, *, agent_id: str, run_id: str

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner.agents.spec import RetryPolicy
 from agentrunner.core.inputs import check_text
-from agentrunner.engine.messages import Attachment, Message, Usage
+from agentrunner.engine.messages import AssistantMessage, Attachment, Usage, UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class RunAgentOverrides:
     only_tools: tuple[str, ...] | None = None
     output_schema: Mapping[str, Any] | None = None
     retry: RetryPolicy | Mapping[str, Any] | None = None
-    conversation: tuple[Message, ...] = ()
+    conversation: tuple[UserMessage | AssistantMessage, ...] = ()
 
     def __post_init__(self) -> None:
         if self.fallback and self.model is None:  # else the fallbacks would be dropped unsaid

@@ -378,14 +378,8 @@ class AgentRunner(AppParts):
             usage=run.live.cost.usage if run.live.waited else result.usage,
         )
         safely(request.callbacks.on_response, run.agent.id, thread.id or "", result.text)  # 12.
-        self.effects.settled(  # 13. its title, its messages' embeddings
-            thread.id,
-            untitled=thread.untitled is not None,
-            model=result.model or "test",
-            question=request.message,
-            agent_id=run.agent.id,
-            run_id=run.run_id,
-        )
+        payer, untitled = (run.agent.id, run.run_id), thread.untitled is not None
+        self.effects.settled(thread.id, untitled, result.model or "test", request.message, payer)
         return RunResult.of(result, run.run_id, thread.id, run.agent.id, run.live.cost)
 
     async def _pause(self, run: _Run, paused: TurnPaused) -> RunResult:
@@ -423,6 +417,9 @@ class AgentRunner(AppParts):
         run.log.message("system_message", system)
         if notes:
             run.log.message("context_message", notes)
+        for said in overrides.conversation:  # a task's, before its message: what was sent
+            shown = text_and_files(said) if isinstance(said, UserMessage) else said.text
+            run.log.message(f"{said.role}_message", shown)
         if user is not None:
             run.log.message("user_message", text_and_files(user))
         limits = agent.limits

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentrunner.core.inputs import check_text
-from agentrunner.engine.messages import AssistantMessage, Message, UserMessage
+from agentrunner.engine.messages import AssistantMessage, UserMessage
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
 __all__ = ["MAX_MESSAGES", "conversation", "conversation_key"]
@@ -17,7 +17,7 @@ MAX_MESSAGES = 200  # a conversation longer is a thread's: open one and run the 
 _ROLES = ("user", "assistant")
 
 
-def conversation(value: Any) -> tuple[Message, ...]:
+def conversation(value: Any) -> tuple[UserMessage | AssistantMessage, ...]:
     """``value`` (None: none) read as a conversation; ``validation`` naming the first message
     that is not one (``conversation[2].role``), with what it may be."""
     if value is None:
@@ -26,7 +26,7 @@ def conversation(value: Any) -> tuple[Message, ...]:
         raise _invalid("conversation", "must be a list of messages")
     if len(value) > MAX_MESSAGES:
         raise _invalid("conversation", f"holds {len(value)} messages; at most {MAX_MESSAGES}")
-    read: list[Message] = []
+    read: list[UserMessage | AssistantMessage] = []
     for n, item in enumerate(value):
         where = f"conversation[{n}]"
         if not isinstance(item, Mapping):
@@ -44,12 +44,9 @@ def conversation(value: Any) -> tuple[Message, ...]:
     return tuple(read)
 
 
-def conversation_key(messages: Sequence[Message]) -> list[list[str]]:
+def conversation_key(messages: Sequence[UserMessage | AssistantMessage]) -> list[list[str]]:
     """What a task's cache key holds of its conversation: each message's role and text."""
-    return [
-        [m.role, m.content if isinstance(m, UserMessage) else getattr(m, "text", "")]
-        for m in messages
-    ]
+    return [[m.role, m.content if isinstance(m, UserMessage) else m.text] for m in messages]
 
 
 def _invalid(field: str, problem: str) -> AgentRunnerError:
