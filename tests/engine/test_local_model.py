@@ -237,3 +237,26 @@ async def test_an_answer_stops_at_256_tokens_unless_the_run_asks_for_more() -> N
         limits=TurnLimits(max_output_tokens=2048),
     )
     assert result.usage.output_tokens <= 257
+
+
+async def test_the_local_model_embeds_and_tells_two_topics_apart() -> None:
+    """Seed 000 step 13 from the local model: ``[embeddings] model = "local:smollm2"``."""
+    from agentrunner.engine.embeddings import cosine
+
+    engine = Engine(ModelRegistry())
+    seen: list[Any] = []
+    texts = [
+        "Explain how the moon pulls the ocean tides twice a day.",
+        "Help me file my income tax return and claim the deductions.",
+        "ocean tides and the moon",
+        "income tax deductions",
+    ]
+    embedded = await engine.embed(MODEL, texts, emit=lambda kind, data: seen.append(data))
+    tides, taxes, about_tides, about_taxes = embedded.vectors
+    assert cosine(about_tides, tides) > cosine(about_tides, taxes)
+    assert cosine(about_taxes, taxes) > cosine(about_taxes, tides)
+    assert abs(sum(x * x for x in tides) - 1) < 1e-3  # unit length
+    assert embedded.usage.input_tokens > 20  # counted by its tokenizer
+    assert seen[0]["model"] == MODEL and seen[0]["cost_micros"] == 0  # local: free
+    again = await engine.embed(MODEL, texts[:1])
+    assert cosine(again.vectors[0], tides) > 0.9999  # the same text alone: the same vector

@@ -28,13 +28,14 @@ import importlib.util
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agentrunner.core.json_text import json_text
+from agentrunner.engine.embeddings import Embedded
 from agentrunner.engine.failures import FailureKind, ProviderError
 from agentrunner.engine.fold import DeltaSink, ResponseFold
 from agentrunner.engine.messages import (
@@ -42,11 +43,19 @@ from agentrunner.engine.messages import (
     ModelRequest,
     ModelResponse,
     ToolResult,
+    Usage,
     UserMessage,
 )
 from agentrunner.errors import AgentRunnerError, ErrorCode
 
-__all__ = ["BUNDLED", "LOCAL_CONTEXT_WINDOW", "LocalModel", "load_model", "model_path"]
+__all__ = [
+    "BUNDLED",
+    "LOCAL_CONTEXT_WINDOW",
+    "LocalModel",
+    "load_embedder",
+    "load_model",
+    "model_path",
+]
 
 # The bundled models, by name: (the package that ships the file, the file).
 BUNDLED: Mapping[str, tuple[str, str]] = {
@@ -133,7 +142,20 @@ def load_model(name: str, n_ctx: int) -> _Loaded:
         return loaded
 
 
-def _open(path: Path, n_ctx: int) -> _Loaded:
+def load_embedder(name: str, n_ctx: int) -> _Loaded:
+    """The model ``local:NAME`` names, loaded again to embed (llama.cpp's embedding mode, each
+    text's tokens mean-pooled), on first use: its own instance and thread beside the chat
+    one's, since a context made for one does not do the other."""
+    path = model_path(name)
+    key = (path.resolve(), -n_ctx)  # its own slot: the chat model's key has the positive size
+    with _loading:
+        loaded = _loaded.get(key)
+        if loaded is None:
+            loaded = _loaded[key] = _open(path, n_ctx, embedding=True)
+        return loaded
+
+
+def _open(path: Path, n_ctx: int, *, embedding: bool = False) -> _Loaded:
     try:
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -144,13 +166,26 @@ def _open(path: Path, n_ctx: int) -> _Loaded:
             hint=_INSTALL,
         ) from exc
     try:
-        llama = Llama(str(path), n_ctx=n_ctx, verbose=False)
+        if embedding:
+            from llama_cpp import LLAMA_POOLING_TYPE_MEAN
+
+            llama = Llama(
+                str(path),
+                n_ctx=n_ctx,
+                embedding=True,
+                pooling_type=LLAMA_POOLING_TYPE_MEAN,
+                verbose=False,
+            )
+        else:
+            llama = Llama(str(path), n_ctx=n_ctx, verbose=False)
     except (ValueError, OSError, RuntimeError) as exc:
         raise AgentRunnerError(
             ErrorCode.MODEL_NOT_FOUND,
             f"cannot load the local model {path}: {exc}",
             hint="Check that the file is a GGUF model llama.cpp can read (not cut short).",
         ) from exc
+    if embedding:
+        return _Loaded(llama, None, ThreadPoolExecutor(1, f"llama-embed-{path.stem}"), {})
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
         raise AgentRunnerError(
@@ -180,6 +215,20 @@ class LocalModel:
 
     async def aclose(self) -> None:
         """Nothing to close: the loaded models stay for the process's other clients."""
+
+    async def embed(self, model: str, texts: Sequence[str]) -> Embedded:
+        """``texts`` as unit vectors of ``model`` (its tokens mean-pooled), on the thread of
+        the model's embedding instance; what it read is counted by its tokenizer."""
+        loop = asyncio.get_running_loop()
+        try:
+            n_ctx = self._context_window(model)
+            loaded = await loop.run_in_executor(None, load_embedder, model, n_ctx)
+            vectors, tokens = await loop.run_in_executor(loaded.thread, _embedded, loaded, texts)
+        except AgentRunnerError:
+            raise
+        except Exception as exc:
+            raise _failure(self.provider, model, exc) from exc
+        return Embedded(vectors, Usage(input_tokens=tokens, requests=1), model)
 
     async def request(self, request: ModelRequest, on_delta: DeltaSink | None) -> ModelResponse:
         loop = asyncio.get_running_loop()
@@ -218,6 +267,15 @@ class LocalModel:
                         raise _failure(self.provider, request.model, value)
         finally:
             stop.set()  # a cancelled request stops generating at its next token
+
+
+def _embedded(loaded: _Loaded, texts: Sequence[str]) -> tuple[list[list[float]], int]:
+    """On the embedder's thread: the texts' vectors (cut to its context where longer), and
+    how many tokens it read."""
+    llama = loaded.llama
+    vectors = llama.embed(list(texts), normalize=True, truncate=True)
+    tokens = sum(min(len(llama.tokenize(t.encode())), llama.n_ctx()) for t in texts)
+    return [[float(x) for x in vector] for vector in vectors], tokens
 
 
 def _failure(provider: str, model: str, exc: BaseException) -> AgentRunnerError:
