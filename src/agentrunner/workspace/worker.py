@@ -289,10 +289,21 @@ class Worker:
         for run_id, (task, abort) in list(self._inflight.items()):
             if await self.store.mailbox.renew(run_id, self.id, self.lease_s) or task.done():
                 continue
-            # Settled meanwhile — most likely failed by the lease rules while this worker was
-            # paused: whatever it does now would not be recorded (its settle is refused).
+            if not await self._taken(run_id):  # settled by itself, still posting its reply
+                continue
+            # Failed by the lease rules while this worker was paused, or queued again:
+            # whatever it does now would not be recorded (its settle is refused).
             log.warning("run %s was settled elsewhere (its lease ran out); stopping it", run_id)
             abort.abort("the run was settled elsewhere: its lease ran out")
+
+    async def _taken(self, run_id: str) -> bool:
+        """Whether a run this worker serves, no longer running, was taken from it — failed by
+        the lease rules (``worker_lost``) or given back to its mailbox — rather than settled
+        by its own run, which goes on after its settle (a channel run posts its reply)."""
+        run = await self.store.runs.get(run_id)
+        if run is None or run.worker_id != self.id or run.error_code == "worker_lost":
+            return True
+        return run.status in ("created", "running")
 
     async def _drain(self) -> None:
         if not self._inflight:
