@@ -80,6 +80,7 @@ class Config:
     extension_modules: tuple[str, ...] = ()  # [extensions] modules
     title_model: str | None = None
     database_url: str | None = None
+    database_pool_size: int | None = None  # [database] pool_size: None, the process's own
     providers: Mapping[str, ProviderConfig] = field(default_factory=_empty)
     aliases: Mapping[str, str] = field(default_factory=_empty)
     budgets: Budgets = field(default_factory=Budgets)
@@ -136,6 +137,19 @@ class Config:
         "kind"``) in the file (1-based), for an error about a value that is found wrong only
         once it is used; None if it is not written there."""
         return line_of(self.text, (section, *keys))
+
+    def pool_size(self, worker: int | bool | None = None) -> int | None:
+        """The most connections a process's store pool opens on PostgreSQL: ``[database]
+        pool_size``; else, for a worker (``worker``: its concurrency, True: ``[workers]``'),
+        half its concurrency and at least 2 — at concurrency 4, 2 served 40 runs of 200 ms as
+        fast as 16, with 3 connections in all (its listener the third) instead of 6 —; else
+        None, the driver's 16."""
+        if self.database_pool_size is not None:
+            return self.database_pool_size
+        if worker is None or worker is False:
+            return None
+        concurrency = self.worker_concurrency if worker is True else int(worker)
+        return max(2, (concurrency + 1) // 2)
 
     @property
     def resolved_database_url(self) -> str:
@@ -289,6 +303,7 @@ def _build(
         extension_modules=modules.modules,
         title_model=defaults.title_model,
         database_url=database.url,
+        database_pool_size=database.pool_size,
         providers=providers,
         aliases=Aliases.read(table("aliases")).by_name,
         budgets=budgets,

@@ -20,7 +20,7 @@ from agentrunner.config.serving import Cache, Channels, Server, Workers
 from agentrunner.config.source import Table
 from agentrunner.config.spending import Budgets, Prices
 from agentrunner.config.telemetry import Telemetry
-from agentrunner.config.values import count, flag, holds_password, name, optional_name
+from agentrunner.config.values import count, flag, holds_password, name, optional_name, positive
 
 if TYPE_CHECKING:
     from agentrunner.core.model_settings import ModelSettings
@@ -201,9 +201,12 @@ class Database:
     the state directory. A password in the file's URL is refused."""
 
     NAME: ClassVar[str] = "database"
-    KEYS: ClassVar[tuple[str, ...]] = ("url",)
+    KEYS: ClassVar[tuple[str, ...]] = ("url", "pool_size")
 
     url: str | None
+    # The most connections a process's pool opens on PostgreSQL (its listener is one more);
+    # None: a worker's half its concurrency (at least 2), other processes' 16.
+    pool_size: int | None = None
 
     @classmethod
     def read(cls, table: Table, env: Mapping[str, str]) -> Database:
@@ -214,7 +217,10 @@ class Database:
                 "database.url holds a password; secrets never go in agentrunner.toml",
                 "Set AGENTRUNNER_DATABASE_URL in the environment instead.",
             )
-        return cls(env.get("AGENTRUNNER_DATABASE_URL") or url)
+        size = None
+        if table.get("pool_size") is not None:
+            size = positive(table, "pool_size", 1, "Leave it out for the default.")
+        return cls(env.get("AGENTRUNNER_DATABASE_URL") or url, size)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,14 +54,25 @@ __all__ = [
 ]
 
 
-async def open_runner(start: Path | None = None, *, database_url: str | None = None) -> AgentRunner:
-    """Load the project at (or above) ``start`` and open its store (migrating it) and engine."""
+async def open_runner(
+    start: Path | None = None,
+    *,
+    database_url: str | None = None,
+    worker: int | bool | None = None,
+) -> AgentRunner:
+    """Load the project at (or above) ``start`` and open its store (migrating it) and engine.
+    ``worker``: the process serves runs, at that concurrency (True: ``[workers]``'), and its
+    store's pool is sized to it (``pool_size``)."""
     # Reading the config and agent files and resolving the runtime's own paths is file system
     # work: on a thread, so a runner opened inside a running application stalls nothing.
     # Extensions are imported there too (an import reads files, and runs the module).
     project, runtime_files, extensions = await asyncio.to_thread(_load, start)
     config = project.config
-    store = await open_store(database_url or config.resolved_database_url, tables=extensions.tables)
+    store = await open_store(
+        database_url or config.resolved_database_url,
+        tables=extensions.tables,
+        pool_size=config.pool_size(worker),
+    )
     models = ModelRegistry.from_config(config)
     engine = Engine(models, tracing=start_tracing(config.telemetry, models.secrets))
     return AgentRunner(
@@ -146,10 +157,14 @@ async def execute(
 
 
 async def open_workspace(
-    start: Path | None = None, *, database_url: str | None = None
+    start: Path | None = None,
+    *,
+    database_url: str | None = None,
+    worker: int | bool | None = None,
 ) -> Workspace:
-    """The runner plus channels; channels declared in ``agentrunner.toml`` exist afterwards."""
-    workspace = Workspace(await open_runner(start, database_url=database_url))
+    """The runner plus channels; channels declared in ``agentrunner.toml`` exist afterwards.
+    ``worker``: as ``open_runner``'s."""
+    workspace = Workspace(await open_runner(start, database_url=database_url, worker=worker))
     try:
         for channel in workspace.app.config.channels.values():
             await workspace.channels.create(

@@ -288,6 +288,7 @@ class Workers(Repository):
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
                 "concurrency": concurrency,
+                "pool_size": self.db.pool_size,  # what it may hold: PostgreSQL's pool
                 "now": time.time(),
             },
         )
@@ -297,3 +298,11 @@ class Workers(Repository):
 
     async def alive(self, within_s: float = 15.0) -> list[dict[str, Any]]:
         return await self.db.fetch_all(self.sql["workers_alive"], {"since": time.time() - within_s})
+
+    async def connections(self) -> tuple[int, int] | None:
+        """The database's connections now and its server's ``max_connections`` (PostgreSQL);
+        None for a SQLite file."""
+        row = await self.db.fetch_one(self.sql["database_connections"], {})
+        if row is None or row["connections"] is None:
+            return None
+        return int(row["connections"]), int(row["max_connections"])

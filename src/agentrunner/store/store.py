@@ -117,11 +117,16 @@ class Store:
 
 
 async def open_store(
-    url: str, *, lock_lease_s: float = 30.0, tables: Sequence[ExtensionTable] = ()
+    url: str,
+    *,
+    lock_lease_s: float = 30.0,
+    tables: Sequence[ExtensionTable] = (),
+    pool_size: int | None = None,
 ) -> Store:
     """Open (creating and migrating as needed) the store at ``url``; ``tables``, extensions'
-    tables, are created with the migrations when they do not exist yet."""
-    driver = await open_driver(url)
+    tables, are created with the migrations when they do not exist yet. ``pool_size``: the
+    most connections its pool opens on PostgreSQL (None: 16)."""
+    driver = await open_driver(url, pool_size=pool_size)
     try:
         # The package's SQL files, read on a thread: a store opened by a running app stalls
         # nothing.

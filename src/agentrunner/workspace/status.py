@@ -81,6 +81,9 @@ class ProjectStatus:
     waiting: list[dict[str, Any]] = field(default_factory=list)
     # The project's schedules, each with its next and last fire (docs/schedules.md).
     schedules: list[ScheduleView] = field(default_factory=list)
+    # PostgreSQL's connections now and its bound (None: a SQLite file); each worker's pool
+    # bound is with it (``pool_size``, written by its heartbeat).
+    connections: tuple[int, int] | None = None
 
     @property
     def warnings(self) -> list[LimitUse]:
@@ -91,6 +94,9 @@ class ProjectStatus:
             "agents": [agent.to_dict() for agent in self.agents],
             "org_chart": self.org_chart,
             "workers": self.workers,
+            "connections": None
+            if self.connections is None
+            else {"now": self.connections[0], "max": self.connections[1]},
             "spent_today": self.spent_today.to_dict(),
             "limits": [use.to_dict() for use in self.limits],
             "warnings": [use.message() for use in self.warnings],
@@ -148,6 +154,7 @@ async def project_status(
         agents=rows,
         org_chart=any(spec.reports_to is not None for spec, _ in specs),
         workers=await store.workers.alive(),
+        connections=await store.workers.connections(),
         spent_today=spend.total,
         limits=spend.limits,
         problems=len({p.file for p in agents.problems}),

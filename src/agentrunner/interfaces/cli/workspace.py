@@ -51,11 +51,15 @@ ATTACH_HELP = (
 )
 
 
-def with_workspace(work: Callable[[Workspace], Awaitable[T]]) -> T:
+def with_workspace(
+    work: Callable[[Workspace], Awaitable[T]], *, worker: int | bool | None = None
+) -> T:
+    """``work`` on the project's workspace (``worker``: a worker's, its pool sized to it)."""
+
     async def main() -> T:
         from agentrunner.runtime.compose import open_workspace
 
-        workspace = await open_workspace()
+        workspace = await open_workspace(worker=worker)
         try:
             return await work(workspace)
         finally:
@@ -242,7 +246,7 @@ def worker(
         served = await serving.run()
         err.print(f"[dim]stopped after {served} run(s)[/]")
 
-    with_workspace(work)
+    with_workspace(work, worker=concurrency or True)
 
 
 def _stopping(serving: Worker) -> None:
@@ -361,9 +365,15 @@ def _print_status(report: ProjectStatus) -> None:
         out.print(f"[{color}]! {escape(use.message())}[/]")
     if report.workers:
         for w in report.workers:
-            out.print(f"[green]worker[/] {escape(w['id'])} · concurrency {w['concurrency']}")
+            held = (
+                "" if w.get("pool_size") is None else f" · up to {w['pool_size'] + 1} connections"
+            )
+            out.print(f"[green]worker[/] {escape(w['id'])} · concurrency {w['concurrency']}{held}")
     else:
         out.print("[dim]no live workers (post and dm serve the mailboxes themselves)[/]")
+    if report.connections is not None:
+        now, bound = report.connections
+        out.print(f"database: {now} connection(s) open, of max_connections {bound}")
 
 
 def _print_schedules(report: ProjectStatus) -> None:

@@ -25,7 +25,7 @@ from agentrunner.store.drivers.contract import (
     Params,
 )
 from agentrunner.store.drivers.errors import DatabaseUnavailable, GuardRefused, is_unavailable
-from agentrunner.store.drivers.postgres import PostgresDriver
+from agentrunner.store.drivers.postgres import DEFAULT_POOL_SIZE, PostgresDriver
 from agentrunner.store.drivers.sqlite import SQLiteDriver
 
 __all__ = [
@@ -44,10 +44,11 @@ __all__ = [
 ]
 
 
-async def open_driver(url: str) -> Driver:
-    """``sqlite:///path`` (or a bare path) or ``postgresql://…``."""
+async def open_driver(url: str, *, pool_size: int | None = None) -> Driver:
+    """``sqlite:///path`` (or a bare path) or ``postgresql://…`` (a pool of at most
+    ``pool_size`` connections, 16 by default)."""
     if url.startswith(("postgresql://", "postgres://")):
-        driver = PostgresDriver(url)
+        driver = PostgresDriver(url, max_size=pool_size or DEFAULT_POOL_SIZE)
         try:
             await driver.open()
         except Exception as exc:

@@ -97,4 +97,9 @@ class Driver(Protocol):
 
     def listened(self) -> bool: ...
 
+    @property
+    def pool_size(self) -> int | None:
+        """The most connections its pool opens (None: it has none, a SQLite file)."""
+        ...
+
     async def close(self) -> None: ...

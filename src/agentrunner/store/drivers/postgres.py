@@ -37,12 +37,15 @@ from agentrunner.store.drivers.postgres_listener import (
 from agentrunner.store.drivers.postgres_reconnect import in_transaction, reconnecting
 from agentrunner.store.sql import TABLE_EXISTS, SqlSet
 
-__all__ = ["PostgresDriver"]
+__all__ = ["DEFAULT_POOL_SIZE", "PostgresDriver"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 # How old the count of the processes listening for changes may be (PostgresDriver.listened).
 LISTENERS_TTL_S = 1.0
+# A process's pool at most (its listeners are connections of their own): enough for a server's
+# readers and runs at once; a worker's is sized to its concurrency (runtime/compose).
+DEFAULT_POOL_SIZE = 16
 # Every role sees every session in pg_stat_activity, with its application name (were that
 # hidden, writers would keep the 20 ms window: later, never wrong).
 _LISTENERS = (
@@ -56,7 +59,12 @@ class PostgresDriver:
     lock_file: str | None = None
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 16, reconnect_s: float = 30.0
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = DEFAULT_POOL_SIZE,
+        reconnect_s: float = 30.0,
     ) -> None:
         try:
             from psycopg.rows import dict_row
@@ -83,6 +91,11 @@ class PostgresDriver:
             timeout=min(10.0, reconnect_s),
             kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 2},
         )
+
+    @property
+    def pool_size(self) -> int | None:
+        """The most connections its pool opens (its listeners are more)."""
+        return int(self.pool.max_size)
 
     async def open(self) -> None:
         import psycopg

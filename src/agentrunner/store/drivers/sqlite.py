@@ -293,6 +293,10 @@ class SQLiteDriver:
             return _InMemory(self)
         return ChangeSocket(self.changes_dir, deliver)
 
+    @property
+    def pool_size(self) -> int | None:
+        return None  # one connection, and a file
+
     def listened(self) -> bool:
         """Whether a process tails this database (it has a socket for changes): one ``stat``."""
         if self.path == ":memory:":

@@ -65,3 +65,9 @@ SELECT pg_notify('agentrunner_changes', :keys);
 
 -- name: approval_ids_starting
 SELECT id FROM approvals WHERE starts_with(id, :prefix) ORDER BY id LIMIT :limit;
+
+-- name: database_connections
+-- The database's connections now (this one left out) and the server's bound: `status`.
+SELECT (SELECT count(*) FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()) AS connections,
+       current_setting('max_connections')::int AS max_connections;

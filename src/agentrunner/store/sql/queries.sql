@@ -492,15 +492,15 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM runs WHERE status = 'running')
             THEN 1 ELSE 0 END AS busy;
 
 -- name: worker_upsert
-INSERT INTO workers (id, host, pid, concurrency, started_at, heartbeat_at)
-VALUES (:id, :host, :pid, :concurrency, :now, :now)
+INSERT INTO workers (id, host, pid, concurrency, pool_size, started_at, heartbeat_at)
+VALUES (:id, :host, :pid, :concurrency, :pool_size, :now, :now)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at;
 
 -- name: worker_delete
 DELETE FROM workers WHERE id = :id;
 
 -- name: workers_alive
-SELECT id, host, pid, concurrency, started_at, heartbeat_at FROM workers
+SELECT id, host, pid, concurrency, pool_size, started_at, heartbeat_at FROM workers
 WHERE heartbeat_at > :since ORDER BY started_at;
 
 -- name: channel_insert

@@ -611,3 +611,8 @@ CREATE TABLE thread_embedded (
     thread_id TEXT PRIMARY KEY REFERENCES threads (id) ON DELETE CASCADE,
     through_seq INTEGER NOT NULL
 )
+
+-- migration: 27
+-- What a worker's store pool may open on PostgreSQL (NULL: SQLite, or a worker from before):
+-- what `status` says it holds, its listener one more.
+ALTER TABLE workers ADD COLUMN pool_size INTEGER

@@ -32,3 +32,7 @@ SELECT thread_root_id AS root, COUNT(*) AS replies
 FROM channel_messages INDEXED BY channel_messages_thread
 WHERE thread_root_id >= :first AND thread_root_id <= :last AND channel_id = :channel_id
 GROUP BY thread_root_id;
+
+-- name: database_connections
+-- A file has no connections to count.
+SELECT NULL AS connections, NULL AS max_connections;
