@@ -160,6 +160,21 @@ def pg_database() -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def pgbouncer(pg_database: str) -> Iterator[str]:
+    """PgBouncer pooling by transaction in front of this session's database: its URL; skipped
+    where PgBouncer is not installed, unless AGENTRUNNER_REQUIRE_PGBOUNCER=1 (CI)."""
+    from tests.pgbouncer import start_pgbouncer
+
+    bouncer = start_pgbouncer(pg_database)
+    if bouncer is None:
+        if os.environ.get("AGENTRUNNER_REQUIRE_PGBOUNCER") == "1":
+            pytest.fail("PgBouncer is required (AGENTRUNNER_REQUIRE_PGBOUNCER=1) but not installed")
+        pytest.skip("PgBouncer is not installed")
+    yield bouncer.url
+    bouncer.stop()
+
+
 @pytest.fixture
 def restart_postgres(request: pytest.FixtureRequest) -> Callable[[], None]:
     """Restart the test PostgreSQL (``pg_ctl restart -m fast``): the one pytest started, or one

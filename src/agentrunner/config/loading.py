@@ -81,6 +81,8 @@ class Config:
     title_model: str | None = None
     database_url: str | None = None
     database_pool_size: int | None = None  # [database] pool_size: None, the process's own
+    database_pooled: bool = False  # [database] pooled: the URL is a transaction pooler's
+    database_listen_url: str | None = None  # [database] listen_url: LISTEN's own session
     providers: Mapping[str, ProviderConfig] = field(default_factory=_empty)
     aliases: Mapping[str, str] = field(default_factory=_empty)
     budgets: Budgets = field(default_factory=Budgets)
@@ -304,6 +306,8 @@ def _build(
         title_model=defaults.title_model,
         database_url=database.url,
         database_pool_size=database.pool_size,
+        database_pooled=database.pooled,
+        database_listen_url=database.listen_url,
         providers=providers,
         aliases=Aliases.read(table("aliases")).by_name,
         budgets=budgets,

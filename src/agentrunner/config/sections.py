@@ -201,12 +201,16 @@ class Database:
     the state directory. A password in the file's URL is refused."""
 
     NAME: ClassVar[str] = "database"
-    KEYS: ClassVar[tuple[str, ...]] = ("url", "pool_size")
+    KEYS: ClassVar[tuple[str, ...]] = ("url", "pool_size", "pooled", "listen_url")
 
     url: str | None
     # The most connections a process's pool opens on PostgreSQL (its listener is one more);
     # None: a worker's half its concurrency (at least 2), other processes' 16.
     pool_size: int | None = None
+    # ``url`` is a transaction pooler's (PgBouncer's): no prepared statements, and LISTEN on
+    # ``listen_url`` (AGENTRUNNER_DATABASE_LISTEN_URL over it), a session of PostgreSQL's own.
+    pooled: bool = False
+    listen_url: str | None = None
 
     @classmethod
     def read(cls, table: Table, env: Mapping[str, str]) -> Database:
@@ -220,7 +224,19 @@ class Database:
         size = None
         if table.get("pool_size") is not None:
             size = positive(table, "pool_size", 1, "Leave it out for the default.")
-        return cls(env.get("AGENTRUNNER_DATABASE_URL") or url, size)
+        listen = table.get("listen_url")
+        if listen is not None and (not isinstance(listen, str) or holds_password(listen)):
+            raise table.error(
+                "listen_url",
+                "database.listen_url must be a URL without a password",
+                "Set AGENTRUNNER_DATABASE_LISTEN_URL in the environment for one with a password.",
+            )
+        return cls(
+            env.get("AGENTRUNNER_DATABASE_URL") or url,
+            size,
+            flag(table, "pooled", False),
+            env.get("AGENTRUNNER_DATABASE_LISTEN_URL") or listen,
+        )
 
 
 @dataclass(frozen=True, slots=True)

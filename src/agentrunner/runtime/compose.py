@@ -29,7 +29,7 @@ from agentrunner.run.effects import PostRunEffects
 from agentrunner.run.extensions import Extensions, load_extensions
 from agentrunner.run.prompt import PromptBuilder
 from agentrunner.run.runner import AgentRunner
-from agentrunner.store.store import open_store
+from agentrunner.store.store import open_project_store
 from agentrunner.telemetry.setup import start_tracing
 from agentrunner.workspace.channels.service import CHANNEL_TOOLS
 from agentrunner.workspace.project_schedules import check_schedule, project_schedules
@@ -68,10 +68,8 @@ async def open_runner(
     # Extensions are imported there too (an import reads files, and runs the module).
     project, runtime_files, extensions = await asyncio.to_thread(_load, start)
     config = project.config
-    store = await open_store(
-        database_url or config.resolved_database_url,
-        tables=extensions.tables,
-        pool_size=config.pool_size(worker),
+    store = await open_project_store(
+        config, url=database_url, tables=extensions.tables, worker=worker
     )
     models = ModelRegistry.from_config(config)
     engine = Engine(models, tracing=start_tracing(config.telemetry, models.secrets))

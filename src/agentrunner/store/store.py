@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.store.agents import AgentStates, Memory, Notes, TaskCacheRows
@@ -30,7 +31,10 @@ from agentrunner.store.schedules import ScheduleRows
 from agentrunner.store.sql import ExtensionTable, SqlSet, load_sql, with_tables
 from agentrunner.store.threads import Messages, Threads
 
-__all__ = ["Store", "open_store"]
+if TYPE_CHECKING:
+    from agentrunner.config import Config
+
+__all__ = ["Store", "open_project_store", "open_store"]
 
 
 class Store:
@@ -116,17 +120,38 @@ class Store:
         await self.driver.close()
 
 
+async def open_project_store(
+    config: Config,
+    *,
+    url: str | None = None,
+    tables: Sequence[ExtensionTable] = (),
+    worker: int | bool | None = None,
+) -> Store:
+    """The project's store, as ``config``'s ``[database]`` says to open it (``url`` over its
+    URL): its pool (sized for a ``worker``: ``Config.pool_size``), a transaction pooler."""
+    return await open_store(
+        url or config.resolved_database_url,
+        tables=tables,
+        pool_size=config.pool_size(worker),
+        pooled=config.database_pooled,
+        listen_url=config.database_listen_url,
+    )
+
+
 async def open_store(
     url: str,
     *,
     lock_lease_s: float = 30.0,
     tables: Sequence[ExtensionTable] = (),
     pool_size: int | None = None,
+    pooled: bool = False,
+    listen_url: str | None = None,
 ) -> Store:
     """Open (creating and migrating as needed) the store at ``url``; ``tables``, extensions'
     tables, are created with the migrations when they do not exist yet. ``pool_size``: the
-    most connections its pool opens on PostgreSQL (None: 16)."""
-    driver = await open_driver(url, pool_size=pool_size)
+    most connections its pool opens on PostgreSQL (None: 16); ``pooled``: ``url`` is a
+    transaction pooler's, and LISTEN goes to ``listen_url``."""
+    driver = await open_driver(url, pool_size=pool_size, pooled=pooled, listen_url=listen_url)
     try:
         # The package's SQL files, read on a thread: a store opened by a running app stalls
         # nothing.

@@ -46,10 +46,10 @@ def _with_store(work: Callable[[Store], Awaitable[T]]) -> T:
 
     async def main() -> T:
         from agentrunner.config import load_config
-        from agentrunner.store.store import open_store
+        from agentrunner.store.store import open_project_store
 
         config = await asyncio.to_thread(load_config)
-        store = await open_store(config.resolved_database_url)
+        store = await open_project_store(config)
         try:
             return await work(store)
         finally:
@@ -160,14 +160,14 @@ def _brief_background(text: str, attach: list[str]) -> None:
     async def main() -> Queued:
         from agentrunner.config import load_config
         from agentrunner.engine.attachment_checks import read_file
-        from agentrunner.store.store import open_store
+        from agentrunner.store.store import open_project_store
         from agentrunner.workspace.company.brief import queue_brief
 
         config = await asyncio.to_thread(load_config)
         # read as runner.attach reads a path, without a runner: the job's agents are the
         # worker's to load
         files = [await asyncio.to_thread(read_file, p, config.attachments) for p in attach]
-        store = await open_store(config.resolved_database_url)
+        store = await open_project_store(config)
         try:
             return await queue_brief(config, store, text, files)
         finally:

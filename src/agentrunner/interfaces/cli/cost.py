@@ -32,9 +32,9 @@ def with_project_store(work: Callable[[Project, Store], Awaitable[T]]) -> T:
     project = load_project(strict=False)  # before the loop: nothing to stall yet
 
     async def main() -> T:
-        from agentrunner.store.store import open_store
+        from agentrunner.store.store import open_project_store
 
-        store = await open_store(project.config.resolved_database_url)
+        store = await open_project_store(project.config)
         try:
             return await work(project, store)
         finally:

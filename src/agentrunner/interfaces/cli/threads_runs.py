@@ -42,12 +42,12 @@ _STATUS = {
 def _with_store(work: Callable[[Store], Awaitable[T]]) -> T:
     from agentrunner.config import load_config
 
-    url = load_config().resolved_database_url  # before the loop: nothing to stall yet
+    config = load_config()  # before the loop: nothing to stall yet
 
     async def main() -> T:
-        from agentrunner.store.store import open_store
+        from agentrunner.store.store import open_project_store
 
-        store = await open_store(url)
+        store = await open_project_store(config)
         try:
             return await work(store)
         finally:

@@ -44,11 +44,28 @@ __all__ = [
 ]
 
 
-async def open_driver(url: str, *, pool_size: int | None = None) -> Driver:
-    """``sqlite:///path`` (or a bare path) or ``postgresql://…`` (a pool of at most
-    ``pool_size`` connections, 16 by default)."""
+async def open_driver(
+    url: str,
+    *,
+    pool_size: int | None = None,
+    pooled: bool = False,
+    listen_url: str | None = None,
+) -> Driver:
+    """``sqlite:///path`` (or a bare path) or ``postgresql://…``: a pool of at most
+    ``pool_size`` connections (16 by default); ``pooled``, a transaction pooler's URL
+    (PgBouncer's), whose LISTEN is on ``listen_url``, a direct connection."""
     if url.startswith(("postgresql://", "postgres://")):
-        driver = PostgresDriver(url, max_size=pool_size or DEFAULT_POOL_SIZE)
+        if pooled and not listen_url:
+            raise AgentRunnerError(
+                ErrorCode.VALIDATION,
+                "[database] pooled: LISTEN needs a session of its own, which a transaction "
+                "pooler does not keep, and no listen URL is set",
+                hint="Set AGENTRUNNER_DATABASE_LISTEN_URL to a direct connection to "
+                "PostgreSQL (not the pooler's).",
+            )
+        driver = PostgresDriver(
+            url, max_size=pool_size or DEFAULT_POOL_SIZE, listen_url=listen_url, pooled=pooled
+        )
         try:
             await driver.open()
         except Exception as exc:

@@ -65,6 +65,8 @@ class PostgresDriver:
         min_size: int = 1,
         max_size: int = DEFAULT_POOL_SIZE,
         reconnect_s: float = 30.0,
+        listen_url: str | None = None,
+        pooled: bool = False,
     ) -> None:
         try:
             from psycopg.rows import dict_row
@@ -76,6 +78,9 @@ class PostgresDriver:
                 hint='pip install "agentrunner[postgres]"',
             ) from exc
         self.url = url
+        # LISTEN needs a session of its own: behind a transaction pooler (``pooled``) a
+        # direct connection to PostgreSQL, which a pooler would hand to another client
+        self.listen_url = listen_url or url
         self.reconnect_s = reconnect_s
         self.guarded: Set[str] = frozenset()
         self._listeners = 0  # processes listening for changes, as last counted
@@ -89,7 +94,13 @@ class PostgresDriver:
             open=False,
             # A wait for a connection is one round of the reconnecting retries, not all of them.
             timeout=min(10.0, reconnect_s),
-            kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": 2},
+            # A transaction pooler runs each transaction on any of its server connections,
+            # where a statement prepared on another is not: prepared only without one.
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "prepare_threshold": None if pooled else 2,
+            },
         )
 
     @property
@@ -236,13 +247,13 @@ class PostgresDriver:
 
     async def listener(self, channel: str) -> Listener:
         """A connection LISTENing on ``channel``; ``wait`` returns when a NOTIFY arrives."""
-        listener = PostgresListener(self.url, channel)
+        listener = PostgresListener(self.listen_url, channel)
         await listener.connect()
         return listener
 
     async def changes(self, deliver: Deliver) -> ChangeListener:
         """LISTEN for the ``NOTIFY`` a commit's ``changes_notify`` row sends as it commits."""
-        listener = PostgresChanges(self.url, "agentrunner_changes", deliver)
+        listener = PostgresChanges(self.listen_url, "agentrunner_changes", deliver)
         await listener.start()
         return listener
 
