@@ -290,7 +290,10 @@ async def run(args: argparse.Namespace, url: str, receiver: str) -> dict[str, An
         closers += [close_floor, engine.aclose]
         turns[f"floor c={c}"] = lambda n, floor=floor: floor()
         turns[f"engine c={c}"] = lambda n, engine=engine: engine_only_turn(engine, tool)
-    telemetry = f'[telemetry]\nenabled = true\nendpoint = "{receiver}"\n'
+    telemetry = (
+        f'[telemetry]\nenabled = true\nendpoint = "{receiver}"\n'
+        f"sample_ratio = {args.sample_ratio}\n"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         runners = {f"durable c={c}": await open_bench_runner(root / f"off{c}", url) for c in levels}
@@ -431,6 +434,13 @@ def main() -> None:
         type=lambda text: [int(c) for c in text.split(",")],
         default=[16, 64],
         help="the concurrencies measured besides 1, comma-separated",
+    )
+    parser.add_argument(
+        "--sample-ratio",
+        type=float,
+        default=1.0,
+        help="[telemetry] sample_ratio of the telemetry rows (one provider a process: run again "
+        "with another to compare)",
     )
     args = parser.parse_args()
     receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)

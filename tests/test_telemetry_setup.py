@@ -27,6 +27,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from agentrunner.engine.messages import ToolCall, Usage
+from agentrunner.errors import AgentRunnerError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -309,6 +310,39 @@ def test_telemetry_on_exports_the_run_over_otlp_http(project: Path, receiver: Re
         if a.get("gen_ai.agent.id") == "clerk"
     }
     assert tokens["input"] > 0 and tokens["output"] > 0
+
+
+@pytest.mark.parametrize(
+    ("ratio", "env", "traced"),
+    [
+        ("0", {}, False),  # none kept: the run's spans are not sent, its metrics are
+        ("0", {"OTEL_TRACES_SAMPLER": "always_on"}, True),  # the environment over the file
+        ("1", {}, True),
+        ("0.5", {"OTEL_TRACES_SAMPLER": "always_off"}, False),
+    ],
+)
+def test_sample_ratio_keeps_that_share_of_traces(
+    project: Path, receiver: Receiver, ratio: str, env: dict[str, str], traced: bool
+) -> None:
+    with (project / "agentrunner.toml").open("a") as toml:
+        toml.write(
+            f'[telemetry]\nenabled = true\nendpoint = "{receiver.url}"\nsample_ratio = {ratio}\n'
+        )
+    done = run(project, env)
+    assert done.returncode == 0, done.stderr
+    assert ("/v1/traces" in receiver.paths()) is traced
+    assert "/v1/metrics" in receiver.paths()
+
+
+@pytest.mark.parametrize("bad", ["1.5", "-0.1", '"half"', "true"])
+def test_a_sample_ratio_that_is_no_share_is_refused_at_its_line(project: Path, bad: str) -> None:
+    from agentrunner.config import load_config
+
+    (project / "agentrunner.toml").write_text(f"[telemetry]\nsample_ratio = {bad}\n")
+    with pytest.raises(AgentRunnerError) as refused:
+        load_config(project)
+    assert "telemetry.sample_ratio must be a number from 0 to 1" in refused.value.message
+    assert refused.value.line == 2
 
 
 def _attributes(attributes: Sequence[KeyValue]) -> dict[str, object]:

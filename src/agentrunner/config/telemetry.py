@@ -32,6 +32,7 @@ class Telemetry:
         "service_name",
         "endpoint",
         "metrics",
+        "sample_ratio",
     )
 
     enabled: bool = False
@@ -42,6 +43,10 @@ class Telemetry:
     metrics: bool = True  # off for a receiver that takes only traces (Phoenix, Jaeger)
     metrics_endpoint: str | None = None  # OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: used as it is
     metric_interval_ms: int = 60_000  # OTEL_METRIC_EXPORT_INTERVAL: between two exports
+    # The share of traces kept, decided at each trace's root and followed by its children
+    # (a head sampler: ParentBased(TraceIdRatioBased)); 1: every one. OTEL_TRACES_SAMPLER
+    # and OTEL_TRACES_SAMPLER_ARG over it, as the SDK reads them.
+    sample_ratio: float = 1.0
 
     @property
     def traces_url(self) -> str:
@@ -79,6 +84,7 @@ class Telemetry:
             traces_endpoint=env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or None,
             metrics=table.get("metrics", True),
             metrics_endpoint=env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or None,
+            sample_ratio=_ratio(table),
         )
         if _switch(env, "OTEL_SDK_DISABLED", False):
             return replace(telemetry, enabled=False)
@@ -91,6 +97,18 @@ class Telemetry:
         )
         _check_protocols(env, ("TRACES", "METRICS") if telemetry.metrics else ("TRACES",))
         return telemetry
+
+
+def _ratio(table: Table) -> float:
+    """``[telemetry] sample_ratio``: a number from 0 to 1."""
+    value = table.get("sample_ratio", 1.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise table.error(
+            "sample_ratio",
+            f"telemetry.sample_ratio must be a number from 0 to 1, got {value!r}",
+            "The share of traces kept: 1 keeps every one, 0.1 one in ten.",
+        )
+    return float(value)
 
 
 def _endpoint(table: Table) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import Sampler
 
     from agentrunner.config import Telemetry
     from agentrunner.engine.secrets import Secrets
@@ -87,11 +89,23 @@ def _sdk_tracer_provider(settings: Telemetry) -> TracerProvider:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    provider = TracerProvider(resource=_resource(settings), shutdown_on_exit=False)
+    provider = TracerProvider(
+        resource=_resource(settings), shutdown_on_exit=False, sampler=_sampler(settings)
+    )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=settings.traces_url)))
     exporter_log = _quiet(OTLPSpanExporter.__module__, "traces", settings.traces_url)
     _send_at_exit(provider.shutdown, exporter_log)
     return provider
+
+
+def _sampler(settings: Telemetry) -> Sampler | None:
+    """``sample_ratio``'s head sampler; None (the SDK's own choice: ``OTEL_TRACES_SAMPLER``,
+    else every trace) where the environment names a sampler or every trace is kept."""
+    if os.environ.get("OTEL_TRACES_SAMPLER") or settings.sample_ratio >= 1:
+        return None
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    return ParentBased(TraceIdRatioBased(settings.sample_ratio))
 
 
 def _sdk_meter_provider(settings: Telemetry) -> MeterProvider:
