@@ -60,7 +60,7 @@ from agentrunner.testing.mock_responses import (
 from agentrunner.testing.prompt_cache import PromptCacheModel, too_many_breakpoints
 from agentrunner.testing.replies import Fault, Reply
 
-__all__ = ["MockProvider", "MockProviderServer", "RecordedRequest", "main"]
+__all__ = ["MockProvider", "MockProviderServer", "RecordedRequest"]
 
 
 Scope = MutableMapping[str, Any]
@@ -88,6 +88,7 @@ class MockProvider:
         self._by_model: dict[str, deque[Reply]] = {}
         self.requests: list[RecordedRequest] = []
         self.record = True
+        self.delay_s = 0.0  # before every answer that is not scripted: a model's thinking time
         self._ids = itertools.count(1)
 
     def queue(self, *replies: Reply, model: str | None = None) -> None:
@@ -102,6 +103,7 @@ class MockProvider:
             self._queue.clear()
             self._by_model.clear()
             self.requests.clear()
+            self.delay_s = 0.0
 
     def _next(self, model: str, body: dict[str, Any], flavor: str) -> Reply:
         with self._lock:
@@ -186,8 +188,8 @@ class MockProvider:
             return
         model = str(body.get("model", ""))
         reply = self._next(model, body, flavor)
-        if reply.delay_s:
-            await asyncio.sleep(reply.delay_s)
+        if reply.delay_s or self.delay_s:
+            await asyncio.sleep(reply.delay_s or self.delay_s)
         fault = reply.fault
         if fault is not None and fault.kind == "stall":
             await asyncio.sleep(fault.seconds)
@@ -555,42 +557,3 @@ class MockProviderServer:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=5)
-
-
-def main() -> None:
-    import argparse
-
-    import uvicorn
-
-    parser = argparse.ArgumentParser(
-        description="Run the mock provider: OpenAI (Chat Completions, Responses) and Anthropic."
-    )
-    parser.add_argument("--port", type=int, default=8999)
-    parser.add_argument(
-        "--count-input-tokens",
-        action="store_true",
-        help="Bill each request's real size (about a token per 4 bytes), as a provider does.",
-    )
-    parser.add_argument(
-        "--prompt-cache",
-        action="store_true",
-        help="Bill as each provider's prompt cache would (cached tokens read and written).",
-    )
-    args = parser.parse_args()
-    mock = MockProvider(
-        count_input_tokens=args.count_input_tokens,
-        prompt_cache=PromptCacheModel() if args.prompt_cache else None,
-    )
-    mock.record = False
-    uvicorn.run(
-        mock,
-        host="127.0.0.1",
-        port=args.port,
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-    )
-
-
-if __name__ == "__main__":
-    main()
