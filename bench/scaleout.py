@@ -64,6 +64,15 @@ def _postgres_cpu_s() -> float:
     return total / ticks
 
 
+def _machine_busy() -> tuple[int, int]:
+    """The machine's CPU time so far, busy and in all (clock ticks, every core), from
+    /proc/stat."""
+    with open("/proc/stat") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return sum(values) - idle, sum(values)
+
+
 async def point(
     base: str, mock_url: str, agents: int, workers: int, runs: int, concurrency: int
 ) -> dict[str, Any]:
@@ -126,7 +135,7 @@ async def point(
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.5)  # idle, listening
             hearing, sampling = asyncio.ensure_future(hear()), asyncio.ensure_future(sample())
-            cpu_before = _postgres_cpu_s()
+            cpu_before, busy_before = _postgres_cpu_s(), _machine_busy()
             start = time.perf_counter()
             queued = [
                 await ws.runs.queue(f"a{n % agents}", f"t{n}", f"question {n}") for n in range(runs)
@@ -138,6 +147,8 @@ async def point(
                 await asyncio.sleep(0.02)
             elapsed = time.perf_counter() - start
             cpu = _postgres_cpu_s() - cpu_before
+            busy_after = _machine_busy()
+            busy = (busy_after[0] - busy_before[0]) / max(1, busy_after[1] - busy_before[1])
             hearing.cancel()
             sampling.cancel()
             latencies, completed = [], 0
@@ -179,6 +190,7 @@ async def point(
         "connections_per_worker": peak / workers,
         "postgres_cpu_ms_per_run": cpu * 1000 / runs,
         "notifies_per_run": notifies / runs,
+        "machine_cpu_busy": busy,  # of all its cores, while the runs were served
     }
 
 
@@ -252,6 +264,7 @@ def main() -> None:
             "conns/worker",
             "pg CPU ms/run",
             "NOTIFY/run",
+            "machine CPU busy",
         ],
         [
             [
@@ -264,6 +277,7 @@ def main() -> None:
                 r["connections_per_worker"],
                 r["postgres_cpu_ms_per_run"],
                 r["notifies_per_run"],
+                r["machine_cpu_busy"],
             ]
             for r in rows
         ],
