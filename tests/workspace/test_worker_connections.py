@@ -6,6 +6,8 @@ held 8-9, and serves as fast. Counted in ``pg_stat_activity`` while it serves.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -24,19 +26,26 @@ async def _peak_while_serving(
     how many of them completed."""
     import psycopg
 
-    workspace = await open_workspace(project, worker=worker)
     sampler = await psycopg.AsyncConnection.connect(store_url, autocommit=True)
+    # this process's connections only (another process's, not yet gone, are not the worker's),
+    # less those it held before the worker's store opened (an earlier test's, left open)
+    count = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND client_port = ANY(%(ports)s)"
+    )
+
+    async def held() -> int:
+        row = await (await sampler.execute(count, {"ports": _own_ports()})).fetchone()
+        return row[0] if row else 0
+
+    before = await held()
+    workspace = await open_workspace(project, worker=worker)
     peak = 0
 
     async def sample() -> None:
         nonlocal peak
-        count = (
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
         while True:
-            row = await (await sampler.execute(count)).fetchone()
-            peak = max(peak, row[0] if row else 0)
+            peak = max(peak, await held() - before)
             await asyncio.sleep(0.02)
 
     try:
@@ -54,6 +63,24 @@ async def _peak_while_serving(
     finally:
         await sampler.close()
         await workspace.close()
+
+
+def _own_ports() -> list[int]:
+    """The local ports of this process's TCP sockets (its fds' inodes in /proc/net/tcp*)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 @pytest.fixture
