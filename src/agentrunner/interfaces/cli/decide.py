@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import signal
 import sys
@@ -63,6 +64,7 @@ class _Lines:
         self._reading = False  # the thread is in input(), for a question given up or this one
         self._answer: tuple[asyncio.AbstractEventLoop, asyncio.Future[str | None]] | None = None
         self._early: list[str | None] = []  # read when no question was open
+        self._pending = b""  # read from a piped stdin past the last line given
 
     async def read(self, text: str) -> str | None:
         loop = asyncio.get_running_loop()
@@ -104,7 +106,7 @@ class _Lines:
             with self._lock:
                 self._reading = True
             try:
-                line: str | None = input(text)
+                line: str | None = input(text) if sys.stdin.isatty() else self._piped(text)
             except (EOFError, KeyboardInterrupt):
                 line = None
             with self._lock:
@@ -115,6 +117,24 @@ class _Lines:
                     continue
             loop, answer = waiting
             loop.call_soon_threadsafe(_settle, answer, line)
+
+    def _piped(self, prompt: str) -> str:
+        """A line of a stdin that is no terminal, read from its file descriptor. ``input()``
+        would read it through ``sys.stdin``'s buffer, holding its lock while it waits; this
+        daemon thread holding it as the interpreter shuts down (the person quit meanwhile) is
+        a fatal error, "could not acquire lock for <stdin> at interpreter shutdown" (a
+        terminal's ``input()`` reads through readline, without that lock)."""
+        sys.stdout.write(prompt)
+        sys.stdout.flush()
+        while b"\n" not in self._pending:
+            chunk = os.read(sys.stdin.fileno(), 65536)
+            if not chunk:
+                if not self._pending:
+                    raise EOFError
+                self._pending += b"\n"  # a last line without its line break
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode("utf-8", errors="replace").removesuffix("\r")
 
 
 def _settle(answer: asyncio.Future[str | None], line: str | None) -> None:
