@@ -14,6 +14,7 @@ from agentrunner.engine.budget import BudgetGate, ExternalBudget, estimate_text_
 from agentrunner.engine.embeddings import Embedded
 from agentrunner.engine.fallback import ChainEntry, Cooldowns, FallbackChain
 from agentrunner.engine.messages import Message, UserMessage
+from agentrunner.engine.model_calls import cost_updated
 from agentrunner.engine.models import ModelRegistry
 from agentrunner.engine.tools import Tool
 from agentrunner.engine.turn import (
@@ -103,20 +104,7 @@ class Engine:
             embedded.cost_micros = micros
             if emit is not None:
                 emit(
-                    "cost.updated",
-                    {
-                        "model": resolved.ref,
-                        "attempt": 1,
-                        "outcome": "ok",
-                        "input_tokens": usage.input_tokens,
-                        "output_tokens": 0,
-                        "cache_read_tokens": 0,
-                        "cache_write_tokens": 0,
-                        "cost_micros": micros,
-                        "cost_known": micros is not None,
-                        "estimated": usage.estimated,
-                        "cumulative_cost_micros": micros or 0,
-                    },
+                    "cost.updated", cost_updated(resolved.ref, 1, "ok", usage, micros, micros or 0)
                 )
         finally:
             gate.release()  # after the cost is recorded: spent plus held never drops

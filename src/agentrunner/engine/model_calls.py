@@ -31,13 +31,13 @@ from agentrunner.engine.messages import (
 )
 from agentrunner.engine.secrets import SecretStream
 from agentrunner.engine.structured_output import schema_instructions, takes_schema_natively
-from agentrunner.events import Emit
+from agentrunner.events import CostUpdated, Emit
 
 if TYPE_CHECKING:
     from agentrunner.core.model_settings import ModelSettings
     from agentrunner.engine.turn import Turn
 
-__all__ = ["ModelCalls", "output_cap"]
+__all__ = ["ModelCalls", "cost_updated", "output_cap"]
 
 
 class ModelCalls:
@@ -258,21 +258,10 @@ class ModelCalls:
             self.cost += micros
         if self.turn.emit is not None:  # even after an abort: money is always recorded
             emit: Emit = self.turn.emit
+            cumulative = self.turn.cost.root.micros
             emit(
                 "cost.updated",
-                {
-                    "model": entry.model.ref,
-                    "attempt": attempt,
-                    "outcome": outcome,
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "cache_read_tokens": usage.cache_read_tokens,
-                    "cache_write_tokens": usage.cache_write_tokens,
-                    "cost_micros": micros,
-                    "cost_known": micros is not None,
-                    "estimated": usage.estimated,
-                    "cumulative_cost_micros": self.turn.cost.root.micros,
-                },
+                cost_updated(entry.model.ref, attempt, outcome, usage, micros, cumulative),
             )
         settled = self.gate.settle(usage)
         self.cut_by_budget = settled if settled is not None and settled.lowered else None
@@ -308,3 +297,23 @@ def output_cap(limit: int | None, settings: ModelSettings | None) -> int | None:
     asked = settings.max_output_tokens if settings is not None else None
     caps = [cap for cap in (limit, asked) if cap]
     return min(caps) if caps else None
+
+
+def cost_updated(
+    model: str, attempt: int, outcome: str, usage: Usage, micros: int | None, cumulative: int
+) -> CostUpdated:
+    """What a ``cost.updated`` says of one attempt of ``model`` (a chat request's or an
+    embedding's): its tokens, what it cost (None: unknown) and the run's total so far."""
+    return {
+        "model": model,
+        "attempt": attempt,
+        "outcome": outcome,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "cost_micros": micros,
+        "cost_known": micros is not None,
+        "estimated": usage.estimated,
+        "cumulative_cost_micros": cumulative,
+    }
