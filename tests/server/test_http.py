@@ -287,21 +287,23 @@ def test_a_busy_ports_hint_names_a_port_that_is_free(agent: Agent, project: Path
             busy = {port}
             for n in range(1, busy_after + 1):
                 more = stack.enter_context(socket.socket())
-                try:
+                # Held by the test, or not asserted: a port some connection holds for the
+                # moment is one a server may still listen on (SO_REUSEADDR), so it is no
+                # "busy" port the hint must avoid (a CI run failed on it).
+                with contextlib.suppress(OSError):
                     more.bind(("127.0.0.1", port + n))
-                except OSError:  # taken already: busy all the same
-                    pass
-                else:
                     more.listen()
-                busy.add(port + n)
+                    busy.add(port + n)
             done = _serve(project, "--port", str(port))
             assert done.returncode == 1 and f"port {port} on 127.0.0.1" in done.stderr
             found = re.search(r"--port (\d+)", done.stderr)
             assert found, done.stderr
             named = int(found.group(1))
             assert named not in busy
-            with socket.socket() as check:  # free: it can be bound (while the others are held)
+            with socket.socket() as check:  # free: a server can listen there (others held)
+                check.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 check.bind(("127.0.0.1", named))
+                check.listen()
 
 
 @pytest.mark.parametrize("port", ["99999", "65536", "-1"])
