@@ -104,7 +104,7 @@ from collections.abc import AsyncIterator  # noqa: E402
 
 _PG_URL_VAR = "AGENTRUNNER_TEST_DATABASE_URL"
 _TABLES = (
-    "threads, messages, runs, run_steps, run_messages, events, costs, cost_days, memory_blocks, "
+    "threads, messages, runs, run_steps, run_messages, events, costs, cost_totals, memory_blocks, "
     "notes, "
     "agent_state, thread_locks, channels, channel_members, channel_messages, workers, task_cache, "
     "budget_holds, idempotency_keys, company_sessions, journal_entries, channel_activity, "

@@ -50,7 +50,7 @@ async def spend(runner: AgentRunner) -> dict[str, int]:
     )
     by_agent = {r["agent_id"]: int(r["micros"]) for r in rows if r["micros"]}
     days = await runner.store.driver.fetch_all(
-        "SELECT agent_id, SUM(micros) AS micros FROM cost_days GROUP BY agent_id", {}
+        "SELECT agent_id, SUM(cost_micros) AS micros FROM cost_totals GROUP BY agent_id", {}
     )
     assert {r["agent_id"]: int(r["micros"]) for r in days if r["micros"]} == by_agent
     runs = await runner.store.runs.list(limit=1000)

@@ -175,7 +175,7 @@ async def test_a_run_with_a_tool_call(agent: Agent, open_runner: Any, mock: Mock
                 "event_insert agent.token",
                 "event_insert cost.updated",
                 "cost_insert mockai:gpt-mock",
-                "cost_day_add",
+                "cost_total_add",
                 "event_insert agent.tool_call",
                 "run_message_insert tool_call_message",
                 "changes_notify",
@@ -189,7 +189,7 @@ async def test_a_run_with_a_tool_call(agent: Agent, open_runner: Any, mock: Mock
                 "event_insert agent.token",
                 "event_insert cost.updated",
                 "cost_insert mockai:gpt-mock",
-                "cost_day_add",
+                "cost_total_add",
                 "event_insert agent.message",
                 "run_message_insert assistant_message",
                 "event_insert agent.idle",
@@ -199,7 +199,10 @@ async def test_a_run_with_a_tool_call(agent: Agent, open_runner: Any, mock: Mock
                 "thread_manifest",
                 "run_finish completed",
             ],
-            ["cost_insert test:test"],  # the new thread's title, charged to the run
+            [
+                "cost_insert test:test",
+                "cost_total_add",
+            ],  # the new thread's title, charged to the run
         ]
     )
 
@@ -280,6 +283,7 @@ async def test_a_failed_run(agent: Agent, open_runner: Any, mock: MockProvider) 
                 "step_insert failed",
                 "event_insert cost.updated",
                 "cost_insert mockai:gpt-mock",
+                "cost_total_add",
                 "event_insert model.attempt_failed",
                 "event_insert agent.failed",
                 "event_insert agent.idle",
@@ -365,7 +369,7 @@ async def test_a_cancelled_run(agent: Agent, open_runner: Any, mock: MockProvide
                 "step_insert completed",
                 "event_insert cost.updated",
                 "cost_insert mockai:gpt-mock",
-                "cost_day_add",
+                "cost_total_add",
                 "event_insert agent.tool_call",
                 "run_message_insert tool_call_message",
                 "changes_notify",

@@ -14,6 +14,7 @@ import pytest
 from agentrunner.engine import AssistantMessage, ToolCall, ToolResult, UserMessage
 from agentrunner.run.run_rows import RunRows
 from agentrunner.store import RunLog, Store, open_store
+from agentrunner.store.costs import today
 from agentrunner.store.mailbox import NewRun
 
 
@@ -137,6 +138,73 @@ async def test_listing_an_agents_threads_never_reads_every_thread(store: Store) 
         details = [row["detail"] for row in plan]
         assert not any(d.startswith("SCAN threads") for d in details), (query, details)
         assert any(d.startswith(f"SEARCH threads USING INDEX {index}") for d in details), details
+
+
+async def test_what_summarises_history_reads_an_index_or_a_total(store: Store) -> None:
+    """The team page and the costs page grew with history (issue 47: the team page 35 to 129
+    ms over a 20-minute soak) where a query read every run or every cost row: each now reads a
+    running total or an index, however much history is held."""
+    if store.dialect != "sqlite":
+        pytest.skip("PostgreSQL plans by its statistics; the SQLite plan is fixed")
+    params = {
+        "agent_id": "a",
+        "day": "2030-01-01",
+        "since": "2030-01-01",
+        "now": 0.0,
+        "limit": 50,
+        "id": "x",
+        "run_id": "r",
+        "micros": 1,
+        "expires_at": 1.0,
+        "agent_limit": 1,
+        "all_limit": 1,
+    }
+    for query in (
+        "cost_summary",
+        "cost_spent",
+        "budget_spent",
+        "budget_hold",
+        "agent_last_run",
+        "company_jobs",
+        "mailbox_depths",
+    ):
+        plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {store.sql[query]}", params)
+        details = [row["detail"] for row in plan]
+        assert not any(re.match(r"SCAN (runs|costs|r|cost_totals)\b", d) for d in details), (
+            query,
+            details,
+        )
+        assert not any(" costs " in f" {d} " for d in details), (query, details)
+    # an index read of one row per status, not every run of the agent sorted
+    plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {store.sql['agent_last_run']}", params)
+    searches = [row["detail"] for row in plan if row["detail"].startswith("SEARCH runs")]
+    assert len(searches) == 4, searches
+
+
+async def test_an_agents_last_run_is_its_running_one_else_its_newest(store: Store) -> None:
+    """``AgentStates.get``: working while a run of it runs (even an older one), else what its
+    newest settled run came to, whichever the status."""
+    await store.threads.open("t", "a")
+    made = time.time()
+    for n, (run_id, status) in enumerate(
+        (("r1", "completed"), ("r2", "failed"), ("r3", "cancelled"), ("r4", "completed"))
+    ):
+        await store.batch(
+            [store.runs.insert_op(run_id=run_id, agent_id="a", thread_id="t", status="running")]
+        )
+        await store.driver.execute(
+            f"UPDATE runs SET created_at = {made + n} WHERE id = '{run_id}'", {}
+        )
+        await store.batch([store.runs.finish_op(run_id, status=status, stop_reason="end_turn")])
+    state = await store.agent_states.get("a")
+    assert (state.status, state.last_run_id) == ("idle", "r4")
+    await store.driver.execute(f"UPDATE runs SET created_at = {made + 9} WHERE id = 'r2'", {})
+    state = await store.agent_states.get("a")
+    assert (state.status, state.last_run_id) == ("error", "r2")
+    await store.driver.execute("UPDATE runs SET status = 'running' WHERE id = 'r1'", {})
+    state = await store.agent_states.get("a")
+    assert (state.status, state.current_run_id) == ("working", "r1")
+    assert (await store.agent_states.get("b")).status == "idle"
 
 
 async def test_messages_round_trip_and_recent_window(store: Store) -> None:
@@ -411,14 +479,107 @@ async def test_daily_spend_is_kept_per_agent_and_day(store: Store, store_url: st
     assert await store.costs.spent_today("c") == 0
     assert await store.costs.spent_today() == 47
     # A database from before the totals existed gets them from its cost rows.
-    await store.driver.execute("DROP TABLE cost_days", {})
-    await store.driver.execute("DELETE FROM schema_migrations WHERE version = 7", {})
+    summary = await store.costs.summary(since=today())
+    await store.driver.execute("DROP TABLE cost_totals", {})
+    await store.driver.execute("CREATE TABLE cost_days (day TEXT, agent_id TEXT)", {})
+    await store.driver.execute("DELETE FROM schema_migrations WHERE version = 28", {})
     migrated = await open_store(store_url)
     try:
         assert await migrated.costs.spent_today("a") == 35
         assert await migrated.costs.spent_today() == 47
+        assert await migrated.costs.summary(since=today()) == summary
     finally:
         await migrated.close()
+
+
+async def test_the_day_totals_are_the_sums_of_the_cost_rows(store: Store) -> None:
+    """Every report reads the running totals (cost_totals), never the cost rows: over many
+    requests of several agents, models and days, priced, free and of unknown price, with
+    prompt-cache tokens, each total is what summing the rows gives, and a budget check's
+    figure the day's money."""
+    import random
+
+    chance = random.Random(47)
+    await store.threads.open("t", "a")
+    logs = {}
+    for agent_id in ("a", "b", "c"):
+        run_id = f"r_{agent_id}"
+        await store.batch(
+            [
+                store.runs.insert_op(
+                    run_id=run_id, agent_id=agent_id, thread_id="t", status="running"
+                )
+            ]
+        )
+        logs[agent_id] = RunLog(store, run_id, agent_id)
+    midnight = datetime(2030, 5, 2, tzinfo=UTC).timestamp()
+    for n in range(600):
+        log = logs[chance.choice("abc")]
+        usage = {
+            "input_tokens": chance.randrange(5000),
+            "output_tokens": chance.randrange(900),
+            "cache_read_tokens": chance.randrange(3) * chance.randrange(2000),
+            "cache_write_tokens": chance.randrange(2) * chance.randrange(500),
+        }
+        micros = chance.choice([None, 0, chance.randrange(1, 90_000)])
+        when = midnight + chance.uniform(-3 * 86_400, 86_400)
+        log.cost(chance.choice(["x:m", "x:n", "y:o"]), usage, micros, n % 7 == 0, when)
+        if n % 50 == 49:
+            await log.flush()
+    for log in logs.values():
+        await log.flush()
+    raw = await store.driver.fetch_all(
+        "SELECT day, agent_id, model, input_tokens, output_tokens, cache_read_tokens, "
+        "cache_write_tokens, cost_micros FROM costs",
+        {},
+    )
+    assert len(raw) == 600
+    expected: dict[tuple[str, str, str], dict[str, int]] = {}
+    for row in raw:
+        total = expected.setdefault(
+            (row["day"], row["agent_id"], row["model"]),
+            dict.fromkeys(
+                (
+                    "requests",
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_tokens",
+                    "cache_write_tokens",
+                    "cost_micros",
+                    "unknown",
+                    "priced_cache_read_tokens",
+                    "priced_cache_write_tokens",
+                ),
+                0,
+            ),
+        )
+        priced = row["cost_micros"] is not None
+        total["requests"] += 1
+        for key in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+            total[key] += int(row[key])
+        total["cost_micros"] += int(row["cost_micros"] or 0)
+        total["unknown"] += 0 if priced else 1
+        total["priced_cache_read_tokens"] += int(row["cache_read_tokens"]) if priced else 0
+        total["priced_cache_write_tokens"] += int(row["cache_write_tokens"]) if priced else 0
+    found = {
+        (r["day"], r["agent_id"], r["model"]): {
+            key: r[key] for key in next(iter(expected.values()))
+        }
+        for r in await store.costs.summary(since="2030-01-01")
+    }
+    assert found == expected
+    assert len({day for day, _, _ in found}) == 4  # the days apart, not one sum
+    day = "2030-05-01"
+    assert await store.driver.fetch_one(
+        store.sql["budget_spent"], {"day": day, "agent_id": "b", "now": 0.0}
+    ) == {
+        "agent_spent": sum(
+            t["cost_micros"] for (d, a, _), t in expected.items() if (d, a) == (day, "b")
+        ),
+        "agent_held": 0,
+        "all_spent": sum(t["cost_micros"] for (d, _, _), t in expected.items() if d == day),
+        "all_held": 0,
+    }
 
 
 async def test_cost_summary_splits_days_at_utc_midnight_per_agent_and_model(
@@ -480,7 +641,7 @@ async def test_steps_and_run_messages_survive_their_rekeying(
     """Migration 9 rebuilds run_steps and run_messages (keyed by run, no step foreign key): a
     database written before it keeps every row, and deleting a run still takes both along."""
     from agentrunner.store.drivers import open_driver
-    from agentrunner.store.sql import SqlSet, load_sql
+    from agentrunner.store.sql import SqlSet, _render, load_sql
 
     if store_url.startswith("sqlite"):
         url, drop = f"sqlite:///{tmp_path / 'v8.db'}", None
@@ -512,7 +673,19 @@ async def test_steps_and_run_messages_survive_their_rekeying(
         v8_thread = v8_thread.replace(", waiting_run_id", "", 1)
         # … and migration 24 their `forked_from` and `forked_at`.
         v8_thread = re.sub(r",\s*forked_from, forked_at", "", v8_thread, count=1)
-        v8 = {**sql.queries, "cost_insert": v8_cost, "run_insert": v8_run, "thread_get": v8_thread}
+        # … and migration 28 made cost_days each day's totals per model.
+        v8_total = _render(
+            "INSERT INTO cost_days (day, agent_id, micros) VALUES (:day, :agent_id, :micros) "
+            "ON CONFLICT (day, agent_id) DO UPDATE SET micros = cost_days.micros + excluded.micros",
+            sql.dialect,
+        )
+        v8 = {
+            **sql.queries,
+            "cost_insert": v8_cost,
+            "cost_total_add": v8_total,
+            "run_insert": v8_run,
+            "thread_get": v8_thread,
+        }
         old = Store(driver, SqlSet(sql.dialect, v8, []))
         await old.threads.open("t", "a")
         await old.batch(

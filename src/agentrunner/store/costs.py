@@ -1,6 +1,6 @@
 """What is spent: ``Costs`` (the day's spend per agent and in all, budget holds for requests in
-flight, the cost rows summed per day or per run) and ``today``, the UTC day every cost row is
-kept under."""
+flight, each day's running totals per agent and model, a run's cost rows) and ``today``, the
+UTC day every cost row is kept under."""
 
 from __future__ import annotations
 
@@ -91,19 +91,19 @@ class Costs(Repository):
         return self.op("budget_release", day=day, agent_id=agent_id, id=hold_id)
 
     async def spent_today(self, agent_id: str | None = None) -> int:
-        """Micro-dollars spent today (UTC) by one agent, or by all with ``agent_id=None``: one
-        row per agent, kept with the cost rows, not a sum over the day's requests."""
+        """Micro-dollars spent today (UTC) by one agent, or by all with ``agent_id=None``: from
+        the day's running totals (a row per agent and model), not a sum over its requests."""
         row = await self.db.fetch_one(
             self.sql["cost_spent"], {"day": today(), "agent_id": agent_id}
         )
         return int(row["micros"]) if row else 0
 
     async def summary(self, *, since: str, agent_id: str | None = None) -> list[dict[str, Any]]:
-        """The cost rows from the UTC day ``since`` (YYYY-MM-DD) on, summed per day, agent and
-        model (newest day first): ``requests``, ``input_tokens`` (prompt-cache reads and writes
-        included), ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``,
-        ``cost_micros`` (requests of unknown price count as nothing) and ``unknown`` (how many
-        those were); one agent's with ``agent_id``."""
+        """The running totals from the UTC day ``since`` (YYYY-MM-DD) on, per day, agent and
+        model (newest day first), as the cost rows sum up: ``requests``, ``input_tokens``
+        (prompt-cache reads and writes included), ``output_tokens``, ``cache_read_tokens``,
+        ``cache_write_tokens``, ``cost_micros`` (requests of unknown price count as nothing) and
+        ``unknown`` (how many those were); one agent's with ``agent_id``."""
         return await self.db.fetch_all(
             self.sql["cost_summary"], {"since": since, "agent_id": agent_id}
         )

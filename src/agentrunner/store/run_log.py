@@ -86,7 +86,7 @@ class RunLog:
         self._step_insert_sql = sql["step_insert"]
         self._step_finish_sql = sql["step_finish"]
         self._cost_sql = sql["cost_insert"]
-        self._cost_day_sql = sql["cost_day_add"]
+        self._cost_total_sql = sql["cost_total_add"]
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -304,7 +304,8 @@ class RunLog:
         estimated: bool,
         now: float,
     ) -> None:
-        """A cost row for one model request, and what it adds to the agent's day."""
+        """A cost row for one model request, and what it adds to its day's totals (what every
+        report and budget check reads)."""
         day = today(now)
         self._pending.append(
             (
@@ -323,14 +324,23 @@ class RunLog:
                 },
             )
         )
-        if cost_micros:  # unknown and free requests change no day's total
-            self._pending.append(
-                (
-                    "cost_day_add",
-                    self._cost_day_sql,
-                    {"day": day, "agent_id": self.agent_id, "micros": cost_micros},
-                )
+        priced = cost_micros is not None
+        self._pending.append(
+            (
+                "cost_total_add",
+                self._cost_total_sql,
+                {
+                    "day": day,
+                    "agent_id": self.agent_id,
+                    "model": model,
+                    **usage,
+                    "micros": cost_micros or 0,
+                    "unknown": 0 if priced else 1,
+                    "priced_cache_read_tokens": usage["cache_read_tokens"] if priced else 0,
+                    "priced_cache_write_tokens": usage["cache_write_tokens"] if priced else 0,
+                },
             )
+        )
 
 
 class _Stream:

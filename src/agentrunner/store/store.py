@@ -43,7 +43,7 @@ class Store:
         self.sql = sql
         driver.guarded = sql.guarded
         # What a refused batch still commits: money spent is spent, settled or not.
-        self._spent = frozenset(("cost_insert", "cost_day_add", "budget_release"))
+        self._spent = frozenset(("cost_insert", "cost_total_add", "budget_release"))
         self.threads = Threads(driver, sql)
         self.messages = Messages(driver, sql)
         self.runs = Runs(driver, sql)

@@ -269,22 +269,39 @@ INSERT INTO costs (day, agent_id, id, run_id, model, input_tokens, output_tokens
 VALUES (:day, :agent_id, :id, :run_id, :model, :input_tokens, :output_tokens,
         :cache_read_tokens, :cache_write_tokens, :cost_micros, :estimated, :now);
 
--- name: cost_day_add
-INSERT INTO cost_days (day, agent_id, micros) VALUES (:day, :agent_id, :micros)
-ON CONFLICT (day, agent_id) DO UPDATE SET micros = cost_days.micros + excluded.micros;
+-- name: cost_total_add
+-- A cost row's part of its day's totals (cost_totals), in the cost row's transaction.
+INSERT INTO cost_totals (day, agent_id, model, requests, input_tokens, output_tokens,
+                         cache_read_tokens, cache_write_tokens, cost_micros, unknown,
+                         priced_cache_read_tokens, priced_cache_write_tokens)
+VALUES (:day, :agent_id, :model, 1, :input_tokens, :output_tokens, :cache_read_tokens,
+        :cache_write_tokens, :micros, :unknown, :priced_cache_read_tokens,
+        :priced_cache_write_tokens)
+ON CONFLICT (day, agent_id, model) DO UPDATE SET
+    requests = cost_totals.requests + 1,
+    input_tokens = cost_totals.input_tokens + excluded.input_tokens,
+    output_tokens = cost_totals.output_tokens + excluded.output_tokens,
+    cache_read_tokens = cost_totals.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = cost_totals.cache_write_tokens + excluded.cache_write_tokens,
+    cost_micros = cost_totals.cost_micros + excluded.cost_micros,
+    unknown = cost_totals.unknown + excluded.unknown,
+    priced_cache_read_tokens =
+        cost_totals.priced_cache_read_tokens + excluded.priced_cache_read_tokens,
+    priced_cache_write_tokens =
+        cost_totals.priced_cache_write_tokens + excluded.priced_cache_write_tokens;
 
 -- name: cost_spent
-SELECT COALESCE(SUM(micros), 0) AS micros FROM cost_days
+SELECT COALESCE(SUM(cost_micros), 0) AS micros FROM cost_totals
 WHERE day = :day AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id);
 
 -- name: budget_spent
 -- The day's spend and its live holds: one agent's, and everyone's.
 SELECT
-    (SELECT COALESCE(SUM(micros), 0) FROM cost_days
+    (SELECT COALESCE(SUM(cost_micros), 0) FROM cost_totals
      WHERE day = :day AND agent_id = :agent_id) AS agent_spent,
     (SELECT COALESCE(SUM(micros), 0) FROM budget_holds
      WHERE day = :day AND agent_id = :agent_id AND expires_at > :now) AS agent_held,
-    (SELECT COALESCE(SUM(micros), 0) FROM cost_days WHERE day = :day) AS all_spent,
+    (SELECT COALESCE(SUM(cost_micros), 0) FROM cost_totals WHERE day = :day) AS all_spent,
     (SELECT COALESCE(SUM(micros), 0) FROM budget_holds
      WHERE day = :day AND expires_at > :now) AS all_held;
 
@@ -300,13 +317,13 @@ DELETE FROM budget_holds WHERE day < :day OR (day = :day AND expires_at <= :now)
 INSERT INTO budget_holds (day, agent_id, id, run_id, micros, expires_at)
 SELECT :day, :agent_id, :id, :run_id, :micros, :expires_at
 WHERE (CAST(:agent_limit AS BIGINT) IS NULL
-       OR (SELECT COALESCE(SUM(micros), 0) FROM cost_days
+       OR (SELECT COALESCE(SUM(cost_micros), 0) FROM cost_totals
            WHERE day = :day AND agent_id = :agent_id)
           + (SELECT COALESCE(SUM(micros), 0) FROM budget_holds
              WHERE day = :day AND agent_id = :agent_id)
           + :micros <= :agent_limit)
   AND (CAST(:all_limit AS BIGINT) IS NULL
-       OR (SELECT COALESCE(SUM(micros), 0) FROM cost_days WHERE day = :day)
+       OR (SELECT COALESCE(SUM(cost_micros), 0) FROM cost_totals WHERE day = :day)
           + (SELECT COALESCE(SUM(micros), 0) FROM budget_holds WHERE day = :day)
           + :micros <= :all_limit)
 RETURNING id;
@@ -316,29 +333,23 @@ DELETE FROM budget_holds WHERE day = :day AND agent_id = :agent_id AND id = :id;
 
 -- name: cost_summary
 -- Every spend figure shown (`agentrunner cost`, `status`, the budget warnings, GET /costs) is
--- read here: the cost rows per UTC day, agent and model, from :since on, of one agent or all.
--- The casts: PostgreSQL sums a BIGINT column as a numeric (Decimal), where an integer is meant.
-SELECT agent_id, model, day, COUNT(*) AS requests,
-       CAST(SUM(input_tokens) AS BIGINT) AS input_tokens,
-       CAST(SUM(output_tokens) AS BIGINT) AS output_tokens,
-       CAST(SUM(cache_read_tokens) AS BIGINT) AS cache_read_tokens,
-       CAST(SUM(cache_write_tokens) AS BIGINT) AS cache_write_tokens,
-       CAST(COALESCE(SUM(cost_micros), 0) AS BIGINT) AS cost_micros,
-       SUM(CASE WHEN cost_micros IS NULL THEN 1 ELSE 0 END) AS unknown,
-       -- the cache tokens of requests priced when made: only those are priced when shown
-       CAST(SUM(CASE WHEN cost_micros IS NULL THEN 0 ELSE cache_read_tokens END) AS BIGINT)
-           AS priced_cache_read_tokens,
-       CAST(SUM(CASE WHEN cost_micros IS NULL THEN 0 ELSE cache_write_tokens END) AS BIGINT)
-           AS priced_cache_write_tokens
-FROM costs
+-- read here: each UTC day's totals per agent and model (cost_totals), from :since on, of one
+-- agent or all. `unknown` counts the requests of unknown price (their cost counts as nothing);
+-- the priced cache tokens are those of requests priced when made: only those are priced when
+-- shown.
+SELECT agent_id, model, day, requests, input_tokens, output_tokens, cache_read_tokens,
+       cache_write_tokens, cost_micros, unknown, priced_cache_read_tokens,
+       priced_cache_write_tokens
+FROM cost_totals
 WHERE day >= :since AND (CAST(:agent_id AS TEXT) IS NULL OR agent_id = :agent_id)
-GROUP BY agent_id, model, day ORDER BY day DESC, agent_id, model;
+ORDER BY day DESC, agent_id, model;
 
 -- name: cost_of_run
 -- What a run and the runs it started, at any depth, spent (spend.run_spend): the cost rows
 -- each of them made until it ended (a title it paid for afterwards is not the run's), per
 -- agent and model in the order they first spent, from the UTC day it was made on to :until_day
--- (the costs key's first column). The casts: as cost_summary's.
+-- (the costs key's first column). The casts: PostgreSQL sums a BIGINT column as a
+-- numeric (Decimal), where an integer is meant.
 WITH RECURSIVE tree(id, ended) AS (
     SELECT id, completed_at FROM runs WHERE id = :run_id
     UNION ALL
@@ -388,9 +399,26 @@ ON CONFLICT (agent_id) DO UPDATE SET current_thread_id = excluded.current_thread
     updated_at = excluded.updated_at;
 
 -- name: agent_last_run
-SELECT id, status FROM runs
-WHERE agent_id = :agent_id AND status IN ('running', 'completed', 'failed', 'cancelled')
-ORDER BY CASE WHEN status = 'running' THEN 0 ELSE 1 END, created_at DESC LIMIT 1;
+-- The agent's newest running run, else its newest settled one: an index read per status (one
+-- ORDER BY over the statuses together sorted every run the agent ever had: the team page grew
+-- with history).
+SELECT id, status FROM (
+    SELECT * FROM (SELECT id, status, 0 AS running_last, created_at FROM runs
+                   WHERE agent_id = :agent_id AND status = 'running'
+                   ORDER BY created_at DESC LIMIT 1) AS running
+    UNION ALL
+    SELECT * FROM (SELECT id, status, 1 AS running_last, created_at FROM runs
+                   WHERE agent_id = :agent_id AND status = 'completed'
+                   ORDER BY created_at DESC LIMIT 1) AS completed
+    UNION ALL
+    SELECT * FROM (SELECT id, status, 1 AS running_last, created_at FROM runs
+                   WHERE agent_id = :agent_id AND status = 'failed'
+                   ORDER BY created_at DESC LIMIT 1) AS failed
+    UNION ALL
+    SELECT * FROM (SELECT id, status, 1 AS running_last, created_at FROM runs
+                   WHERE agent_id = :agent_id AND status = 'cancelled'
+                   ORDER BY created_at DESC LIMIT 1) AS cancelled
+) AS newest ORDER BY running_last, created_at DESC LIMIT 1;
 
 -- name: lock_enqueue
 -- Returns the lowest other ticket of the thread (NULL: none), so the common case, nobody
@@ -845,14 +873,16 @@ WHERE s.id = :session_id AND r.parent_run_id IS NULL AND r.status = 'completed'
 ORDER BY r.created_at, r.id;
 
 -- name: company_jobs
--- A company's jobs are the root runs on its sessions' threads, newest first.
+-- A company's jobs are the root runs on its sessions' threads, newest first. Read from the
+-- sessions (SQLite takes CROSS JOIN's order as given): from the runs, it read every run of
+-- the project, a company's or not.
 SELECT r.id, r.agent_id, r.thread_id, r.parent_run_id, r.status, r.stop_reason,
        r.trigger_message_id, r.channel_id, r.dm_conversation_id, r.request, r.model,
        r.error_code, r.error_message, r.token_usage, r.cost_micros, r.cost_known, r.depth,
        r.created_at, r.started_at, r.completed_at, r.worker_id, r.attempts,
        s.id AS session_id
-FROM company_sessions s JOIN runs r ON r.thread_id = s.thread_id
-WHERE r.parent_run_id IS NULL
+FROM company_sessions s CROSS JOIN runs r
+WHERE r.thread_id = s.thread_id AND r.parent_run_id IS NULL
 ORDER BY r.created_at DESC, r.id DESC LIMIT :limit;
 
 -- name: company_jobs_running
