@@ -11,7 +11,8 @@ runs list) and one that shows a single run are asked for in-process through the 
 ``--turns`` turns are timed on fresh threads (latency and this process's CPU per turn).
 
 Target (issue 47): the summary pages stay as fast as the single-item ones as history grows,
-and a turn's cost stays flat.
+and a turn's cost stays flat. Last, ``[retention]`` is applied to the largest store as
+``agentrunner gc`` applies it, timed, and a turn timed again.
 
     python bench/history.py [--sizes 10000,100000,1000000] [--postgres URL]
 """
@@ -232,7 +233,39 @@ async def measure(
             | {"pages": shown, "turn": turn}
         )
         print(f"  {held:,} runs ({copier.size_mb():,.0f} MB): {shown} turn {turn}", flush=True)
+    results.append(await collect(root, url, copier, args))
     return results
+
+
+async def collect(root: Path, url: str, copier: Copier, args: argparse.Namespace) -> dict[str, Any]:
+    """``[retention]`` applied to the largest store, as ``agentrunner gc`` does: the events and
+    run messages of the runs settled over three days ago (about half of them) removed, and the
+    rest's token deltas merged; then a turn timed again."""
+    from agentrunner import open_runner
+    from agentrunner.config.retention import Retention
+    from agentrunner.workspace.retention import apply_retention
+
+    runner = await open_runner(root, database_url=url)
+    runner.capabilities.register("bench", lambda ctx: [bench_tool()], ["get_weather"])
+    try:
+        rules = Retention(events_days=3, run_messages_days=3)
+        before = copier.size_mb()
+        started = time.perf_counter()
+        removal = await apply_retention(runner.store, rules)
+        took = time.perf_counter() - started
+        turn = await turns(runner, args.turns)
+    finally:
+        await runner.close()
+    print(f"  gc: {removal.rows} in {took:.1f} s; turn {turn}", flush=True)
+    return {
+        "gc": {"rules": "events_days = 3, run_messages_days = 3", "removed": removal.rows},
+        "gc_s": took,
+        "rows_per_s": removal.total / took if took else 0.0,
+        "size_mb_before": before,
+        "runs": copier.runs(),
+        "size_mb": copier.size_mb(),  # SQLite keeps the pages it freed for reuse
+        "turn": turn,
+    }
 
 
 def main() -> None:
@@ -257,12 +290,19 @@ def main() -> None:
         + [r["pages"][name]["p50_ms"] for name in PAGES]
         + [r["turn"]["p50_ms"], r["turn"]["cpu_ms"]]
         for r in results
+        if "pages" in r
     ]
     print_table(
         f"History on {store}: page p50 (ms, in-process, {args.requests} requests) and one "
         f"durable turn (p50 ms, CPU ms), by runs held",
         ["runs", "MB", *PAGES, "turn p50", "turn CPU"],
         rows,
+    )
+    gc = results[-1]
+    print(
+        f"\ngc ({gc['gc']['rules']}) on {gc['runs']:,} runs: {gc['gc']['removed']} in "
+        f"{gc['gc_s']:.1f} s ({gc['rows_per_s']:,.0f} rows/s); a turn after it: "
+        f"p50 {gc['turn']['p50_ms']:.2f} ms, CPU {gc['turn']['cpu_ms']:.2f} ms"
     )
     write_results(f"history-{store}", {"base": args.base, "results": results})
 

@@ -107,7 +107,8 @@ _TABLES = (
     "threads, messages, runs, run_steps, run_messages, events, costs, cost_totals, memory_blocks, "
     "notes, "
     "agent_state, thread_locks, channels, channel_members, channel_messages, workers, task_cache, "
-    "budget_holds, idempotency_keys, company_sessions, journal_entries, channel_activity, "
+    "budget_holds, retention_state, idempotency_keys, company_sessions, journal_entries, "
+    "channel_activity, "
     "approvals, approval_grants, attachments, attachment_uses, schedule_state, schedule_fires, "
     "eval_runs, eval_cases"
 )

@@ -175,6 +175,13 @@ async def test_what_summarises_history_reads_an_index_or_a_total(store: Store) -
             details,
         )
         assert not any(" costs " in f" {d} " for d in details), (query, details)
+    # [retention] walks the settled runs in the order they settled, from where it stopped
+    plan = await store.driver.fetch_all(
+        f"EXPLAIN QUERY PLAN {store.sql['retention_runs']}",
+        {"after_at": 0.0, "after_id": "", "until": 1e12, "batch": 200},
+    )
+    assert plan[0]["detail"].startswith("SEARCH r USING INDEX runs_settled"), plan
+    assert not any("TEMP B-TREE" in row["detail"] for row in plan), plan
     # an index read of one row per status, not every run of the agent sorted
     plan = await store.driver.fetch_all(f"EXPLAIN QUERY PLAN {store.sql['agent_last_run']}", params)
     searches = [row["detail"] for row in plan if row["detail"].startswith("SEARCH runs")]

@@ -15,6 +15,7 @@ key — ``details["config_key"]``, and the line where that key of that section i
     approval    [approval], and the reading of an agent file's ``approval:`` block
     guards      [guards], the built-in guards a project turns on (write_paths)
     attachments [attachments], how large files given with messages may be
+    retention   [retention], how long a settled run's rows are kept
     registry    seed 002's config-extension registry
     loading     ``Config``, ``find_config_file``, ``load_config``
 

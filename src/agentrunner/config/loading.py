@@ -23,6 +23,7 @@ from agentrunner.config.providers import (
     Providers,
 )
 from agentrunner.config.registry import ConfigExtensionRegistry, default_extensions
+from agentrunner.config.retention import Retention
 from agentrunner.config.schedules import Schedule, Schedules
 from agentrunner.config.sections import (
     DEFAULT_HISTORY_TOKENS,
@@ -124,6 +125,8 @@ class Config:
     guards: GuardSettings = field(default_factory=GuardSettings)
     # [attachments]: how large a file given with a message, and a message's files, may be
     attachments: AttachmentLimits = field(default_factory=AttachmentLimits)
+    # [retention]: how long a settled run's rows are kept (docs/retention.md)
+    retention: Retention = field(default_factory=Retention)
     extensions: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
     unknown: Mapping[str, Any] = field(default_factory=_empty)
     raw: Mapping[str, Any] = field(default_factory=_empty)
@@ -339,6 +342,7 @@ def _build(
         approval=Approval.read(table("approval")),
         guards=GuardSettings.read(table("guards")),
         attachments=Attachments.read(table("attachments")),
+        retention=Retention.read(table("retention")),
         extensions=MappingProxyType(extensions.resolve(raw, source.file, source.text)),
         unknown=MappingProxyType(
             {k: v for k, v in raw.items() if k not in RESERVED_KEYS and k not in extensions}

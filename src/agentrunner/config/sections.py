@@ -15,6 +15,7 @@ from agentrunner.config.approval import Approval
 from agentrunner.config.attachments import Attachments
 from agentrunner.config.guards import GuardSettings
 from agentrunner.config.providers import Aliases, Models, Providers
+from agentrunner.config.retention import Retention
 from agentrunner.config.schedules import Schedules
 from agentrunner.config.serving import Cache, Channels, Server, Workers
 from agentrunner.config.source import Table
@@ -413,6 +414,7 @@ SECTIONS: tuple[type[Section], ...] = (
     Approval,
     GuardSettings,
     Attachments,
+    Retention,
     Schedules,
 )
 # Seed 002 reserves these for agentrunner besides its own sections: an extension cannot own them.

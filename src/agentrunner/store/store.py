@@ -26,6 +26,7 @@ from agentrunner.store.forks import Forks
 from agentrunner.store.idempotency import IdempotencyKeys
 from agentrunner.store.locks import ThreadLocks
 from agentrunner.store.mailbox import Mailbox, Workers
+from agentrunner.store.retention import RetentionRows
 from agentrunner.store.runs import Events, Runs
 from agentrunner.store.schedules import ScheduleRows
 from agentrunner.store.sql import ExtensionTable, SqlSet, load_sql, with_tables
@@ -65,6 +66,7 @@ class Store:
         self.schedules = ScheduleRows(driver, sql)
         self.evals = EvalRuns(driver, sql)
         self.embeddings = Embeddings(driver, sql)
+        self.retention = RetentionRows(driver, sql)
         self.changes = Changes(driver)  # readers woken by commits, in whichever process
 
     @property

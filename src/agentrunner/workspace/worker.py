@@ -29,6 +29,7 @@ from agentrunner.engine.messages import Attachment
 from agentrunner.errors import AgentRunnerError, ErrorCode
 from agentrunner.run.lifecycle import as_error
 from agentrunner.store.drivers import is_unavailable
+from agentrunner.workspace.retention import apply_retention, pass_held
 
 if TYPE_CHECKING:
     from agentrunner.run.runner import AgentRunner
@@ -44,6 +45,9 @@ log = logging.getLogger("agentrunner.worker")
 # long, doubling up to the most.
 _OUTAGE_PAUSE_S = 0.5
 _OUTAGE_PAUSE_MAX_S = 10.0
+# [retention] is applied this often, for at most this long each time.
+RETENTION_EVERY_S = 60.0
+RETENTION_FOR_S = 2.0
 
 
 class Worker:
@@ -57,6 +61,7 @@ class Worker:
         idle_poll_s: float = 1.0,
         drain_s: float = 30.0,
         scheduler: Scheduler | None = None,
+        retention_every_s: float = RETENTION_EVERY_S,
     ) -> None:
         self.runner = runner
         self.app = runner.app
@@ -67,6 +72,7 @@ class Worker:
         self.idle_poll_s = idle_poll_s
         self.drain_s = drain_s
         self.scheduler = scheduler  # the project's schedules, fired from here too
+        self.retention_every_s = retention_every_s  # how often [retention] is applied
         # Lock tickets are owned by "host:pid:…"; so is a worker, so its tickets can be freed.
         self.id = f"{socket.gethostname()}:{os.getpid()}"
         self.served = 0
@@ -106,6 +112,8 @@ class Worker:
         fires = (
             asyncio.create_task(self.scheduler.serve(self._stopping)) if self.scheduler else None
         )
+        # [retention]: a worker that serves until stopped keeps the store small as it goes
+        keeping = None if until_idle else asyncio.create_task(self._keep_small())
         delay, outage = 0.01, _OUTAGE_PAUSE_S
         try:
             await self.store.mailbox.fail_expired()
@@ -139,7 +147,7 @@ class Worker:
             await self._drain()
             await self._count_queues()
         finally:
-            for task in (upkeep, cancels, fires):
+            for task in (upkeep, cancels, fires, keeping):
                 if task is None:
                     continue
                 task.cancel()
@@ -283,6 +291,25 @@ class Worker:
                     self._wake.set()
             except Exception:
                 log.exception("worker upkeep failed; retrying")
+
+    async def _keep_small(self) -> None:
+        """Apply ``[retention]`` every ``retention_every_s``, for a few seconds at most,
+        pausing between its batches so that the runs served meanwhile get the database
+        (``workspace.retention``); one worker at a time holds the pass."""
+        retention = self.app.config.retention
+        while True:
+            await asyncio.sleep(self.retention_every_s)
+            try:
+                async with pass_held(self.store, self.id, hold_s=60.0) as holder:
+                    if holder is None:
+                        continue  # another worker's turn
+                    removal = await apply_retention(
+                        self.store, retention, seconds=RETENTION_FOR_S, pause_s=0.02
+                    )
+                if removal.total:
+                    log.info("[retention] removed or merged %d row(s)", removal.total)
+            except Exception:
+                log.exception("applying [retention] failed; retrying")
 
     async def _renew_leases(self) -> None:
         """Renew the runs in flight; stop those that are no longer this worker's to finish."""

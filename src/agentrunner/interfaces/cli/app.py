@@ -18,6 +18,7 @@ from agentrunner.interfaces.cli import (
     cost,
     evals,
     forks,
+    gc,
     project,
     run,
     schedules,
@@ -86,6 +87,7 @@ app.command("deny")(approvals.deny)
 app.command("answer")(approvals.answer)
 app.command("grants")(approvals.grants)
 app.command("cost")(cost.cost)
+app.command("gc")(gc.gc)
 app.command("serve")(serve.serve)
 app.command("token")(serve.new_token)
 app.command("stdio")(serve.stdio)

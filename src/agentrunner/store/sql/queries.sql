@@ -1326,3 +1326,88 @@ SELECT trigger_message_id FROM runs
 WHERE thread_id = :thread_id AND id <> :run_id AND status = 'completed'
       AND trigger_message_id IS NOT NULL
 ORDER BY created_at DESC LIMIT 1;
+
+-- name: retention_claim
+-- One process applies the [retention] rules at a time: it holds the pass until :expires_at (one
+-- that died holding it loses it then). No row comes back when another holds it.
+INSERT INTO retention_state (rule, through_at, through_id, holder, expires_at)
+VALUES ('pass', 0, '', :holder, :expires_at)
+ON CONFLICT (rule) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE retention_state.expires_at < :now OR retention_state.holder = :holder
+RETURNING holder;
+
+-- name: retention_release
+UPDATE retention_state SET expires_at = 0 WHERE rule = 'pass' AND holder = :holder;
+
+-- name: retention_cursor
+SELECT through_at, through_id FROM retention_state WHERE rule = :rule;
+
+-- name: retention_advance
+-- How far a rule has come: the last settled run it went through, in (completed_at, id) order.
+INSERT INTO retention_state (rule, through_at, through_id, holder, expires_at)
+VALUES (:rule, :through_at, :through_id, '', 0)
+ON CONFLICT (rule) DO UPDATE SET through_at = excluded.through_at,
+    through_id = excluded.through_id;
+
+-- name: retention_runs
+-- The next settled runs a rule goes through, in the order they settled (runs_settled): after
+-- (:after_at, :after_id), settled by :until. What each holds is counted, and `kept` says that
+-- it must stay whoever asks: a run still waited on by a run of its own that has not settled, or
+-- the newest completed run of its thread (a channel agent's next run reads its transcript from
+-- the message that run answered).
+SELECT r.id, r.completed_at,
+       (SELECT COUNT(*) FROM events e WHERE e.run_id = r.id) AS events,
+       (SELECT COUNT(*) FROM events e
+        WHERE e.run_id = r.id AND e.type IN ('agent.token', 'agent.thinking')) AS deltas,
+       (SELECT COUNT(*) FROM run_messages m WHERE m.run_id = r.id) AS run_messages,
+       (SELECT COUNT(*) FROM run_steps s WHERE s.run_id = r.id) AS steps,
+       CASE WHEN EXISTS (SELECT 1 FROM runs c
+                         WHERE c.parent_run_id = r.id
+                           AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+              OR (r.thread_id IS NOT NULL AND r.status = 'completed'
+                  AND NOT EXISTS (SELECT 1 FROM runs n
+                                  WHERE n.thread_id = r.thread_id AND n.status = 'completed'
+                                    AND n.created_at > r.created_at))
+            THEN 1 ELSE 0 END AS kept
+FROM runs r
+WHERE r.completed_at IS NOT NULL AND r.completed_at <= :until
+  AND (r.completed_at, r.id) > (:after_at, :after_id)
+  -- `|| ''`: not a condition an index answers, so that SQLite walks runs_settled (by status,
+  -- it read every settled run and sorted them: 80 ms a batch at 51,000 runs, 5 ms this way)
+  AND r.status || '' IN ('completed', 'failed', 'cancelled')
+ORDER BY r.completed_at, r.id LIMIT :batch;
+
+-- name: retention_deltas
+-- A run's token deltas in order, for their compaction.
+SELECT seq, type, payload FROM events
+WHERE run_id = :run_id AND type IN ('agent.token', 'agent.thinking') ORDER BY seq;
+
+-- name: retention_delta_merge
+-- A stream's deltas made one row: the first takes the whole text, the rest (the seqs right after
+-- it, to :last) go.
+UPDATE events SET payload = :payload{json} WHERE run_id = :run_id AND seq = :seq;
+
+-- name: retention_delta_drop
+DELETE FROM events WHERE run_id = :run_id AND seq > :seq AND seq <= :last AND type = :type;
+
+-- name: retention_drop_events
+DELETE FROM events WHERE run_id = :run_id;
+
+-- name: retention_drop_deltas
+DELETE FROM events WHERE run_id = :run_id AND type IN ('agent.token', 'agent.thinking');
+
+-- name: retention_drop_run_messages
+DELETE FROM run_messages WHERE run_id = :run_id;
+
+-- name: retention_drop_run
+-- Its steps and run messages go with it (their foreign keys cascade); its events are dropped
+-- beside it (retention_drop_events); its cost rows stay ([retention] costs_days).
+DELETE FROM runs WHERE id = :run_id;
+
+-- name: retention_costs_count
+SELECT COUNT(*) AS n FROM costs WHERE day < :day;
+
+-- name: retention_drop_costs
+-- The oldest cost rows, a batch at a time (the totals that reports read stay: cost_totals).
+DELETE FROM costs WHERE day < :day
+  AND id IN (SELECT id FROM costs WHERE day < :day ORDER BY day LIMIT :batch);

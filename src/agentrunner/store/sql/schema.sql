@@ -647,3 +647,16 @@ SELECT day, agent_id, model, COUNT(*), SUM(input_tokens), SUM(output_tokens),
        SUM(CASE WHEN cost_micros IS NULL THEN 0 ELSE cache_write_tokens END)
 FROM costs GROUP BY day, agent_id, model;
 DROP TABLE cost_days
+
+-- migration: 29
+-- [retention] (docs/retention.md): the settled runs in the order they settled, what each rule
+-- walks in small batches; and how far each rule has come ('pass': which process is applying
+-- them, until when), so that a pass reads only what settled since the last one.
+CREATE INDEX runs_settled ON runs (completed_at, id) WHERE completed_at IS NOT NULL;
+CREATE TABLE retention_state (
+    rule TEXT PRIMARY KEY,
+    through_at DOUBLE PRECISION NOT NULL,
+    through_id TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+)
