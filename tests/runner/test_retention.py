@@ -64,8 +64,8 @@ async def turn(runner: AgentRunner, mock: MockProvider, thread: str, text: str) 
 
 async def history(runner: AgentRunner, mock: MockProvider) -> dict[str, str]:
     """Runs of every age and state: settled 40, 10, 5 and 1 days ago on two threads, the newest
-    of a thread 40 days old, a parent settled 40 days ago whose delegation still runs, and a
-    run still running that began 40 days ago."""
+    of a thread 40 days old, a parent settled 40 days ago whose delegation still runs, a run
+    still running that began 40 days ago and one that has waited for a person since then."""
     runs = {
         "old_a": await turn(runner, mock, "a", "first on a"),
         "old_b": await turn(runner, mock, "b", "first on b"),
@@ -89,6 +89,7 @@ async def history(runner: AgentRunner, mock: MockProvider) -> dict[str, str]:
         await age(runner, runs[key], days)
     store = runner.store
     runs["child"], runs["running"] = "run_child_still_running", "run_running_40_days"
+    runs["waiting"] = "run_waiting_40_days"
     await store.batch(
         [
             store.runs.insert_op(
@@ -102,9 +103,12 @@ async def history(runner: AgentRunner, mock: MockProvider) -> dict[str, str]:
             store.runs.insert_op(
                 run_id=runs["running"], agent_id="helper", thread_id="d", status="running"
             ),
+            store.runs.insert_op(
+                run_id=runs["waiting"], agent_id="helper", thread_id="f", status="waiting"
+            ),
         ]
     )
-    for run_id in (runs["child"], runs["running"]):
+    for run_id in (runs["child"], runs["running"], runs["waiting"]):
         log = RunLog(store, run_id, "helper")
         log.message("user_message", "still going")
         log.emit("agent.token", {"token": "still ", "model": "x:m"})
@@ -183,7 +187,7 @@ async def test_a_rule_removes_exactly_what_it_names(
         assert after[table] == before[table]
     # again: nothing more to do, and the runs still running are whole
     assert (await apply_retention(runner.store, retention)).total == 0
-    for key in ("child", "running", "new_a"):
+    for key in ("child", "running", "waiting", "new_a"):
         assert all(after[t][runs[key]] == before[t][runs[key]] for t in TABLES)
 
 
@@ -199,9 +203,10 @@ async def test_what_a_run_still_running_needs_stays(
     await apply_retention(runner.store, everything)
     left = await rows(runner)
     assert set(left["runs"]) == {
-        runs[key] for key in ("child", "running", "parent", "last_b", "new_a", "after_parent")
+        runs[key]
+        for key in ("child", "running", "waiting", "parent", "last_b", "new_a", "after_parent")
     }
-    for key in ("child", "running"):
+    for key in ("child", "running", "waiting"):
         assert left["events"][runs[key]] == 2 and left["run_messages"][runs[key]] == 1
     assert all(
         left[t][runs[k]] == 0 for t in ("events", "run_messages") for k in ("last_b", "new_a")
@@ -382,3 +387,88 @@ async def test_a_worker_applies_the_rules_as_it_serves(
             await asyncio.wait_for(serving, 20)
     finally:
         await ws.close()
+
+
+def test_gc_stopped_by_ctrl_c_goes_on_from_where_it_stopped(tmp_path: Path) -> None:
+    """Ctrl-C mid-way: what was removed stays removed, said so, exit 130; the next gc removes
+    the rest, and the two removed together what the dry run before them counted."""
+    import json
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AGENTRUNNER_DATABASE_URL": ""}
+    made = subprocess.run(
+        [sys.executable, "-m", "agentrunner", "init", "p", "--model", "test"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert made.returncode == 0, made.stderr
+    project = tmp_path / "p"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agentrunner", *args],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+
+    assert cli("run", "assistant", "hello").returncode == 0  # the store, made and migrated
+    database = project / ".agentrunner" / "agentrunner.db"
+    with sqlite3.connect(database) as conn:  # 20,000 settled runs of 10 events each
+        settled = time.time() - 10 * DAY
+        conn.executemany(
+            "INSERT INTO runs (id, agent_id, status, created_at, completed_at, depth) "
+            "VALUES (?, 'assistant', 'completed', ?, ?, 0)",
+            [(f"run_old{n:06}", settled + n, settled + n) for n in range(20_000)],
+        )
+        conn.executemany(
+            "INSERT INTO events (run_id, seq, type, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+            [
+                (f"run_old{n:06}", seq, "agent.message", '{"text": "old"}', settled + n)
+                for n in range(20_000)
+                for seq in range(1, 11)
+            ],
+        )
+    config = project / "agentrunner.toml"
+    config.write_text(config.read_text() + "\n[retention]\nevents_days = 1\n")
+    counted = json.loads(cli("gc", "--dry-run", "--json").stdout)["total"]
+    assert counted == 200_000
+    gc = subprocess.Popen(
+        [sys.executable, "-m", "agentrunner", "gc", "--json"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 60
+    with sqlite3.connect(database, timeout=30) as conn:  # a batch committed: stop it there
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT 1 FROM retention_state WHERE rule = 'events'").fetchone()
+            if row:
+                break
+            time.sleep(0.01)
+    gc.send_signal(signal.SIGINT)
+    out, said = gc.communicate(timeout=60)
+    assert gc.returncode == 130, (out, said)
+    assert "cancelled: what was removed stays removed" in said and "Traceback" not in said
+    left = json.loads(cli("gc", "--dry-run", "--json").stdout)["total"]
+    assert 0 < left < counted
+    rest = json.loads(cli("gc", "--json").stdout)
+    assert rest["total"] == left and rest["done"]
+    with sqlite3.connect(database) as conn:
+        gone = conn.execute("SELECT COUNT(*) FROM events WHERE run_id LIKE 'run_old%'").fetchone()
+        pass_row = conn.execute(
+            "SELECT expires_at FROM retention_state WHERE rule = 'pass'"
+        ).fetchone()
+    assert gone == (0,) and pass_row == (0.0,)  # all gone; the pass let go, not left held

@@ -31,13 +31,14 @@ if TYPE_CHECKING:
     from agentrunner.store.retention import SettledRun
     from agentrunner.store.store import Store
 
-__all__ = ["BATCH", "SETTLED_FOR_S", "Removal", "apply_retention", "pass_held"]
+__all__ = ["BATCH", "HOLD_S", "SETTLED_FOR_S", "Removal", "apply_retention", "pass_held"]
 
 DAY_S = 86_400.0
 BATCH = 200  # runs a transaction goes through
 # A run's deltas are merged once it has been settled this long: whoever followed it live has
 # read them by then (a follower that resumes later reads the merged rows, the same text).
 SETTLED_FOR_S = 60.0
+HOLD_S = 60.0  # how long the pass is held at a time: one whose holder died is free after it
 
 
 @dataclass(slots=True)
@@ -102,16 +103,19 @@ async def apply_retention(
     seconds: float | None = None,
     pause_s: float = 0.0,
     batch: int = BATCH,
+    holder: str | None = None,
 ) -> Removal:
     """Apply every rule of ``retention`` as of ``now`` (default: now); with ``dry_run``, only
     count. ``seconds``: stop after about this long (``done`` False: the rest is left for the
     next time); ``pause_s``: wait this long between batches, so that a worker's runs get the
-    database between them. The caller holds the pass (``pass_held``) unless it only counts."""
+    database between them. The caller holds the pass (``pass_held``) unless it only counts;
+    as ``holder``, it holds it a while longer with each batch (one that stopped, Ctrl-C or a
+    kill, lets it go within ``HOLD_S``)."""
     now = time.time() if now is None else now
     deadline = None if seconds is None else time.monotonic() + seconds
     removal = Removal()
     for rule in _rules(retention, now):
-        if not await _walk(store, rule, removal, dry_run, deadline, pause_s, batch):
+        if not await _walk(store, rule, removal, dry_run, deadline, pause_s, batch, holder):
             removal.done = False
             return removal
     if retention.costs_days is not None:
@@ -130,6 +134,7 @@ async def _walk(
     deadline: float | None,
     pause_s: float,
     batch: int,
+    holder: str | None,
 ) -> bool:
     """One rule, from where it stopped to its end; False when ``deadline`` came first."""
     rows = store.retention
@@ -145,11 +150,14 @@ async def _walk(
         if not dry_run:
             ops.append(rows.advance_op(rule.name, runs[-1]))
             await store.batch(ops)
+            if holder is not None:
+                await rows.claim(holder, HOLD_S)
         after = (runs[-1].completed_at, runs[-1].id)
         if deadline is not None and time.monotonic() > deadline:
             return False
-        if pause_s:
-            await asyncio.sleep(pause_s)
+        # Even for no pause: SQLite's statements run on the loop's thread, and a Ctrl-C (the
+        # task cancelled) is only seen where the task yields; each batch is committed whole.
+        await asyncio.sleep(pause_s)
 
 
 async def _ops(store: Store, rule: str, run: SettledRun, removal: Removal) -> list[Op]:
@@ -238,7 +246,9 @@ async def _costs(
 
 
 @contextlib.asynccontextmanager
-async def pass_held(store: Store, holder: str, *, hold_s: float, wait_s: float = 0.0) -> Any:
+async def pass_held(
+    store: Store, holder: str, *, hold_s: float = HOLD_S, wait_s: float = 0.0
+) -> Any:
     """Hold the pass while the block runs: one process applies the rules at a time. Waits up
     to ``wait_s`` for another holder (a worker's pass is a few seconds); then, or at once,
     ``runner_io`` — unless ``wait_s`` is 0, when the block is skipped (``None`` is given)."""

@@ -300,7 +300,7 @@ class Worker:
         while True:
             await asyncio.sleep(self.retention_every_s)
             try:
-                async with pass_held(self.store, self.id, hold_s=60.0) as holder:
+                async with pass_held(self.store, self.id) as holder:
                     if holder is None:
                         continue  # another worker's turn
                     removal = await apply_retention(

@@ -78,6 +78,12 @@ def _main(args: list[str]) -> None:
     console.state.debug = "--debug" in args or os.environ.get("AGENTRUNNER_DEBUG") == "1"
     try:
         app(args=args, prog_name="agentrunner")
+    except SystemExit as done:
+        # Typer turns a Ctrl-C that reached it into a silent exit 130: said here, once, for
+        # every command that has no words of its own for it (run, chat, brief and gc have).
+        if done.code == 130 and _interrupted(done):
+            console.err.print("[yellow]cancelled[/]")
+        raise
     except AgentRunnerError as exc:
         if console.state.debug:
             console.print_traceback()
@@ -91,3 +97,14 @@ def _main(args: list[str]) -> None:
             raise
         console.print_internal(exc)
         raise SystemExit(1) from None
+
+
+def _interrupted(done: BaseException) -> bool:
+    """Whether ``done`` came of a KeyboardInterrupt no command spoke of (one that did raises
+    its exit ``from None``)."""
+    seen: BaseException | None = done
+    while seen is not None and not seen.__suppress_context__:
+        seen = seen.__cause__ or seen.__context__
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+    return False

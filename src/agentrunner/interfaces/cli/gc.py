@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from agentrunner.interfaces.cli.console import Column, listing, out
+from agentrunner.interfaces.cli.console import Column, err, listing, out
 from agentrunner.interfaces.cli.cost import with_project_store
 
 if TYPE_CHECKING:
@@ -60,10 +60,21 @@ def gc(
         if dry_run:
             return retention, await apply_retention(store, retention, dry_run=True)
         holder = f"gc:{socket.gethostname()}:{os.getpid()}"
-        async with pass_held(store, holder, hold_s=3600.0, wait_s=60.0):
-            return retention, await apply_retention(store, retention)
+        async with pass_held(store, holder, wait_s=60.0):
+            return retention, await apply_retention(store, retention, holder=holder)
 
-    retention, removal = with_project_store(work)
+    try:
+        retention, removal = with_project_store(work)
+    except KeyboardInterrupt:
+        # each batch is committed whole, with where its rule stopped: the next gc goes on
+        if dry_run:
+            err.print("[yellow]cancelled[/]")
+        else:
+            err.print(
+                "[yellow]cancelled[/]: what was removed stays removed; "
+                "agentrunner gc goes on from where it stopped"
+            )
+        raise typer.Exit(130) from None
     if as_json:
         out.print_json(data={"dry_run": dry_run, **removal.to_dict()})
         return
