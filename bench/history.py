@@ -14,7 +14,7 @@ Target (issue 47): the summary pages stay as fast as the single-item ones as his
 and a turn's cost stays flat. Last, ``[retention]`` is applied to the largest store as
 ``agentrunner gc`` applies it, timed, and a turn timed again.
 
-    python bench/history.py [--sizes 10000,100000,1000000] [--postgres URL]
+    python bench/history.py [--sizes 10000,100000,1000000] [--postgres URL|start]
 """
 
 from __future__ import annotations
@@ -274,15 +274,29 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="runs held at each measure")
     parser.add_argument("--requests", type=int, default=50, help="of each page, at each size")
     parser.add_argument("--turns", type=int, default=100, help="timed at each size")
-    parser.add_argument("--postgres", help="measure on this (empty) PostgreSQL database instead")
+    parser.add_argument(
+        "--postgres",
+        metavar="URL|start",
+        help="measure on this (empty) PostgreSQL database instead; start: a throwaway server",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     os.environ.pop("AGENTRUNNER_DATABASE_URL", None)
-    with mock_provider() as provider, tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        provider = stack.enter_context(mock_provider())
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         agent_files(root)
         (root / "agentrunner.toml").write_text(config(provider, priced=True))
         url = args.postgres or f"sqlite:///{root / 'history.db'}"
+        if args.postgres == "start":
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+            from tests.throwaway_postgres import start_throwaway_postgres
+
+            server = start_throwaway_postgres()
+            if server is None:
+                sys.exit("no PostgreSQL server binaries here (initdb): install PostgreSQL")
+            stack.callback(server.stop)
+            url = server.url
         results = asyncio.run(measure(root, url, args.base, sizes, args))
     store = "postgres" if args.postgres else "sqlite"
     rows = [

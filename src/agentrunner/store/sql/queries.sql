@@ -1166,11 +1166,22 @@ ORDER BY f.feed_key, f.schedule, f.tick_ms;
 SELECT {settled_fire_key} AS settled;
 
 -- name: schedule_fires_last
--- Each schedule's newest fire, with its run's status: what `schedules` lists.
+-- Each schedule's newest fire, with its run's status: what `schedules` and `status` list. The
+-- schedules are found by skipping from one to the next along the key, and each one's newest
+-- fire is its key's last: a read per schedule (by each fire, it read every fire ever made).
+WITH RECURSIVE names (schedule) AS (
+    SELECT MIN(schedule) FROM schedule_fires
+    UNION ALL
+    SELECT (SELECT MIN(g.schedule) FROM schedule_fires g WHERE g.schedule > n.schedule)
+    FROM names n WHERE n.schedule IS NOT NULL
+)
 SELECT f.schedule, f.tick_ms, f.outcome, f.reason, f.run_id, f.missed, f.fired_at,
        r.status AS run_status, r.error_code, r.thread_id, r.channel_id
-FROM schedule_fires f LEFT JOIN runs r ON r.id = f.run_id
-WHERE f.tick_ms = (SELECT MAX(g.tick_ms) FROM schedule_fires g WHERE g.schedule = f.schedule);
+FROM names n
+CROSS JOIN schedule_fires f
+LEFT JOIN runs r ON r.id = f.run_id
+WHERE f.schedule = n.schedule
+  AND f.tick_ms = (SELECT MAX(g.tick_ms) FROM schedule_fires g WHERE g.schedule = n.schedule);
 
 -- name: schedule_run_live
 -- The newest queued fire's run, while it has not ended: what an overlap rule looks at.
