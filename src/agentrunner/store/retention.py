@@ -25,6 +25,7 @@ class SettledRun:
     completed_at: float
     events: int
     deltas: int  # its agent.token and agent.thinking rows
+    following: int  # of them, those right after a row of their kind (what may be merged)
     run_messages: int
     steps: int
     kept: bool
@@ -65,6 +66,7 @@ class RetentionRows(Repository):
                 float(row["completed_at"]),
                 int(row["events"]),
                 int(row["deltas"]),
+                int(row["following"]),
                 int(row["run_messages"]),
                 int(row["steps"]),
                 bool(row["kept"]),

@@ -179,7 +179,7 @@ async def _ops(store: Store, rule: str, run: SettledRun, removal: Removal) -> li
     if rule == "token_deltas":
         removal.add(rule, "events", run.deltas)
         return [rows.drop_op("deltas", run.id)] if run.deltas else []
-    if run.deltas < 2:  # the compaction: nothing to merge
+    if not run.following:  # the compaction: no delta right after another, nothing to merge
         return []
     ops: list[Op] = []
     for first, last, payload in _streams(await rows.deltas(run.id)):

@@ -1370,6 +1370,11 @@ SELECT r.id, r.completed_at,
        (SELECT COUNT(*) FROM events e WHERE e.run_id = r.id) AS events,
        (SELECT COUNT(*) FROM events e
         WHERE e.run_id = r.id AND e.type IN ('agent.token', 'agent.thinking')) AS deltas,
+       -- delta rows right after one of their kind: none, and the compaction has nothing to
+       -- merge (it reads a run's deltas only when there is)
+       (SELECT COUNT(*) FROM events e JOIN events p ON p.run_id = e.run_id
+                                                 AND p.seq = e.seq - 1 AND p.type = e.type
+        WHERE e.run_id = r.id AND e.type IN ('agent.token', 'agent.thinking')) AS following,
        (SELECT COUNT(*) FROM run_messages m WHERE m.run_id = r.id) AS run_messages,
        (SELECT COUNT(*) FROM run_steps s WHERE s.run_id = r.id) AS steps,
        CASE WHEN EXISTS (SELECT 1 FROM runs c
