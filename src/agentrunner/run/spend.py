@@ -5,8 +5,9 @@ check before a brief all read it here, so they always agree; and what one run ha
 Every figure comes from the store's cost rows (one per model request, integer micro-dollars,
 each on the UTC day it was made): each day's totals of them per agent and model, added to in
 the transaction that writes each row (``Costs.summary``), or a run's own (``Costs.of_run``);
-a run that has ended has its own total, written as it ended from the same requests. The daily limits are ``[budgets]`` of ``agentrunner.toml`` (DESIGN decision 5):
-``per_agent_daily_usd`` for each agent and ``global_daily_usd`` for all; ``per_run_usd`` bounds
+a run that has ended has its own total, written as it ended from the same requests. The daily
+limits are ``[budgets]`` of ``agentrunner.toml`` (DESIGN decision 5): ``per_agent_daily_usd``
+for each agent and ``global_daily_usd`` for all; ``per_run_usd`` bounds
 each run and is shown, not compared with a day's spend. Enforcement is the runtime's
 (``budgets``, before every model request); this module only reports, and ``preflight`` refuses
 to start work once a daily limit is used up.

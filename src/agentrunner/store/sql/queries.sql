@@ -1379,7 +1379,7 @@ SELECT r.id, r.completed_at,
        (SELECT COUNT(*) FROM run_steps s WHERE s.run_id = r.id) AS steps,
        CASE WHEN EXISTS (SELECT 1 FROM runs c
                          WHERE c.parent_run_id = r.id
-                           AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+                           AND c.status IN ('created', 'running', 'waiting'))
               OR (r.thread_id IS NOT NULL AND r.status = 'completed'
                   AND NOT EXISTS (SELECT 1 FROM runs n
                                   WHERE n.thread_id = r.thread_id AND n.status = 'completed'
