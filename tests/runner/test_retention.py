@@ -461,7 +461,8 @@ def test_gc_stopped_by_ctrl_c_goes_on_from_where_it_stopped(tmp_path: Path) -> N
     gc.send_signal(signal.SIGINT)
     out, said = gc.communicate(timeout=60)
     assert gc.returncode == 130, (out, said)
-    assert "cancelled: what was removed stays removed" in said and "Traceback" not in said
+    assert "cancelled after removing" in said and "they stay removed" in said
+    assert "Traceback" not in said
     left = json.loads(cli("gc", "--dry-run", "--json").stdout)["total"]
     assert 0 < left < counted
     rest = json.loads(cli("gc", "--json").stdout)
@@ -472,3 +473,64 @@ def test_gc_stopped_by_ctrl_c_goes_on_from_where_it_stopped(tmp_path: Path) -> N
             "SELECT expires_at FROM retention_state WHERE rule = 'pass'"
         ).fetchone()
     assert gone == (0,) and pass_row == (0.0,)  # all gone; the pass let go, not left held
+
+
+async def test_a_kept_newest_run_goes_once_its_thread_moves_on(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    """A newcomer's find: the run kept as its thread's newest was walked past and never looked
+    at again, so it stayed, with all its rows, after newer runs came on its thread."""
+    agent("helper")
+    runner: AgentRunner = await open_runner()
+    first = await turn(runner, mock, "g", "first on g")
+    await age(runner, first, 40)
+    rules = Retention(runs_days=30, compact_token_deltas=False)
+    assert (await apply_retention(runner.store, rules)).total == 0  # the newest: kept
+    second = await turn(runner, mock, "g", "second on g")
+    await age(runner, second, 35)
+    counted = await apply_retention(runner.store, rules, dry_run=True)
+    removed = await apply_retention(runner.store, rules)
+    assert removed.to_dict() == counted.to_dict()
+    assert removed.rows["runs"]["runs"] == 1 and removed.done
+    assert await runner.store.runs.get(first) is None
+    assert await runner.store.runs.get(second) is not None  # the newest now
+    assert (await apply_retention(runner.store, rules)).total == 0
+
+
+async def test_a_run_says_what_the_rules_removed_of_it(
+    agent: Agent, open_runner: Any, mock: MockProvider
+) -> None:
+    """A run whose events and run messages went says so (``removed``): its record, the API's
+    view of it, and a replay, which was refused as having "never reached a model"."""
+    from agentrunner.errors import AgentRunnerError
+
+    agent("helper")
+    runner: AgentRunner = await open_runner()
+    old = await turn(runner, mock, "h", "an old question")
+    kept = await turn(runner, mock, "h", "a new question")
+    await age(runner, old, 10)
+    await apply_retention(runner.store, Retention(events_days=5, run_messages_days=5))
+    record = await runner.store.runs.get(old)
+    assert record is not None and record.removed == ["events", "run_messages"]
+    assert record.to_dict()["removed"] == ["events", "run_messages"]
+    untouched = await runner.store.runs.get(kept)
+    assert untouched is not None and untouched.removed == []
+    assert "removed" not in untouched.to_dict()
+    from agentrunner.run.replay import plan_replay
+
+    with pytest.raises(AgentRunnerError) as refused:
+        await plan_replay(runner.store, runner.engine.models, old)
+    assert "the [retention] rules removed its run messages" in refused.value.message
+    assert "threads fork" in (refused.value.hint or "")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", '"30d"', "true"])
+def test_a_rule_takes_a_finite_number_of_days(tmp_path: Path, value: str) -> None:
+    from agentrunner.config import load_config
+    from agentrunner.errors import AgentRunnerError
+
+    (tmp_path / "agentrunner.toml").write_text(f"[retention]\nevents_days = {value}\n")
+    with pytest.raises(AgentRunnerError) as refused:
+        load_config(tmp_path, env={})
+    assert "retention.events_days must be a number of days, 0 or more" in refused.value.message
+    assert refused.value.hint and "events_days = 30" in refused.value.hint

@@ -6,6 +6,7 @@ of row for good. Threads and their messages are not a rule's: they are kept.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -54,7 +55,12 @@ def _days(table: Table, key: str) -> float | None:
     value = table.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise table.error(
             key, f"{table.name(key)} must be a number of days, 0 or more, got {value!r}", _HINT
         )

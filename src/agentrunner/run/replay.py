@@ -91,6 +91,13 @@ async def plan_replay(
         )
     [message] = await store.attachments.hydrate([said[0][1]])  # its files, sent again
     logged = {m.message_type: m.content for m in await store.runs.messages(original.id)}
+    if "system_message" not in logged and "run_messages" in original.removed:
+        raise _refused(
+            original,
+            "has no prompt left: the [retention] rules removed its run messages "
+            "(run_messages_days)",
+            f"Fork its thread instead: agentrunner threads fork {original.thread_id} --at SEQ.",
+        )
     if "system_message" not in logged:
         raise _refused(original, "logged no prompt (it never reached a model)", None)
     if model is None and original.model is not None and models.knows(original.model):

@@ -143,6 +143,8 @@ class RunRecord:
     worker_id: str | None = None
     attempts: int = 0
     trace_id: str | None = None  # its OpenTelemetry trace, when telemetry was on
+    # what [retention] removed of it ("events", "run_messages", "token_deltas"; run_get's)
+    pruned: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRecord:
@@ -179,7 +181,14 @@ class RunRecord:
         files = self.request.get("attachments") if self.request else None
         if files:
             out["attachments"] = files
+        if self.pruned:
+            out["removed"] = self.removed
         return out
+
+    @property
+    def removed(self) -> list[str]:
+        """What ``[retention]`` removed of it: ``events``, ``run_messages``, ``token_deltas``."""
+        return self.pruned.split(",") if self.pruned else []
 
 
 @dataclass(slots=True)

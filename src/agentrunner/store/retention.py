@@ -48,6 +48,10 @@ class RetentionRows(Repository):
         row = await self.db.fetch_one(self.sql["retention_cursor"], {"rule": rule})
         return (0.0, "") if row is None else (float(row["through_at"]), str(row["through_id"]))
 
+    def restart_op(self, rule: str) -> Op:
+        """``rule`` starts from the first settled run again, next time."""
+        return self.op("retention_advance", rule=rule, through_at=0.0, through_id="")
+
     def advance_op(self, rule: str, through: SettledRun) -> Op:
         return self.op(
             "retention_advance", rule=rule, through_at=through.completed_at, through_id=through.id
@@ -88,6 +92,10 @@ class RetentionRows(Repository):
         """Drop run ``run_id``'s ``what``: ``events``, ``deltas``, ``run_messages`` or ``run``
         (its steps and run messages with it)."""
         return self.op(f"retention_drop_{what}", run_id=run_id)
+
+    def mark_op(self, run_id: str, what: str) -> Op:
+        """Run ``run_id`` says that ``what`` of it was removed (``RunRecord.removed``)."""
+        return self.op("retention_mark", run_id=run_id, what=what)
 
     async def count_costs(self, before_day: str) -> int:
         row = await self.db.fetch_one(self.sql["retention_costs_count"], {"day": before_day})

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ BATCH = 200  # runs a transaction goes through
 # read them by then (a follower that resumes later reads the merged rows, the same text).
 SETTLED_FOR_S = 60.0
 HOLD_S = 60.0  # how long the pass is held at a time: one whose holder died is free after it
+_KEPT = "runs_kept"  # the ``runs`` rule's second walk, over the runs it kept
 
 
 @dataclass(slots=True)
@@ -51,8 +53,14 @@ class Removal:
     done: bool = True
 
     def add(self, rule: str, kind: str, count: int) -> None:
-        kinds = self.rows.setdefault(rule, {})
-        kinds[kind] = kinds.get(kind, 0) + count
+        if count:
+            kinds = self.rows.setdefault(rule, {})
+            kinds[kind] = kinds.get(kind, 0) + count
+
+    def merge(self, other: Removal) -> None:
+        for rule, kinds in other.rows.items():
+            for kind, count in kinds.items():
+                self.add(rule, kind, count)
 
     @property
     def total(self) -> int:
@@ -104,17 +112,20 @@ async def apply_retention(
     pause_s: float = 0.0,
     batch: int = BATCH,
     holder: str | None = None,
+    removal: Removal | None = None,
 ) -> Removal:
     """Apply every rule of ``retention`` as of ``now`` (default: now); with ``dry_run``, only
     count. ``seconds``: stop after about this long (``done`` False: the rest is left for the
     next time); ``pause_s``: wait this long between batches, so that a worker's runs get the
     database between them. The caller holds the pass (``pass_held``) unless it only counts;
     as ``holder``, it holds it a while longer with each batch (one that stopped, Ctrl-C or a
-    kill, lets it go within ``HOLD_S``)."""
+    kill, lets it go within ``HOLD_S``). ``removal``: what is removed is added to it as each
+    batch commits (what a caller stopped midway can still say)."""
     now = time.time() if now is None else now
     deadline = None if seconds is None else time.monotonic() + seconds
-    removal = Removal()
-    for rule in _rules(retention, now):
+    removal = Removal() if removal is None else removal
+    rules = _rules(retention, now)
+    for rule in rules:
         if not await _walk(store, rule, removal, dry_run, deadline, pause_s, batch, holder):
             removal.done = False
             return removal
@@ -123,6 +134,18 @@ async def apply_retention(
         removal.add("costs", "costs", await _costs(store, before, dry_run, deadline, batch))
         if deadline is not None and time.monotonic() > deadline:
             removal.done = await store.retention.count_costs(before) == 0
+            if not removal.done:
+                return removal
+    if rules and rules[0].name == "runs":
+        # Last, with what time is left: the runs the ``runs`` rule walked past and kept (a
+        # thread's newest, a run whose delegation had not settled), looked at again from the
+        # first, as those that have since stopped being needed go. Everything else it walked
+        # past is gone, so this reads the kept ones, round and round.
+        kept = _Rule(_KEPT, min(rules[0].until, (await store.retention.cursor("runs"))[0]))
+        done = await _walk(store, kept, removal, dry_run, deadline, pause_s, batch, holder)
+        if done and not dry_run:
+            await store.batch([store.retention.restart_op(_KEPT)])
+        removal.done = done
     return removal
 
 
@@ -144,14 +167,16 @@ async def _walk(
         if not runs:
             return True
         ops: list[Op] = []
+        batch_removal = Removal()
         for run in runs:
             if run.completed_at > rule.taken and (run.kept or run.completed_at > rule.taken_whole):
-                ops += await _ops(store, rule.name, run, removal)
+                ops += await _ops(store, rule.name, run, batch_removal)
         if not dry_run:
             ops.append(rows.advance_op(rule.name, runs[-1]))
             await store.batch(ops)
             if holder is not None:
                 await rows.claim(holder, HOLD_S)
+        removal.merge(batch_removal)  # once committed: what a Ctrl-C stops says what went
         after = (runs[-1].completed_at, runs[-1].id)
         if deadline is not None and time.monotonic() > deadline:
             return False
@@ -162,9 +187,10 @@ async def _walk(
 
 async def _ops(store: Store, rule: str, run: SettledRun, removal: Removal) -> list[Op]:
     rows = store.retention
-    if rule == "runs":
+    if rule in ("runs", _KEPT):
         if run.kept:
             return []
+        rule = "runs"
         removal.add(rule, "runs", 1)
         removal.add(rule, "steps", run.steps)
         removal.add(rule, "run_messages", run.run_messages)
@@ -172,13 +198,15 @@ async def _ops(store: Store, rule: str, run: SettledRun, removal: Removal) -> li
         return [rows.drop_op("events", run.id), rows.drop_op("run", run.id)]
     if rule == "events":
         removal.add(rule, "events", run.events)
-        return [rows.drop_op("events", run.id)] if run.events else []
+        return [rows.drop_op("events", run.id), rows.mark_op(run.id, rule)] if run.events else []
     if rule == "run_messages":
         removal.add(rule, "run_messages", run.run_messages)
-        return [rows.drop_op("run_messages", run.id)] if run.run_messages else []
+        if not run.run_messages:
+            return []
+        return [rows.drop_op("run_messages", run.id), rows.mark_op(run.id, rule)]
     if rule == "token_deltas":
         removal.add(rule, "events", run.deltas)
-        return [rows.drop_op("deltas", run.id)] if run.deltas else []
+        return [rows.drop_op("deltas", run.id), rows.mark_op(run.id, rule)] if run.deltas else []
     if not run.following:  # the compaction: no delta right after another, nothing to merge
         return []
     ops: list[Op] = []
@@ -247,16 +275,25 @@ async def _costs(
 
 @contextlib.asynccontextmanager
 async def pass_held(
-    store: Store, holder: str, *, hold_s: float = HOLD_S, wait_s: float = 0.0
+    store: Store,
+    holder: str,
+    *,
+    hold_s: float = HOLD_S,
+    wait_s: float = 0.0,
+    waiting: Callable[[], None] | None = None,
 ) -> Any:
     """Hold the pass while the block runs: one process applies the rules at a time. Waits up
     to ``wait_s`` for another holder (a worker's pass is a few seconds); then, or at once,
-    ``runner_io`` — unless ``wait_s`` is 0, when the block is skipped (``None`` is given)."""
+    ``runner_io`` — unless ``wait_s`` is 0, when the block is skipped (``None`` is given).
+    ``waiting`` is called once, as the wait begins."""
     waited = time.monotonic() + wait_s
     while not await store.retention.claim(holder, hold_s):
         if not wait_s:
             yield None
             return
+        if waiting is not None:
+            waiting()
+            waiting = None
         if time.monotonic() > waited:
             raise AgentRunnerError(
                 ErrorCode.RUNNER_IO,

@@ -440,6 +440,8 @@ def logs(
             loop.remove_signal_handler(signal.SIGINT)
         if not header.said:
             _say_header(final.agent_id)
+        if "events" in final.removed:
+            err.print("[dim](its events were removed by the \\[retention] rules: events_days)[/]")
         if final.settled:
             await _print_end(store, final)
         else:

@@ -52,28 +52,43 @@ def gc(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print it as JSON, for scripts."),
 ) -> None:
-    """Remove what [retention] says is old enough to go, now (workers do it as they run)."""
-    from agentrunner.workspace.retention import apply_retention, pass_held
+    """Remove now what the retention rules of agentrunner.toml say is old enough to go
+    (workers do it as they run); --dry-run counts it."""
+    from agentrunner.workspace.retention import Removal, apply_retention, pass_held
 
-    async def work(project: Project, store: Store) -> tuple[Retention, Removal]:
+    removal = Removal()  # what went, batch by batch: what a Ctrl-C can still say
+
+    def waiting() -> None:
+        err.print(
+            "[dim]another process is applying the \\[retention] rules (a worker, or a gc that "
+            "stopped: it lets go within a minute); waiting for it…[/]"
+        )
+
+    async def work(project: Project, store: Store) -> Retention:
         retention = project.config.retention
         if dry_run:
-            return retention, await apply_retention(store, retention, dry_run=True)
+            await apply_retention(store, retention, dry_run=True, removal=removal)
+            return retention
         holder = f"gc:{socket.gethostname()}:{os.getpid()}"
-        async with pass_held(store, holder, wait_s=60.0):
-            return retention, await apply_retention(store, retention, holder=holder)
+        async with pass_held(store, holder, wait_s=90.0, waiting=waiting):
+            await apply_retention(store, retention, holder=holder, removal=removal)
+        return retention
 
     try:
-        retention, removal = with_project_store(work)
+        retention = with_project_store(work)
     except KeyboardInterrupt:
         # each batch is committed whole, with where its rule stopped: the next gc goes on
         if dry_run:
             err.print("[yellow]cancelled[/]")
-        else:
+        elif removal.total:
             err.print(
-                "[yellow]cancelled[/]: what was removed stays removed; "
-                "agentrunner gc goes on from where it stopped"
+                f"[yellow]cancelled[/] after removing {removal.total:,} row(s): they stay "
+                "removed, and agentrunner gc goes on from where it stopped"
             )
+        else:
+            err.print("[yellow]cancelled[/]: nothing was removed")
+        if as_json:
+            out.print_json(data={"dry_run": dry_run, **removal.to_dict(), "done": False})
         raise typer.Exit(130) from None
     if as_json:
         out.print_json(data={"dry_run": dry_run, **removal.to_dict()})
@@ -88,8 +103,8 @@ def _print(retention: Retention, removal: Removal, dry_run: bool) -> None:
         if getattr(retention, key) is not None
     ]
     if retention.compact_token_deltas:
-        rules.append("token deltas merged")
-    said = " · ".join(rules) if rules else "nothing"
+        rules.append("token deltas merged a minute after a run settles")
+    said = " · ".join(rules) if rules else "no rules: every row is kept"
     out.print(f"[bold]\\[retention][/] [dim]{said}[/]")
     rows = []
     for rule, (words, kinds) in _RULES.items():

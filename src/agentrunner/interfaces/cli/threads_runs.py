@@ -158,6 +158,8 @@ def threads_show(
             run = stopped.get(run_id) if message.interrupted else None
             if run is not None:  # why it stopped: for people, never sent to the model
                 out.print(verbatim(f"✗ run {run.id} {_why(run)}", "red"))
+            elif message.interrupted and run_id in stopped:  # its run is no more
+                out.print(verbatim(f"✗ run {run_id}: removed by the [retention] rules", "dim"))
             for call in message.tool_calls:
                 shown = json.dumps(call.arguments, ensure_ascii=False)[:200]
                 out.print(Text.assemble((f"→ {call.name}", "cyan"), " ", (shown, "dim")))
@@ -451,6 +453,8 @@ def runs_show(
         ],
     )
     out.print("[bold]Messages[/]")
+    if not messages and "run_messages" in run.removed:
+        out.print("  [dim]removed by the \\[retention] rules (run_messages_days)[/]")
     for m in messages:
         if m.message_type == "tool_call_message":
             _hanging(

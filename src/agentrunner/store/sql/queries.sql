@@ -177,7 +177,7 @@ UPDATE runs SET stop_reason = :stop_reason WHERE id = :id;
 SELECT id, agent_id, thread_id, parent_run_id, status, stop_reason, trigger_message_id,
        channel_id, dm_conversation_id, request, model, error_code, error_message,
        token_usage, cost_micros, cost_known, depth, created_at, started_at, completed_at,
-       worker_id, attempts, trace_id
+       worker_id, attempts, trace_id, pruned
 FROM runs WHERE id = :id;
 
 -- name: run_ids_starting
@@ -1414,6 +1414,11 @@ DELETE FROM events WHERE run_id = :run_id AND type IN ('agent.token', 'agent.thi
 
 -- name: retention_drop_run_messages
 DELETE FROM run_messages WHERE run_id = :run_id;
+
+-- name: retention_mark
+-- What a rule removed of a run that stays, beside what others removed (a rule walks a run once).
+UPDATE runs SET pruned = CASE WHEN pruned IS NULL THEN :what ELSE pruned || ',' || :what END
+WHERE id = :run_id;
 
 -- name: retention_drop_run
 -- Its steps and run messages go with it (their foreign keys cascade); its events are dropped

@@ -650,9 +650,12 @@ DROP TABLE cost_days
 
 -- migration: 29
 -- [retention] (docs/retention.md): the settled runs in the order they settled, what each rule
--- walks in small batches; and how far each rule has come ('pass': which process is applying
+-- walks in small batches; what was removed of a run; and how far each rule has come ('pass': which process is applying
 -- them, until when), so that a pass reads only what settled since the last one.
 CREATE INDEX runs_settled ON runs (completed_at, id) WHERE completed_at IS NOT NULL;
+-- What the rules removed of a run that stays (events, run_messages, token_deltas), so that what
+-- shows it says so rather than nothing.
+ALTER TABLE runs ADD COLUMN pruned TEXT;
 CREATE TABLE retention_state (
     rule TEXT PRIMARY KEY,
     through_at DOUBLE PRECISION NOT NULL,
