@@ -5,8 +5,13 @@ then removes; a settled run's token deltas are merged into a row per stream, the
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -302,30 +307,30 @@ async def test_one_process_applies_the_rules_at_a_time(agent: Agent, open_runner
     assert await store.retention.claim("worker-3", 60.0)  # a holder that died loses it
 
 
+def new_project(tmp_path: Path) -> tuple[Path, Callable[..., subprocess.CompletedProcess[str]]]:
+    """A project from ``agentrunner init p --model test``, on its own SQLite file; and the CLI
+    run in it, as a person runs it."""
+    env = {**os.environ, "AGENTRUNNER_DATABASE_URL": ""}
+
+    def cli(*args: str, cwd: Path = tmp_path / "p") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agentrunner", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+
+    made = cli("init", "p", "--model", "test", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    return tmp_path / "p", cli
+
+
 def test_gc_from_the_command_line(tmp_path: Path) -> None:
     """As a person runs it: a dry run counts, gc removes the same, a second gc has nothing;
     a wrong rule is refused with where it is written and what it takes."""
-    import subprocess
-    import sys
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "agentrunner", *args],
-            cwd=tmp_path / "p",
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**__import__("os").environ, "AGENTRUNNER_DATABASE_URL": ""},
-        )
-
-    made = subprocess.run(
-        [sys.executable, "-m", "agentrunner", "init", "p", "--model", "test"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert made.returncode == 0, made.stderr
+    _, cli = new_project(tmp_path)
     for question in ("What is the weather in Oslo?", "And in Rome?"):
         assert cli("run", "assistant", question).returncode == 0
     config = tmp_path / "p" / "agentrunner.toml"
@@ -336,8 +341,6 @@ def test_gc_from_the_command_line(tmp_path: Path) -> None:
     counted = int(dry.stdout.split("would remove ")[1].split()[0].replace(",", ""))
     done = cli("gc", "--json")
     assert done.returncode == 0, done.stderr
-    import json
-
     report = json.loads(done.stdout)
     assert report["total"] == counted > 0 and report["rules"]["events"]["events"] == counted
     assert "nothing to remove" in cli("gc").stdout
@@ -392,35 +395,11 @@ async def test_a_worker_applies_the_rules_as_it_serves(
 def test_gc_stopped_by_ctrl_c_goes_on_from_where_it_stopped(tmp_path: Path) -> None:
     """Ctrl-C mid-way: what was removed stays removed, said so, exit 130; the next gc removes
     the rest, and the two removed together what the dry run before them counted."""
-    import json
-    import os
     import signal
     import sqlite3
-    import subprocess
-    import sys
 
+    project, cli = new_project(tmp_path)
     env = {**os.environ, "AGENTRUNNER_DATABASE_URL": ""}
-    made = subprocess.run(
-        [sys.executable, "-m", "agentrunner", "init", "p", "--model", "test"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert made.returncode == 0, made.stderr
-    project = tmp_path / "p"
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "agentrunner", *args],
-            cwd=project,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-
     assert cli("run", "assistant", "hello").returncode == 0  # the store, made and migrated
     database = project / ".agentrunner" / "agentrunner.db"
     with sqlite3.connect(database) as conn:  # 20,000 settled runs of 10 events each
