@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from agentrunner.testing import MockProviderServer
+from tests.hangs import run_or_dump
 
 CONFIG = """\
 [project]
@@ -64,15 +64,8 @@ class Company:
         env = {**os.environ, "MOCK_KEY": "sk-mock-key", "COLUMNS": "200"}
         if self.database_url:
             env["AGENTRUNNER_DATABASE_URL"] = self.database_url
-        done = subprocess.run(
-            [sys.executable, "-m", "agentrunner", *args],
-            cwd=self.root,
-            env=env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        command = [sys.executable, "-m", "agentrunner", *args]
+        done = run_or_dump(command, cwd=self.root, env=env, stdin=stdin, timeout=timeout)
         return Done(done.returncode, done.stdout, done.stderr)
 
     def ok(self, *args: str, stdin: str | None = None) -> Done:

@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 from agentrunner.runtime.compose import open_task_runner
 from agentrunner.testing import MockProvider, MockProviderServer, Reply
 from agentrunner.workspace.tasks import FileCache, cache_key, canonical_json
+from tests.hangs import run_or_dump
 
 CONFIG = """\
 [defaults]
@@ -291,28 +291,9 @@ async def test_flush_ends_when_a_finished_write_was_not_taken_out(tmp_path: Path
 def exec_cli(
     project: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``agentrunner exec`` as a subprocess. One that outlives its timeout is made to print
-    every thread's stack (faulthandler, on SIGABRT) before the test fails, so that a hang seen
-    once on a loaded CI machine says where it waited."""
+    """``agentrunner exec`` as a subprocess (its stacks printed should it hang)."""
     command = [sys.executable, "-m", "agentrunner", "exec", *args]
-    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
-    with subprocess.Popen(
-        command,
-        cwd=project,
-        env=env,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as process:
-        try:
-            stdout, stderr = process.communicate(stdin, timeout=300)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGABRT)
-            stdout, stderr = process.communicate()
-            lines = len(stdout.splitlines())
-            pytest.fail(f"agentrunner exec hung ({lines} lines written); its stacks:\n{stderr}")
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    return run_or_dump(command, cwd=project, stdin=stdin, timeout=300)
 
 
 def test_exec_twice_hits_the_cache_across_processes(
