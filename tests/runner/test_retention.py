@@ -5,6 +5,7 @@ then removes; a settled run's token deltas are merged into a row per stream, the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -402,7 +403,8 @@ def test_gc_stopped_by_ctrl_c_goes_on_from_where_it_stopped(tmp_path: Path) -> N
     env = {**os.environ, "AGENTRUNNER_DATABASE_URL": ""}
     assert cli("run", "assistant", "hello").returncode == 0  # the store, made and migrated
     database = project / ".agentrunner" / "agentrunner.db"
-    with sqlite3.connect(database) as conn:  # 20,000 settled runs of 10 events each
+    # (closed, not only committed: one left to the collector warns in whichever test it is)
+    with contextlib.closing(sqlite3.connect(database)) as conn, conn:  # 20,000 runs, 10 events
         settled = time.time() - 10 * DAY
         conn.executemany(
             "INSERT INTO runs (id, agent_id, status, created_at, completed_at, depth) "
@@ -431,7 +433,7 @@ def test_gc_stopped_by_ctrl_c_goes_on_from_where_it_stopped(tmp_path: Path) -> N
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
-    with sqlite3.connect(database, timeout=30) as conn:  # a batch committed: stop it there
+    with contextlib.closing(sqlite3.connect(database, timeout=30)) as conn:  # a batch committed
         while time.monotonic() < deadline:
             row = conn.execute("SELECT 1 FROM retention_state WHERE rule = 'events'").fetchone()
             if row:
@@ -446,7 +448,7 @@ def test_gc_stopped_by_ctrl_c_goes_on_from_where_it_stopped(tmp_path: Path) -> N
     assert 0 < left < counted
     rest = json.loads(cli("gc", "--json").stdout)
     assert rest["total"] == left and rest["done"]
-    with sqlite3.connect(database) as conn:
+    with contextlib.closing(sqlite3.connect(database)) as conn:
         gone = conn.execute("SELECT COUNT(*) FROM events WHERE run_id LIKE 'run_old%'").fetchone()
         pass_row = conn.execute(
             "SELECT expires_at FROM retention_state WHERE rule = 'pass'"

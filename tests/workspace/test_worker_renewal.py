@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,15 @@ async def test_a_run_failed_by_the_lease_rules_is_still_stopped_and_said(
         with caplog.at_level(logging.WARNING, logger="agentrunner"):
             while (await store.runs.get(run_id)).status != "running":  # type: ignore[union-attr]
                 await asyncio.sleep(0.02)
-            # as if this worker had been paused past its lease: another process's upkeep
+            # as if this worker had been paused past its lease: another process's upkeep. The
+            # worker's own upkeep may renew the lease between the two statements, or fail the
+            # run first (a CI run saw one of them): until the lease rules have failed it.
             expire = f"UPDATE runs SET lease_until = 0 WHERE id = '{run_id}'"  # an id we made
-            await store.driver.execute(expire, {})
-            assert await store.mailbox.fail_expired() == [run_id]
+            deadline = time.monotonic() + 10
+            while (await store.runs.get(run_id)).status == "running":  # type: ignore[union-attr]
+                assert time.monotonic() < deadline
+                await store.driver.execute(expire, {})
+                await store.mailbox.fail_expired()
             await asyncio.wait_for(worker, timeout=30)
         run = await store.runs.get(run_id)
     finally:
