@@ -131,11 +131,10 @@ async def apply_retention(
             return removal
     if retention.costs_days is not None:
         before = today(now - retention.costs_days * DAY_S)
-        removal.add("costs", "costs", await _costs(store, before, dry_run, deadline, batch))
-        if deadline is not None and time.monotonic() > deadline:
-            removal.done = await store.retention.count_costs(before) == 0
-            if not removal.done:
-                return removal
+        dropped, removal.done = await _costs(store, before, dry_run, deadline, batch)
+        removal.add("costs", "costs", dropped)
+        if not removal.done:
+            return removal
     if rules and rules[0].name == "runs":
         # Last, with what time is left: the runs the ``runs`` rule walked past and kept (a
         # thread's newest, a run whose delegation had not settled), looked at again from the
@@ -262,15 +261,19 @@ def _continues(
 
 async def _costs(
     store: Store, before_day: str, dry_run: bool, deadline: float | None, batch: int
-) -> int:
+) -> tuple[int, bool]:
+    """The cost rows of days before ``before_day`` dropped (or, dry, counted), and whether
+    none is left: a drop that took fewer than it may take found the last of them."""
     if dry_run:
-        return await store.retention.count_costs(before_day)
-    dropped = 0
+        return await store.retention.count_costs(before_day), True
+    dropped, most = 0, batch * 10
     while True:
-        gone = await store.retention.drop_costs(before_day, batch * 10)
+        gone = await store.retention.drop_costs(before_day, most)
         dropped += gone
-        if not gone or (deadline is not None and time.monotonic() > deadline):
-            return dropped
+        if gone < most:
+            return dropped, True
+        if deadline is not None and time.monotonic() > deadline:
+            return dropped, False
 
 
 @contextlib.asynccontextmanager

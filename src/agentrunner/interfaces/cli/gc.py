@@ -37,13 +37,6 @@ _KINDS = {
     "merged": ("row merged into another", "rows merged into others"),
     "costs": ("cost row", "cost rows"),
 }
-_DAYS = {
-    "runs": "runs_days",
-    "events": "events_days",
-    "run_messages": "run_messages_days",
-    "token_deltas": "token_deltas_days",
-    "costs": "costs_days",
-}
 
 
 def gc(
@@ -97,10 +90,10 @@ def gc(
 
 
 def _print(retention: Retention, removal: Removal, dry_run: bool) -> None:
-    rules = [
-        f"{name.replace('_', ' ')} {getattr(retention, key):g} days"
-        for name, key in _DAYS.items()
-        if getattr(retention, key) is not None
+    rules = [  # each rule's days, as [retention] names them
+        f"{key.removesuffix('_days').replace('_', ' ')} {getattr(retention, key):g} days"
+        for key in retention.KEYS
+        if key.endswith("_days") and getattr(retention, key) is not None
     ]
     if retention.compact_token_deltas:
         rules.append("token deltas merged a minute after a run settles")
